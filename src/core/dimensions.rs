@@ -1,0 +1,292 @@
+//! Vocabulary of CONTRACT §1: units, windows, policies, dimensions and keys.
+
+use crate::error::{QuotaError, Result};
+use std::fmt;
+
+/// What a dimension counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaUnit {
+  Percent,
+  Requests,
+  Tokens,
+  Usd,
+}
+
+impl QuotaUnit {
+  pub const ALL: [QuotaUnit; 4] = [
+    QuotaUnit::Percent,
+    QuotaUnit::Requests,
+    QuotaUnit::Tokens,
+    QuotaUnit::Usd,
+  ];
+
+  pub fn as_str(self) -> &'static str {
+    match self {
+      QuotaUnit::Percent => "percent",
+      QuotaUnit::Requests => "requests",
+      QuotaUnit::Tokens => "tokens",
+      QuotaUnit::Usd => "usd",
+    }
+  }
+
+  pub fn parse(s: &str) -> Option<Self> {
+    Self::ALL.into_iter().find(|u| u.as_str() == s)
+  }
+
+  /// Parses `s`, or a `RangeError` naming `field`.
+  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
+    Self::parse(s).ok_or_else(|| {
+      QuotaError::range_error(
+        field,
+        format!("unknown unit {s:?} (expected percent, requests, tokens or usd)"),
+      )
+    })
+  }
+}
+
+impl fmt::Display for QuotaUnit {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_str(self.as_str())
+  }
+}
+
+/// A rolling window length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QuotaWindow {
+  FiveHours,
+  Hourly,
+  Daily,
+  Weekly,
+  Monthly,
+}
+
+impl QuotaWindow {
+  pub const ALL: [QuotaWindow; 5] = [
+    QuotaWindow::FiveHours,
+    QuotaWindow::Hourly,
+    QuotaWindow::Daily,
+    QuotaWindow::Weekly,
+    QuotaWindow::Monthly,
+  ];
+
+  pub fn as_str(self) -> &'static str {
+    match self {
+      QuotaWindow::FiveHours => "5h",
+      QuotaWindow::Hourly => "hourly",
+      QuotaWindow::Daily => "daily",
+      QuotaWindow::Weekly => "weekly",
+      QuotaWindow::Monthly => "monthly",
+    }
+  }
+
+  /// `WINDOW_MS` of the contract; monthly is 30 days.
+  pub fn ms(self) -> i64 {
+    match self {
+      QuotaWindow::Hourly => 3_600_000,
+      QuotaWindow::FiveHours => 18_000_000,
+      QuotaWindow::Daily => 86_400_000,
+      QuotaWindow::Weekly => 604_800_000,
+      QuotaWindow::Monthly => 2_592_000_000,
+    }
+  }
+
+  pub fn parse(s: &str) -> Option<Self> {
+    Self::ALL.into_iter().find(|w| w.as_str() == s)
+  }
+
+  /// Parses `s`, or a `RangeError` naming `field`.
+  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
+    Self::parse(s).ok_or_else(|| {
+      QuotaError::range_error(
+        field,
+        format!("unknown window {s:?} (expected 5h, hourly, daily, weekly or monthly)"),
+      )
+    })
+  }
+}
+
+impl fmt::Display for QuotaWindow {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    f.write_str(self.as_str())
+  }
+}
+
+/// How a key is held to its weighted share once the pool is saturated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Policy {
+  Hard,
+  Soft,
+  Burst,
+}
+
+impl Policy {
+  pub const ALL: [Policy; 3] = [Policy::Hard, Policy::Soft, Policy::Burst];
+
+  pub fn as_str(self) -> &'static str {
+    match self {
+      Policy::Hard => "hard",
+      Policy::Soft => "soft",
+      Policy::Burst => "burst",
+    }
+  }
+
+  pub fn parse(s: &str) -> Option<Self> {
+    Self::ALL.into_iter().find(|p| p.as_str() == s)
+  }
+
+  /// The decision's reading of a stored policy: anything unknown is `hard`
+  /// (fail-safe, never a silent allow — CONTRACT §3 rule 2).
+  pub fn parse_lenient(s: &str) -> Self {
+    Self::parse(s).unwrap_or(Policy::Hard)
+  }
+
+  /// Parses `s` for writing, or a `RangeError` naming `field`.
+  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
+    Self::parse(s).ok_or_else(|| {
+      QuotaError::range_error(
+        field,
+        format!("unknown policy {s:?} (expected hard, soft or burst)"),
+      )
+    })
+  }
+}
+
+/// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuotaDimension {
+  pub unit: QuotaUnit,
+  pub window: QuotaWindow,
+  pub limit: f64,
+}
+
+/// `{ poolId, unit, window }`; its string form is `"<poolId>:<unit>:<window>"`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DimensionKey {
+  pub pool_id: String,
+  pub unit: QuotaUnit,
+  pub window: QuotaWindow,
+}
+
+impl DimensionKey {
+  pub fn new(pool_id: impl Into<String>, unit: QuotaUnit, window: QuotaWindow) -> Self {
+    DimensionKey {
+      pool_id: pool_id.into(),
+      unit,
+      window,
+    }
+  }
+}
+
+impl fmt::Display for DimensionKey {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    write!(f, "{}:{}:{}", self.pool_id, self.unit, self.window)
+  }
+}
+
+/// One API key's share of a pool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolAllocation {
+  pub api_key_id: String,
+  /// 0..=100.
+  pub weight: f64,
+  pub cap_value: Option<f64>,
+  pub cap_unit: Option<QuotaUnit>,
+  pub policy: Policy,
+}
+
+/// A pool of API keys sharing the quota of one or more upstream connections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuotaPool {
+  pub id: String,
+  /// The primary connection.
+  pub connection_id: String,
+  /// Every member connection, primary first.
+  pub connection_ids: Vec<String>,
+  pub name: String,
+  pub group_id: String,
+  /// ISO-8601.
+  pub created_at: String,
+  pub allocations: Vec<PoolAllocation>,
+}
+
+/// Where a plan came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanSource {
+  Auto,
+  Manual,
+}
+
+impl PlanSource {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      PlanSource::Auto => "auto",
+      PlanSource::Manual => "manual",
+    }
+  }
+
+  pub fn parse(s: &str) -> Option<Self> {
+    match s {
+      "auto" => Some(PlanSource::Auto),
+      "manual" => Some(PlanSource::Manual),
+      _ => None,
+    }
+  }
+}
+
+/// The quota dimensions of an upstream account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderPlan {
+  pub connection_id: Option<String>,
+  pub provider: String,
+  pub dimensions: Vec<QuotaDimension>,
+  pub source: PlanSource,
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn window_lengths_match_the_contract() {
+    assert_eq!(QuotaWindow::Hourly.ms(), 3_600_000);
+    assert_eq!(QuotaWindow::FiveHours.ms(), 18_000_000);
+    assert_eq!(QuotaWindow::Daily.ms(), 86_400_000);
+    assert_eq!(QuotaWindow::Weekly.ms(), 604_800_000);
+    assert_eq!(QuotaWindow::Monthly.ms(), 2_592_000_000);
+  }
+
+  #[test]
+  fn dimension_key_string_form() {
+    let key = DimensionKey::new("pool-1", QuotaUnit::Tokens, QuotaWindow::FiveHours);
+    assert_eq!(key.to_string(), "pool-1:tokens:5h");
+  }
+
+  #[test]
+  fn names_round_trip() {
+    for u in QuotaUnit::ALL {
+      assert_eq!(QuotaUnit::parse(u.as_str()), Some(u));
+    }
+    for w in QuotaWindow::ALL {
+      assert_eq!(QuotaWindow::parse(w.as_str()), Some(w));
+    }
+    for p in Policy::ALL {
+      assert_eq!(Policy::parse(p.as_str()), Some(p));
+    }
+    assert_eq!(QuotaUnit::parse("bytes"), None);
+    assert_eq!(QuotaWindow::parse("yearly"), None);
+  }
+
+  #[test]
+  fn unknown_policy_reads_as_hard() {
+    assert_eq!(Policy::parse_lenient("lenient"), Policy::Hard);
+    assert_eq!(Policy::parse_lenient(""), Policy::Hard);
+    assert_eq!(Policy::parse_lenient("soft"), Policy::Soft);
+  }
+
+  #[test]
+  fn parse_errors_name_the_field() {
+    let err = QuotaUnit::parse_field("bytes", "key.unit").unwrap_err();
+    assert_eq!(err.to_string(), "key.unit: unknown unit \"bytes\" (expected percent, requests, tokens or usd)");
+    assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG");
+  }
+}

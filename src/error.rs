@@ -1,0 +1,66 @@
+//! The crate's one error type. Decisions (allow/block) are values, never errors;
+//! these are the failures: bad input at the boundary and storage faults.
+
+use std::fmt;
+
+/// Which JavaScript error class an invalid argument becomes at the edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgErrorKind {
+  /// The value has the wrong type (`TypeError`).
+  Type,
+  /// The value has the right type but is out of range or not allowed (`RangeError`).
+  Range,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum QuotaError {
+  /// Bad input; `field` is the path of the offending value, e.g. `dimensions[0].limit`.
+  InvalidArg {
+    kind: ArgErrorKind,
+    field: String,
+    message: String,
+  },
+  /// The storage backend failed (I/O, corruption, a constraint, a lock held too long).
+  Store(String),
+}
+
+impl QuotaError {
+  /// A `TypeError`: `field` does not have the expected type.
+  pub fn type_error(field: impl Into<String>, message: impl Into<String>) -> Self {
+    QuotaError::InvalidArg {
+      kind: ArgErrorKind::Type,
+      field: field.into(),
+      message: message.into(),
+    }
+  }
+
+  /// A `RangeError`: `field` has the right type but a value that is not allowed.
+  pub fn range_error(field: impl Into<String>, message: impl Into<String>) -> Self {
+    QuotaError::InvalidArg {
+      kind: ArgErrorKind::Range,
+      field: field.into(),
+      message: message.into(),
+    }
+  }
+
+  /// The stable `err.code` JavaScript sees.
+  pub fn code(&self) -> &'static str {
+    match self {
+      QuotaError::InvalidArg { .. } => "ERR_QUOTA_INVALID_ARG",
+      QuotaError::Store(_) => "ERR_QUOTA_STORE",
+    }
+  }
+}
+
+impl fmt::Display for QuotaError {
+  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match self {
+      QuotaError::InvalidArg { field, message, .. } => write!(f, "{field}: {message}"),
+      QuotaError::Store(message) => write!(f, "quota store error: {message}"),
+    }
+  }
+}
+
+impl std::error::Error for QuotaError {}
+
+pub type Result<T> = std::result::Result<T, QuotaError>;

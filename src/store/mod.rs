@@ -1,0 +1,1 @@
+//! Storage drivers behind one trait. (SQLite and Redis land here.)
