@@ -1,1 +1,10 @@
-//! The only place with `#[napi]`: converts JS values to core types and back.
+//! The only place with `#[napi]`: converts JavaScript values to core types (rejecting bad
+//! input with an error naming the field) and core results back to plain JS values.
+
+mod args;
+mod burn_rate;
+mod dimensions;
+mod errors;
+mod fair_share;
+mod plans;
+mod types;

@@ -286,7 +286,10 @@ mod tests {
   #[test]
   fn parse_errors_name_the_field() {
     let err = QuotaUnit::parse_field("bytes", "key.unit").unwrap_err();
-    assert_eq!(err.to_string(), "key.unit: unknown unit \"bytes\" (expected percent, requests, tokens or usd)");
+    assert_eq!(
+      err.to_string(),
+      "key.unit: unknown unit \"bytes\" (expected percent, requests, tokens or usd)"
+    );
     assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG");
   }
 }

@@ -1,4 +1,7 @@
 //! The pure core: algorithms with no I/O, no `napi`, and time as a parameter.
 
+pub mod burn_rate;
 pub mod dimensions;
+pub mod fair_share;
+pub mod plans;
 pub mod sliding_window;

@@ -1,0 +1,1 @@
+export { computeBurnRateFromWindow, computeBurnRate } from '../index'

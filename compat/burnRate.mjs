@@ -1,0 +1,3 @@
+import entry from './burnRate.js'
+
+export const { computeBurnRateFromWindow, computeBurnRate } = entry

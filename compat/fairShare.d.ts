@@ -1,0 +1,1 @@
+export { decideFairShare } from '../index'

@@ -1,0 +1,3 @@
+import entry from './fairShare.js'
+
+export const { decideFairShare } = entry

@@ -1,0 +1,1 @@
+export { getKnownPlan, knownProviders } from '../index'

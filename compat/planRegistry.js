@@ -1,0 +1,5 @@
+'use strict'
+// Drop-in for the host's src/lib/quota/planRegistry.ts.
+const native = require('../index.js')
+
+module.exports = { getKnownPlan: native.getKnownPlan, knownProviders: native.knownProviders }

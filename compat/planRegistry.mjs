@@ -1,0 +1,3 @@
+import entry from './planRegistry.js'
+
+export const { getKnownPlan, knownProviders } = entry

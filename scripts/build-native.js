@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// Builds the addon from source with cargo and puts it where index.js looks for it
+// (`quota-engine.<platform>.node` beside package.json). Used by `npm install` when no
+// prebuilt binary matches this machine, and by `npm test` / `npm run bench` so they
+// always run the code in this tree. Needs only Node, npm and cargo: not the napi CLI.
+'use strict'
+
+const { spawnSync } = require('node:child_process')
+const fs = require('node:fs')
+const path = require('node:path')
+
+const root = path.resolve(__dirname, '..')
+
+function platformSuffix() {
+  const { platform, arch } = process
+  if (platform === 'linux') {
+    const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
+    return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`
+  }
+  if (platform === 'win32') return `win32-${arch}-msvc`
+  return `${platform}-${arch}`
+}
+
+function build({ release }) {
+  const args = ['build', '--lib', '--message-format=json-render-diagnostics']
+  if (release) args.push('--release')
+  const result = spawnSync('cargo', args, {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    encoding: 'utf8',
+    maxBuffer: 256 * 1024 * 1024,
+  })
+  if (result.error) {
+    throw new Error(`could not run cargo (${result.error.message}); install Rust from https://rustup.rs`)
+  }
+  if (result.status !== 0) throw new Error(`cargo build failed with exit code ${result.status}`)
+  let artifact = null
+  for (const line of result.stdout.split('\n')) {
+    if (!line.startsWith('{')) continue
+    const message = JSON.parse(line)
+    if (message.reason === 'compiler-artifact' && message.target.kind.includes('cdylib')) {
+      artifact = message.filenames.find((f) => /\.(so|dylib|dll)$/.test(f))
+    }
+  }
+  if (!artifact) throw new Error('cargo did not report the cdylib artifact')
+  const destination = path.join(root, `quota-engine.${platformSuffix()}.node`)
+  // Copy to a temporary name and rename, so a process that has the old binary loaded
+  // keeps its mapping and a reader never sees a half-written file.
+  const temporary = `${destination}.${process.pid}.tmp`
+  fs.copyFileSync(artifact, temporary)
+  fs.renameSync(temporary, destination)
+  return destination
+}
+
+module.exports = { build, platformSuffix }
+
+if (require.main === module) {
+  const release = !process.argv.includes('--debug')
+  const destination = build({ release })
+  console.log(`built ${path.relative(root, destination)} (${release ? 'release' : 'debug'})`)
+}

@@ -1,0 +1,58 @@
+//! CONTRACT §6: the plan catalog (`getKnownPlan`, `knownProviders`).
+
+use super::args::Arg;
+use super::errors::or_throw;
+use crate::core::dimensions::QuotaDimension;
+use crate::core::plans::{known_plan, known_providers};
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_derive::napi;
+
+/// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
+#[napi(object, js_name = "QuotaDimension")]
+pub struct QuotaDimensionJs {
+  #[napi(ts_type = "QuotaUnit")]
+  pub unit: String,
+  #[napi(ts_type = "QuotaWindow")]
+  pub window: String,
+  pub limit: f64,
+}
+
+impl From<&QuotaDimension> for QuotaDimensionJs {
+  fn from(dimension: &QuotaDimension) -> Self {
+    QuotaDimensionJs {
+      unit: dimension.unit.as_str().to_string(),
+      window: dimension.window.as_str().to_string(),
+      limit: dimension.limit,
+    }
+  }
+}
+
+/// A plan of the catalog.
+#[napi(object, object_from_js = false)]
+pub struct KnownPlan {
+  pub provider: String,
+  pub dimensions: Vec<QuotaDimensionJs>,
+}
+
+/// The catalog's plan for `provider`, or `null`. A limit of `Number.EPSILON` means
+/// "unknown: configure the plan manually".
+///
+/// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
+#[napi(ts_args_type = "provider: string")]
+pub fn get_known_plan(env: Env, provider: Unknown) -> napi::Result<Option<KnownPlan>> {
+  let provider = or_throw(
+    &env,
+    Arg::new(provider, "provider").and_then(|a| a.string()),
+  )?;
+  Ok(known_plan(&provider).map(|plan| KnownPlan {
+    provider: plan.provider.to_string(),
+    dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
+  }))
+}
+
+/// Every provider of the plan catalog, in catalog order.
+#[napi(js_name = "knownProviders")]
+pub fn known_providers_js() -> Vec<&'static str> {
+  known_providers()
+}

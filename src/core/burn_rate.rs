@@ -1,0 +1,246 @@
+//! Burn rate of CONTRACT §9: how fast a pool consumes, and when it would run out.
+
+use crate::core::sliding_window::elapsed_in_bucket;
+
+/// The smoothing factor of the exponential moving average over per-second rates.
+pub const EMA_ALPHA: f64 = 0.3;
+
+/// `{ tokensPerSecond, timeToExhaustionMs }`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BurnRate {
+  /// Never negative, never NaN.
+  pub tokens_per_second: f64,
+  /// `remaining / rate × 1000`; `None` (JS `null`) when the rate is 0, `remaining` is
+  /// absent or negative, or the result is not a finite number.
+  pub time_to_exhaustion_ms: Option<f64>,
+}
+
+impl BurnRate {
+  /// `{ tokensPerSecond: 0, timeToExhaustionMs: null }`.
+  pub const ZERO: BurnRate = BurnRate {
+    tokens_per_second: 0.0,
+    time_to_exhaustion_ms: None,
+  };
+
+  fn new(rate: f64, remaining: Option<f64>) -> Self {
+    // `rate > 0` is false for NaN, so NaN reads as 0 too.
+    let rate = if rate > 0.0 { rate } else { 0.0 };
+    let time_to_exhaustion_ms = match remaining {
+      Some(remaining) if rate > 0.0 && remaining >= 0.0 => {
+        Some(remaining / rate * 1000.0).filter(|ms| ms.is_finite())
+      }
+      _ => None,
+    };
+    BurnRate {
+      tokens_per_second: rate,
+      time_to_exhaustion_ms,
+    }
+  }
+}
+
+/// `computeBurnRate(history, remaining?)`: an EMA (α = [`EMA_ALPHA`]) of the per-second
+/// rates between consecutive usable samples `(ts ms, consumed)`, the first rate seeding it.
+/// A sample is usable when both numbers are finite and its `ts` is greater than the last
+/// usable sample's (so out-of-order and duplicate timestamps are skipped). Fewer than two
+/// usable samples → [`BurnRate::ZERO`]. A negative final EMA clamps to 0.
+pub fn compute_burn_rate(history: &[(f64, f64)], remaining: Option<f64>) -> BurnRate {
+  let mut last: Option<(f64, f64)> = None;
+  let mut ema: Option<f64> = None;
+  for &(ts, consumed) in history {
+    if !ts.is_finite() || !consumed.is_finite() {
+      continue;
+    }
+    if let Some((last_ts, last_consumed)) = last {
+      if ts <= last_ts {
+        continue;
+      }
+      let rate = (consumed - last_consumed) / ((ts - last_ts) / 1000.0);
+      ema = Some(match ema {
+        None => rate,
+        Some(prev) => EMA_ALPHA * rate + (1.0 - EMA_ALPHA) * prev,
+      });
+    }
+    last = Some((ts, consumed));
+  }
+  match ema {
+    Some(rate) => BurnRate::new(rate, remaining),
+    None => BurnRate::ZERO,
+  }
+}
+
+/// `computeBurnRateFromWindow(consumedTotal, windowMs, remaining?)` with the clock as a
+/// parameter: `consumed_total` over the seconds elapsed in the current bucket of a
+/// `window_ms` window at `now_ms` (at least 1 ms). A `consumed_total` that is not a
+/// positive finite number, or a `window_ms <= 0`, gives [`BurnRate::ZERO`].
+pub fn compute_burn_rate_from_window(
+  consumed_total: f64,
+  window_ms: i64,
+  now_ms: i64,
+  remaining: Option<f64>,
+) -> BurnRate {
+  if window_ms <= 0 || !consumed_total.is_finite() || consumed_total <= 0.0 {
+    return BurnRate::ZERO;
+  }
+  let elapsed_ms = elapsed_in_bucket(now_ms, window_ms).max(1);
+  BurnRate::new(consumed_total / (elapsed_ms as f64 / 1000.0), remaining)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  const H: i64 = 3_600_000;
+
+  fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs().max(1.0)
+  }
+
+  #[test]
+  fn fewer_than_two_usable_samples_is_zero() {
+    assert_eq!(compute_burn_rate(&[], Some(100.0)), BurnRate::ZERO);
+    assert_eq!(
+      compute_burn_rate(&[(1000.0, 5.0)], Some(100.0)),
+      BurnRate::ZERO
+    );
+    // The second sample does not move forward in time.
+    assert_eq!(
+      compute_burn_rate(&[(1000.0, 5.0), (1000.0, 50.0), (900.0, 70.0)], Some(100.0)),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate(&[(f64::NAN, 1.0), (1000.0, f64::NAN), (2000.0, 3.0)], None),
+      BurnRate::ZERO
+    );
+  }
+
+  #[test]
+  fn two_samples_give_the_plain_rate() {
+    // 100 tokens over 2 s = 50/s; 1000 remaining → 20 s.
+    let r = compute_burn_rate(&[(10_000.0, 0.0), (12_000.0, 100.0)], Some(1000.0));
+    assert_eq!(r.tokens_per_second, 50.0);
+    assert_eq!(r.time_to_exhaustion_ms, Some(20_000.0));
+  }
+
+  #[test]
+  fn ema_of_consecutive_rates() {
+    // Rates: 10/s, 20/s, 40/s. EMA: 10 → 0.3·20 + 0.7·10 = 13 → 0.3·40 + 0.7·13 = 21.1.
+    let history = [(0.0, 0.0), (1000.0, 10.0), (2000.0, 30.0), (3000.0, 70.0)];
+    let r = compute_burn_rate(&history, Some(211.0));
+    assert!(close(r.tokens_per_second, 21.1), "{r:?}");
+    assert!(close(r.time_to_exhaustion_ms.unwrap(), 10_000.0), "{r:?}");
+  }
+
+  #[test]
+  fn skips_non_increasing_timestamps_against_the_last_used_sample() {
+    // (1200, 0) is later than nothing but earlier than the last used sample (1500), so it
+    // is skipped, and (2000, 25) is measured from (1500, 10).
+    let history = [(1000.0, 0.0), (1500.0, 10.0), (1200.0, 0.0), (2000.0, 25.0)];
+    // Rates: 10 / 0.5 s = 20/s, then 15 / 0.5 s = 30/s → 0.3·30 + 0.7·20 = 23.
+    let r = compute_burn_rate(&history, None);
+    assert!(close(r.tokens_per_second, 23.0), "{r:?}");
+    assert_eq!(r.time_to_exhaustion_ms, None);
+    // A duplicate timestamp is skipped too.
+    let dup = [(1000.0, 0.0), (1000.0, 500.0), (2000.0, 10.0)];
+    assert_eq!(compute_burn_rate(&dup, None).tokens_per_second, 10.0);
+  }
+
+  #[test]
+  fn negative_rate_clamps_to_zero() {
+    let r = compute_burn_rate(&[(0.0, 100.0), (1000.0, 50.0)], Some(10.0));
+    assert_eq!(r, BurnRate::ZERO);
+    // Only the final EMA is clamped: −50/s then +10/s → 0.3·10 + 0.7·(−50) = −32 → 0.
+    let r = compute_burn_rate(&[(0.0, 100.0), (1000.0, 50.0), (2000.0, 60.0)], None);
+    assert_eq!(r.tokens_per_second, 0.0);
+    // ... and a later burst can pull it back up: 0.3·200 + 0.7·(−32) = 37.6.
+    let r = compute_burn_rate(
+      &[
+        (0.0, 100.0),
+        (1000.0, 50.0),
+        (2000.0, 60.0),
+        (3000.0, 260.0),
+      ],
+      None,
+    );
+    assert!(close(r.tokens_per_second, 37.6), "{r:?}");
+  }
+
+  #[test]
+  fn exhaustion_needs_a_non_negative_remaining() {
+    let history = [(0.0, 0.0), (1000.0, 10.0)];
+    assert_eq!(
+      compute_burn_rate(&history, Some(-1.0)).time_to_exhaustion_ms,
+      None
+    );
+    assert_eq!(
+      compute_burn_rate(&history, None).time_to_exhaustion_ms,
+      None
+    );
+    assert_eq!(
+      compute_burn_rate(&history, Some(0.0)).time_to_exhaustion_ms,
+      Some(0.0)
+    );
+    assert_eq!(
+      compute_burn_rate(&history, Some(f64::NAN)).time_to_exhaustion_ms,
+      None
+    );
+    assert_eq!(
+      compute_burn_rate(&history, Some(f64::INFINITY)).time_to_exhaustion_ms,
+      None
+    );
+  }
+
+  #[test]
+  fn from_window_hand_computed() {
+    // 30 minutes into an hourly bucket, 3600 tokens → 2/s; 7200 remaining → 3600 s.
+    let r = compute_burn_rate_from_window(3600.0, H, 5 * H + H / 2, Some(7200.0));
+    assert_eq!(r.tokens_per_second, 2.0);
+    assert_eq!(r.time_to_exhaustion_ms, Some(3_600_000.0));
+    // 250 ms in: 10 tokens → 40/s.
+    let r = compute_burn_rate_from_window(10.0, H, 2 * H + 250, None);
+    assert_eq!(r.tokens_per_second, 40.0);
+    assert_eq!(r.time_to_exhaustion_ms, None);
+  }
+
+  #[test]
+  fn from_window_counts_at_least_one_ms() {
+    // Exactly at the bucket start: 1 ms elapsed → 5 tokens / 0.001 s.
+    let r = compute_burn_rate_from_window(5.0, H, 7 * H, Some(10.0));
+    assert_eq!(r.tokens_per_second, 5000.0);
+    assert_eq!(r.time_to_exhaustion_ms, Some(2.0));
+  }
+
+  #[test]
+  fn from_window_zero_or_bad_input_is_zero() {
+    assert_eq!(
+      compute_burn_rate_from_window(0.0, H, H / 2, Some(1.0)),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate_from_window(-3.0, H, H / 2, Some(1.0)),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate_from_window(f64::NAN, H, H / 2, None),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate_from_window(f64::INFINITY, H, H / 2, None),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate_from_window(10.0, 0, H / 2, None),
+      BurnRate::ZERO
+    );
+    assert_eq!(
+      compute_burn_rate_from_window(10.0, -H, H / 2, None),
+      BurnRate::ZERO
+    );
+  }
+
+  #[test]
+  fn from_window_before_the_epoch() {
+    // −0.5 h is 30 minutes into the bucket that starts at −1 h.
+    let r = compute_burn_rate_from_window(3600.0, H, -H / 2, None);
+    assert_eq!(r.tokens_per_second, 2.0);
+  }
+}

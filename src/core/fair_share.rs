@@ -1,0 +1,746 @@
+//! The fair-share decision of CONTRACT §3: pure, synchronous, and total — it never panics,
+//! whatever `f64` it is given.
+//!
+//! NaN semantics: every rule is a `>=` comparison, and a comparison with NaN is false, so a
+//! rule whose operands include NaN does not block (and does not penalize). That is what the
+//! host's TypeScript did (`NaN >= x` is `false` in JavaScript); rule 4 and rule 5 are the
+//! fail-safe ones only for numbers.
+
+use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit};
+use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
+
+/// This key's and the pool's two sliding-window buckets for one dimension, read at
+/// `now_ms`. Optional: with it, a block carries `retry_after_ms`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowBreakdown {
+  /// The time the buckets were read at (epoch ms).
+  pub now_ms: i64,
+  /// This key's previous bucket.
+  pub key_prev: f64,
+  /// This key's current bucket.
+  pub key_curr: f64,
+  /// The pool's previous bucket (summed over every key).
+  pub pool_prev: f64,
+  /// The pool's current bucket (summed over every key).
+  pub pool_curr: f64,
+}
+
+/// One quota dimension as the decision sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DimensionInput {
+  pub key: DimensionKey,
+  /// The pool-wide ceiling (already multiplied by the number of member connections).
+  pub limit: f64,
+  /// What the whole pool consumed in the window.
+  pub consumed_total: f64,
+  /// The upstream's own saturation, 0..1.
+  pub global_used_percent: f64,
+  /// The buckets behind `consumed_total` and this key's value, for `retry_after_ms`.
+  /// Leave it `None` where the pool's value is not a sliding-window sum (percent
+  /// dimensions, whose `consumed_total` is `global_used_percent × limit`).
+  pub breakdown: Option<WindowBreakdown>,
+}
+
+/// The key's allocation in the pool. The policy is already read with
+/// [`Policy::parse_lenient`], so an unknown stored policy arrives here as `Hard`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AllocationInput {
+  /// 0..=100.
+  pub weight: f64,
+  pub cap_value: Option<f64>,
+  pub cap_unit: Option<QuotaUnit>,
+  pub policy: Policy,
+}
+
+/// Everything [`decide_fair_share`] looks at.
+#[derive(Debug, Clone, Copy)]
+pub struct FairShareInput<'a> {
+  pub dimensions: &'a [DimensionInput],
+  pub allocation: &'a AllocationInput,
+  /// This key's consumption, parallel to `dimensions`: entry `i` belongs to
+  /// `dimensions[i]`. A missing entry (the slice is shorter) counts as 0, like an absent
+  /// key of the host's `consumedByThisKey` map.
+  pub consumed_by_this_key: &'a [f64],
+  /// At or above this `global_used_percent` a dimension is in strict mode.
+  pub saturation_threshold: f64,
+}
+
+/// `"allow"` or `"block"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionKind {
+  Allow,
+  Block,
+}
+
+impl DecisionKind {
+  pub fn as_str(self) -> &'static str {
+    match self {
+      DecisionKind::Allow => "allow",
+      DecisionKind::Block => "block",
+    }
+  }
+}
+
+/// Why the decision came out the way it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionReason {
+  Ok,
+  FairShare,
+  CapAbsolute,
+  GlobalSaturated,
+}
+
+impl DecisionReason {
+  /// `"ok" | "fair-share" | "cap-absolute" | "global-saturated"`.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      DecisionReason::Ok => "ok",
+      DecisionReason::FairShare => "fair-share",
+      DecisionReason::CapAbsolute => "cap-absolute",
+      DecisionReason::GlobalSaturated => "global-saturated",
+    }
+  }
+}
+
+/// The outcome: a value, never an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FairShareDecision {
+  pub kind: DecisionKind,
+  pub reason: DecisionReason,
+  /// Only on an allow: some soft-policy dimension is at or over its fair share
+  /// (JS `penalized: true`; absent when false). Always false on a block.
+  pub penalized: bool,
+  /// Only on a block, and only when computable: the whole milliseconds until the decay of
+  /// the previous bucket alone clears the blocking condition (≥ 1).
+  pub retry_after_ms: Option<i64>,
+  /// Only on a block: the index of the dimension that blocked.
+  pub blocking_dimension: Option<usize>,
+}
+
+impl FairShareDecision {
+  /// An allow, `reason: "ok"`.
+  pub fn allow(penalized: bool) -> Self {
+    FairShareDecision {
+      kind: DecisionKind::Allow,
+      reason: DecisionReason::Ok,
+      penalized,
+      retry_after_ms: None,
+      blocking_dimension: None,
+    }
+  }
+
+  fn block(reason: DecisionReason, dimension: usize, retry_after_ms: Option<i64>) -> Self {
+    FairShareDecision {
+      kind: DecisionKind::Block,
+      reason,
+      penalized: false,
+      retry_after_ms,
+      blocking_dimension: Some(dimension),
+    }
+  }
+
+  pub fn is_allow(&self) -> bool {
+    self.kind == DecisionKind::Allow
+  }
+}
+
+/// Whose buckets a block is about.
+#[derive(Clone, Copy)]
+enum Side {
+  Key,
+  Pool,
+}
+
+/// CONTRACT §3, rules 1–8, for each dimension in input order; the first block wins.
+pub fn decide_fair_share(input: &FairShareInput<'_>) -> FairShareDecision {
+  let allocation = input.allocation;
+  let mut penalized = false;
+
+  for (index, dim) in input.dimensions.iter().enumerate() {
+    let consumed = input
+      .consumed_by_this_key
+      .get(index)
+      .copied()
+      .unwrap_or(0.0);
+    let fair_share = allocation.weight / 100.0 * dim.limit;
+    let block = |reason, side, threshold| {
+      FairShareDecision::block(reason, index, retry_for(dim, side, threshold))
+    };
+
+    // Rule 4: the absolute cap, in the dimension's own unit, whatever the mode or policy.
+    if let (Some(cap), Some(cap_unit)) = (allocation.cap_value, allocation.cap_unit) {
+      if cap_unit == dim.key.unit && consumed >= cap {
+        return block(DecisionReason::CapAbsolute, Side::Key, cap);
+      }
+    }
+
+    // Rule 5: the pool ceiling.
+    if dim.consumed_total >= dim.limit {
+      return block(DecisionReason::GlobalSaturated, Side::Pool, dim.limit);
+    }
+
+    let strict = dim.global_used_percent >= input.saturation_threshold;
+    match allocation.policy {
+      // Rule 6, hard: held to the weighted share.
+      Policy::Hard if strict => {
+        if consumed >= fair_share {
+          return block(DecisionReason::FairShare, Side::Key, fair_share);
+        }
+      }
+      // Rule 7, hard: may borrow up to the whole limit.
+      Policy::Hard => {
+        if consumed >= dim.limit {
+          return block(DecisionReason::GlobalSaturated, Side::Key, dim.limit);
+        }
+      }
+      // Rules 6 and 7, soft: over the share is only a penalty, in either mode.
+      Policy::Soft => {
+        if consumed >= fair_share {
+          penalized = true;
+        }
+      }
+      Policy::Burst => {}
+    }
+  }
+
+  FairShareDecision::allow(penalized)
+}
+
+fn retry_for(dim: &DimensionInput, side: Side, threshold: f64) -> Option<i64> {
+  let b = dim.breakdown?;
+  let (prev, curr) = match side {
+    Side::Key => (b.key_prev, b.key_curr),
+    Side::Pool => (b.pool_prev, b.pool_curr),
+  };
+  decay_retry_after_ms(prev, curr, threshold, b.now_ms, dim.key.window.ms())
+}
+
+/// The smallest whole `t ≥ 1` ms after `now_ms` at which the sliding-window value
+/// `prev × (1 − (e + t) / W) + curr` (`e` = elapsed in the current bucket, `W` =
+/// `window_ms`) is below `threshold`, i.e. when a `value >= threshold` block clears by the
+/// decay of `prev` alone. At most `W − e`, the bucket rollover, where `prev`'s weight is 0.
+///
+/// `None` when decay alone cannot clear it (`curr >= threshold`, `prev <= 0`), when an input
+/// is not finite or `window_ms <= 0`, or in the rare case where `f64` rounding makes the
+/// closed form disagree with the formula by more than one millisecond (a `curr` millions of
+/// times larger than `prev`): a `Some` is always exact for the formula above.
+pub fn decay_retry_after_ms(
+  prev: f64,
+  curr: f64,
+  threshold: f64,
+  now_ms: i64,
+  window_ms: i64,
+) -> Option<i64> {
+  if window_ms <= 0 || !prev.is_finite() || !curr.is_finite() || !threshold.is_finite() {
+    return None;
+  }
+  if curr >= threshold || prev <= 0.0 {
+    return None;
+  }
+  let elapsed = elapsed_in_bucket(now_ms, window_ms);
+  let horizon = window_ms - elapsed; // ≥ 1: the rollover.
+  let blocked_at = |t: i64| prev * prev_weight(elapsed + t, window_ms) + curr >= threshold;
+
+  // prev·(1 − (e+t)/W) + curr < threshold  ⇔  t > W·(1 − (threshold − curr)/prev) − e.
+  let x = window_ms as f64 * (1.0 - (threshold - curr) / prev) - elapsed as f64;
+  if x.is_nan() {
+    return None;
+  }
+  let mut t = (x.floor() + 1.0).clamp(1.0, horizon as f64) as i64;
+
+  // One step of correction for the rounding of the closed form.
+  if blocked_at(t) {
+    if t < horizon {
+      t += 1;
+    }
+  } else if t > 1 && !blocked_at(t - 1) {
+    t -= 1;
+  }
+  let exact = !blocked_at(t) && (t == 1 || blocked_at(t - 1));
+  exact.then_some(t)
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::QuotaWindow;
+  use crate::core::sliding_window::effective;
+
+  const H: i64 = 3_600_000;
+
+  fn dim(unit: QuotaUnit, limit: f64, consumed_total: f64, used: f64) -> DimensionInput {
+    DimensionInput {
+      key: DimensionKey::new("pool", unit, QuotaWindow::Hourly),
+      limit,
+      consumed_total,
+      global_used_percent: used,
+      breakdown: None,
+    }
+  }
+
+  fn alloc(weight: f64, policy: Policy) -> AllocationInput {
+    AllocationInput {
+      weight,
+      cap_value: None,
+      cap_unit: None,
+      policy,
+    }
+  }
+
+  fn decide(dims: &[DimensionInput], a: &AllocationInput, consumed: &[f64]) -> FairShareDecision {
+    decide_fair_share(&FairShareInput {
+      dimensions: dims,
+      allocation: a,
+      consumed_by_this_key: consumed,
+      saturation_threshold: 0.5,
+    })
+  }
+
+  fn assert_block(d: FairShareDecision, reason: DecisionReason, dimension: usize) {
+    assert_eq!(d.kind, DecisionKind::Block, "{d:?}");
+    assert_eq!(d.reason, reason, "{d:?}");
+    assert_eq!(d.blocking_dimension, Some(dimension), "{d:?}");
+    assert!(!d.penalized);
+  }
+
+  fn assert_allow(d: FairShareDecision, penalized: bool) {
+    assert_eq!(d, FairShareDecision::allow(penalized));
+  }
+
+  const STRICT: f64 = 0.9;
+  const GENEROUS: f64 = 0.1;
+
+  #[test]
+  fn no_dimensions_allows() {
+    for policy in Policy::ALL {
+      assert_allow(decide(&[], &alloc(0.0, policy), &[]), false);
+    }
+  }
+
+  #[test]
+  fn names_match_the_contract() {
+    assert_eq!(DecisionReason::Ok.as_str(), "ok");
+    assert_eq!(DecisionReason::FairShare.as_str(), "fair-share");
+    assert_eq!(DecisionReason::CapAbsolute.as_str(), "cap-absolute");
+    assert_eq!(DecisionReason::GlobalSaturated.as_str(), "global-saturated");
+    assert_eq!(DecisionKind::Allow.as_str(), "allow");
+    assert_eq!(DecisionKind::Block.as_str(), "block");
+  }
+
+  #[test]
+  fn absent_consumption_counts_as_zero() {
+    // fairShare = 0 with weight 0, so consumed 0 >= 0 blocks in strict hard mode.
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, STRICT)];
+    assert_block(
+      decide(&dims, &alloc(0.0, Policy::Hard), &[]),
+      DecisionReason::FairShare,
+      0,
+    );
+    // weight 10 → fairShare 100; an absent value is 0 and passes.
+    assert_allow(decide(&dims, &alloc(10.0, Policy::Hard), &[]), false);
+  }
+
+  #[test]
+  fn absolute_cap_blocks_at_exactly_the_cap_in_any_mode_and_policy() {
+    for policy in Policy::ALL {
+      for used in [STRICT, GENEROUS] {
+        let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, used)];
+        let mut a = alloc(100.0, policy);
+        a.cap_value = Some(50.0);
+        a.cap_unit = Some(QuotaUnit::Tokens);
+        assert_block(decide(&dims, &a, &[50.0]), DecisionReason::CapAbsolute, 0);
+        assert_block(decide(&dims, &a, &[51.0]), DecisionReason::CapAbsolute, 0);
+        assert_allow(decide(&dims, &a, &[49.999]), false);
+      }
+    }
+  }
+
+  #[test]
+  fn absolute_cap_in_another_unit_does_not_apply() {
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, GENEROUS)];
+    let mut a = alloc(100.0, Policy::Burst);
+    a.cap_value = Some(50.0);
+    a.cap_unit = Some(QuotaUnit::Usd);
+    assert_allow(decide(&dims, &a, &[500.0]), false);
+    // A cap value without a unit does not apply either.
+    a.cap_unit = None;
+    assert_allow(decide(&dims, &a, &[500.0]), false);
+  }
+
+  #[test]
+  fn absolute_cap_wins_over_the_pool_ceiling() {
+    let dims = [dim(QuotaUnit::Requests, 10.0, 10.0, STRICT)];
+    let mut a = alloc(50.0, Policy::Hard);
+    a.cap_value = Some(3.0);
+    a.cap_unit = Some(QuotaUnit::Requests);
+    assert_block(decide(&dims, &a, &[3.0]), DecisionReason::CapAbsolute, 0);
+  }
+
+  #[test]
+  fn pool_ceiling_blocks_at_exactly_the_limit_for_every_policy() {
+    for policy in Policy::ALL {
+      let a = alloc(100.0, policy);
+      let at = [dim(QuotaUnit::Tokens, 1000.0, 1000.0, GENEROUS)];
+      assert_block(decide(&at, &a, &[0.0]), DecisionReason::GlobalSaturated, 0);
+      let over = [dim(QuotaUnit::Tokens, 1000.0, 1e9, GENEROUS)];
+      assert_block(
+        decide(&over, &a, &[0.0]),
+        DecisionReason::GlobalSaturated,
+        0,
+      );
+      let below = [dim(QuotaUnit::Tokens, 1000.0, 999.999, GENEROUS)];
+      assert_allow(decide(&below, &a, &[0.0]), false);
+    }
+  }
+
+  #[test]
+  fn strict_mode_starts_at_exactly_the_threshold() {
+    // weight 50 of 1000 → fairShare 500; consumed 600 is over it but under the limit.
+    let a = alloc(50.0, Policy::Hard);
+    let at = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.5)];
+    assert_block(decide(&at, &a, &[600.0]), DecisionReason::FairShare, 0);
+    let below = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.499_999)];
+    assert_allow(decide(&below, &a, &[600.0]), false);
+  }
+
+  #[test]
+  fn strict_hard_blocks_at_exactly_the_fair_share() {
+    let a = alloc(50.0, Policy::Hard);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
+    assert_block(decide(&dims, &a, &[500.0]), DecisionReason::FairShare, 0);
+    assert_allow(decide(&dims, &a, &[499.999]), false);
+  }
+
+  #[test]
+  fn strict_soft_penalizes_at_exactly_the_fair_share() {
+    let a = alloc(50.0, Policy::Soft);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
+    assert_allow(decide(&dims, &a, &[500.0]), true);
+    assert_allow(decide(&dims, &a, &[800.0]), true);
+    assert_allow(decide(&dims, &a, &[499.999]), false);
+  }
+
+  #[test]
+  fn strict_burst_does_nothing_more() {
+    let a = alloc(50.0, Policy::Burst);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, STRICT)];
+    assert_allow(decide(&dims, &a, &[999.0]), false);
+  }
+
+  #[test]
+  fn generous_hard_borrows_up_to_the_limit() {
+    let a = alloc(10.0, Policy::Hard);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, GENEROUS)];
+    // Far over its share of 100: still allowed while under the limit.
+    assert_allow(decide(&dims, &a, &[999.0]), false);
+    assert_block(
+      decide(&dims, &a, &[1000.0]),
+      DecisionReason::GlobalSaturated,
+      0,
+    );
+  }
+
+  #[test]
+  fn generous_soft_penalizes_at_exactly_the_fair_share() {
+    let a = alloc(10.0, Policy::Soft);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
+    assert_allow(decide(&dims, &a, &[100.0]), true);
+    assert_allow(decide(&dims, &a, &[99.999]), false);
+    // Soft never blocks on its own key's consumption, even at the limit.
+    assert_allow(decide(&dims, &a, &[5000.0]), true);
+  }
+
+  #[test]
+  fn generous_burst_does_nothing_more() {
+    let a = alloc(10.0, Policy::Burst);
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
+    assert_allow(decide(&dims, &a, &[5000.0]), false);
+  }
+
+  #[test]
+  fn unknown_policy_decides_like_hard() {
+    let unknown = Policy::parse_lenient("lenient");
+    let cases: [(f64, f64, f64); 4] = [
+      (900.0, STRICT, 500.0),
+      (900.0, STRICT, 499.0),
+      (900.0, GENEROUS, 1000.0),
+      (900.0, GENEROUS, 999.0),
+    ];
+    for (total, used, consumed) in cases {
+      let dims = [dim(QuotaUnit::Tokens, 1000.0, total, used)];
+      assert_eq!(
+        decide(&dims, &alloc(50.0, unknown), &[consumed]),
+        decide(&dims, &alloc(50.0, Policy::Hard), &[consumed]),
+      );
+    }
+    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
+    assert_block(
+      decide(&dims, &alloc(50.0, unknown), &[500.0]),
+      DecisionReason::FairShare,
+      0,
+    );
+  }
+
+  #[test]
+  fn zero_weight() {
+    // Strict hard: a zero share blocks even an idle key.
+    let strict = [dim(QuotaUnit::Tokens, 1000.0, 600.0, STRICT)];
+    assert_block(
+      decide(&strict, &alloc(0.0, Policy::Hard), &[0.0]),
+      DecisionReason::FairShare,
+      0,
+    );
+    // Soft is penalized from the first token; burst is not.
+    assert_allow(decide(&strict, &alloc(0.0, Policy::Soft), &[0.0]), true);
+    assert_allow(decide(&strict, &alloc(0.0, Policy::Burst), &[0.0]), false);
+    // Generous hard still borrows.
+    let generous = [dim(QuotaUnit::Tokens, 1000.0, 600.0, GENEROUS)];
+    assert_allow(
+      decide(&generous, &alloc(0.0, Policy::Hard), &[500.0]),
+      false,
+    );
+  }
+
+  #[test]
+  fn first_block_wins_across_dimensions() {
+    let mut a = alloc(50.0, Policy::Hard);
+    a.cap_value = Some(10.0);
+    a.cap_unit = Some(QuotaUnit::Usd);
+    let dims = [
+      dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS), // passes
+      dim(QuotaUnit::Requests, 100.0, 100.0, GENEROUS), // pool ceiling
+      dim(QuotaUnit::Usd, 50.0, 0.0, GENEROUS),        // cap-absolute, later
+    ];
+    assert_block(
+      decide(&dims, &a, &[1.0, 1.0, 20.0]),
+      DecisionReason::GlobalSaturated,
+      1,
+    );
+    let reordered = [dims[2].clone(), dims[1].clone(), dims[0].clone()];
+    assert_block(
+      decide(&reordered, &a, &[20.0, 1.0, 1.0]),
+      DecisionReason::CapAbsolute,
+      0,
+    );
+  }
+
+  #[test]
+  fn penalized_only_when_some_dimension_penalized() {
+    let a = alloc(50.0, Policy::Soft);
+    let dims = [
+      dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS),
+      dim(QuotaUnit::Requests, 100.0, 10.0, GENEROUS),
+    ];
+    assert_allow(decide(&dims, &a, &[10.0, 10.0]), false);
+    assert_allow(decide(&dims, &a, &[10.0, 50.0]), true);
+    assert_allow(decide(&dims, &a, &[600.0, 10.0]), true);
+    // A later block drops the penalty: a block is never penalized.
+    let blocking = [dims[0].clone(), dim(QuotaUnit::Usd, 5.0, 5.0, GENEROUS)];
+    assert_block(
+      decide(&blocking, &a, &[600.0, 0.0]),
+      DecisionReason::GlobalSaturated,
+      1,
+    );
+  }
+
+  #[test]
+  fn nan_and_infinities_never_panic_and_nan_does_not_block() {
+    let a = alloc(f64::NAN, Policy::Hard);
+    let dims = [dim(QuotaUnit::Tokens, f64::NAN, f64::NAN, f64::NAN)];
+    assert_allow(decide(&dims, &a, &[f64::NAN]), false);
+    let inf = [dim(QuotaUnit::Tokens, f64::INFINITY, f64::INFINITY, 1.0)];
+    assert_block(
+      decide(&inf, &alloc(50.0, Policy::Hard), &[0.0]),
+      DecisionReason::GlobalSaturated,
+      0,
+    );
+    let neg = [dim(QuotaUnit::Tokens, f64::NEG_INFINITY, 0.0, 0.0)];
+    assert_block(
+      decide(&neg, &alloc(50.0, Policy::Burst), &[0.0]),
+      DecisionReason::GlobalSaturated,
+      0,
+    );
+  }
+
+  // ── retry_after_ms ────────────────────────────────────────────────────────────────────
+
+  /// Checks that at `now + retry` the block is gone and at `now + retry − 1` it holds.
+  fn assert_exact(prev: f64, curr: f64, threshold: f64, now: i64, window: i64, retry: i64) {
+    assert!(retry >= 1);
+    let rollover = (now.div_euclid(window) + 1) * window;
+    assert!(now + retry <= rollover);
+    let value_after = if now + retry == rollover {
+      curr // prev's weight is 0 at the rollover
+    } else {
+      effective(prev, curr, now + retry, window)
+    };
+    assert!(value_after < threshold, "{value_after} at +{retry}");
+    if retry > 1 {
+      let value_before = effective(prev, curr, now + retry - 1, window);
+      assert!(
+        value_before >= threshold,
+        "{value_before} at +{}",
+        retry - 1
+      );
+    }
+  }
+
+  #[test]
+  fn retry_hand_computed() {
+    // Start of an hourly bucket, prev 100, curr 10, threshold 60:
+    // 100·(1 − t/H) + 10 < 60 ⇔ t > H/2 → t = H/2 + 1.
+    let now = 7 * H;
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
+      Some(H / 2 + 1)
+    );
+    assert_exact(100.0, 10.0, 60.0, now, H, H / 2 + 1);
+    // A quarter into the bucket, the same crossing point is a quarter hour sooner.
+    let now = 7 * H + H / 4;
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
+      Some(H / 4 + 1)
+    );
+  }
+
+  #[test]
+  fn retry_none_when_decay_cannot_clear() {
+    let now = 7 * H;
+    assert_eq!(decay_retry_after_ms(100.0, 60.0, 60.0, now, H), None);
+    assert_eq!(decay_retry_after_ms(100.0, 70.0, 60.0, now, H), None);
+    assert_eq!(decay_retry_after_ms(0.0, 10.0, 60.0, now, H), None);
+    assert_eq!(decay_retry_after_ms(-5.0, 10.0, 60.0, now, H), None);
+    assert_eq!(decay_retry_after_ms(f64::NAN, 10.0, 60.0, now, H), None);
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, f64::INFINITY, now, H),
+      None
+    );
+    assert_eq!(decay_retry_after_ms(100.0, 10.0, 60.0, now, 0), None);
+  }
+
+  #[test]
+  fn retry_clamps_to_the_rollover() {
+    // Threshold just above curr: only the rollover clears it.
+    let now = 3 * H + H - 1000;
+    let retry = decay_retry_after_ms(100.0, 10.0, 10.0 + 1e-12, now, H).unwrap();
+    assert_eq!(retry, 1000);
+    assert_exact(100.0, 10.0, 10.0 + 1e-12, now, H, retry);
+    // On the very last ms of the bucket the answer is 1.
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, 50.0, 4 * H - 1, H),
+      Some(1)
+    );
+  }
+
+  #[test]
+  fn retry_is_one_when_the_breakdown_is_already_clear() {
+    assert_eq!(decay_retry_after_ms(10.0, 0.0, 1000.0, 7 * H, H), Some(1));
+  }
+
+  #[test]
+  fn retry_numerically_exact_over_a_grid() {
+    let mut checked = 0;
+    for window in QuotaWindow::ALL.map(QuotaWindow::ms) {
+      for step in 0..7 {
+        let now = 1_700_000_000_000 + step * (window / 7) + 13 * step;
+        for (prev, curr, threshold) in [
+          (100.0, 10.0, 60.0),
+          (1234.5, 0.0, 1000.0),
+          (3.0, 0.5, 2.9),
+          (1e9, 1e6, 5e8),
+          (0.001, 0.0, 0.0005),
+          (7.0, 6.999, 7.0),
+        ] {
+          if let Some(retry) = decay_retry_after_ms(prev, curr, threshold, now, window) {
+            assert_exact(prev, curr, threshold, now, window, retry);
+            checked += 1;
+          }
+        }
+      }
+    }
+    assert_eq!(checked, 5 * 7 * 6);
+  }
+
+  fn with_breakdown(mut d: DimensionInput, b: WindowBreakdown) -> DimensionInput {
+    d.breakdown = Some(b);
+    d
+  }
+
+  #[test]
+  fn blocks_carry_the_retry_of_their_own_buckets() {
+    let now = 10 * H; // start of a bucket
+    let b = WindowBreakdown {
+      now_ms: now,
+      key_prev: 100.0,
+      key_curr: 0.0,
+      pool_prev: 2000.0,
+      pool_curr: 0.0,
+    };
+    // cap-absolute, key buckets, threshold = cap 50 → t > H/2.
+    let mut a = alloc(50.0, Policy::Hard);
+    a.cap_value = Some(50.0);
+    a.cap_unit = Some(QuotaUnit::Tokens);
+    let dims = [with_breakdown(
+      dim(QuotaUnit::Tokens, 1000.0, 300.0, GENEROUS),
+      b,
+    )];
+    let d = decide(&dims, &a, &[100.0]);
+    assert_block(d, DecisionReason::CapAbsolute, 0);
+    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
+
+    // Pool ceiling, pool buckets, threshold = limit 1000 → 2000·(1 − t/H) < 1000.
+    let dims = [with_breakdown(
+      dim(QuotaUnit::Tokens, 1000.0, 2000.0, GENEROUS),
+      b,
+    )];
+    let d = decide(&dims, &alloc(50.0, Policy::Burst), &[100.0]);
+    assert_block(d, DecisionReason::GlobalSaturated, 0);
+    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
+
+    // Strict hard fair share, key buckets, threshold = fairShare 25 → 100·(1 − t/H) < 25.
+    let dims = [with_breakdown(
+      dim(QuotaUnit::Tokens, 1000.0, 300.0, STRICT),
+      b,
+    )];
+    let d = decide(&dims, &alloc(2.5, Policy::Hard), &[100.0]);
+    assert_block(d, DecisionReason::FairShare, 0);
+    assert_eq!(d.retry_after_ms, Some(3 * H / 4 + 1));
+
+    // Generous hard at the limit, key buckets, threshold = limit 80 → 100·(1 − t/H) < 80.
+    let dims = [with_breakdown(
+      dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS),
+      b,
+    )];
+    let d = decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]);
+    assert_block(d, DecisionReason::GlobalSaturated, 0);
+    assert_eq!(d.retry_after_ms, Some(H / 5 + 1));
+
+    // Without a breakdown there is no retry.
+    let dims = [dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS)];
+    assert_eq!(
+      decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]).retry_after_ms,
+      None
+    );
+  }
+
+  #[test]
+  fn retry_absent_when_curr_alone_blocks() {
+    let b = WindowBreakdown {
+      now_ms: 10 * H,
+      key_prev: 0.0,
+      key_curr: 100.0,
+      pool_prev: 0.0,
+      pool_curr: 0.0,
+    };
+    let mut a = alloc(50.0, Policy::Hard);
+    a.cap_value = Some(50.0);
+    a.cap_unit = Some(QuotaUnit::Tokens);
+    let dims = [with_breakdown(
+      dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS),
+      b,
+    )];
+    let d = decide(&dims, &a, &[100.0]);
+    assert_block(d, DecisionReason::CapAbsolute, 0);
+    assert_eq!(d.retry_after_ms, None);
+  }
+}

@@ -1,0 +1,550 @@
+//! Plans of CONTRACT §6: the catalog of known provider plans (`planRegistry`), the
+//! resolver that prefers a stored override (`planResolver`), and the parsers of the
+//! `provider_plans.dimensions_json` column.
+
+use crate::core::dimensions::{PlanSource, ProviderPlan, QuotaDimension, QuotaUnit, QuotaWindow};
+use crate::error::{QuotaError, Result};
+use serde_json::Value;
+use QuotaUnit::{Percent, Requests, Tokens, Usd};
+use QuotaWindow::{Daily, FiveHours, Hourly, Monthly, Weekly};
+
+/// JavaScript's `Number.EPSILON`: a catalog limit meaning "unknown: configure manually".
+pub const EPSILON: f64 = f64::EPSILON;
+
+/// A plan of the catalog: `{ provider, dimensions }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownPlan {
+  pub provider: &'static str,
+  pub dimensions: Vec<QuotaDimension>,
+}
+
+const fn d(unit: QuotaUnit, window: QuotaWindow, limit: f64) -> QuotaDimension {
+  QuotaDimension {
+    unit,
+    window,
+    limit,
+  }
+}
+
+const SUBSCRIPTION: &[QuotaDimension] = &[d(Percent, FiveHours, 100.0), d(Percent, Weekly, 100.0)];
+const CODING_PLAN: &[QuotaDimension] = &[d(Tokens, FiveHours, EPSILON), d(Tokens, Weekly, EPSILON)];
+const XIAOMI_MIMO: &[QuotaDimension] = &[d(Tokens, Monthly, 4_100_000_000.0)];
+
+/// The catalog, in `knownProviders()` order. OpenAI and Anthropic API keys have no plan.
+static CATALOG: &[(&str, &[QuotaDimension])] = &[
+  ("codex", SUBSCRIPTION),
+  ("claude", SUBSCRIPTION),
+  ("glm", CODING_PLAN),
+  ("minimax", CODING_PLAN),
+  ("kimi-coding", CODING_PLAN),
+  ("deepseek", &[d(Usd, Monthly, EPSILON)]),
+  (
+    "bailian",
+    &[
+      d(Percent, FiveHours, 100.0),
+      d(Percent, Weekly, 100.0),
+      d(Percent, Monthly, 100.0),
+    ],
+  ),
+  ("kimi", &[d(Requests, Hourly, 1500.0)]),
+  ("xiaomi-mimo", XIAOMI_MIMO),
+  ("xiaomi-mimo-token-plan", XIAOMI_MIMO),
+  ("alibaba", &[d(Requests, Monthly, 90_000.0)]),
+  (
+    "grok-cli",
+    &[
+      d(Requests, Daily, 864.0),
+      d(Tokens, Daily, 18_000_000.0),
+      d(Requests, Weekly, 6048.0),
+      d(Tokens, Weekly, 126_000_000.0),
+    ],
+  ),
+];
+
+/// `getKnownPlan(provider)`: the catalog's plan for `provider` (exact, case-sensitive
+/// name), or `None`.
+pub fn known_plan(provider: &str) -> Option<KnownPlan> {
+  CATALOG
+    .iter()
+    .find(|(name, _)| *name == provider)
+    .map(|(name, dimensions)| KnownPlan {
+      provider: name,
+      dimensions: dimensions.to_vec(),
+    })
+}
+
+/// `knownProviders()`: every provider of the catalog, in catalog order.
+pub fn known_providers() -> Vec<&'static str> {
+  CATALOG.iter().map(|(name, _)| *name).collect()
+}
+
+/// The stored per-connection plan (`provider_plans`), implemented by the SQLite store.
+pub trait PlanOverrides {
+  /// The override row for `connection_id`, if any.
+  fn provider_plan(&self, connection_id: &str) -> Result<Option<ProviderPlan>>;
+}
+
+/// No stored plans at all: the catalog decides.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoOverrides;
+
+impl PlanOverrides for NoOverrides {
+  fn provider_plan(&self, _connection_id: &str) -> Result<Option<ProviderPlan>> {
+    Ok(None)
+  }
+}
+
+/// `resolvePlan(connectionId, provider)`, which never fails:
+/// 1. a stored plan with at least one dimension → that plan (its own connection id and
+///    source);
+/// 2. the catalog → `connection_id: None`, source `auto`;
+/// 3. `{ connection_id: None, provider, dimensions: [], source: manual }`.
+///
+/// A failing override lookup counts as "no row"; the caller logs the error if it wants to
+/// (see [`resolve_plan_reporting`]).
+pub fn resolve_plan(
+  overrides: &dyn PlanOverrides,
+  connection_id: &str,
+  provider: &str,
+) -> ProviderPlan {
+  resolve_plan_reporting(overrides, connection_id, provider).0
+}
+
+/// [`resolve_plan`], also handing back the override lookup's error, if there was one.
+pub fn resolve_plan_reporting(
+  overrides: &dyn PlanOverrides,
+  connection_id: &str,
+  provider: &str,
+) -> (ProviderPlan, Option<QuotaError>) {
+  let (stored, error) = match overrides.provider_plan(connection_id) {
+    Ok(stored) => (stored, None),
+    Err(error) => (None, Some(error)),
+  };
+  if let Some(plan) = stored.filter(|p| !p.dimensions.is_empty()) {
+    return (plan, error);
+  }
+  let plan = match known_plan(provider) {
+    Some(known) => ProviderPlan {
+      connection_id: None,
+      provider: provider.to_string(),
+      dimensions: known.dimensions,
+      source: PlanSource::Auto,
+    },
+    None => ProviderPlan {
+      connection_id: None,
+      provider: provider.to_string(),
+      dimensions: Vec::new(),
+      source: PlanSource::Manual,
+    },
+  };
+  (plan, error)
+}
+
+/// Parses a JSON array of `{ unit, window, limit }` strictly (user input, a column about
+/// to be written). Unknown keys are ignored. Errors name the offending value, e.g.
+/// `dimensions[2].limit`: a `TypeError` for a wrong JSON type (or text that is not JSON),
+/// a `RangeError` for an unknown unit or window, or a limit that is not a finite number
+/// greater than 0. An empty array is accepted; a caller that needs at least one dimension
+/// checks that itself.
+pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimension>> {
+  let value: Value = serde_json::from_str(json)
+    .map_err(|e| QuotaError::type_error(field, format!("not valid JSON ({e})")))?;
+  let items = value.as_array().ok_or_else(|| {
+    QuotaError::type_error(
+      field,
+      format!(
+        "expected an array of {{ unit, window, limit }}, got {}",
+        json_type(&value)
+      ),
+    )
+  })?;
+  items
+    .iter()
+    .enumerate()
+    .map(|(i, item)| parse_dimension(item, &format!("{field}[{i}]")))
+    .collect()
+}
+
+fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
+  let object = item.as_object().ok_or_else(|| {
+    QuotaError::type_error(path, format!("expected an object, got {}", json_type(item)))
+  })?;
+  let string_field = |name: &str| -> Result<(&str, String)> {
+    let path = format!("{path}.{name}");
+    match object.get(name) {
+      Some(Value::String(s)) => Ok((s.as_str(), path)),
+      other => Err(QuotaError::type_error(
+        &path,
+        format!(
+          "expected a string, got {}",
+          other.map_or("nothing", json_type)
+        ),
+      )),
+    }
+  };
+  let (unit, unit_path) = string_field("unit")?;
+  let unit = QuotaUnit::parse_field(unit, &unit_path)?;
+  let (window, window_path) = string_field("window")?;
+  let window = QuotaWindow::parse_field(window, &window_path)?;
+  let limit_path = format!("{path}.limit");
+  let limit = match object.get("limit") {
+    Some(Value::Number(n)) => n.as_f64().ok_or_else(|| {
+      QuotaError::range_error(&limit_path, "must be a finite number greater than 0")
+    })?,
+    other => {
+      return Err(QuotaError::type_error(
+        &limit_path,
+        format!(
+          "expected a number, got {}",
+          other.map_or("nothing", json_type)
+        ),
+      ))
+    }
+  };
+  if !(limit.is_finite() && limit > 0.0) {
+    return Err(QuotaError::range_error(
+      &limit_path,
+      format!("must be a finite number greater than 0, got {limit}"),
+    ));
+  }
+  Ok(QuotaDimension {
+    unit,
+    window,
+    limit,
+  })
+}
+
+/// Parses a stored `dimensions_json` for reading: entries that are not objects, or have an
+/// unknown unit or window, or a limit that is not a finite number greater than 0, are
+/// skipped; text that is not a JSON array gives an empty list. Never fails.
+pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
+  let Ok(Value::Array(items)) = serde_json::from_str::<Value>(json) else {
+    return Vec::new();
+  };
+  items
+    .iter()
+    .filter_map(|item| {
+      let object = item.as_object()?;
+      let unit = QuotaUnit::parse(object.get("unit")?.as_str()?)?;
+      let window = QuotaWindow::parse(object.get("window")?.as_str()?)?;
+      let limit = object.get("limit")?.as_f64()?;
+      (limit.is_finite() && limit > 0.0).then_some(QuotaDimension {
+        unit,
+        window,
+        limit,
+      })
+    })
+    .collect()
+}
+
+fn json_type(value: &Value) -> &'static str {
+  match value {
+    Value::Null => "null",
+    Value::Bool(_) => "a boolean",
+    Value::Number(_) => "a number",
+    Value::String(_) => "a string",
+    Value::Array(_) => "an array",
+    Value::Object(_) => "an object",
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::error::ArgErrorKind;
+
+  /// `(unit, window, limit)` by name.
+  type Row = (&'static str, &'static str, f64);
+
+  fn dims(plan: &KnownPlan) -> Vec<Row> {
+    plan
+      .dimensions
+      .iter()
+      .map(|d| (d.unit.as_str(), d.window.as_str(), d.limit))
+      .collect()
+  }
+
+  #[test]
+  fn epsilon_is_javascripts() {
+    assert_eq!(EPSILON, 2f64.powi(-52));
+  }
+
+  #[test]
+  fn catalog_matches_the_contract() {
+    let subscription = vec![("percent", "5h", 100.0), ("percent", "weekly", 100.0)];
+    let coding = vec![("tokens", "5h", EPSILON), ("tokens", "weekly", EPSILON)];
+    let mimo = vec![("tokens", "monthly", 4_100_000_000.0)];
+    let expected: Vec<(&str, Vec<Row>)> = vec![
+      ("codex", subscription.clone()),
+      ("claude", subscription),
+      ("glm", coding.clone()),
+      ("minimax", coding.clone()),
+      ("kimi-coding", coding),
+      ("deepseek", vec![("usd", "monthly", EPSILON)]),
+      (
+        "bailian",
+        vec![
+          ("percent", "5h", 100.0),
+          ("percent", "weekly", 100.0),
+          ("percent", "monthly", 100.0),
+        ],
+      ),
+      ("kimi", vec![("requests", "hourly", 1500.0)]),
+      ("xiaomi-mimo", mimo.clone()),
+      ("xiaomi-mimo-token-plan", mimo),
+      ("alibaba", vec![("requests", "monthly", 90_000.0)]),
+      (
+        "grok-cli",
+        vec![
+          ("requests", "daily", 864.0),
+          ("tokens", "daily", 18_000_000.0),
+          ("requests", "weekly", 6048.0),
+          ("tokens", "weekly", 126_000_000.0),
+        ],
+      ),
+    ];
+    let names: Vec<&str> = expected.iter().map(|(n, _)| *n).collect();
+    assert_eq!(known_providers(), names);
+    for (name, dimensions) in expected {
+      let plan = known_plan(name).unwrap();
+      assert_eq!(plan.provider, name);
+      assert_eq!(dims(&plan), dimensions, "{name}");
+    }
+  }
+
+  #[test]
+  fn unknown_providers_have_no_plan() {
+    for name in [
+      "openai",
+      "anthropic",
+      "",
+      "Codex",
+      "codex ",
+      "toString",
+      "__proto__",
+    ] {
+      assert_eq!(known_plan(name), None, "{name:?}");
+    }
+    assert!(!known_providers().contains(&"openai"));
+    assert!(!known_providers().contains(&"anthropic"));
+  }
+
+  struct Fixed(Result<Option<ProviderPlan>>);
+
+  impl PlanOverrides for Fixed {
+    fn provider_plan(&self, _connection_id: &str) -> Result<Option<ProviderPlan>> {
+      self.0.clone()
+    }
+  }
+
+  fn stored(dimensions: Vec<QuotaDimension>, source: PlanSource) -> ProviderPlan {
+    ProviderPlan {
+      connection_id: Some("conn-1".into()),
+      provider: "codex".into(),
+      dimensions,
+      source,
+    }
+  }
+
+  #[test]
+  fn resolve_prefers_a_non_empty_override() {
+    let plan = stored(vec![d(Requests, Daily, 42.0)], PlanSource::Manual);
+    let resolved = resolve_plan(&Fixed(Ok(Some(plan.clone()))), "conn-1", "codex");
+    assert_eq!(resolved, plan);
+    let auto = stored(vec![d(Tokens, Hourly, 7.0)], PlanSource::Auto);
+    assert_eq!(
+      resolve_plan(&Fixed(Ok(Some(auto.clone()))), "conn-1", "codex"),
+      auto
+    );
+  }
+
+  #[test]
+  fn resolve_falls_back_to_the_catalog() {
+    let expected = ProviderPlan {
+      connection_id: None,
+      provider: "kimi".into(),
+      dimensions: vec![d(Requests, Hourly, 1500.0)],
+      source: PlanSource::Auto,
+    };
+    assert_eq!(resolve_plan(&NoOverrides, "conn-1", "kimi"), expected);
+    // An override without dimensions does not count.
+    let empty = stored(vec![], PlanSource::Manual);
+    assert_eq!(
+      resolve_plan(&Fixed(Ok(Some(empty))), "conn-1", "kimi"),
+      expected
+    );
+    // Nor does a failing lookup; the error is handed back to be logged.
+    let failing = Fixed(Err(QuotaError::Store("disk I/O error".into())));
+    assert_eq!(resolve_plan(&failing, "conn-1", "kimi"), expected);
+    let (plan, error) = resolve_plan_reporting(&failing, "conn-1", "kimi");
+    assert_eq!(plan, expected);
+    assert_eq!(error, Some(QuotaError::Store("disk I/O error".into())));
+    assert_eq!(
+      resolve_plan_reporting(&NoOverrides, "conn-1", "kimi").1,
+      None
+    );
+  }
+
+  #[test]
+  fn resolve_ends_with_an_empty_manual_plan() {
+    let expected = ProviderPlan {
+      connection_id: None,
+      provider: "openai".into(),
+      dimensions: vec![],
+      source: PlanSource::Manual,
+    };
+    assert_eq!(resolve_plan(&NoOverrides, "conn-1", "openai"), expected);
+    let failing = Fixed(Err(QuotaError::Store("gone".into())));
+    assert_eq!(resolve_plan(&failing, "conn-1", "openai"), expected);
+  }
+
+  fn field_of(err: QuotaError) -> (ArgErrorKind, String) {
+    match err {
+      QuotaError::InvalidArg { kind, field, .. } => (kind, field),
+      other => panic!("not an argument error: {other:?}"),
+    }
+  }
+
+  #[test]
+  fn strict_parse_accepts_valid_input() {
+    let json = r#"[{"unit":"tokens","window":"5h","limit":1000},
+                   {"unit":"usd","window":"monthly","limit":2.5,"extra":true}]"#;
+    assert_eq!(
+      parse_plan_dimensions(json, "dimensions").unwrap(),
+      vec![d(Tokens, FiveHours, 1000.0), d(Usd, Monthly, 2.5)]
+    );
+    assert_eq!(parse_plan_dimensions("[]", "dimensions").unwrap(), vec![]);
+  }
+
+  #[test]
+  fn strict_parse_names_the_field() {
+    use ArgErrorKind::{Range, Type};
+    let cases: &[(&str, ArgErrorKind, &str)] = &[
+      ("not json", Type, "dimensions"),
+      ("", Type, "dimensions"),
+      ("{\"unit\":\"tokens\"}", Type, "dimensions"),
+      ("null", Type, "dimensions"),
+      ("\"\u{1F4A9}\u{202E}\"", Type, "dimensions"),
+      ("\u{FEFF}\u{0000}\u{1F4A9}[", Type, "dimensions"),
+      ("[1]", Type, "dimensions[0]"),
+      (r#"[{"window":"5h","limit":1}]"#, Type, "dimensions[0].unit"),
+      (
+        r#"[{"unit":7,"window":"5h","limit":1}]"#,
+        Type,
+        "dimensions[0].unit",
+      ),
+      (
+        r#"[{"unit":"bytes","window":"5h","limit":1}]"#,
+        Range,
+        "dimensions[0].unit",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"yearly","limit":1}]"#,
+        Range,
+        "dimensions[0].window",
+      ),
+      (
+        r#"[{"unit":"tokens","window":null,"limit":1}]"#,
+        Type,
+        "dimensions[0].window",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"5h","limit":"1"}]"#,
+        Type,
+        "dimensions[0].limit",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"5h"}]"#,
+        Type,
+        "dimensions[0].limit",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"5h","limit":0}]"#,
+        Range,
+        "dimensions[0].limit",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"5h","limit":-3}]"#,
+        Range,
+        "dimensions[0].limit",
+      ),
+      (
+        r#"[{"unit":"tokens","window":"5h","limit":1},
+            {"unit":"tokens","window":"daily","limit":2},
+            {"unit":"requests","window":"hourly","limit":-0.0}]"#,
+        Range,
+        "dimensions[2].limit",
+      ),
+    ];
+    for (json, kind, field) in cases {
+      let err = parse_plan_dimensions(json, "dimensions").unwrap_err();
+      assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG");
+      assert!(err.to_string().starts_with(field), "{err}");
+      assert_eq!(field_of(err), (*kind, field.to_string()), "{json}");
+    }
+  }
+
+  #[test]
+  fn strict_parse_rejects_a_limit_json_cannot_hold_as_a_finite_number() {
+    // serde_json refuses 1e400 rather than reading infinity.
+    let err = parse_plan_dimensions(r#"[{"unit":"tokens","window":"5h","limit":1e400}]"#, "dims")
+      .unwrap_err();
+    assert_eq!(field_of(err).1, "dims");
+  }
+
+  #[test]
+  fn lenient_parse_skips_malformed_entries() {
+    let json = r#"[
+      {"unit":"tokens","window":"5h","limit":1000},
+      {"unit":"tokens","window":"yearly","limit":1},
+      {"unit":"bytes","window":"5h","limit":1},
+      {"unit":"tokens","window":"5h","limit":"12"},
+      {"unit":"tokens","window":"5h"},
+      {"unit":"tokens","window":"5h","limit":0},
+      {"unit":"tokens","window":"5h","limit":-1},
+      42, null, "x", [],
+      {"unit":"requests","window":"daily","limit":864}
+    ]"#;
+    assert_eq!(
+      parse_plan_dimensions_lenient(json),
+      vec![d(Tokens, FiveHours, 1000.0), d(Requests, Daily, 864.0)]
+    );
+  }
+
+  #[test]
+  fn lenient_parse_of_garbage_is_empty() {
+    for json in [
+      "",
+      "not json",
+      "{}",
+      "null",
+      "17",
+      "\"[]\"",
+      "\u{1F4A9}\u{202E}\u{0000}\u{FFFD}",
+      "[{\"unit\":\"tokens\"",
+      "[\"\u{1F4A9}\", {\"\u{00E9}\": 1}]",
+    ] {
+      assert_eq!(parse_plan_dimensions_lenient(json), vec![], "{json:?}");
+    }
+  }
+
+  #[test]
+  fn both_parsers_read_the_catalog_round_trip() {
+    for name in known_providers() {
+      let plan = known_plan(name).unwrap();
+      let json = serde_json::to_string(
+        &plan
+          .dimensions
+          .iter()
+          .map(|d| serde_json::json!({ "unit": d.unit.as_str(), "window": d.window.as_str(), "limit": d.limit }))
+          .collect::<Vec<_>>(),
+      )
+      .unwrap();
+      assert_eq!(
+        parse_plan_dimensions(&json, "dimensions").unwrap(),
+        plan.dimensions
+      );
+      assert_eq!(parse_plan_dimensions_lenient(&json), plan.dimensions);
+    }
+  }
+}
