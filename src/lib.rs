@@ -5,4 +5,6 @@ pub mod core;
 pub mod error;
 pub mod store;
 
+// The napi edge is linked into the addon only; unit tests exercise the core and stores.
+#[cfg(not(test))]
 mod binding;

@@ -1,0 +1,68 @@
+// Each drop-in entry exports exactly the appendix's names, through `import` and `require`
+// alike, as the host's one-line re-export modules will load it.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { APPENDIX } from './support/appendix.mjs'
+
+const require = createRequire(import.meta.url)
+
+for (const [entry, names] of Object.entries(APPENDIX)) {
+  const specifier = `@omniroute/quota-engine/compat/${entry}`
+
+  test(`compat/${entry} (import) exports exactly the appendix's names`, async () => {
+    const module = await import(specifier)
+    const exported = Object.keys(module).filter((name) => name !== 'default')
+    assert.deepEqual(exported.sort(), [...names].sort())
+    for (const name of names) assert.notEqual(module[name], undefined, `${name} is defined`)
+  })
+
+  test(`compat/${entry} (require) exports exactly the appendix's names`, () => {
+    const module = require(specifier)
+    assert.deepEqual(Object.keys(module).sort(), [...names].sort())
+    for (const name of names) assert.notEqual(module[name], undefined, `${name} is defined`)
+  })
+
+  test(`compat/${entry}: import and require give the same values`, async () => {
+    const esm = await import(specifier)
+    const cjs = require(specifier)
+    for (const name of names) assert.equal(esm[name], cjs[name], name)
+  })
+}
+
+test('the main entry exports the core API through import and require', async () => {
+  const expected = [
+    'WINDOW_MS',
+    'computeBurnRate',
+    'computeBurnRateFromWindow',
+    'decideFairShare',
+    'dimensionKeyToString',
+    'getKnownPlan',
+    'knownProviders',
+  ]
+  const esm = await import('@omniroute/quota-engine')
+  const cjs = require('@omniroute/quota-engine')
+  for (const name of expected) {
+    assert.notEqual(esm[name], undefined, `import { ${name} }`)
+    assert.equal(esm[name], cjs[name], name)
+  }
+  // index.mjs re-exports every runtime name of the CommonJS loader, and nothing else.
+  const runtimeNames = Object.keys(cjs).filter((name) => !name.startsWith('__'))
+  assert.deepEqual(Object.keys(esm).filter((n) => n !== 'default').sort(), runtimeNames.sort())
+})
+
+test('sync functions return plain values, not promises', async () => {
+  const { decideFairShare } = await import('@omniroute/quota-engine/compat/fairShare')
+  const { getKnownPlan, knownProviders } = await import('@omniroute/quota-engine/compat/planRegistry')
+  const { computeBurnRate, computeBurnRateFromWindow } = await import('@omniroute/quota-engine/compat/burnRate')
+  const { dimensionKeyToString } = await import('@omniroute/quota-engine/compat/dimensions')
+  const results = [
+    decideFairShare({ dimensions: [], allocation: { weight: 50, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }),
+    getKnownPlan('kimi'),
+    knownProviders(),
+    computeBurnRate([]),
+    computeBurnRateFromWindow(0, 3_600_000),
+    dimensionKeyToString({ poolId: 'p', unit: 'usd', window: 'daily' }),
+  ]
+  for (const result of results) assert.ok(!(result instanceof Promise))
+})
