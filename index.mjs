@@ -1,4 +1,4 @@
-// ES module entry: the same bindings as index.js (the CommonJS loader napi-rs generates),
+// ES module entry: the same exports as index.js,
 // re-exported by name so that `import { decideFairShare } from '@omniroute/quota-engine'`
 // works for every export, including WINDOW_MS, which the native module defines itself.
 import native from './index.js'

@@ -1,1 +1,1 @@
-export { computeBurnRateFromWindow, computeBurnRate } from '../index'
+export { computeBurnRateFromWindow, computeBurnRate } from '../binding'

@@ -1,6 +1,6 @@
 'use strict'
 // Drop-in for the host's src/lib/quota/burnRate.ts.
-const native = require('../index.js')
+const native = require('../binding.js')
 
 module.exports = {
   computeBurnRateFromWindow: native.computeBurnRateFromWindow,

@@ -1,6 +1,6 @@
 import type { z } from 'zod'
 
-export { WINDOW_MS, dimensionKeyToString } from '../index'
+export { WINDOW_MS, dimensionKeyToString } from '../binding'
 
 export declare const QuotaUnitSchema: z.ZodEnum<{ percent: 'percent'; requests: 'requests'; tokens: 'tokens'; usd: 'usd' }>
 export declare const QuotaWindowSchema: z.ZodEnum<{ '5h': '5h'; hourly: 'hourly'; daily: 'daily'; weekly: 'weekly'; monthly: 'monthly' }>

@@ -3,7 +3,7 @@
 // (zod is a peer dependency: the host brings its own), plus WINDOW_MS and
 // dimensionKeyToString from the native core.
 const { z } = require('zod')
-const native = require('../index.js')
+const native = require('../binding.js')
 
 const QuotaUnitSchema = z.enum(['percent', 'requests', 'tokens', 'usd'])
 const QuotaWindowSchema = z.enum(['5h', 'hourly', 'daily', 'weekly', 'monthly'])

@@ -1,1 +1,1 @@
-export { decideFairShare } from '../index'
+export { decideFairShare } from '../binding'

@@ -1,5 +1,5 @@
 'use strict'
 // Drop-in for the host's src/lib/quota/fairShare.ts.
-const native = require('../index.js')
+const native = require('../binding.js')
 
 module.exports = { decideFairShare: native.decideFairShare }

@@ -1,1 +1,1 @@
-export { getKnownPlan, knownProviders } from '../index'
+export { getKnownPlan, knownProviders } from '../binding'
