@@ -2,6 +2,7 @@
 
 pub mod burn_rate;
 pub mod dimensions;
+pub mod enforce;
 pub mod fair_share;
 pub mod plans;
 pub mod sliding_window;
