@@ -5,4 +5,5 @@ pub mod dimensions;
 pub mod enforce;
 pub mod fair_share;
 pub mod plans;
+pub mod saturation;
 pub mod sliding_window;
