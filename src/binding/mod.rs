@@ -3,8 +3,11 @@
 
 mod args;
 mod burn_rate;
+mod convert;
+mod db;
 mod dimensions;
 mod errors;
 mod fair_share;
 mod plans;
+mod store;
 mod types;
