@@ -72,10 +72,18 @@ pub(crate) fn with_store<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T
     Some(_) => None,
     None => Some(resolve_path(env)),
   };
-  with_db(
-    &|| path.clone().unwrap_or_else(|| resolve_path_without_js()),
-    f,
-  )
+  let opened = path.is_some();
+  let result = with_db(&|| path.clone().unwrap_or_else(resolve_path_without_js), f);
+  if opened {
+    start_sweeper();
+    // Say once, at open, what the lock self-test or the pragmas found wrong.
+    if let Some(Ok(warnings)) = with_open_db(|db| Ok(db.open_report().warnings())) {
+      for warning in warnings {
+        super::log_queue::warn("quota:store", warning, None);
+      }
+    }
+  }
+  result
 }
 
 /// Between the check above and the open, another worker thread may have closed the
@@ -86,4 +94,31 @@ fn resolve_path_without_js() -> PathBuf {
     DbPath::Fixed(path) => path.clone(),
     _ => default_db_path(&env_var),
   })
+}
+
+/// `QUOTA_CONSUMPTION_RETENTION_DAYS` (default 14); a bad value is warned about by the JS
+/// side's configuration reader and falls back to the default here too.
+fn retention_days() -> f64 {
+  env_var("QUOTA_CONSUMPTION_RETENTION_DAYS")
+    .and_then(|v| v.trim().parse::<f64>().ok())
+    .filter(|d| d.is_finite() && *d >= 0.0)
+    .unwrap_or(14.0)
+}
+
+/// The retention sweep runs hourly on its own thread (which never keeps Node alive), off
+/// the request path, through the same single connection.
+fn start_sweeper() {
+  crate::store::sqlite::spawn_retention_sweeper(
+    std::time::Duration::from_secs(3600),
+    retention_days,
+    |result| {
+      if let Err(err) = result {
+        super::log_queue::warn(
+          "quota:store",
+          "retention sweep failed",
+          Some(err.to_string()),
+        );
+      }
+    },
+  );
 }

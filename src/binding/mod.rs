@@ -8,6 +8,8 @@ mod db;
 mod dimensions;
 mod errors;
 mod fair_share;
+mod hot_path;
+mod log_queue;
 mod plans;
 mod store;
 mod types;

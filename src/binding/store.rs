@@ -700,3 +700,12 @@ pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> P
   let plan = resolve_plan(&Stored(stored), &connection_id, &provider);
   ProviderPlanJs::from(&plan)
 }
+
+/// A host setting (`key_value` table), or `null`.
+#[napi(ts_args_type = "namespace: string, key: string")]
+pub fn read_host_setting(env: Env, namespace: String, key: String) -> napi::Result<Option<String>> {
+  or_throw(
+    &env,
+    with_store(&env, |db| db.read_setting(&namespace, &key)),
+  )
+}

@@ -286,3 +286,33 @@ impl SqliteDb {
       .ctx("listing consumption")
   }
 }
+
+impl SqliteDb {
+  /// `recordConsumption`'s write: several `(dimension key, cost)` of one API key, all in
+  /// one IMMEDIATE transaction (all or nothing), committed before it returns.
+  pub fn consume_many(
+    &self,
+    api_key_id: &str,
+    writes: &[(DimensionKey, f64)],
+    now_ms: i64,
+  ) -> Result<()> {
+    validate::non_empty(api_key_id, "apiKeyId")?;
+    for (index, (key, cost)) in writes.iter().enumerate() {
+      validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+      validate::cost(*cost, &format!("writes[{index}].cost"))?;
+    }
+    let tx =
+      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
+        .ctx("starting a write")?;
+    {
+      let mut stmt = tx.prepare_cached(UPSERT).ctx("consuming")?;
+      for (key, cost) in writes {
+        let current = bucket_index(now_ms, key.window.ms());
+        stmt
+          .execute(params![api_key_id, key.to_string(), current, cost, now_ms])
+          .ctx("consuming")?;
+      }
+    }
+    tx.commit().ctx("committing")
+  }
+}

@@ -20,6 +20,7 @@ mod metadata;
 mod migrations;
 mod open;
 mod path;
+mod quota_source;
 mod sweeper;
 mod usage;
 mod values;
