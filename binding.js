@@ -835,9 +835,24 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports._bucketCountForTest = nativeBinding._bucketCountForTest
+module.exports._clearBucketsForTest = nativeBinding._clearBucketsForTest
+module.exports._clearDrrStateForTest = nativeBinding._clearDrrStateForTest
+module.exports._clearInflightForTest = nativeBinding._clearInflightForTest
+module.exports._getDrrDeficitForTest = nativeBinding._getDrrDeficitForTest
+module.exports._inflightSizeForTest = nativeBinding._inflightSizeForTest
 module.exports.computeBurnRate = nativeBinding.computeBurnRate
 module.exports.computeBurnRateFromWindow = nativeBinding.computeBurnRateFromWindow
 module.exports.decideFairShare = nativeBinding.decideFairShare
+module.exports.decrementInflight = nativeBinding.decrementInflight
+module.exports.DEFAULT_LEASE_MS = nativeBinding.DEFAULT_LEASE_MS
 module.exports.dimensionKeyToString = nativeBinding.dimensionKeyToString
+module.exports.getInflight = nativeBinding.getInflight
 module.exports.getKnownPlan = nativeBinding.getKnownPlan
+module.exports.incrementInflight = nativeBinding.incrementInflight
+module.exports.isBucketSaturated = nativeBinding.isBucketSaturated
 module.exports.knownProviders = nativeBinding.knownProviders
+module.exports.QUOTA_SHARE_STRATEGY = nativeBinding.QUOTA_SHARE_STRATEGY
+module.exports.recordUsage = nativeBinding.recordUsage
+module.exports.SATURATION_THRESHOLD_PCT = nativeBinding.SATURATION_THRESHOLD_PCT
+module.exports.updateAccountBuckets = nativeBinding.updateAccountBuckets

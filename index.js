@@ -4,6 +4,8 @@
 // the host's own objects, event-loop scheduling), which live in lib/. No algorithm lives
 // in JavaScript.
 const native = require('./binding.js')
+const quotaShareStrategy = require('./lib/quotaShareStrategy.js')
+const quotaShareConcurrency = require('./lib/quotaShareConcurrency.js')
 
 module.exports.WINDOW_MS = native.WINDOW_MS
 module.exports.computeBurnRate = native.computeBurnRate
@@ -12,3 +14,23 @@ module.exports.decideFairShare = native.decideFairShare
 module.exports.dimensionKeyToString = native.dimensionKeyToString
 module.exports.getKnownPlan = native.getKnownPlan
 module.exports.knownProviders = native.knownProviders
+
+// CONTRACT §10: the combo scheduler (native state; lib/ for the JavaScript idioms).
+module.exports.QUOTA_SHARE_STRATEGY = native.QUOTA_SHARE_STRATEGY
+module.exports.DEFAULT_LEASE_MS = native.DEFAULT_LEASE_MS
+module.exports.incrementInflight = native.incrementInflight
+module.exports.decrementInflight = native.decrementInflight
+module.exports.getInflight = native.getInflight
+module.exports._clearInflightForTest = native._clearInflightForTest
+module.exports._inflightSizeForTest = native._inflightSizeForTest
+module.exports.SATURATION_THRESHOLD_PCT = native.SATURATION_THRESHOLD_PCT
+module.exports.recordUsage = native.recordUsage
+module.exports.isBucketSaturated = native.isBucketSaturated
+module.exports.updateAccountBuckets = native.updateAccountBuckets
+module.exports._clearBucketsForTest = native._clearBucketsForTest
+module.exports._bucketCountForTest = native._bucketCountForTest
+module.exports.selectQuotaShareTarget = quotaShareStrategy.selectQuotaShareTarget
+module.exports._clearDrrStateForTest = native._clearDrrStateForTest
+module.exports._getDrrDeficitForTest = native._getDrrDeficitForTest
+module.exports.quotaShareConcurrencyKey = quotaShareConcurrency.quotaShareConcurrencyKey
+module.exports.acquireQuotaShareConcurrencySlot = quotaShareConcurrency.acquireQuotaShareConcurrencySlot

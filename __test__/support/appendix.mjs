@@ -14,4 +14,22 @@ export const APPENDIX = {
   ],
   burnRate: ['computeBurnRateFromWindow', 'computeBurnRate'],
   planRegistry: ['getKnownPlan', 'knownProviders'],
+  accountBuckets: [
+    'SATURATION_THRESHOLD_PCT',
+    'isBucketSaturated',
+    'recordUsage',
+    'updateAccountBuckets',
+    '_clearBucketsForTest',
+    '_bucketCountForTest',
+  ],
+  quotaShareStrategy: ['selectQuotaShareTarget', '_clearDrrStateForTest', '_getDrrDeficitForTest'],
+  quotaShareInflight: [
+    'DEFAULT_LEASE_MS',
+    'incrementInflight',
+    'decrementInflight',
+    'getInflight',
+    '_clearInflightForTest',
+    '_inflightSizeForTest',
+  ],
+  quotaShareConcurrency: ['quotaShareConcurrencyKey', 'acquireQuotaShareConcurrencySlot'],
 }

@@ -1,10 +1,14 @@
 //! The only place with `#[napi]`: converts JavaScript values to core types (rejecting bad
 //! input with an error naming the field) and core results back to plain JS values.
 
+mod account_buckets;
 mod args;
 mod burn_rate;
 mod dimensions;
 mod errors;
 mod fair_share;
+mod inflight;
 mod plans;
+mod quota_share;
+mod scheduler_state;
 mod types;
