@@ -21,11 +21,49 @@ export declare const WINDOW_MS: Readonly<Record<QuotaWindow, number>>
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** Tests only: how many (connection, window) entries are stored. */
+export declare function _bucketCountForTest(): number
+
+/** Tests only: forgets every account bucket. */
+export declare function _clearBucketsForTest(): void
+
+/** Tests only: forgets the DRR state of every combo. */
+export declare function _clearDrrStateForTest(): void
+
+/** Tests only: forgets every in-flight slot. */
+export declare function _clearInflightForTest(): void
+
 /** `_clearRateLimitHeaders()`. */
 export declare function _clearRateLimitHeaders(): void
 
 /** `_clearSaturationCache()`. */
 export declare function _clearSaturationCache(): void
+
+/**
+ * Tests only: the DRR deficit of `executionKey` in `comboName` (0 when there is none).
+ *
+ * Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when an argument is not a string.
+ */
+export declare function _getDrrDeficitForTest(comboName: string, executionKey: string): number
+
+/** Tests only: how many in-flight slots are stored (expired ones until pruned). */
+export declare function _inflightSizeForTest(): number
+
+/**
+ * One quota of a usage reading, as the host's usage fetchers return it. Only what the
+ * buckets read is listed; other fields are ignored.
+ */
+export interface AccountQuota {
+  used?: number
+  total?: number
+  remaining?: number
+  /** 0..100: the share of the quota still available. */
+  remainingPercentage?: number
+  /** An ISO-8601 timestamp; `null` or absent: unknown. */
+  resetAt?: string | null
+  /** `true`: never saturated. */
+  unlimited?: boolean
+}
 
 /** `{ curr, prev }` of the key's counter around `currentBucket`. */
 export interface BucketPair {
@@ -99,6 +137,19 @@ export declare function createPool(input: { connectionId: string; name: string; 
  * for malformed input (a dimension that is not an object, a non-numeric limit, …).
  */
 export declare function decideFairShare(input: FairShareInput): FairShareDecision
+
+/**
+ * Releases one request in flight on `connectionId` at `nowMs` (default `Date.now()`):
+ * floors at 0, and removes the slot when it reaches 0 or has expired. Unknown or empty
+ * ids are ignored.
+ */
+export declare function decrementInflight(connectionId: string, nowMs?: number): void
+
+/**
+ * The lease of an in-flight slot when none is given: 120 000 ms (two minutes). A
+ * connection whose releases are lost drops back to 0 once its lease runs out.
+ */
+export declare const DEFAULT_LEASE_MS: number
 
 /** Deletes a model cap; whether one existed. */
 export declare function deleteModelCap(poolId: string, apiKeyId: string, model: string): boolean
@@ -208,6 +259,12 @@ export declare function gcOlderThan(maxUpdatedAtMs: number): number
 export declare function getBucket(apiKeyId: string, dimensionKey: string, bucketIndex: number): number
 
 /**
+ * The number of requests in flight on `connectionId` at `nowMs` (default `Date.now()`):
+ * 0 when unknown, empty or expired. Reading changes nothing.
+ */
+export declare function getInflight(connectionId: string, nowMs?: number): number
+
+/**
  * The catalog's plan for `provider`, or `null`. A limit of `Number.EPSILON` means
  * "unknown: configure the plan manually".
  *
@@ -235,6 +292,25 @@ export declare function importLegacyPools(pools: Array<{ id: string; connectionI
 
 /** Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`. */
 export declare function incrementBucket(apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number): void
+
+/**
+ * Counts one more request in flight on `connectionId` and returns the new count. An
+ * expired slot counts as 0; the slot's expiry becomes `nowMs + leaseMs`; every expired
+ * slot (of any connection) is pruned. An empty (or absent) id returns 0 and stores
+ * nothing.
+ *
+ * `leaseMs` defaults to `DEFAULT_LEASE_MS`, `nowMs` to `Date.now()`. Throws a
+ * `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`) naming the argument for a
+ * non-string id, a negative or non-finite lease, or a non-finite time.
+ */
+export declare function incrementInflight(connectionId: string, leaseMs?: number, nowMs?: number): number
+
+/**
+ * Whether `windowKey` of `connectionId` is saturated at `nowMs` (default `Date.now()`).
+ * The reset is lazy: the first look at or after `resetAt` removes the entry and reads
+ * `false`. A missing entry reads `false`.
+ */
+export declare function isBucketSaturated(connectionId: string, windowKey: string, nowMs?: number): boolean
 
 /** `{ poolId, allocation }`. */
 export interface KeyAllocation {
@@ -337,6 +413,9 @@ export interface ProviderPlan {
 /** Stores a fetched saturation (clamped 0..1, NaN → 0) for 30 s; returns the stored value. */
 export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value: number, now?: number | undefined | null): number
 
+/** The strategy's name in a combo's configuration: `"quota-share"`. */
+export declare const QUOTA_SHARE_STRATEGY: string
+
 /** `{ unit, window, limit }`: `limit` is the pool-wide ceiling. */
 export interface QuotaDimension {
   unit: QuotaUnit
@@ -368,10 +447,26 @@ export declare function readHostSetting(namespace: string, key: string): string 
 export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null
 
 /**
+ * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
+ * connection at `nowMs` (default `Date.now()`). A reset already past (`resetAt <=
+ * nowMs`), or a `usedPct` below `SATURATION_THRESHOLD_PCT` or not a finite number,
+ * clears the entry; otherwise the window is saturated until `resetAt` (`null`: until a
+ * later reading clears it). An empty connection id or window key stores nothing.
+ *
+ * Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) for a non-string id, window key
+ * or `resetAt`, and a `RangeError` for a `resetAt` that is not an ISO-8601 timestamp or a
+ * non-finite `nowMs`.
+ */
+export declare function recordUsage(connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number): void
+
+/**
  * `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
  * has dimensions, else the catalog's, else an empty manual plan.
  */
 export declare function resolvePlan(connectionId: string, provider: string): ProviderPlan
+
+/** A window is saturated at or above this used percentage: 100. */
+export declare const SATURATION_THRESHOLD_PCT: number
 
 /** Sets a model cap (insert or replace). */
 export declare function setModelCap(cap: ModelCap): ModelCap
@@ -420,6 +515,23 @@ export interface TokenHeaderSaturationJs {
 
 /** The token-header fallback signal: `used / limit` from headers at most 5 min old. */
 export declare function tokenHeaderSaturationOf(provider: string, connectionId: string, now?: number | undefined | null): TokenHeaderSaturationJs | null
+
+/**
+ * Applies a usage reading of a connection, as the host's usage fetchers return it
+ * (`{ quotas: { [name]: { used, total, remaining, remainingPercentage?, resetAt,
+ * unlimited? } } }`), at `nowMs` (default `Date.now()`). Quota names map to windows:
+ * `"session (5h)"` → `5h`, `"weekly (7d)"` → `7d`, `"weekly <m> (7d)"` → `7d:<m>`; other
+ * names are ignored. Each mapped quota is recorded as by `recordUsage`, with its used
+ * percentage taken, in order of preference, as 0 when `unlimited: true`, `100 −
+ * remainingPercentage`, `used / total × 100`, or `(total − remaining) / total × 100` (both
+ * only with `total > 0`). Malformed entries (not an object, no usable numbers, a `resetAt`
+ * that is not an ISO-8601 string) are skipped. A `null`/`undefined` reading or `quotas`,
+ * or an empty connection id, changes nothing.
+ *
+ * Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `usageResult` or
+ * `usageResult.quotas` is neither an object nor `null`/`undefined`.
+ */
+export declare function updateAccountBuckets(connectionId: string, usageResult: { quotas?: Record<string, AccountQuota> | null } | null | undefined, nowMs?: number): void
 
 /**
  * Updates a pool's name, group, allocations (replaced) or members (replaced); the pool

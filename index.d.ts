@@ -73,3 +73,8 @@ export interface HostOptions {
 export declare function installHost(options: HostOptions): void
 export declare function setLogger(logger: Logger | null): void
 export declare function setQuotaEventListener(listener: ((event: string, payload: Record<string, unknown>) => void) | null): void
+// Types of the main entry: everything binding.d.ts (generated from the Rust doc comments)
+// declares, plus the JavaScript-side functions of lib/.
+export * from './binding'
+export * from './lib/quotaShareStrategy'
+export * from './lib/quotaShareConcurrency'

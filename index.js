@@ -8,6 +8,8 @@ const host = require('./lib/host.js')
 const stores = require('./lib/stores.js')
 const enforce = require('./lib/enforce.js')
 const saturation = require('./lib/saturation.js')
+const quotaShareStrategy = require('./lib/quotaShareStrategy.js')
+const quotaShareConcurrency = require('./lib/quotaShareConcurrency.js')
 
 // §1–§3, §6, §9: the pure core.
 module.exports.WINDOW_MS = native.WINDOW_MS
@@ -70,3 +72,23 @@ module.exports._clearRateLimitHeaders = saturation._clearRateLimitHeaders
 module.exports.installHost = host.installHost
 module.exports.setLogger = host.setLogger
 module.exports.setQuotaEventListener = host.setQuotaEventListener
+
+// CONTRACT §10: the combo scheduler (native state; lib/ for the JavaScript idioms).
+module.exports.QUOTA_SHARE_STRATEGY = native.QUOTA_SHARE_STRATEGY
+module.exports.DEFAULT_LEASE_MS = native.DEFAULT_LEASE_MS
+module.exports.incrementInflight = native.incrementInflight
+module.exports.decrementInflight = native.decrementInflight
+module.exports.getInflight = native.getInflight
+module.exports._clearInflightForTest = native._clearInflightForTest
+module.exports._inflightSizeForTest = native._inflightSizeForTest
+module.exports.SATURATION_THRESHOLD_PCT = native.SATURATION_THRESHOLD_PCT
+module.exports.recordUsage = native.recordUsage
+module.exports.isBucketSaturated = native.isBucketSaturated
+module.exports.updateAccountBuckets = native.updateAccountBuckets
+module.exports._clearBucketsForTest = native._clearBucketsForTest
+module.exports._bucketCountForTest = native._bucketCountForTest
+module.exports.selectQuotaShareTarget = quotaShareStrategy.selectQuotaShareTarget
+module.exports._clearDrrStateForTest = native._clearDrrStateForTest
+module.exports._getDrrDeficitForTest = native._getDrrDeficitForTest
+module.exports.quotaShareConcurrencyKey = quotaShareConcurrency.quotaShareConcurrencyKey
+module.exports.acquireQuotaShareConcurrencySlot = quotaShareConcurrency.acquireQuotaShareConcurrencySlot

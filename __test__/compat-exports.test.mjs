@@ -73,3 +73,40 @@ test('sync functions return plain values, not promises', async () => {
   ]
   for (const result of results) assert.ok(!(result instanceof Promise))
 })
+
+test('the main entry exports every name of CONTRACT §10 through import and require', async () => {
+  const expected = [
+    'QUOTA_SHARE_STRATEGY',
+    'DEFAULT_LEASE_MS',
+    'incrementInflight',
+    'decrementInflight',
+    'getInflight',
+    '_clearInflightForTest',
+    '_inflightSizeForTest',
+    'SATURATION_THRESHOLD_PCT',
+    'recordUsage',
+    'isBucketSaturated',
+    'updateAccountBuckets',
+    '_clearBucketsForTest',
+    '_bucketCountForTest',
+    'selectQuotaShareTarget',
+    '_clearDrrStateForTest',
+    '_getDrrDeficitForTest',
+    'quotaShareConcurrencyKey',
+    'acquireQuotaShareConcurrencySlot',
+  ]
+  const esm = await import('@omniroute/quota-engine')
+  const cjs = require('@omniroute/quota-engine')
+  for (const name of expected) {
+    assert.notEqual(cjs[name], undefined, `require: ${name}`)
+    assert.equal(esm[name], cjs[name], `import: ${name}`)
+  }
+  assert.equal(cjs.QUOTA_SHARE_STRATEGY, 'quota-share')
+  assert.equal(cjs.DEFAULT_LEASE_MS, 120_000)
+  assert.equal(cjs.SATURATION_THRESHOLD_PCT, 100)
+  // The compat entries hand out the very same functions as the main entry.
+  const strategy = await import('@omniroute/quota-engine/compat/quotaShareStrategy')
+  assert.equal(strategy.selectQuotaShareTarget, cjs.selectQuotaShareTarget)
+  // The native crossing is not part of the API.
+  for (const name of Object.keys(cjs)) assert.ok(!name.startsWith('__quotaShare'), name)
+})

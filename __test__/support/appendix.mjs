@@ -30,4 +30,22 @@ export const APPENDIX = {
   spendRecorder: ['scheduleRecordConsumption', 'buildConsumptionCost', 'recordStreamingConsumption'],
   quotaConsumption: ['getBucket', 'incrementBucket', 'getPair', 'listConsumptionForPool', 'sumPoolDimension', 'gcOlderThan'],
   host: ['installHost'],
+  accountBuckets: [
+    'SATURATION_THRESHOLD_PCT',
+    'isBucketSaturated',
+    'recordUsage',
+    'updateAccountBuckets',
+    '_clearBucketsForTest',
+    '_bucketCountForTest',
+  ],
+  quotaShareStrategy: ['selectQuotaShareTarget', '_clearDrrStateForTest', '_getDrrDeficitForTest'],
+  quotaShareInflight: [
+    'DEFAULT_LEASE_MS',
+    'incrementInflight',
+    'decrementInflight',
+    'getInflight',
+    '_clearInflightForTest',
+    '_inflightSizeForTest',
+  ],
+  quotaShareConcurrency: ['quotaShareConcurrencyKey', 'acquireQuotaShareConcurrencySlot'],
 }

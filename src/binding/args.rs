@@ -2,7 +2,9 @@
 //! with an error naming the field (`dimensions[0].limit: expected a number, got string`).
 
 use crate::error::QuotaError;
-use napi::bindgen_prelude::{Array, Object, Unknown};
+use napi::bindgen_prelude::{
+  Array, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
+};
 use napi::{JsValue, ValueType};
 
 type ArgResult<T> = std::result::Result<T, QuotaError>;
@@ -120,6 +122,42 @@ impl<'env> Arg<'env> {
     } else {
       self.string().map(Some)
     }
+  }
+
+  /// Whether this is an object (arrays included; `null` is not).
+  pub fn is_object(&self) -> bool {
+    self.kind == ValueType::Object
+  }
+
+  pub fn boolean(&self) -> ArgResult<bool> {
+    if self.kind != ValueType::Boolean {
+      return Err(self.expected("a boolean"));
+    }
+    // SAFETY: the value was checked to be a boolean.
+    unsafe { self.present()?.cast::<bool>() }.map_err(|e| napi_fault(&self.path, e))
+  }
+
+  /// The own enumerable string keys of an object, in property order.
+  pub fn keys(&self) -> ArgResult<Vec<String>> {
+    let object = self.object()?;
+    let fault = |e| napi_fault(&self.path, e);
+    let names = object
+      .get_all_property_names(
+        KeyCollectionMode::OwnOnly,
+        KeyFilter::Enumerable,
+        KeyConversion::NumbersToStrings,
+      )
+      .map_err(fault)?;
+    let mut keys = Vec::new();
+    for i in 0..names.get_array_length().map_err(fault)? {
+      let name: Unknown = names.get_element(i).map_err(fault)?;
+      // Symbol keys are skipped.
+      if name.get_type().map_err(fault)? == ValueType::String {
+        // SAFETY: the value was checked to be a string.
+        keys.push(unsafe { name.cast::<String>() }.map_err(fault)?);
+      }
+    }
+    Ok(keys)
   }
 
   /// The elements of an array.

@@ -1,6 +1,7 @@
 //! The only place with `#[napi]`: converts JavaScript values to core types (rejecting bad
 //! input with an error naming the field) and core results back to plain JS values.
 
+mod account_buckets;
 mod args;
 mod burn_rate;
 mod convert;
@@ -9,7 +10,10 @@ mod dimensions;
 mod errors;
 mod fair_share;
 mod hot_path;
+mod inflight;
 mod log_queue;
 mod plans;
+mod quota_share;
+mod scheduler_state;
 mod store;
 mod types;

@@ -4,6 +4,8 @@ pub mod burn_rate;
 pub mod dimensions;
 pub mod enforce;
 pub mod fair_share;
+pub mod iso8601;
 pub mod plans;
 pub mod saturation;
+pub mod scheduler;
 pub mod sliding_window;

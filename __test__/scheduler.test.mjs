@@ -1,0 +1,324 @@
+// selectQuotaShareTarget (CONTRACT §10) through the host's import paths: one case per rule.
+// Time is always injected (nowMs); no case depends on the clock or on speed.
+import { test, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import {
+  selectQuotaShareTarget,
+  _clearDrrStateForTest,
+  _getDrrDeficitForTest,
+} from '@omniroute/quota-engine/compat/quotaShareStrategy'
+import {
+  DEFAULT_LEASE_MS,
+  getInflight,
+  incrementInflight,
+  _clearInflightForTest,
+  _inflightSizeForTest,
+} from '@omniroute/quota-engine/compat/quotaShareInflight'
+import { recordUsage, _clearBucketsForTest, _bucketCountForTest } from '@omniroute/quota-engine/compat/accountBuckets'
+
+const T0 = 1_700_000_000_000
+const COMBO = 'pool-combo'
+const MODEL = 'claude/opus-4'
+
+beforeEach(() => {
+  _clearDrrStateForTest()
+  _clearInflightForTest()
+  _clearBucketsForTest()
+})
+
+/** Targets `A`, `B`, … on connections `conn-A`, `conn-B`, …, weight 1, with an extra field. */
+function targets(...names) {
+  return names.map((name) => ({ executionKey: name, connectionId: `conn-${name}`, weight: 1, modelStr: MODEL, extra: { name } }))
+}
+
+const keys = (list) => list.map((t) => t.executionKey).join('')
+
+/** Selects and releases at once (no load), returning the winner's key. */
+function pick(list, { combo = COMBO, model = MODEL, now = T0, options } = {}) {
+  const result = selectQuotaShareTarget(list, combo, model, now, options)
+  result.decrementInflight()
+  return result.target.executionKey
+}
+
+function saturate(connectionId, windowKey, resetAt = null) {
+  recordUsage(connectionId, windowKey, 100, resetAt, T0 - 1000)
+}
+
+test('1. empty targets: target null, no order, a no-op release, and no state', () => {
+  const result = selectQuotaShareTarget([], COMBO, MODEL, T0)
+  assert.equal(result.target, null)
+  assert.deepEqual(result.orderedTargets, [])
+  assert.equal(typeof result.decrementInflight, 'function')
+  assert.equal(result.decrementInflight(), undefined)
+  assert.equal(_inflightSizeForTest(), 0)
+})
+
+test('the result holds the very same target objects', () => {
+  const list = targets('A', 'B', 'C')
+  const result = selectQuotaShareTarget(list, COMBO, MODEL, T0)
+  assert.equal(result.target, list[0])
+  assert.equal(result.orderedTargets.length, 3)
+  for (const target of result.orderedTargets) assert.ok(list.includes(target))
+  assert.equal(result.orderedTargets[1].extra, list[1].extra)
+  assert.notEqual(result.orderedTargets, list, 'a new array, not the input')
+  assert.equal(keys(list), 'ABC', 'the input is not reordered')
+})
+
+test('2. a saturated 5h bucket gates its target', () => {
+  saturate('conn-A', '5h', new Date(T0 + 60_000).toISOString())
+  const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'BCA', 'A goes to the saturated tier')
+})
+
+test('2. a saturated 7d bucket gates its target', () => {
+  saturate('conn-B', '7d')
+  const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'ACB')
+})
+
+test("2. the request model's 7d bucket gates (model = modelStr after its first '/')", () => {
+  saturate('conn-A', '7d:opus-4')
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, 'claude/opus-4', T0).orderedTargets), 'BA')
+})
+
+test("2. another model's saturation does not gate", () => {
+  saturate('conn-A', '7d:sonnet-4')
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, 'claude/opus-4', T0).orderedTargets), 'AB')
+})
+
+test('2. targets without a connection are never saturated', () => {
+  saturate('conn-A', '5h')
+  const list = [...targets('A'), { executionKey: 'N', weight: 1 }]
+  const result = selectQuotaShareTarget(list, COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'NA')
+  assert.equal(_inflightSizeForTest(), 0, 'no connection, no lease')
+})
+
+test('2. when every target is saturated, all are eligible again (fail-open)', () => {
+  for (const name of ['A', 'B', 'C']) saturate(`conn-${name}`, '5h')
+  const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'ABC')
+  assert.equal(getInflight('conn-A', T0), 1)
+})
+
+test('2. gating ends lazily at the reset instant', () => {
+  const resetAt = T0 + 5000
+  saturate('conn-A', '5h', new Date(resetAt).toISOString())
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, resetAt - 1).orderedTargets), 'BA')
+  assert.equal(_bucketCountForTest(), 1)
+  _clearDrrStateForTest()
+  _clearInflightForTest()
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, resetAt).orderedTargets), 'AB')
+  assert.equal(_bucketCountForTest(), 0, 'the look at the reset instant removed the bucket')
+})
+
+test('3. targets at their concurrency cap move to the at-cap tier', () => {
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
+  const caps = new Map([['conn-A', 1], ['conn-B', 1]])
+  const list = targets('A', 'B', 'C')
+  const first = selectQuotaShareTarget(list, COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
+  assert.equal(keys(first.orderedTargets), 'BCA')
+  // B holds a slot now and is at its cap too; only C has room.
+  const second = selectQuotaShareTarget(list, COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
+  assert.equal(keys(second.orderedTargets), 'CAB', 'at-cap tier in input order')
+})
+
+test('3. null, <= 0, non-finite and missing caps are no caps', () => {
+  for (const cap of [null, 0, -1, NaN, Infinity, undefined, '1']) {
+    _clearInflightForTest()
+    _clearDrrStateForTest()
+    incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
+    const caps = new Map(cap === undefined ? [] : [['conn-A', cap]])
+    const result = selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
+    // A stays with room: it wins DRR (input order on the tie) and so pays the deficit.
+    assert.equal(_getDrrDeficitForTest(COMBO, 'A'), -0.5, `cap ${String(cap)}`)
+    assert.equal(keys(result.orderedTargets), 'BA', 'then P2C prefers B with fewer in flight')
+  }
+})
+
+test('3. when no eligible target has room, none moves (fail-open)', () => {
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
+  incrementInflight('conn-B', DEFAULT_LEASE_MS, T0)
+  const caps = new Map([['conn-A', 1], ['conn-B', 1]])
+  const result = selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
+  assert.equal(keys(result.orderedTargets), 'AB')
+  assert.equal(getInflight('conn-A', T0), 2, 'the winner is leased beyond its cap')
+})
+
+test('4. DRR alternates between equal weights', () => {
+  const list = targets('A', 'B')
+  const winners = Array.from({ length: 6 }, () => pick(list)).join('')
+  assert.equal(winners, 'ABABAB')
+})
+
+test('4. DRR gives 2:1 to weights 2 and 1, smoothly', () => {
+  const list = targets('A', 'B')
+  list[0].weight = 2
+  const winners = Array.from({ length: 9 }, () => pick(list)).join('')
+  assert.equal(winners, 'ABAABAABA')
+})
+
+test('4. weights that are not finite and > 0 count as 1', () => {
+  for (const weight of [0, -2, NaN, Infinity, undefined, null, '3']) {
+    _clearDrrStateForTest()
+    const list = targets('A', 'B')
+    list[0].weight = weight
+    list[1].weight = 1
+    assert.equal(Array.from({ length: 4 }, () => pick(list)).join(''), 'ABAB', String(weight))
+  }
+})
+
+test('4. each round credits w / Σw and the winner pays 1', () => {
+  const list = targets('A', 'B', 'C')
+  list[2].weight = 2
+  pick(list)
+  assert.equal(_getDrrDeficitForTest(COMBO, 'A'), 0.25)
+  assert.equal(_getDrrDeficitForTest(COMBO, 'B'), 0.25)
+  assert.equal(_getDrrDeficitForTest(COMBO, 'C'), -0.5)
+  assert.equal(_getDrrDeficitForTest(COMBO, 'unknown'), 0)
+  assert.equal(_getDrrDeficitForTest('unknown-combo', 'A'), 0)
+})
+
+test('4. with one target with room, the DRR state does not change', () => {
+  saturate('conn-B', '5h')
+  assert.equal(pick(targets('A', 'B')), 'A')
+  assert.equal(_getDrrDeficitForTest(COMBO, 'A'), 0)
+  assert.equal(pick(targets('A')), 'A')
+  assert.equal(_getDrrDeficitForTest(COMBO, 'A'), 0)
+})
+
+test('4. DRR state is isolated per combo name', () => {
+  const list = targets('A', 'B')
+  assert.equal(pick(list, { combo: 'x' }), 'A')
+  assert.equal(pick(list, { combo: 'y' }), 'A', 'a fresh combo starts over')
+  assert.equal(pick(list, { combo: 'x' }), 'B')
+  assert.equal(_getDrrDeficitForTest('x', 'A'), 0)
+  assert.equal(_getDrrDeficitForTest('y', 'A'), -0.5)
+})
+
+test('4. at most 200 combos keep state: the oldest inserted is evicted', () => {
+  const list = targets('A', 'B')
+  for (let i = 0; i < 200; i++) pick(list, { combo: `combo-${i}` })
+  pick(list, { combo: 'combo-0' }) // using it again does not make it newer
+  assert.equal(_getDrrDeficitForTest('combo-0', 'A'), 0.5 - 1 + 0.5)
+  assert.equal(_getDrrDeficitForTest('combo-0', 'B'), 0)
+  assert.equal(_getDrrDeficitForTest('combo-1', 'A'), -0.5)
+  pick(list, { combo: 'combo-200' })
+  assert.equal(_getDrrDeficitForTest('combo-0', 'B'), 0, 'evicted: reads as none')
+  assert.equal(_getDrrDeficitForTest('combo-0', 'A'), 0)
+  assert.equal(_getDrrDeficitForTest('combo-1', 'A'), -0.5, 'the next oldest is kept')
+  assert.equal(_getDrrDeficitForTest('combo-200', 'A'), -0.5)
+  // The evicted combo starts over when it comes back (and evicts combo-1).
+  assert.equal(pick(list, { combo: 'combo-0' }), 'A')
+  assert.equal(_getDrrDeficitForTest('combo-1', 'A'), 0)
+})
+
+test('5. P2C: the runner-up wins with strictly fewer in flight', () => {
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
+  const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'BAC', 'B (0 in flight) beats DRR winner A (1)')
+  assert.equal(getInflight('conn-B', T0), 1)
+  assert.equal(_getDrrDeficitForTest(COMBO, 'A'), 1 / 3 - 1, 'the DRR winner paid')
+})
+
+test('5. P2C: on a tie the DRR winner keeps the win', () => {
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
+  incrementInflight('conn-B', DEFAULT_LEASE_MS, T0)
+  const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'ABC')
+  assert.equal(getInflight('conn-A', T0), 2)
+})
+
+test('6. orderedTargets: winner, the rest with room by DRR rank, at-cap tier, saturated tier', () => {
+  const list = targets('S', 'A', 'K', 'B', 'C')
+  list[4].weight = 3 // C
+  saturate('conn-S', '5h')
+  incrementInflight('conn-K', DEFAULT_LEASE_MS, T0)
+  const caps = new Map([['conn-K', 1]])
+  const result = selectQuotaShareTarget(list, COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
+  // With room: A, B, C credited 1/5, 1/5, 3/5 → C wins, then A and B (tie: input order).
+  assert.equal(keys(result.orderedTargets), 'CABKS')
+})
+
+test('6. the winner gets a lease of DEFAULT_LEASE_MS that expires without a release', () => {
+  const result = selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, T0)
+  assert.equal(result.target.executionKey, 'A')
+  assert.equal(getInflight('conn-A', T0), 1)
+  assert.equal(getInflight('conn-A', T0 + DEFAULT_LEASE_MS - 1), 1)
+  assert.equal(getInflight('conn-A', T0 + DEFAULT_LEASE_MS), 0, 'expired, never released')
+  // An expired lease counts as 0 for P2C: A is no longer "busy".
+  _clearDrrStateForTest()
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, T0 + DEFAULT_LEASE_MS).orderedTargets), 'AB')
+})
+
+test('6. decrementInflight releases once (idempotent)', () => {
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0) // someone else's request
+  _clearDrrStateForTest()
+  const result = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
+  assert.equal(getInflight('conn-A', T0), 2)
+  result.decrementInflight()
+  result.decrementInflight()
+  result.decrementInflight()
+  assert.equal(getInflight('conn-A', T0), 1, "the other request's slot is kept")
+})
+
+test('6. decrementInflight releases at the selection-time clock', () => {
+  const first = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
+  // A later request refreshes the slot's expiry to T0 + 100 s + lease.
+  incrementInflight('conn-A', DEFAULT_LEASE_MS, T0 + 100_000)
+  // Released at T0 the slot is live, so this only counts down; released at the wall
+  // clock (far past every expiry) it would have dropped the whole slot.
+  first.decrementInflight()
+  assert.equal(getInflight('conn-A', T0 + 100_000), 1)
+})
+
+test('nowMs defaults to Date.now()', () => {
+  const before = Date.now()
+  const result = selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL)
+  const after = Date.now()
+  assert.equal(getInflight('conn-A'), 1)
+  // The lease runs out DEFAULT_LEASE_MS after a time between `before` and `after`.
+  assert.equal(getInflight('conn-A', before + DEFAULT_LEASE_MS - 1), 1)
+  assert.equal(getInflight('conn-A', after + DEFAULT_LEASE_MS), 0)
+  result.decrementInflight()
+  assert.equal(getInflight('conn-A'), 0)
+})
+
+test('a missing modelStr gates on 5h and 7d only', () => {
+  saturate('conn-A', '7d:opus-4')
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, undefined, T0).orderedTargets), 'AB')
+  _clearInflightForTest()
+  saturate('conn-A', '5h')
+  assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, null, T0).orderedTargets), 'BA')
+})
+
+test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming the field', () => {
+  const ok = targets('A')
+  const cases = [
+    [() => selectQuotaShareTarget('A', COMBO, MODEL, T0), TypeError, 'targets'],
+    [() => selectQuotaShareTarget(undefined, COMBO, MODEL, T0), TypeError, 'targets'],
+    [() => selectQuotaShareTarget([null], COMBO, MODEL, T0), TypeError, 'targets[0]'],
+    [() => selectQuotaShareTarget([...ok, { connectionId: 'c' }], COMBO, MODEL, T0), TypeError, 'targets[1].executionKey'],
+    [() => selectQuotaShareTarget([{ executionKey: 'X', connectionId: 7 }], COMBO, MODEL, T0), TypeError, 'targets[0].connectionId'],
+    [() => selectQuotaShareTarget(ok, 42, MODEL, T0), TypeError, 'comboName'],
+    [() => selectQuotaShareTarget(ok, COMBO, 42, T0), TypeError, 'modelStr'],
+    [() => selectQuotaShareTarget(ok, COMBO, MODEL, '1'), TypeError, 'nowMs'],
+    [() => selectQuotaShareTarget(ok, COMBO, MODEL, NaN), RangeError, 'nowMs'],
+    [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, 'x'), TypeError, 'options'],
+    [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: { A: 1 } }), TypeError, 'options.maxConcurrentByConnection'],
+  ]
+  for (const [call, ErrorClass, field] of cases) {
+    assert.throws(call, (err) => {
+      assert.ok(err instanceof ErrorClass, `${field}: ${err}`)
+      assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
+      assert.ok(err.message.startsWith(`${field}: `), err.message)
+      return true
+    })
+  }
+  assert.equal(_inflightSizeForTest(), 0, 'a rejected call leases nothing')
+})
+
+test('a selection is synchronous', () => {
+  const result = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
+  assert.ok(!(result instanceof Promise))
+})

@@ -1,0 +1,3 @@
+import entry from './quotaShareConcurrency.js'
+
+export const { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } = entry

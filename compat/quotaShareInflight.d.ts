@@ -1,0 +1,8 @@
+export {
+  DEFAULT_LEASE_MS,
+  incrementInflight,
+  decrementInflight,
+  getInflight,
+  _clearInflightForTest,
+  _inflightSizeForTest,
+} from '../binding'

@@ -1,0 +1,3 @@
+import entry from './quotaShareStrategy.js'
+
+export const { selectQuotaShareTarget, _clearDrrStateForTest, _getDrrDeficitForTest } = entry

@@ -1,0 +1,135 @@
+'use strict'
+// The quota-share backlog queue (CONTRACT §10): a FIFO semaphore per connection, with a
+// bounded queue and a queue timeout, that fails open.
+//
+// Why JavaScript and not Rust: this is the queueing of JavaScript promises on the event
+// loop, not an algorithm over data. Every operation is "resolve this promise now" or "after
+// this timer", which only JavaScript can do; a Rust version would hold the promises'
+// resolvers as references, drive them through thread-safe functions, and still need
+// JavaScript timers (or a native timer thread that must not keep the process alive) — more
+// crossings and more ways to leak, for a counter and a queue. The state is per isolate,
+// like the promises it holds.
+//
+// Invariants: `active` counts the slots held on a connection; a waiter is either queued or
+// settled, never both; a settled waiter is never handed a slot (so one that timed out
+// never holds one); a slot is handed from a release straight to the head of the queue;
+// a lane with nothing active or queued is deleted; timers are unref'd.
+
+const { typeError, rangeError } = require('./invalidArg.js')
+
+const COMPONENT = 'quota:scheduler'
+
+/** `"qsconn:<id>"`: the key of a connection's queue. */
+function quotaShareConcurrencyKey(connectionId) {
+  return `qsconn:${connectionId}`
+}
+
+/** key → { active, waiters: Set (insertion order = FIFO, O(1) removal on timeout) } */
+const lanes = new Map()
+
+function warn(log, fields, message) {
+  const record = { component: COMPONENT, ...fields }
+  try {
+    if (log && typeof log.warn === 'function') {
+      log.warn(record, message)
+      return
+    }
+  } catch {
+    return // a throwing logger changes nothing
+  }
+  process.stderr.write(`${JSON.stringify({ level: 'warn', ...record, msg: message })}\n`)
+}
+
+function readLimit(options, name) {
+  const value = options[name]
+  if (value === undefined || value === null) return Infinity
+  if (typeof value !== 'number') throw typeError(`options.${name}`, 'a number', value)
+  if (Number.isNaN(value) || value < 0) throw rangeError(`options.${name}`, `must be a number >= 0, got ${value}`)
+  return value
+}
+
+function deleteIfIdle(key, lane) {
+  if (lane.active === 0 && lane.waiters.size === 0 && lanes.get(key) === lane) lanes.delete(key)
+}
+
+function releaser(key, lane) {
+  let released = false
+  return () => {
+    if (released) return
+    released = true
+    lane.active--
+    handOff(key, lane)
+  }
+}
+
+/** Gives free slots to the waiters at the head of the queue, in order. */
+function handOff(key, lane) {
+  for (const waiter of lane.waiters) {
+    if (lane.active >= waiter.cap) break
+    lane.waiters.delete(waiter)
+    waiter.settled = true
+    if (waiter.timer !== undefined) clearTimeout(waiter.timer)
+    lane.active++
+    waiter.resolve(releaser(key, lane))
+  }
+  deleteIfIdle(key, lane)
+}
+
+/**
+ * Waits FIFO for one of `cap` slots on the target's connection: see index.d.ts
+ * (CONTRACT §10).
+ */
+async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
+  const connectionId = target === null || target === undefined ? undefined : target.connectionId
+  if (typeof connectionId !== 'string' || connectionId === '') return null
+  if (cap === undefined || cap === null) return null
+  if (typeof cap !== 'number') throw typeError('cap', 'a number', cap)
+  if (!(cap > 0)) return null // ≤ 0 or NaN: no cap
+  if (options !== undefined && options !== null && typeof options !== 'object') {
+    throw typeError('options', 'an object', options)
+  }
+  const queueTimeoutMs = readLimit(options ?? {}, 'queueTimeoutMs')
+  const maxQueueSize = readLimit(options ?? {}, 'maxQueueSize')
+
+  const key = quotaShareConcurrencyKey(connectionId)
+  let lane = lanes.get(key)
+  if (lane === undefined) {
+    lane = { active: 0, waiters: new Set() }
+    lanes.set(key, lane)
+  }
+  if (lane.waiters.size === 0 && lane.active < cap) {
+    lane.active++
+    return releaser(key, lane)
+  }
+  if (lane.waiters.size >= maxQueueSize) {
+    warn(
+      log,
+      { connectionId, cap, active: lane.active, queued: lane.waiters.size, maxQueueSize },
+      'quota-share backlog queue is full; proceeding without a concurrency slot',
+    )
+    deleteIfIdle(key, lane)
+    return null
+  }
+  return new Promise((resolve) => {
+    const waiter = { cap, resolve, settled: false, timer: undefined }
+    lane.waiters.add(waiter)
+    if (Number.isFinite(queueTimeoutMs)) {
+      waiter.timer = setTimeout(() => {
+        if (waiter.settled) return
+        waiter.settled = true
+        lane.waiters.delete(waiter)
+        warn(
+          log,
+          { connectionId, cap, active: lane.active, queued: lane.waiters.size, queueTimeoutMs },
+          'quota-share backlog queue timed out; proceeding without a concurrency slot',
+        )
+        resolve(null)
+        // The waiter may have been the head blocking others with a larger cap.
+        handOff(key, lane)
+      }, queueTimeoutMs)
+      waiter.timer.unref?.()
+    }
+  })
+}
+
+module.exports = { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot }

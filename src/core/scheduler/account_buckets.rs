@@ -1,0 +1,391 @@
+//! Account buckets (CONTRACT §10): which of a connection's upstream usage windows — the
+//! 5-hour session, the 7-day week, a 7-day per-model week — are used up, and until when.
+//!
+//! An entry exists only while its window is saturated; it carries the window's reset time
+//! (or none: saturated until a later reading clears it) and is dropped lazily by the first
+//! look at or after that time.
+
+use super::fast_hash::FxHashMap;
+use std::hash::Hash;
+
+/// A window is saturated at or above this used percentage.
+pub const SATURATION_THRESHOLD_PCT: f64 = 100.0;
+
+/// The 5-hour session window's key.
+pub const WINDOW_5H: &str = "5h";
+/// The 7-day window's key.
+pub const WINDOW_7D: &str = "7d";
+/// The prefix of a per-model 7-day window's key, `"7d:<model>"`.
+pub const WINDOW_7D_MODEL_PREFIX: &str = "7d:";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+  window: Box<str>,
+  /// `None`: saturated until cleared.
+  reset_at: Option<i64>,
+}
+
+impl Entry {
+  fn has_reset(&self, now_ms: i64) -> bool {
+    self.reset_at.is_some_and(|reset_at| now_ms >= reset_at)
+  }
+}
+
+/// The saturated windows of every connection.
+#[derive(Debug, Clone)]
+pub struct AccountBuckets<K> {
+  /// Per connection, its saturated windows (a handful at most, so a short list).
+  by_connection: FxHashMap<K, Vec<Entry>>,
+  count: usize,
+}
+
+impl<K> Default for AccountBuckets<K> {
+  fn default() -> Self {
+    AccountBuckets {
+      by_connection: FxHashMap::default(),
+      count: 0,
+    }
+  }
+}
+
+impl<K: Eq + Hash + Clone> AccountBuckets<K> {
+  /// Records a usage reading of `window` on `connection`. A reset already past
+  /// (`reset_at <= now_ms`), or a `used_pct` below [`SATURATION_THRESHOLD_PCT`] or not
+  /// finite, clears the entry; otherwise the window is saturated until `reset_at`
+  /// (`None`: until cleared).
+  pub fn record_usage(
+    &mut self,
+    connection: &K,
+    window: &str,
+    used_pct: f64,
+    reset_at: Option<i64>,
+    now_ms: i64,
+  ) {
+    let reset_past = reset_at.is_some_and(|reset_at| reset_at <= now_ms);
+    if reset_past || !used_pct.is_finite() || used_pct < SATURATION_THRESHOLD_PCT {
+      self.remove(connection, |w| w == window);
+      return;
+    }
+    let entries = self.by_connection.entry(connection.clone()).or_default();
+    match entries.iter_mut().find(|entry| &*entry.window == window) {
+      Some(entry) => entry.reset_at = reset_at,
+      None => {
+        entries.push(Entry {
+          window: window.into(),
+          reset_at,
+        });
+        self.count += 1;
+      }
+    }
+  }
+
+  /// Whether `window` of `connection` is saturated at `now_ms`; an entry whose reset time
+  /// has come (`now_ms >= reset_at`) is removed and reads as not saturated. Missing → false.
+  pub fn is_saturated(&mut self, connection: &K, window: &str, now_ms: i64) -> bool {
+    self.check(connection, now_ms, |w| w == window)
+  }
+
+  /// Whether a target on `connection` is gated for `model`: its `5h`, `7d` or `7d:<model>`
+  /// window is saturated (checked in that order, each with the lazy reset of
+  /// [`is_saturated`](Self::is_saturated), stopping at the first saturated one).
+  pub fn is_gated(&mut self, connection: &K, model: Option<&str>, now_ms: i64) -> bool {
+    if self.count == 0 {
+      return false;
+    }
+    self.check(connection, now_ms, |w| w == WINDOW_5H)
+      || self.check(connection, now_ms, |w| w == WINDOW_7D)
+      || model.is_some_and(|model| {
+        self.check(connection, now_ms, |w| {
+          w.strip_prefix(WINDOW_7D_MODEL_PREFIX) == Some(model)
+        })
+      })
+  }
+
+  fn check(&mut self, connection: &K, now_ms: i64, is_window: impl Fn(&str) -> bool) -> bool {
+    let Some(entries) = self.by_connection.get_mut(connection) else {
+      return false;
+    };
+    let Some(at) = entries.iter().position(|entry| is_window(&entry.window)) else {
+      return false;
+    };
+    if !entries[at].has_reset(now_ms) {
+      return true;
+    }
+    entries.swap_remove(at);
+    self.count -= 1;
+    if entries.is_empty() {
+      self.by_connection.remove(connection);
+    }
+    false
+  }
+
+  fn remove(&mut self, connection: &K, is_window: impl Fn(&str) -> bool) {
+    if let Some(entries) = self.by_connection.get_mut(connection) {
+      let before = entries.len();
+      entries.retain(|entry| !is_window(&entry.window));
+      self.count -= before - entries.len();
+      if entries.is_empty() {
+        self.by_connection.remove(connection);
+      }
+    }
+  }
+
+  /// Applies a usage reading (`updateAccountBuckets`): each quota whose name maps to a
+  /// window key ([`window_key_for_quota`]) and whose used percentage can be derived
+  /// ([`QuotaReading::used_pct`]) is recorded; the others are skipped.
+  pub fn update<'a>(
+    &mut self,
+    connection: &K,
+    quotas: impl IntoIterator<Item = (&'a str, QuotaReading)>,
+    now_ms: i64,
+  ) {
+    for (name, reading) in quotas {
+      let (Some(window), Some(used_pct)) = (window_key_for_quota(name), reading.used_pct()) else {
+        continue;
+      };
+      self.record_usage(connection, &window, used_pct, reading.reset_at, now_ms);
+    }
+  }
+
+  /// How many (connection, window) entries are stored.
+  pub fn len(&self) -> usize {
+    self.count
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.count == 0
+  }
+
+  pub fn clear(&mut self) {
+    self.by_connection.clear();
+    self.count = 0;
+  }
+}
+
+/// The window key of a quota named as the host's usage fetchers name them:
+/// `"session (5h)"` → `5h`, `"weekly (7d)"` → `7d`, `"weekly <m> (7d)"` → `7d:<m>`
+/// (`<m>` non-empty, taken as is). Any other name → `None`.
+pub fn window_key_for_quota(name: &str) -> Option<String> {
+  match name {
+    "session (5h)" => Some(WINDOW_5H.to_string()),
+    "weekly (7d)" => Some(WINDOW_7D.to_string()),
+    _ => name
+      .strip_prefix("weekly ")
+      .and_then(|rest| rest.strip_suffix(" (7d)"))
+      .filter(|model| !model.is_empty())
+      .map(|model| format!("{WINDOW_7D_MODEL_PREFIX}{model}")),
+  }
+}
+
+/// One quota of a usage reading, as the host's usage fetchers return it
+/// (`{ used, total, remaining, remainingPercentage?, resetAt, unlimited? }`), with the
+/// fields that are not finite numbers read as absent and `resetAt` already parsed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct QuotaReading {
+  pub used: Option<f64>,
+  pub total: Option<f64>,
+  pub remaining: Option<f64>,
+  /// 0..100: the percentage of the quota still available.
+  pub remaining_percentage: Option<f64>,
+  pub unlimited: bool,
+  /// `None`: the reset time is unknown.
+  pub reset_at: Option<i64>,
+}
+
+impl QuotaReading {
+  /// The used percentage, in order of preference: 0 for an unlimited quota;
+  /// `100 − remainingPercentage`; `used / total × 100`; `(total − remaining) / total × 100`
+  /// (both only with `total > 0`). `None` when none applies: the entry is malformed.
+  pub fn used_pct(&self) -> Option<f64> {
+    let finite = |value: Option<f64>| value.filter(|v| v.is_finite());
+    if self.unlimited {
+      return Some(0.0);
+    }
+    if let Some(remaining_pct) = finite(self.remaining_percentage) {
+      return Some(100.0 - remaining_pct);
+    }
+    let total = finite(self.total).filter(|total| *total > 0.0)?;
+    if let Some(used) = finite(self.used) {
+      return Some(used / total * 100.0);
+    }
+    finite(self.remaining).map(|remaining| (total - remaining) / total * 100.0)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  const T0: i64 = 1_000_000;
+
+  #[test]
+  fn usage_at_the_threshold_saturates_until_the_reset() {
+    let mut buckets = AccountBuckets::default();
+    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
+    assert!(buckets.is_saturated(&"c", "5h", T0));
+    assert!(buckets.is_saturated(&"c", "5h", T0 + 999));
+    assert_eq!(buckets.len(), 1);
+    assert!(!buckets.is_saturated(&"c", "7d", T0), "another window");
+    assert!(
+      !buckets.is_saturated(&"other", "5h", T0),
+      "another connection"
+    );
+  }
+
+  #[test]
+  fn the_reset_is_lazy_at_the_reset_instant() {
+    let mut buckets = AccountBuckets::default();
+    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
+    assert_eq!(buckets.len(), 1, "not removed before a look");
+    assert!(!buckets.is_saturated(&"c", "5h", T0 + 1000));
+    assert_eq!(buckets.len(), 0, "removed by the look at the reset instant");
+  }
+
+  #[test]
+  fn below_the_threshold_not_finite_or_a_past_reset_clears() {
+    let mut buckets = AccountBuckets::default();
+    for (used, reset) in [
+      (99.99, Some(T0 + 1000)),
+      (f64::NAN, Some(T0 + 1000)),
+      (f64::INFINITY, None),
+      (100.0, Some(T0)),
+      (150.0, Some(T0 - 1)),
+    ] {
+      buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
+      assert!(buckets.is_saturated(&"c", "5h", T0));
+      buckets.record_usage(&"c", "5h", used, reset, T0);
+      assert!(!buckets.is_saturated(&"c", "5h", T0), "{used} {reset:?}");
+      assert_eq!(buckets.len(), 0);
+    }
+  }
+
+  #[test]
+  fn an_unknown_reset_saturates_until_cleared() {
+    let mut buckets = AccountBuckets::default();
+    buckets.record_usage(&"c", "7d", 120.0, None, T0);
+    assert!(buckets.is_saturated(&"c", "7d", i64::MAX));
+    buckets.record_usage(&"c", "7d", 10.0, None, T0 + 5);
+    assert!(!buckets.is_saturated(&"c", "7d", T0 + 5));
+  }
+
+  #[test]
+  fn a_new_reading_replaces_the_entry() {
+    let mut buckets = AccountBuckets::default();
+    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
+    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 5000), T0);
+    assert_eq!(buckets.len(), 1);
+    assert!(buckets.is_saturated(&"c", "5h", T0 + 2000));
+  }
+
+  #[test]
+  fn gating_checks_5h_7d_and_the_model_window() {
+    let mut buckets = AccountBuckets::default();
+    assert!(!buckets.is_gated(&"c", Some("opus"), T0));
+    buckets.record_usage(&"c", "7d:opus", 100.0, None, T0);
+    assert!(buckets.is_gated(&"c", Some("opus"), T0));
+    assert!(
+      !buckets.is_gated(&"c", Some("sonnet"), T0),
+      "another model's window"
+    );
+    assert!(!buckets.is_gated(&"c", None, T0));
+    buckets.record_usage(&"d", "5h", 100.0, Some(T0 + 10), T0);
+    assert!(buckets.is_gated(&"d", Some("sonnet"), T0));
+    assert!(!buckets.is_gated(&"d", Some("sonnet"), T0 + 10));
+    buckets.record_usage(&"e", "7d", 100.0, Some(T0 + 10), T0);
+    assert!(buckets.is_gated(&"e", None, T0));
+  }
+
+  #[test]
+  fn update_maps_the_quota_names() {
+    assert_eq!(window_key_for_quota("session (5h)").as_deref(), Some("5h"));
+    assert_eq!(window_key_for_quota("weekly (7d)").as_deref(), Some("7d"));
+    assert_eq!(
+      window_key_for_quota("weekly opus (7d)").as_deref(),
+      Some("7d:opus")
+    );
+    assert_eq!(
+      window_key_for_quota("weekly claude sonnet 4 (7d)").as_deref(),
+      Some("7d:claude sonnet 4")
+    );
+    for name in [
+      "session",
+      "monthly (30d)",
+      "weekly  (7d)",
+      "Weekly (7d)",
+      "",
+    ] {
+      assert_eq!(window_key_for_quota(name), None, "{name:?}");
+    }
+  }
+
+  #[test]
+  fn used_pct_prefers_remaining_percentage_then_used_over_total() {
+    let reading = |used, total, remaining, remaining_percentage| QuotaReading {
+      used,
+      total,
+      remaining,
+      remaining_percentage,
+      ..QuotaReading::default()
+    };
+    assert_eq!(
+      reading(Some(1.0), Some(10.0), None, Some(0.0)).used_pct(),
+      Some(100.0)
+    );
+    assert_eq!(
+      reading(Some(5.0), Some(10.0), None, None).used_pct(),
+      Some(50.0)
+    );
+    assert_eq!(
+      reading(None, Some(10.0), Some(0.0), None).used_pct(),
+      Some(100.0)
+    );
+    assert_eq!(reading(Some(5.0), Some(0.0), None, None).used_pct(), None);
+    assert_eq!(reading(Some(5.0), None, None, None).used_pct(), None);
+    assert_eq!(
+      reading(Some(f64::NAN), Some(10.0), None, Some(f64::NAN)).used_pct(),
+      None
+    );
+    let unlimited = QuotaReading {
+      unlimited: true,
+      used: Some(999.0),
+      total: Some(1.0),
+      ..QuotaReading::default()
+    };
+    assert_eq!(unlimited.used_pct(), Some(0.0));
+  }
+
+  #[test]
+  fn update_records_the_mapped_quotas_and_skips_the_rest() {
+    let mut buckets = AccountBuckets::default();
+    let full = QuotaReading {
+      used: Some(10.0),
+      total: Some(10.0),
+      reset_at: Some(T0 + 1000),
+      ..QuotaReading::default()
+    };
+    let malformed = QuotaReading::default();
+    buckets.update(
+      &"c",
+      [
+        ("session (5h)", full),
+        ("weekly (7d)", malformed),
+        ("weekly opus (7d)", full),
+        ("monthly", full),
+      ],
+      T0,
+    );
+    assert_eq!(buckets.len(), 2);
+    assert!(buckets.is_saturated(&"c", "5h", T0));
+    assert!(buckets.is_saturated(&"c", "7d:opus", T0));
+    assert!(!buckets.is_saturated(&"c", "7d", T0));
+  }
+
+  #[test]
+  fn clear_forgets_everything() {
+    let mut buckets = AccountBuckets::default();
+    buckets.record_usage(&"c", "5h", 100.0, None, T0);
+    buckets.clear();
+    assert!(buckets.is_empty());
+    assert!(!buckets.is_saturated(&"c", "5h", T0));
+  }
+}

@@ -1,0 +1,267 @@
+//! Deficit round robin over a combo's targets (CONTRACT §10, step 4), with its state per
+//! combo: each target's deficit, keyed by its execution key.
+//!
+//! A round credits every target `w / Σw` (`w` = its weight when finite and > 0, else 1),
+//! ranks the targets by deficit (largest first, ties in input order), and charges the
+//! winner 1. Credits and charges balance, so over `n` rounds with the same targets each is
+//! chosen `n · w / Σw` times, give or take one (`tests/drr_props.rs`). This is the smooth
+//! weighted round robin of nginx, scaled so one selection costs 1: with weights 2 and 1 the
+//! order is A, B, A, A, B, A, … rather than A, A, B.
+//!
+//! At most [`MAX_COMBOS`] combos keep state; a new one evicts the oldest inserted.
+
+use super::fast_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::hash::Hash;
+
+/// How many combos keep DRR state at once.
+pub const MAX_COMBOS: usize = 200;
+
+/// The weight a round credits: `weight` when finite and > 0, else 1.
+pub fn effective_weight(weight: f64) -> f64 {
+  if weight.is_finite() && weight > 0.0 {
+    weight
+  } else {
+    1.0
+  }
+}
+
+/// One combo's deficits: an index per execution key into a flat vector, so a round does
+/// one hash lookup per target. Keys are never removed (only the whole combo is).
+#[derive(Debug, Clone)]
+struct ComboState<K> {
+  index: FxHashMap<K, usize>,
+  deficits: Vec<f64>,
+}
+
+impl<K> Default for ComboState<K> {
+  fn default() -> Self {
+    ComboState {
+      index: FxHashMap::default(),
+      deficits: Vec::new(),
+    }
+  }
+}
+
+impl<K: Eq + Hash + Clone> ComboState<K> {
+  fn slot(&mut self, key: &K) -> usize {
+    if let Some(&slot) = self.index.get(key) {
+      return slot;
+    }
+    let slot = self.deficits.len();
+    self.index.insert(key.clone(), slot);
+    self.deficits.push(0.0);
+    slot
+  }
+}
+
+/// The DRR state of every combo.
+#[derive(Debug, Clone)]
+pub struct Drr<C, K> {
+  combos: FxHashMap<C, ComboState<K>>,
+  /// Combo keys in insertion order, for the eviction.
+  inserted: VecDeque<C>,
+  /// Scratch of a round: each target's slot in its combo's state.
+  slots: Vec<usize>,
+}
+
+impl<C, K> Default for Drr<C, K> {
+  fn default() -> Self {
+    Drr {
+      combos: FxHashMap::default(),
+      inserted: VecDeque::new(),
+      slots: Vec::new(),
+    }
+  }
+}
+
+impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
+  /// One round over the targets `keys` (execution keys) with `weights` (parallel to
+  /// `keys`): fills `rank` with indices into `keys`, largest deficit after this round's
+  /// credit first (ties in input order). `rank[0]` is the winner and has paid 1.
+  ///
+  /// With one target nothing changes (no combo state is created); with none, `rank` is
+  /// empty. A key given twice shares one deficit, credited twice.
+  pub fn round(&mut self, combo: &C, keys: &[K], weights: &[f64], rank: &mut Vec<usize>) {
+    debug_assert_eq!(keys.len(), weights.len());
+    rank.clear();
+    match keys.len() {
+      0 => return,
+      1 => {
+        rank.push(0);
+        return;
+      }
+      _ => {}
+    }
+    let total: f64 = weights.iter().map(|&w| effective_weight(w)).sum();
+    let mut slots = std::mem::take(&mut self.slots);
+    slots.clear();
+    let state = self.combo_state(combo);
+    for (key, &weight) in keys.iter().zip(weights) {
+      let slot = state.slot(key);
+      state.deficits[slot] += effective_weight(weight) / total;
+      slots.push(slot);
+    }
+    let deficits = &state.deficits;
+    rank.extend(0..keys.len());
+    rank.sort_unstable_by(|&a, &b| {
+      deficits[slots[b]]
+        .total_cmp(&deficits[slots[a]])
+        .then(a.cmp(&b))
+    });
+    state.deficits[slots[rank[0]]] -= 1.0;
+    self.slots = slots;
+  }
+
+  fn combo_state(&mut self, combo: &C) -> &mut ComboState<K> {
+    if !self.combos.contains_key(combo) {
+      while self.combos.len() >= MAX_COMBOS {
+        match self.inserted.pop_front() {
+          Some(oldest) => {
+            self.combos.remove(&oldest);
+          }
+          None => break,
+        }
+      }
+      self.inserted.push_back(combo.clone());
+    }
+    self.combos.entry(combo.clone()).or_default()
+  }
+
+  /// The deficit of `key` in `combo` (0 when there is none).
+  pub fn deficit(&self, combo: &C, key: &K) -> f64 {
+    self
+      .combos
+      .get(combo)
+      .and_then(|state| state.index.get(key).map(|&slot| state.deficits[slot]))
+      .unwrap_or(0.0)
+  }
+
+  /// Whether `combo` has state.
+  pub fn has_combo(&self, combo: &C) -> bool {
+    self.combos.contains_key(combo)
+  }
+
+  /// How many combos have state.
+  pub fn combo_count(&self) -> usize {
+    self.combos.len()
+  }
+
+  pub fn clear(&mut self) {
+    self.combos.clear();
+    self.inserted.clear();
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn winners(
+    drr: &mut Drr<&'static str, &'static str>,
+    combo: &'static str,
+    keys: &[&'static str],
+    weights: &[f64],
+    n: usize,
+  ) -> String {
+    let mut rank = Vec::new();
+    (0..n)
+      .map(|_| {
+        drr.round(&combo, keys, weights, &mut rank);
+        keys[rank[0]]
+      })
+      .collect::<Vec<_>>()
+      .join("")
+  }
+
+  #[test]
+  fn equal_weights_alternate() {
+    let mut drr = Drr::default();
+    assert_eq!(
+      winners(&mut drr, "c", &["A", "B"], &[1.0, 1.0], 6),
+      "ABABAB"
+    );
+    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
+    assert_eq!(drr.deficit(&"c", &"B"), 0.0);
+  }
+
+  #[test]
+  fn weights_two_to_one_give_two_to_one() {
+    let mut drr = Drr::default();
+    let order = winners(&mut drr, "c", &["A", "B"], &[2.0, 1.0], 9);
+    assert_eq!(order, "ABAABAABA");
+    assert_eq!(order.matches('A').count(), 6);
+  }
+
+  #[test]
+  fn invalid_weights_count_as_one() {
+    for bad in [0.0, -3.0, f64::NAN, f64::INFINITY] {
+      let mut drr = Drr::default();
+      assert_eq!(winners(&mut drr, "c", &["A", "B"], &[bad, 1.0], 4), "ABAB");
+    }
+    assert_eq!(effective_weight(2.5), 2.5);
+  }
+
+  #[test]
+  fn the_winner_pays_one_and_ties_go_to_input_order() {
+    let mut drr = Drr::default();
+    let mut rank = Vec::new();
+    drr.round(&"c", &["A", "B", "C"], &[1.0, 1.0, 1.0], &mut rank);
+    assert_eq!(rank, vec![0, 1, 2]);
+    let third = 1.0 / 3.0;
+    assert!((drr.deficit(&"c", &"A") - (third - 1.0)).abs() < 1e-12);
+    assert!((drr.deficit(&"c", &"B") - third).abs() < 1e-12);
+    drr.round(&"c", &["A", "B", "C"], &[1.0, 1.0, 1.0], &mut rank);
+    assert_eq!(rank, vec![1, 2, 0], "the rank is by deficit, largest first");
+  }
+
+  #[test]
+  fn one_target_changes_nothing() {
+    let mut drr = Drr::default();
+    let mut rank = Vec::new();
+    drr.round(&"c", &["A"], &[5.0], &mut rank);
+    assert_eq!(rank, vec![0]);
+    assert!(!drr.has_combo(&"c"));
+    drr.round(&"c", &[], &[], &mut rank);
+    assert!(rank.is_empty());
+  }
+
+  #[test]
+  fn state_is_per_combo() {
+    let mut drr = Drr::default();
+    assert_eq!(winners(&mut drr, "x", &["A", "B"], &[1.0, 1.0], 1), "A");
+    assert_eq!(winners(&mut drr, "y", &["A", "B"], &[1.0, 1.0], 1), "A");
+    assert_eq!(winners(&mut drr, "x", &["A", "B"], &[1.0, 1.0], 1), "B");
+    assert_eq!(drr.deficit(&"x", &"A"), 0.0);
+    assert_eq!(drr.deficit(&"y", &"A"), -0.5);
+    assert_eq!(drr.deficit(&"z", &"A"), 0.0);
+  }
+
+  #[test]
+  fn the_oldest_inserted_combo_is_evicted_past_the_cap() {
+    let names: Vec<String> = (0..=MAX_COMBOS).map(|i| format!("combo-{i}")).collect();
+    let mut drr: Drr<String, &str> = Drr::default();
+    let mut rank = Vec::new();
+    for name in &names[..MAX_COMBOS] {
+      drr.round(name, &["A", "B"], &[1.0, 1.0], &mut rank);
+    }
+    // Using the first one again does not make it newer: eviction is by insertion.
+    drr.round(&names[0], &["A", "B"], &[1.0, 1.0], &mut rank);
+    assert_eq!(drr.combo_count(), MAX_COMBOS);
+    drr.round(&names[MAX_COMBOS], &["A", "B"], &[1.0, 1.0], &mut rank);
+    assert_eq!(drr.combo_count(), MAX_COMBOS);
+    assert!(!drr.has_combo(&names[0]));
+    assert!(drr.has_combo(&names[1]));
+    assert!(drr.has_combo(&names[MAX_COMBOS]));
+    assert_eq!(drr.deficit(&names[0], &"A"), 0.0);
+  }
+
+  #[test]
+  fn clear_forgets_everything() {
+    let mut drr = Drr::default();
+    winners(&mut drr, "c", &["A", "B"], &[1.0, 1.0], 1);
+    drr.clear();
+    assert_eq!(drr.combo_count(), 0);
+    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
+  }
+}
