@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::iso8601::parse_iso8601_ms;
 
 /// How long a fetched saturation value is reused.
 pub const SATURATION_TTL_MS: i64 = 30_000;
@@ -203,73 +204,18 @@ pub fn parse_duration_ms(value: &str) -> Option<f64> {
   Some(total)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-  let y = if month <= 2 { year - 1 } else { year };
-  let era = y.div_euclid(400);
-  let yoe = y - era * 400;
-  let mp = (month + 9) % 12;
-  let doy = (153 * mp + 2) / 5 + day - 1;
-  let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  era * 146_097 + doe - 719_468
-}
-
-/// An RFC 3339 timestamp (`2026-11-30T12:00:00Z`, `…T12:00:00.250+01:00`) in epoch ms.
+/// An RFC 3339 instant (`2026-11-30T12:00:00Z`, `…T12:00:00.250+01:00`) in epoch ms: a
+/// full date and time with a zone. Bare numbers are not instants here (`3600` is seconds).
 pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
-  let s = value.trim().as_bytes();
-  let digits = |range: std::ops::Range<usize>| -> Option<i64> {
-    let part = s.get(range)?;
-    if !part.iter().all(u8::is_ascii_digit) {
-      return None;
-    }
-    std::str::from_utf8(part).ok()?.parse().ok()
-  };
-  if s.len() < 20 || s[4] != b'-' || s[7] != b'-' || !matches!(s[10], b'T' | b't' | b' ') {
-    return None;
+  let bytes = value.trim().as_bytes();
+  let has_time = bytes.len() >= 20 && matches!(bytes[10], b'T' | b't' | b' ');
+  let has_zone = matches!(bytes.last(), Some(b'Z' | b'z'))
+    || (bytes.len() >= 6 && matches!(bytes[bytes.len() - 6], b'+' | b'-'));
+  if has_time && has_zone {
+    parse_iso8601_ms(value)
+  } else {
+    None
   }
-  if s[13] != b':' || s[16] != b':' {
-    return None;
-  }
-  let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
-  let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
-  if !(1..=12).contains(&month)
-    || !(1..=31).contains(&day)
-    || hour > 23
-    || minute > 59
-    || second > 60
-  {
-    return None;
-  }
-  let mut index = 19;
-  let mut millis = 0i64;
-  if s.get(index) == Some(&b'.') {
-    let start = index + 1;
-    let mut end = start;
-    while end < s.len() && s[end].is_ascii_digit() {
-      end += 1;
-    }
-    if end == start {
-      return None;
-    }
-    let fraction = std::str::from_utf8(&s[start..end.min(start + 3)]).ok()?;
-    millis = fraction.parse::<i64>().ok()? * 10i64.pow(3 - fraction.len() as u32);
-    index = end;
-  }
-  let offset_minutes = match s.get(index) {
-    Some(b'Z' | b'z') if index + 1 == s.len() => 0,
-    Some(sign @ (b'+' | b'-')) if index + 6 == s.len() && s[index + 3] == b':' => {
-      let minutes = digits(index + 1..index + 3)? * 60 + digits(index + 4..index + 6)?;
-      if *sign == b'+' {
-        minutes
-      } else {
-        -minutes
-      }
-    }
-    _ => return None,
-  };
-  let days = days_from_civil(year, month, day);
-  let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset_minutes * 60;
-  Some(seconds * 1_000 + millis)
 }
 
 /// A reset header: an RFC 3339 instant, a duration (`6m0s`), or plain seconds.
@@ -402,6 +348,8 @@ mod tests {
     assert_eq!(parse_rfc3339_ms("2026-11-30T12:00:00"), None);
     assert_eq!(parse_rfc3339_ms("yesterday"), None);
     assert_eq!(parse_rfc3339_ms("2026-13-30T12:00:00Z"), None);
+    assert_eq!(parse_rfc3339_ms("3600"), None);
+    assert_eq!(parse_rfc3339_ms("ééééééééééééééééééééé"), None);
   }
 
   #[test]
