@@ -44,8 +44,8 @@ impl Buckets {
   }
 }
 
-/// What the hot path reads from storage.
-pub trait QuotaSource {
+/// The metadata the hot path reads (pools, caps, plans): what to read and how to decide.
+pub trait QuotaMetadata {
   /// §7 step 1: the first pool of the key's allocations whose members include
   /// `connection_id`, with the key's allocation.
   fn match_pool(
@@ -62,10 +62,52 @@ pub trait QuotaSource {
   ) -> Result<Option<ModelCapLimit>>;
   /// `resolvePlan(connectionId, provider)` (§6).
   fn plan(&self, connection_id: &str, provider: &str) -> ProviderPlan;
+}
+
+/// What the hot path reads from storage: the metadata and, synchronously, the counters.
+/// A driver whose counters are remote (Redis) implements only [`QuotaMetadata`] and
+/// executes an [`EnforcePlan`]'s reads itself, in one round trip.
+pub trait QuotaSource: QuotaMetadata {
   /// This key's buckets of `key` around bucket `current`.
   fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets>;
   /// The pool's summed buckets of `key` around bucket `current`.
   fn pool_buckets(&self, key: &DimensionKey, current: i64) -> Result<Buckets>;
+
+  /// Every read of `reads`, in order.
+  fn read_counters(&self, api_key_id: &str, reads: &[CounterRead]) -> Result<Vec<Buckets>> {
+    reads
+      .iter()
+      .map(|read| match read {
+        CounterRead::Key { key, current } => self.key_buckets(api_key_id, key, *current),
+        CounterRead::Pool { key, current } => self.pool_buckets(key, *current),
+      })
+      .collect()
+  }
+}
+
+/// One counter the decision needs, around bucket `current` of the key's window.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CounterRead {
+  /// The requesting API key's `(curr, prev)`.
+  Key { key: DimensionKey, current: i64 },
+  /// The pool's summed `(curr, prev)` over every API key with this dimension key.
+  Pool { key: DimensionKey, current: i64 },
+}
+
+impl CounterRead {
+  /// The dimension key read.
+  pub fn key(&self) -> &DimensionKey {
+    match self {
+      CounterRead::Key { key, .. } | CounterRead::Pool { key, .. } => key,
+    }
+  }
+
+  /// The current bucket index.
+  pub fn current(&self) -> i64 {
+    match self {
+      CounterRead::Key { current, .. } | CounterRead::Pool { current, .. } => *current,
+    }
+  }
 }
 
 /// Upstream saturation (§8), from a cache: `None` means "not known yet, fetch it".
@@ -151,101 +193,233 @@ fn enforced_dimensions(plan: &ProviderPlan) -> impl Iterator<Item = &QuotaDimens
   plan.dimensions.iter().filter(|d| d.limit > EPSILON)
 }
 
-/// `enforceQuotaShare`'s steps 1–7 (the event of step 8 is the caller's).
-pub fn enforce(
-  source: &dyn QuotaSource,
+/// Phase one of `enforceQuotaShare`: either the outcome already (no pool, no limits), or
+/// the counters to read and everything needed to decide once they are read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnforceStart {
+  /// Decided from metadata alone.
+  Done(EnforceOutcome),
+  /// Read [`EnforcePlan::reads`], then call [`EnforcePlan::decide`].
+  Read(EnforcePlan),
+}
+
+/// One enforced plan dimension, before its counters are read.
+#[derive(Debug, Clone, PartialEq)]
+struct PlannedDimension {
+  key: DimensionKey,
+  /// The plan limit times the number of member connections (§7 step 4).
+  limit: f64,
+  /// The upstream's saturation (§8), already looked up.
+  global_used_percent: f64,
+}
+
+/// What `enforceQuotaShare` must read, and how it decides from the values (§7 steps 2–7).
+///
+/// Owns its data (`Send + 'static`), so a driver can read the counters asynchronously and
+/// decide later, on any thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnforcePlan {
+  pool: Arc<QuotaPool>,
+  /// The effective weight (§7 step 6) and the key's cap and policy.
+  allocation: AllocationInput,
+  /// The model cap (§7 step 2), when one with a real value applies; its counter is
+  /// `reads[0]`.
+  model_cap: Option<ModelCapLimit>,
+  dimensions: Vec<PlannedDimension>,
+  /// Dimensions whose saturation is not cached: when the model cap does not block, the
+  /// outcome is [`EnforceOutcome::NeedSaturation`] with these.
+  missing: Vec<QuotaDimension>,
+  reads: Vec<CounterRead>,
+  saturation_threshold: f64,
+  now_ms: i64,
+}
+
+impl EnforcePlan {
+  /// The matched pool (its allocations list every API key whose counters make up the
+  /// pool's totals).
+  pub fn pool(&self) -> &Arc<QuotaPool> {
+    &self.pool
+  }
+
+  /// The counters to read, in the order [`EnforcePlan::decide`] expects their values.
+  pub fn reads(&self) -> &[CounterRead] {
+    &self.reads
+  }
+
+  /// The time the plan was made for (epoch ms).
+  pub fn now_ms(&self) -> i64 {
+    self.now_ms
+  }
+
+  /// Steps 2 and 5–7 from the values of [`EnforcePlan::reads`] (`values[i]` is the value
+  /// of `reads()[i]`; a missing value counts as empty buckets).
+  pub fn decide(&self, request: &QuotaRequest<'_>, values: &[Buckets]) -> EnforceOutcome {
+    let now_ms = self.now_ms;
+    let value = |i: usize| values.get(i).copied().unwrap_or_default();
+    let mut next = 0;
+
+    // 2. The model cap, on its own hourly bucket.
+    if let Some(cap) = self.model_cap {
+      let buckets = value(next);
+      next += 1;
+      let window_ms = QuotaWindow::Hourly.ms();
+      if buckets.effective(now_ms, window_ms) >= cap.value {
+        let retry = decay_retry_after_ms(buckets.prev, buckets.curr, cap.value, now_ms, window_ms);
+        return EnforceOutcome::Block {
+          reason: BlockReason::ModelCap,
+          message: BlockReason::ModelCap.message(request.provider, request.model),
+          retry_after_seconds: retry_after_seconds(retry),
+        };
+      }
+    }
+
+    // 3. No limited dimension: allow; saturation still unknown: fetch it first.
+    if self.dimensions.is_empty() {
+      return EnforceOutcome::Allow { deprioritize: None };
+    }
+    if !self.missing.is_empty() {
+      return EnforceOutcome::NeedSaturation(self.missing.clone());
+    }
+
+    // 5. Each dimension's values.
+    let mut inputs = Vec::with_capacity(self.dimensions.len());
+    let mut consumed = Vec::with_capacity(self.dimensions.len());
+    for dim in &self.dimensions {
+      let window_ms = dim.key.window.ms();
+      let mine = value(next);
+      next += 1;
+      let (consumed_total, breakdown) = if dim.key.unit == QuotaUnit::Percent {
+        (dim.global_used_percent * dim.limit, None)
+      } else {
+        let pool = value(next);
+        next += 1;
+        (
+          pool.effective(now_ms, window_ms),
+          Some(WindowBreakdown {
+            now_ms,
+            key_prev: mine.prev,
+            key_curr: mine.curr,
+            pool_prev: pool.prev,
+            pool_curr: pool.curr,
+          }),
+        )
+      };
+      consumed.push(mine.effective(now_ms, window_ms));
+      inputs.push(DimensionInput {
+        key: dim.key.clone(),
+        limit: dim.limit,
+        consumed_total,
+        global_used_percent: dim.global_used_percent,
+        breakdown,
+      });
+    }
+
+    // 7. The decision.
+    let decision = decide_fair_share(&FairShareInput {
+      dimensions: &inputs,
+      allocation: &self.allocation,
+      consumed_by_this_key: &consumed,
+      saturation_threshold: self.saturation_threshold,
+    });
+    if decision.is_allow() {
+      return EnforceOutcome::Allow {
+        deprioritize: Some(decision.penalized),
+      };
+    }
+    let reason = match decision.reason {
+      DecisionReason::FairShare => BlockReason::FairShare,
+      DecisionReason::CapAbsolute => BlockReason::CapAbsolute,
+      _ => BlockReason::GlobalSaturated,
+    };
+    EnforceOutcome::Block {
+      reason,
+      message: reason.message(request.provider, None),
+      retry_after_seconds: retry_after_seconds(decision.retry_after_ms),
+    }
+  }
+}
+
+/// Phase one of `enforceQuotaShare` (§7 steps 1, 3, 4, 6 and the saturation lookup):
+/// metadata only, no counter is read.
+pub fn plan_enforce(
+  metadata: &dyn QuotaMetadata,
   saturation: &dyn SaturationLookup,
   request: &QuotaRequest<'_>,
   saturation_threshold: f64,
   now_ms: i64,
-) -> Result<EnforceOutcome> {
+) -> Result<EnforceStart> {
   // 1. Pool membership.
-  let Some((pool, allocation)) = source.match_pool(request.api_key_id, request.connection_id)?
+  let Some((pool, allocation)) = metadata.match_pool(request.api_key_id, request.connection_id)?
   else {
-    return Ok(EnforceOutcome::Allow { deprioritize: None });
+    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
+      deprioritize: None,
+    }));
   };
 
-  // 2. The model cap, on its own hourly bucket.
-  if let Some(model) = request.model {
-    if let Some(cap) = source.model_cap(&pool.id, request.api_key_id, model)? {
-      if cap.value > EPSILON {
-        let key = model_cap_key(&pool.id, model, cap.unit);
-        let window_ms = QuotaWindow::Hourly.ms();
-        let buckets =
-          source.key_buckets(request.api_key_id, &key, bucket_index(now_ms, window_ms))?;
-        if buckets.effective(now_ms, window_ms) >= cap.value {
-          let retry =
-            decay_retry_after_ms(buckets.prev, buckets.curr, cap.value, now_ms, window_ms);
-          return Ok(EnforceOutcome::Block {
-            reason: BlockReason::ModelCap,
-            message: BlockReason::ModelCap.message(request.provider, Some(model)),
-            retry_after_seconds: retry_after_seconds(retry),
-          });
-        }
-      }
-    }
-  }
+  // 2. The model cap row (its counter is read with the others).
+  let mut reads = Vec::new();
+  let model_cap = match request.model {
+    Some(model) => metadata
+      .model_cap(&pool.id, request.api_key_id, model)?
+      .filter(|cap| cap.value > EPSILON)
+      .inspect(|cap| {
+        reads.push(CounterRead::Key {
+          key: model_cap_key(&pool.id, model, cap.unit),
+          current: bucket_index(now_ms, QuotaWindow::Hourly.ms()),
+        })
+      }),
+    None => None,
+  };
 
   // 3. The plan, without the dimensions whose limit is unknown (ε).
-  let plan = source.plan(request.connection_id, request.provider);
-  let dimensions: Vec<&QuotaDimension> = enforced_dimensions(&plan).collect();
-  if dimensions.is_empty() {
-    return Ok(EnforceOutcome::Allow { deprioritize: None });
+  let plan = metadata.plan(request.connection_id, request.provider);
+  let enforced: Vec<&QuotaDimension> = enforced_dimensions(&plan).collect();
+  if enforced.is_empty() && model_cap.is_none() {
+    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
+      deprioritize: None,
+    }));
   }
 
   // Saturation of every dimension, or the list of those to fetch first.
-  let mut used_percent = Vec::with_capacity(dimensions.len());
   let mut missing = Vec::new();
-  for dim in &dimensions {
-    match saturation.saturation(
-      request.connection_id,
-      request.provider,
-      dim.unit,
-      dim.window,
-    ) {
-      Some(value) => used_percent.push(value),
-      None => missing.push(**dim),
-    }
-  }
-  if !missing.is_empty() {
-    return Ok(EnforceOutcome::NeedSaturation(missing));
-  }
-
+  let mut dimensions = Vec::with_capacity(enforced.len());
   // 4. The limit scales with the number of member connections.
   let multiplier = pool.connection_ids.len().max(1) as f64;
-
-  // 5. Each dimension's values.
-  let mut inputs = Vec::with_capacity(dimensions.len());
-  let mut consumed = Vec::with_capacity(dimensions.len());
-  for (dim, global_used_percent) in dimensions.iter().zip(used_percent) {
-    let key = DimensionKey::new(pool.id.as_str(), dim.unit, dim.window);
-    let window_ms = dim.window.ms();
-    let current = bucket_index(now_ms, window_ms);
-    let limit = dim.limit * multiplier;
-    let mine = source.key_buckets(request.api_key_id, &key, current)?;
-    let (consumed_total, breakdown) = if dim.unit == QuotaUnit::Percent {
-      (global_used_percent * limit, None)
-    } else {
-      let pool_buckets = source.pool_buckets(&key, current)?;
-      (
-        pool_buckets.effective(now_ms, window_ms),
-        Some(WindowBreakdown {
-          now_ms,
-          key_prev: mine.prev,
-          key_curr: mine.curr,
-          pool_prev: pool_buckets.prev,
-          pool_curr: pool_buckets.curr,
-        }),
+  for dim in &enforced {
+    let global_used_percent = saturation
+      .saturation(
+        request.connection_id,
+        request.provider,
+        dim.unit,
+        dim.window,
       )
-    };
-    consumed.push(mine.effective(now_ms, window_ms));
-    inputs.push(DimensionInput {
-      key,
-      limit,
-      consumed_total,
+      .unwrap_or_else(|| {
+        missing.push(**dim);
+        0.0
+      });
+    dimensions.push(PlannedDimension {
+      key: DimensionKey::new(pool.id.as_str(), dim.unit, dim.window),
+      limit: dim.limit * multiplier,
       global_used_percent,
-      breakdown,
     });
+  }
+
+  // 5. The counters: this key's, and the pool's for countable units. Not read while
+  // saturation is missing (the call is repeated once it is fetched).
+  if missing.is_empty() {
+    for dim in &dimensions {
+      let current = bucket_index(now_ms, dim.key.window.ms());
+      reads.push(CounterRead::Key {
+        key: dim.key.clone(),
+        current,
+      });
+      if dim.key.unit != QuotaUnit::Percent {
+        reads.push(CounterRead::Pool {
+          key: dim.key.clone(),
+          current,
+        });
+      }
+    }
   }
 
   // 6. A pool whose every weight is 0 splits equally.
@@ -255,33 +429,40 @@ pub fn enforce(
     allocation.weight
   };
 
-  // 7. The decision.
-  let decision = decide_fair_share(&FairShareInput {
-    dimensions: &inputs,
-    allocation: &AllocationInput {
+  Ok(EnforceStart::Read(EnforcePlan {
+    allocation: AllocationInput {
       weight,
       cap_value: allocation.cap_value,
       cap_unit: allocation.cap_unit,
       policy: allocation.policy,
     },
-    consumed_by_this_key: &consumed,
+    pool,
+    model_cap,
+    dimensions,
+    missing,
+    reads,
     saturation_threshold,
-  });
-  if decision.is_allow() {
-    return Ok(EnforceOutcome::Allow {
-      deprioritize: Some(decision.penalized),
-    });
+    now_ms,
+  }))
+}
+
+/// `enforceQuotaShare`'s steps 1–7 (the event of step 8 is the caller's) on a source
+/// whose counters are read synchronously: [`plan_enforce`], the reads, then
+/// [`EnforcePlan::decide`].
+pub fn enforce(
+  source: &dyn QuotaSource,
+  saturation: &dyn SaturationLookup,
+  request: &QuotaRequest<'_>,
+  saturation_threshold: f64,
+  now_ms: i64,
+) -> Result<EnforceOutcome> {
+  match plan_enforce(source, saturation, request, saturation_threshold, now_ms)? {
+    EnforceStart::Done(outcome) => Ok(outcome),
+    EnforceStart::Read(plan) => {
+      let values = source.read_counters(request.api_key_id, plan.reads())?;
+      Ok(plan.decide(request, &values))
+    }
   }
-  let reason = match decision.reason {
-    DecisionReason::FairShare => BlockReason::FairShare,
-    DecisionReason::CapAbsolute => BlockReason::CapAbsolute,
-    _ => BlockReason::GlobalSaturated,
-  };
-  Ok(EnforceOutcome::Block {
-    reason,
-    message: reason.message(request.provider, None),
-    retry_after_seconds: retry_after_seconds(decision.retry_after_ms),
-  })
 }
 
 /// `recordConsumption`'s cost: `{ tokens?, usd?, requests? }`.
@@ -308,7 +489,7 @@ impl ConsumptionCost {
 /// `recordConsumption`'s writes: every `(dimension key, amount > 0)` to add to the key's
 /// counters — each plan dimension, and the model bucket when a cap row exists.
 pub fn consumption_writes(
-  source: &dyn QuotaSource,
+  source: &dyn QuotaMetadata,
   request: &QuotaRequest<'_>,
   cost: &ConsumptionCost,
 ) -> Result<Vec<(DimensionKey, f64)>> {
@@ -379,7 +560,7 @@ mod tests {
     }
   }
 
-  impl QuotaSource for Fake {
+  impl QuotaMetadata for Fake {
     fn match_pool(
       &self,
       api_key_id: &str,
@@ -420,6 +601,9 @@ mod tests {
         source: PlanSource::Auto,
       })
     }
+  }
+
+  impl QuotaSource for Fake {
     fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
       Ok(Buckets {
         curr: self.get(api_key_id, key, current),
@@ -745,6 +929,108 @@ mod tests {
         limit: 1500.0
       }])
     );
+  }
+
+  #[test]
+  fn the_plan_lists_its_reads_in_the_order_decide_takes_them() {
+    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
+    fake.caps.insert(
+      ("p".into(), "a".into(), "k2".into()),
+      ModelCapLimit {
+        value: 10.0,
+        unit: QuotaUnit::Requests,
+      },
+    );
+    let req = request("a", Some("k2"));
+    let EnforceStart::Read(plan) =
+      plan_enforce(&fake, &Saturation(Some(0.0)), &req, 0.5, NOW).unwrap()
+    else {
+      panic!("expected reads");
+    };
+    let bucket = bucket_index(NOW, H);
+    assert_eq!(
+      plan.reads(),
+      &[
+        CounterRead::Key {
+          key: model_cap_key("p", "k2", QuotaUnit::Requests),
+          current: bucket
+        },
+        CounterRead::Key {
+          key: requests_key("p"),
+          current: bucket
+        },
+        CounterRead::Pool {
+          key: requests_key("p"),
+          current: bucket
+        },
+      ]
+    );
+    assert_eq!(plan.pool().id, "p");
+    // The values decide: the model bucket at its cap blocks; the pool at its ceiling too.
+    let empty = Buckets::default();
+    let full = |v: f64| Buckets { curr: v, prev: 0.0 };
+    assert!(matches!(
+      plan.decide(&req, &[full(10.0), empty, empty]),
+      EnforceOutcome::Block {
+        reason: BlockReason::ModelCap,
+        ..
+      }
+    ));
+    assert!(matches!(
+      plan.decide(&req, &[empty, full(1.0), full(1500.0)]),
+      EnforceOutcome::Block {
+        reason: BlockReason::GlobalSaturated,
+        ..
+      }
+    ));
+    assert_eq!(plan.decide(&req, &[empty, empty, empty]), ALLOW_RULED);
+  }
+
+  #[test]
+  fn no_pool_or_no_limit_is_decided_without_reads() {
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
+    let start = plan_enforce(&fake, &Saturation(None), &request("nobody", None), 0.5, NOW);
+    assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN));
+    let openai = QuotaRequest {
+      provider: "openai",
+      ..request("a", None)
+    };
+    let start = plan_enforce(&fake, &Saturation(None), &openai, 0.5, NOW);
+    assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN));
+  }
+
+  #[test]
+  fn a_model_cap_decides_before_saturation_is_fetched() {
+    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
+    fake.caps.insert(
+      ("p".into(), "a".into(), "k2".into()),
+      ModelCapLimit {
+        value: 3.0,
+        unit: QuotaUnit::Requests,
+      },
+    );
+    let req = request("a", Some("k2"));
+    let EnforceStart::Read(plan) = plan_enforce(&fake, &Saturation(None), &req, 0.5, NOW).unwrap()
+    else {
+      panic!("expected reads");
+    };
+    // Only the model bucket is read while saturation is unknown.
+    assert_eq!(plan.reads().len(), 1);
+    let at_cap = Buckets {
+      curr: 3.0,
+      prev: 0.0,
+    };
+    assert!(matches!(
+      plan.decide(&req, &[at_cap]),
+      EnforceOutcome::Block {
+        reason: BlockReason::ModelCap,
+        ..
+      }
+    ));
+    assert!(matches!(
+      plan.decide(&req, &[Buckets::default()]),
+      EnforceOutcome::NeedSaturation(_)
+    ));
   }
 
   #[test]

@@ -3,12 +3,12 @@
 
 use super::SqliteDb;
 use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, QuotaPool};
-use crate::core::enforce::{Buckets, ModelCapLimit, QuotaSource};
+use crate::core::enforce::{Buckets, ModelCapLimit, QuotaMetadata, QuotaSource};
 use crate::core::plans::resolve_plan;
 use crate::error::Result;
 use std::sync::Arc;
 
-impl QuotaSource for SqliteDb {
+impl QuotaMetadata for SqliteDb {
   fn match_pool(
     &self,
     api_key_id: &str,
@@ -36,7 +36,9 @@ impl QuotaSource for SqliteDb {
   fn plan(&self, connection_id: &str, provider: &str) -> ProviderPlan {
     resolve_plan(self, connection_id, provider)
   }
+}
 
+impl QuotaSource for SqliteDb {
   fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
     let (curr, prev) = self.get_pair(api_key_id, &key.to_string(), current)?;
     Ok(Buckets { curr, prev })
