@@ -22,6 +22,9 @@ pub enum QuotaError {
   },
   /// The storage backend failed (I/O, corruption, a constraint, a lock held too long).
   Store(String),
+  /// The storage server cannot be reached: refused, dropped, or no answer within the
+  /// timeout (Redis). Retrying later may succeed; the hot path fails open.
+  Unavailable(String),
 }
 
 impl QuotaError {
@@ -48,6 +51,7 @@ impl QuotaError {
     match self {
       QuotaError::InvalidArg { .. } => "ERR_QUOTA_INVALID_ARG",
       QuotaError::Store(_) => "ERR_QUOTA_STORE",
+      QuotaError::Unavailable(_) => "ERR_QUOTA_REDIS_UNAVAILABLE",
     }
   }
 }
@@ -57,6 +61,7 @@ impl fmt::Display for QuotaError {
     match self {
       QuotaError::InvalidArg { field, message, .. } => write!(f, "{field}: {message}"),
       QuotaError::Store(message) => write!(f, "quota store error: {message}"),
+      QuotaError::Unavailable(message) => write!(f, "quota store unavailable: {message}"),
     }
   }
 }

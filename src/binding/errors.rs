@@ -19,7 +19,7 @@ pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
         kind: ArgErrorKind::Range,
         ..
       } => JsRangeError::from(js).throw_into(env.raw()),
-      QuotaError::Store(_) => JsError::from(js).throw_into(env.raw()),
+      QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).throw_into(env.raw()),
     }
   }
   Error::from_status(Status::PendingException)

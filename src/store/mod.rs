@@ -3,15 +3,17 @@
 //! functions synchronously from the JS thread.
 //!
 //! - [`CounterStore`]: the sliding-window counters of CONTRACT §2/§4, implemented by
-//!   [`sqlite::SqliteDb`] (and later by a Redis driver).
+//!   [`sqlite::SqliteDb`]; the Redis driver ([`redis`]) has the same operations, async.
 //! - [`sqlite`]: the SQLite driver — one long-lived connection per database file, shared
 //!   process-wide ([`sqlite::with_db`]), with locks that cannot hurt the host's own SQLite
 //!   copy (see `sqlite/locks.rs`).
+//! - [`redis`]: the Redis driver — counters only, one multiplexed connection per URL.
 //! - [`records`], [`usage`]: the plain values the store takes and returns.
 
 pub mod ids;
 pub mod iso_time;
 pub mod records;
+pub mod redis;
 pub mod sqlite;
 pub mod usage;
 pub mod validate;

@@ -1,0 +1,211 @@
+//! The sliding-window counters on Redis (CONTRACT §2, §4): each operation is one round
+//! trip. Input is validated synchronously (a bad argument never reaches the server);
+//! what is returned is the future that does the I/O.
+
+use super::connection::{RedisBackend, Retry};
+use super::scripts::{parse_pairs, write_call, ReadBatch};
+use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
+use crate::core::enforce::{Buckets, CounterRead};
+use crate::core::sliding_window::bucket_index;
+use crate::error::Result;
+use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
+use crate::store::validate;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
+  validate::non_empty(api_key_id, "apiKeyId")?;
+  validate::non_empty(&key.pool_id, "dim.poolId")
+}
+
+/// `consume`: adds `cost` to the current bucket; resolves to the new effective value,
+/// computed from the values the same script wrote and read.
+pub fn consume(
+  backend: Arc<RedisBackend>,
+  api_key_id: String,
+  key: DimensionKey,
+  cost: f64,
+  now_ms: i64,
+) -> Result<impl Future<Output = Result<f64>> + Send> {
+  check_key(&api_key_id, &key)?;
+  validate::cost(cost, "cost")?;
+  let window_ms = key.window.ms();
+  let call = write_call(backend.layout(), &api_key_id, &[(key, cost)], now_ms);
+  Ok(async move {
+    let reply = backend.run_script(&call, Retry::Write).await?;
+    let buckets = parse_pairs(&reply, 1)?[0];
+    Ok(buckets.effective(now_ms, window_ms))
+  })
+}
+
+/// `recordConsumption`'s writes: every `(dimension key, cost)` of one API key in one
+/// script, atomically.
+pub fn consume_many(
+  backend: Arc<RedisBackend>,
+  api_key_id: String,
+  writes: Vec<(DimensionKey, f64)>,
+  now_ms: i64,
+) -> Result<impl Future<Output = Result<()>> + Send> {
+  validate::non_empty(&api_key_id, "apiKeyId")?;
+  for (index, (key, cost)) in writes.iter().enumerate() {
+    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+    validate::cost(*cost, &format!("writes[{index}].cost"))?;
+  }
+  let call = write_call(backend.layout(), &api_key_id, &writes, now_ms);
+  Ok(async move {
+    if !writes.is_empty() {
+      let reply = backend.run_script(&call, Retry::Write).await?;
+      parse_pairs(&reply, writes.len())?;
+    }
+    Ok(())
+  })
+}
+
+/// Reads a batch: one `Buckets` per group, in order.
+pub async fn read(backend: &RedisBackend, batch: &ReadBatch) -> Result<Vec<Buckets>> {
+  if batch.is_empty() {
+    return Ok(Vec::new());
+  }
+  let reply = backend.run_script(&batch.call(), Retry::Read).await?;
+  parse_pairs(&reply, batch.len())
+}
+
+/// The batch for the hot path's reads: `api_key_id`'s counters and pool totals over
+/// `pool_ids` (the pool's allocations) plus the members sets.
+pub fn counter_batch(
+  backend: &RedisBackend,
+  api_key_id: &str,
+  pool_ids: impl IntoIterator<Item = String>,
+  reads: &[CounterRead],
+) -> ReadBatch {
+  let mut batch = ReadBatch::new(backend.layout(), pool_ids);
+  for read in reads {
+    match read {
+      CounterRead::Key { key, current } => batch.key(api_key_id, key, *current),
+      CounterRead::Pool { key, current } => batch.pool(key, *current),
+    };
+  }
+  batch
+}
+
+/// `peek`: the effective value, no write.
+pub fn peek(
+  backend: Arc<RedisBackend>,
+  api_key_id: String,
+  key: DimensionKey,
+  now_ms: i64,
+) -> Result<impl Future<Output = Result<f64>> + Send> {
+  check_key(&api_key_id, &key)?;
+  let window_ms = key.window.ms();
+  let mut batch = ReadBatch::new(backend.layout(), []);
+  batch.key(&api_key_id, &key, bucket_index(now_ms, window_ms));
+  Ok(async move {
+    let values = read(&backend, &batch).await?;
+    Ok(values[0].effective(now_ms, window_ms))
+  })
+}
+
+/// `poolConsumedTotal`: the sliding formula over the summed buckets of `pool_ids` (the
+/// pool's allocations) and of every key this engine wrote under `key`.
+pub fn pool_consumed_total(
+  backend: Arc<RedisBackend>,
+  key: DimensionKey,
+  pool_ids: Vec<String>,
+  now_ms: i64,
+) -> Result<impl Future<Output = Result<f64>> + Send> {
+  validate::non_empty(&key.pool_id, "dim.poolId")?;
+  let window_ms = key.window.ms();
+  let mut batch = ReadBatch::new(backend.layout(), pool_ids);
+  batch.pool(&key, bucket_index(now_ms, window_ms));
+  Ok(async move {
+    let values = read(&backend, &batch).await?;
+    Ok(values[0].effective(now_ms, window_ms))
+  })
+}
+
+/// `clear`: deletes the key's current and previous buckets (one DEL).
+pub fn clear(
+  backend: Arc<RedisBackend>,
+  api_key_id: String,
+  key: DimensionKey,
+  now_ms: i64,
+) -> Result<impl Future<Output = Result<()>> + Send> {
+  check_key(&api_key_id, &key)?;
+  let current = bucket_index(now_ms, key.window.ms());
+  let layout = backend.layout();
+  let args = vec![
+    "DEL".to_string(),
+    layout.bucket_key(&api_key_id, &key, current),
+    layout.bucket_key(&api_key_id, &key, current - 1),
+  ];
+  Ok(async move {
+    backend.command(&args, Retry::Write).await?;
+    Ok(())
+  })
+}
+
+/// `poolUsageWithDimensions` on Redis: the allocations come from SQLite (the caller),
+/// every key's buckets of every known plan dimension from one script.
+pub fn pool_usage(
+  backend: Arc<RedisBackend>,
+  pool_id: String,
+  allocations: Option<Vec<PoolAllocation>>,
+  plan_dims: Vec<PlanDimension>,
+  now_ms: i64,
+) -> impl Future<Output = Result<PoolUsageSnapshot>> + Send {
+  let dims: Vec<(QuotaUnit, QuotaWindow, f64)> = match &allocations {
+    None => Vec::new(),
+    Some(_) => plan_dims
+      .iter()
+      .filter_map(|d| {
+        Some((
+          QuotaUnit::parse(&d.unit)?,
+          QuotaWindow::parse(&d.window)?,
+          d.limit,
+        ))
+      })
+      .collect(),
+  };
+  let allocations = allocations.unwrap_or_default();
+  let mut batch = ReadBatch::new(
+    backend.layout(),
+    allocations.iter().map(|a| a.api_key_id.clone()),
+  );
+  let mut groups: Vec<Vec<usize>> = Vec::with_capacity(dims.len());
+  for (unit, window, _) in &dims {
+    let key = DimensionKey::new(pool_id.as_str(), *unit, *window);
+    let current = bucket_index(now_ms, window.ms());
+    groups.push(
+      allocations
+        .iter()
+        .map(|a| batch.key(&a.api_key_id, &key, current))
+        .collect(),
+    );
+  }
+  async move {
+    let values = read(&backend, &batch).await?;
+    let mut snapshot = PoolUsageSnapshot {
+      pool_id,
+      dimensions: Vec::with_capacity(dims.len()),
+    };
+    for ((unit, window, limit), indexes) in dims.iter().zip(&groups) {
+      let consumed: HashMap<&str, f64> = allocations
+        .iter()
+        .zip(indexes)
+        .map(|(a, i)| {
+          (
+            a.api_key_id.as_str(),
+            values[*i].effective(now_ms, window.ms()),
+          )
+        })
+        .collect();
+      snapshot
+        .dimensions
+        .push(dimension_usage(*unit, *window, *limit, &allocations, |k| {
+          consumed.get(k).copied().unwrap_or(0.0)
+        }));
+    }
+    Ok(snapshot)
+  }
+}

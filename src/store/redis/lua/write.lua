@@ -1,0 +1,18 @@
+-- recordConsumption / consume: add to the current bucket of one API key in one or more
+-- dimensions, atomically, and read back what the sliding window needs.
+--
+-- KEYS, three per write: the current bucket, the previous bucket, the dimension's members set.
+-- ARGV[1]: the API key id; then two per write: the cost (a decimal string), the TTL (seconds).
+-- Returns two per write: the current bucket's new value and the previous bucket's value
+-- (nil when absent), as the decimal strings Redis keeps.
+local out = {}
+for w = 0, #KEYS / 3 - 1 do
+  local curr, prev, members = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
+  local ttl = ARGV[2 * w + 3]
+  out[2 * w + 1] = redis.call('INCRBYFLOAT', curr, ARGV[2 * w + 2])
+  redis.call('EXPIRE', curr, ttl)
+  redis.call('SADD', members, ARGV[1])
+  redis.call('EXPIRE', members, ttl)
+  out[2 * w + 2] = redis.call('GET', prev)
+end
+return out

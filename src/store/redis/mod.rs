@@ -1,0 +1,28 @@
+//! The Redis driver (CONTRACT §4, Redis): counters on Redis, shared by every replica;
+//! metadata stays in SQLite.
+//!
+//! - `keys.rs`: key names and TTLs — the host's exact names, or hash-tagged per pool in a
+//!   cluster.
+//! - `target.rs`: URL forms (one server, a cluster) and password masking.
+//! - `scripts.rs`: the two Lua scripts (`lua/write.lua`, `lua/read.lua`) and their
+//!   arguments; every counter operation is one EVALSHA.
+//! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
+//!   time per operation.
+//! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
+//!   snapshot, and the hot path's batched reads and writes.
+//!
+//! The operations are async (they run on the addon's tokio runtime); the SQLite driver's
+//! are sync ([`super::CounterStore`]). One trait over both would force either an async hop
+//! on SQLite (which answers in microseconds on the JS thread) or blocking on Redis, so
+//! each driver keeps its natural shape and the edge dispatches per driver.
+
+pub mod connection;
+pub mod counters;
+pub mod keys;
+pub mod scripts;
+pub mod target;
+
+pub use connection::{backend, forget_backend, RedisBackend, Retry};
+pub use keys::{hash_tag, ttl_seconds, KeyLayout};
+pub use scripts::{ReadBatch, ScriptCall};
+pub use target::{mask_url, parse_target, RedisTarget};

@@ -1,0 +1,348 @@
+//! The two Lua scripts every counter operation goes through, and their arguments.
+//!
+//! Building a call is pure (keys and arguments as strings, unit-tested here); running it
+//! is `connection.rs`'s. Scripts are called by SHA (EVALSHA) and loaded once per server
+//! (SCRIPT LOAD on the first NOSCRIPT reply, after a restart or a `SCRIPT FLUSH`).
+//!
+//! - `write.lua`: INCRBYFLOAT + EXPIRE of the current bucket (exactly what the host's
+//!   TypeScript driver did), SADD + EXPIRE of the members set, GET of the previous bucket;
+//!   for one or several dimensions of one API key, atomically.
+//! - `read.lua`: groups of `(dimension key, current bucket, previous bucket, who)`, `who`
+//!   being one API key or the whole pool (the listed ids plus the members set), each
+//!   answered with its summed `(curr, prev)`.
+
+use super::keys::{ttl_seconds, KeyLayout};
+use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::Buckets;
+use crate::core::sliding_window::bucket_index;
+use crate::error::{QuotaError, Result};
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// `write.lua`.
+pub static WRITE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/write.lua")));
+/// `read.lua`.
+pub static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/read.lua")));
+
+/// Which script a call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptName {
+  Write,
+  Read,
+}
+
+impl ScriptName {
+  /// The script itself (its SHA is computed once).
+  pub fn script(self) -> &'static Script {
+    match self {
+      ScriptName::Write => &WRITE,
+      ScriptName::Read => &READ,
+    }
+  }
+}
+
+/// One script invocation: `EVALSHA <sha> <keys.len()> keys… args…`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptCall {
+  pub script: ScriptName,
+  pub keys: Vec<String>,
+  pub args: Vec<String>,
+}
+
+/// A cost as INCRBYFLOAT takes it: Rust's shortest round-trip decimal (never an
+/// exponent, which INCRBYFLOAT would also accept).
+fn decimal(value: f64) -> String {
+  format!("{value}")
+}
+
+/// `write.lua` adding each `(dimension key, cost)` to `api_key_id`'s current bucket at
+/// `now_ms`. Its reply parses with [`parse_pairs`], one `Buckets` per write.
+pub fn write_call(
+  layout: KeyLayout,
+  api_key_id: &str,
+  writes: &[(DimensionKey, f64)],
+  now_ms: i64,
+) -> ScriptCall {
+  let mut keys = Vec::with_capacity(writes.len() * 3);
+  let mut args = Vec::with_capacity(1 + writes.len() * 2);
+  args.push(api_key_id.to_string());
+  for (key, cost) in writes {
+    let current = bucket_index(now_ms, key.window.ms());
+    keys.push(layout.bucket_key(api_key_id, key, current));
+    keys.push(layout.bucket_key(api_key_id, key, current - 1));
+    keys.push(layout.members_key(key));
+    args.push(decimal(*cost));
+    args.push(ttl_seconds(key.window).to_string());
+  }
+  ScriptCall {
+    script: ScriptName::Write,
+    keys,
+    args,
+  }
+}
+
+/// Whose buckets a read group sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+  /// The id at this index (0-based) of the batch's ids.
+  Key(usize),
+  /// Every id of the batch plus the dimension's members.
+  Pool,
+}
+
+/// A `read.lua` call under construction: the ids it knows (usually the pool's
+/// allocations) and its groups. Every group of one batch must belong to one pool (in a
+/// cluster they share its hash slot).
+#[derive(Debug, Clone)]
+pub struct ReadBatch {
+  layout: KeyLayout,
+  prefix_pool: Option<String>,
+  ids: Vec<String>,
+  id_index: HashMap<String, usize>,
+  groups: Vec<(DimensionKey, i64, Owner)>,
+}
+
+impl ReadBatch {
+  /// An empty batch whose pool totals sum `ids` (duplicates are dropped) plus the members
+  /// sets.
+  pub fn new(layout: KeyLayout, ids: impl IntoIterator<Item = String>) -> Self {
+    let mut batch = ReadBatch {
+      layout,
+      prefix_pool: None,
+      ids: Vec::new(),
+      id_index: HashMap::new(),
+      groups: Vec::new(),
+    };
+    for id in ids {
+      batch.id(&id);
+    }
+    batch
+  }
+
+  fn id(&mut self, api_key_id: &str) -> usize {
+    if let Some(index) = self.id_index.get(api_key_id) {
+      return *index;
+    }
+    self.ids.push(api_key_id.to_string());
+    self
+      .id_index
+      .insert(api_key_id.to_string(), self.ids.len() - 1);
+    self.ids.len() - 1
+  }
+
+  fn push(&mut self, key: &DimensionKey, current: i64, owner: Owner) -> usize {
+    if self.prefix_pool.is_none() {
+      self.prefix_pool = Some(key.pool_id.clone());
+    }
+    self.groups.push((key.clone(), current, owner));
+    self.groups.len() - 1
+  }
+
+  /// Reads `api_key_id`'s buckets `current` and `current − 1` of `key`; returns the
+  /// group's index in the reply.
+  pub fn key(&mut self, api_key_id: &str, key: &DimensionKey, current: i64) -> usize {
+    let index = self.id(api_key_id);
+    self.push(key, current, Owner::Key(index))
+  }
+
+  /// Reads the pool's summed buckets `current` and `current − 1` of `key`; returns the
+  /// group's index in the reply.
+  pub fn pool(&mut self, key: &DimensionKey, current: i64) -> usize {
+    self.push(key, current, Owner::Pool)
+  }
+
+  /// How many groups (and so `Buckets` in the reply).
+  pub fn len(&self) -> usize {
+    self.groups.len()
+  }
+
+  /// Whether there is nothing to read.
+  pub fn is_empty(&self) -> bool {
+    self.groups.is_empty()
+  }
+
+  /// The script call. Its reply parses with [`parse_pairs`], one `Buckets` per group.
+  pub fn call(&self) -> ScriptCall {
+    let prefix = self
+      .layout
+      .bucket_prefix(self.prefix_pool.as_deref().unwrap_or_default());
+    let mut keys: Vec<String> = Vec::new();
+    let mut members_index: HashMap<String, usize> = HashMap::new();
+    let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
+    args.push(prefix);
+    args.push(self.ids.len().to_string());
+    args.extend(self.ids.iter().cloned());
+    for (key, current, owner) in &self.groups {
+      // Every group names its members set, so the call always has a key to route by.
+      let members = self.layout.members_key(key);
+      let next = keys.len() + 1;
+      let slot = *members_index.entry(members.clone()).or_insert_with(|| {
+        keys.push(members);
+        next
+      });
+      args.push(key.to_string());
+      args.push(current.to_string());
+      args.push((current - 1).to_string());
+      args.push(match owner {
+        Owner::Key(index) => (index + 1).to_string(),
+        Owner::Pool => format!("-{slot}"),
+      });
+    }
+    ScriptCall {
+      script: ScriptName::Read,
+      keys,
+      args,
+    }
+  }
+}
+
+/// A decimal string from Redis (absent → 0).
+fn number(value: Option<&str>) -> Result<f64> {
+  match value {
+    None => Ok(0.0),
+    Some(text) => text
+      .trim()
+      .parse::<f64>()
+      .map_err(|_| QuotaError::Store(format!("Redis returned a non-numeric counter {text:?}"))),
+  }
+}
+
+/// `[curr, prev, curr, prev, …]` → one `Buckets` per pair; `expected` pairs.
+pub fn parse_pairs(reply: &[Option<String>], expected: usize) -> Result<Vec<Buckets>> {
+  if reply.len() != expected * 2 {
+    return Err(QuotaError::Store(format!(
+      "Redis script returned {} values, expected {}",
+      reply.len(),
+      expected * 2
+    )));
+  }
+  reply
+    .chunks(2)
+    .map(|pair| {
+      Ok(Buckets {
+        curr: number(pair[0].as_deref())?,
+        prev: number(pair[1].as_deref())?,
+      })
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+
+  const H: i64 = 3_600_000;
+
+  fn dim(pool: &str, unit: QuotaUnit, window: QuotaWindow) -> DimensionKey {
+    DimensionKey::new(pool, unit, window)
+  }
+
+  #[test]
+  fn write_call_lists_three_keys_and_two_args_per_write() {
+    let writes = vec![
+      (dim("p", QuotaUnit::Requests, QuotaWindow::Hourly), 1.0),
+      (dim("p", QuotaUnit::Usd, QuotaWindow::Daily), 0.25),
+    ];
+    let call = write_call(KeyLayout::Standalone, "k", &writes, 10 * H + 5);
+    assert_eq!(call.script, ScriptName::Write);
+    assert_eq!(
+      call.keys,
+      vec![
+        "omniroute:quota:k:p:requests:hourly:10",
+        "omniroute:quota:k:p:requests:hourly:9",
+        "omniroute:quota-members:p:requests:hourly",
+        "omniroute:quota:k:p:usd:daily:0",
+        "omniroute:quota:k:p:usd:daily:-1",
+        "omniroute:quota-members:p:usd:daily",
+      ]
+    );
+    assert_eq!(call.args, vec!["k", "1", "7200", "0.25", "172800"]);
+  }
+
+  #[test]
+  fn costs_are_exact_decimals() {
+    assert_eq!(decimal(0.1), "0.1");
+    assert_eq!(decimal(1e-7), "0.0000001");
+    assert_eq!(decimal(123456789.5), "123456789.5");
+    assert_eq!(decimal(3.0), "3");
+  }
+
+  #[test]
+  fn read_batch_numbers_ids_and_members_sets() {
+    let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let model = dim("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let mut batch = ReadBatch::new(
+      KeyLayout::Cluster,
+      ["a".to_string(), "b".to_string(), "a".to_string()],
+    );
+    assert_eq!(batch.key("b", &model, 500), 0);
+    assert_eq!(batch.key("b", &tokens, 500), 1);
+    assert_eq!(batch.pool(&tokens, 500), 2);
+    assert_eq!(batch.key("c", &tokens, 500), 3);
+    assert_eq!(batch.len(), 4);
+    let call = batch.call();
+    assert_eq!(call.script, ScriptName::Read);
+    assert_eq!(
+      call.keys,
+      vec![
+        "omniroute:quota-members:{pool}:pool:model:m:requests:hourly",
+        "omniroute:quota-members:{pool}:pool:tokens:hourly",
+      ]
+    );
+    let expected: Vec<String> = [
+      "omniroute:quota:{pool}:",
+      "3",
+      "a",
+      "b",
+      "c",
+      "pool:model:m:requests:hourly",
+      "500",
+      "499",
+      "2",
+      "pool:tokens:hourly",
+      "500",
+      "499",
+      "2",
+      "pool:tokens:hourly",
+      "500",
+      "499",
+      "-2",
+      "pool:tokens:hourly",
+      "500",
+      "499",
+      "3",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    assert_eq!(call.args, expected);
+  }
+
+  #[test]
+  fn replies_parse_in_pairs() {
+    let reply = vec![
+      Some("3.5".to_string()),
+      None,
+      Some("0.10000000000000001".to_string()),
+      Some("1e+20".to_string()),
+    ];
+    let values = parse_pairs(&reply, 2).unwrap();
+    assert_eq!(
+      values,
+      vec![
+        Buckets {
+          curr: 3.5,
+          prev: 0.0
+        },
+        Buckets {
+          curr: 0.1,
+          prev: 1e20
+        },
+      ]
+    );
+    assert!(parse_pairs(&reply, 3).is_err());
+    assert!(parse_pairs(&[Some("abc".into()), None], 1).is_err());
+  }
+}
