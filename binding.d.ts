@@ -460,6 +460,72 @@ export declare function recordStep(apiKeyId: string, connectionId: string, provi
 export declare function recordUsage(connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number): void
 
 /**
+ * Sends one command (`args[0]` is its name) on the URL's shared connection, within the
+ * timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
+ * `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
+ */
+export declare function redisCommand(url: string, args: Array<string | number>): Promise<unknown>
+
+/**
+ * The enforce crossing on Redis: the step itself when metadata decides (or fails), else a
+ * promise of it after one Redis round trip.
+ */
+export declare function redisEnforceStep(url: string, apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): EnforceStep | Promise<EnforceStep>
+
+/**
+ * Drops the shared connection of `url` (every URL's without one); the next operation
+ * connects again.
+ */
+export declare function redisForget(url?: string | null): void
+
+/**
+ * The record crossing on Redis: `null` when there is nothing to write, an error message
+ * when the metadata could not be read, else a promise of `null` (written) or the error
+ * message, after one Redis round trip.
+ */
+export declare function redisRecordStep(url: string, apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null | Promise<string | null>
+
+/** `clear` on Redis: deletes the key's current and previous buckets. */
+export declare function redisStoreClear(url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number): Promise<void>
+
+/**
+ * `consume` on Redis: one script adds `cost` to the current bucket (INCRBYFLOAT +
+ * EXPIRE) and reads the previous one; resolves to the new effective value.
+ */
+export declare function redisStoreConsume(url: string, apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): Promise<number>
+
+/** `peek` on Redis: the effective value, no write. */
+export declare function redisStorePeek(url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number): Promise<number>
+
+/**
+ * `poolConsumedTotal` on Redis: the summed buckets of the pool's allocations (from
+ * SQLite) and of every key this engine wrote under the dimension key, in one script.
+ */
+export declare function redisStorePoolConsumedTotal(url: string, dim: DimensionKey, nowMs?: number): Promise<number>
+
+/**
+ * `poolUsage` / `poolUsageWithDimensions` on Redis: the allocations from SQLite, every
+ * key's buckets of every plan dimension from one script.
+ */
+export declare function redisStorePoolUsage(url: string, poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): Promise<PoolUsageSnapshot>
+
+/**
+ * Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
+ * masked) when the engine cannot use it.
+ */
+export declare function redisTarget(url: string): RedisTargetInfo
+
+/** What a Redis URL names. */
+export interface RedisTargetInfo {
+  /** The URL, password masked. */
+  url: string
+  /** Whether it is a Redis Cluster (hash-tagged key names). */
+  cluster: boolean
+  /** The bound on every operation (`QUOTA_STORE_REDIS_TIMEOUT_MS`). */
+  timeoutMs: number
+}
+
+/**
  * `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
  * has dimensions, else the catalog's, else an empty manual plan.
  */

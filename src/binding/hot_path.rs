@@ -19,7 +19,7 @@ use napi_derive::napi;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-struct SaturationState {
+pub(crate) struct SaturationState {
   cache: SaturationCache,
   /// Providers with a host fetcher (`"*"`: every provider).
   fetchers: HashSet<String>,
@@ -29,7 +29,7 @@ struct SaturationState {
 
 static SATURATION: Mutex<Option<SaturationState>> = Mutex::new(None);
 
-fn with_saturation<T>(f: impl FnOnce(&mut SaturationState) -> T) -> T {
+pub(crate) fn with_saturation<T>(f: impl FnOnce(&mut SaturationState) -> T) -> T {
   let mut guard = SATURATION.lock().unwrap_or_else(|e| e.into_inner());
   let state = guard.get_or_insert_with(|| SaturationState {
     cache: SaturationCache::default(),
@@ -54,9 +54,9 @@ impl SaturationState {
   }
 }
 
-struct Lookup<'a> {
-  state: &'a mut SaturationState,
-  now: i64,
+pub(crate) struct Lookup<'a> {
+  pub state: &'a mut SaturationState,
+  pub now: i64,
 }
 
 impl SaturationLookup for Lookup<'_> {
@@ -111,38 +111,8 @@ fn step(kind: &str) -> EnforceStep {
   }
 }
 
-/// One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
-/// and logs once, without an exception crossing the boundary.
-#[napi]
-pub fn enforce_step(
-  env: Env,
-  api_key_id: String,
-  connection_id: String,
-  provider: String,
-  model: Option<String>,
-  saturation_threshold: f64,
-  now: Option<f64>,
-) -> EnforceStep {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref().filter(|m| !m.is_empty()),
-  };
-  let outcome = with_store(&env, |db| {
-    with_saturation(|state| {
-      enforce(
-        db,
-        &Lookup { state, now },
-        &request,
-        saturation_threshold,
-        now,
-      )
-    })
-  });
+/// The crossing's answer for an outcome (or an error, as `kind: "error"`).
+pub(crate) fn step_of(outcome: crate::error::Result<EnforceOutcome>) -> EnforceStep {
   match outcome {
     Ok(EnforceOutcome::Allow { deprioritize }) => EnforceStep {
       deprioritize,
@@ -172,6 +142,45 @@ pub fn enforce_step(
       ..step("error")
     },
   }
+}
+
+/// The request time: `now` when given (tests), else the clock.
+pub(crate) fn request_time(now: Option<f64>) -> i64 {
+  now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64)
+}
+
+/// One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
+/// and logs once, without an exception crossing the boundary.
+#[napi]
+pub fn enforce_step(
+  env: Env,
+  api_key_id: String,
+  connection_id: String,
+  provider: String,
+  model: Option<String>,
+  saturation_threshold: f64,
+  now: Option<f64>,
+) -> EnforceStep {
+  let now = request_time(now);
+  let request = QuotaRequest {
+    api_key_id: &api_key_id,
+    connection_id: &connection_id,
+    provider: &provider,
+    model: model.as_deref().filter(|m| !m.is_empty()),
+  };
+  step_of(with_store(&env, |db| {
+    with_saturation(|state| {
+      enforce(
+        db,
+        &Lookup { state, now },
+        &request,
+        saturation_threshold,
+        now,
+      )
+    })
+  }))
 }
 
 /// One record crossing: every plan dimension and the model bucket, in one transaction.

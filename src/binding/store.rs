@@ -22,18 +22,19 @@ use crate::error::{QuotaError, Result};
 use crate::store::iso_time::iso_from_ms;
 use crate::store::{
   close_quota_db, CounterStore, LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate,
+  PoolUsageSnapshot,
 };
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
-fn clock(now_ms: Option<f64>) -> i64 {
+pub(crate) fn clock(now_ms: Option<f64>) -> i64 {
   now_ms
     .filter(|t| t.is_finite())
     .map_or_else(super::burn_rate::now_ms, |t| t as i64)
 }
 
-fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
+pub(crate) fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
   Arg::new(value, path)
 }
 
@@ -146,6 +147,74 @@ pub struct PoolUsageSnapshotJs {
   pub burn_rate: Option<super::burn_rate::BurnRateJs>,
 }
 
+/// Reads `planDims` (`null`/absent: none). Units and windows stay strings: unknown ones
+/// are skipped by the snapshot, not rejected.
+pub(crate) fn read_plan_dimensions(plan_dims: Option<Unknown>) -> Result<Vec<PlanDimension>> {
+  let Some(value) = plan_dims else {
+    return Ok(Vec::new());
+  };
+  let list = arg(value, "planDims")?;
+  if list.is_nullish() {
+    return Ok(Vec::new());
+  }
+  list
+    .elements()?
+    .iter()
+    .map(|d| {
+      Ok(PlanDimension {
+        unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
+        window: d.field("window")?.opt_string()?.unwrap_or_default(),
+        limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
+      })
+    })
+    .collect()
+}
+
+/// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
+/// from the first `tokens` dimension that has consumption.
+pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
+  let burn_rate = snapshot
+    .dimensions
+    .iter()
+    .find(|d| d.unit == QuotaUnit::Tokens)
+    .filter(|d| d.consumed_total > 0.0)
+    .map(|d| {
+      compute_burn_rate_from_window(
+        d.consumed_total,
+        d.window.ms(),
+        now,
+        Some(d.limit - d.consumed_total),
+      )
+      .into()
+    });
+  PoolUsageSnapshotJs {
+    pool_id: snapshot.pool_id,
+    generated_at: iso_from_ms(now),
+    dimensions: snapshot
+      .dimensions
+      .into_iter()
+      .map(|d| DimensionUsageJs {
+        unit: d.unit.as_str().to_string(),
+        window: d.window.as_str().to_string(),
+        limit: d.limit,
+        consumed_total: d.consumed_total,
+        per_key: d
+          .per_key
+          .into_iter()
+          .map(|k| KeyUsageJs {
+            api_key_id: k.api_key_id,
+            consumed: k.consumed,
+            fair_share: k.fair_share,
+            deficit: k.deficit,
+            borrowing: k.borrowing,
+          })
+          .collect(),
+      })
+      .collect(),
+    burn_rate,
+  }
+}
+
 /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
 /// for each plan dimension (unknown windows skipped; an unknown pool has none).
 #[napi(
@@ -159,71 +228,12 @@ pub fn store_pool_usage(
 ) -> napi::Result<PoolUsageSnapshotJs> {
   let result = (|| {
     let pool_id = arg(pool_id, "poolId")?.string()?;
-    let dims = match plan_dims {
-      Some(value) => {
-        let list = arg(value, "planDims")?;
-        if list.is_nullish() {
-          Vec::new()
-        } else {
-          list
-            .elements()?
-            .iter()
-            .map(|d| {
-              Ok(PlanDimension {
-                unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
-                window: d.field("window")?.opt_string()?.unwrap_or_default(),
-                limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
-              })
-            })
-            .collect::<Result<Vec<_>>>()?
-        }
-      }
-      None => Vec::new(),
-    };
+    let dims = read_plan_dimensions(plan_dims)?;
     let now = clock(now_ms);
     let snapshot = with_store(&env, |db| {
       db.pool_usage_with_dimensions(&pool_id, &dims, now)
     })?;
-    let burn_rate = snapshot
-      .dimensions
-      .iter()
-      .find(|d| d.unit == QuotaUnit::Tokens)
-      .filter(|d| d.consumed_total > 0.0)
-      .map(|d| {
-        compute_burn_rate_from_window(
-          d.consumed_total,
-          d.window.ms(),
-          now,
-          Some(d.limit - d.consumed_total),
-        )
-        .into()
-      });
-    Ok(PoolUsageSnapshotJs {
-      pool_id: snapshot.pool_id,
-      generated_at: iso_from_ms(now),
-      dimensions: snapshot
-        .dimensions
-        .into_iter()
-        .map(|d| DimensionUsageJs {
-          unit: d.unit.as_str().to_string(),
-          window: d.window.as_str().to_string(),
-          limit: d.limit,
-          consumed_total: d.consumed_total,
-          per_key: d
-            .per_key
-            .into_iter()
-            .map(|k| KeyUsageJs {
-              api_key_id: k.api_key_id,
-              consumed: k.consumed,
-              fair_share: k.fair_share,
-              deficit: k.deficit,
-              borrowing: k.borrowing,
-            })
-            .collect(),
-        })
-        .collect(),
-      burn_rate,
-    })
+    Ok(snapshot_js(snapshot, now))
   })();
   or_throw(&env, result)
 }
