@@ -31,6 +31,45 @@ export declare class SqliteQuotaStore implements QuotaStore {
   clear(apiKeyId: string, dim: DimensionKey): Promise<void>
 }
 export declare function getSqliteQuotaStore(): SqliteQuotaStore
+/**
+ * Counters on Redis (CONTRACT §4, Redis), shared by every replica; metadata stays in SQLite.
+ * Keys `omniroute:quota:<apiKeyId>:<dimensionKey>:<bucketIndex>` (hash-tagged per pool on a
+ * cluster), values INCRBYFLOAT decimal strings, TTL `ceil(2 × windowMs / 1000)` s. Every
+ * operation is one round trip, bounded by `QUOTA_STORE_REDIS_TIMEOUT_MS` (default 1000 ms);
+ * an unreachable server rejects with `code: "ERR_QUOTA_REDIS_UNAVAILABLE"`.
+ */
+export declare class RedisQuotaStore implements QuotaStore {
+  /** @param url `redis://[user:password@]host[:port][/db]`, or `redis+cluster://host:port[,host:port…]`. */
+  constructor(url: string)
+  readonly url: string
+  consume(apiKeyId: string, dim: DimensionKey, cost: number): Promise<number>
+  peek(apiKeyId: string, dim: DimensionKey): Promise<number>
+  poolConsumedTotal(poolId: string, dim: DimensionKey): Promise<number>
+  poolUsage(poolId: string): Promise<PoolUsageSnapshot>
+  poolUsageWithDimensions(poolId: string, planDims: Array<{ unit: string; window: string; limit: number }>): Promise<PoolUsageSnapshot>
+  clear(apiKeyId: string, dim: DimensionKey): Promise<void>
+}
+/** An ioredis-like client on the engine's shared connection to one URL; every call is bounded by the timeout. */
+export interface RedisClient {
+  readonly url: string
+  readonly status: 'ready' | 'end'
+  call(command: string, ...args: Array<string | number | Array<string | number>>): Promise<unknown>
+  incrbyfloat(key: string, increment: number | string): Promise<string>
+  expire(key: string, seconds: number): Promise<number>
+  mget(...keys: Array<string | string[]>): Promise<Array<string | null>>
+  eval(script: string, numKeys: number, ...keysAndArgs: Array<string | number>): Promise<unknown>
+  del(...keys: Array<string | string[]>): Promise<number>
+  ping(): Promise<string>
+  quit(): Promise<'OK'>
+}
+/** The client of `url` (one per URL); connects lazily. Rejects with a RangeError for an unusable URL. */
+export declare function getRedisClient(url: string): Promise<RedisClient>
+/** Closes every client's connection; the next use connects again. */
+export declare function resetRedisClient(): void
+/** The RedisQuotaStore of `url` (one instance per URL). */
+export declare function getRedisQuotaStore(url: string): RedisQuotaStore
+/** Forgets the RedisQuotaStore instances. */
+export declare function resetRedisQuotaStore(): void
 /** The process's store: the host's DB setting, then the environment, then SQLite. Never rejects. */
 export declare function getQuotaStore(): Promise<QuotaStore>
 /** Throws before the first `getQuotaStore()` resolved. */

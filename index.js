@@ -6,6 +6,7 @@
 const native = require('./binding.js')
 const host = require('./lib/host.js')
 const stores = require('./lib/stores.js')
+const redis = require('./lib/redisQuotaStore.js')
 const enforce = require('./lib/enforce.js')
 const saturation = require('./lib/saturation.js')
 const quotaShareStrategy = require('./lib/quotaShareStrategy.js')
@@ -27,6 +28,11 @@ module.exports.getSqliteQuotaStore = stores.getSqliteQuotaStore
 module.exports.getQuotaStore = stores.getQuotaStore
 module.exports.getQuotaStoreSync = stores.getQuotaStoreSync
 module.exports.resetQuotaStoreSingleton = stores.resetQuotaStoreSingleton
+module.exports.RedisQuotaStore = redis.RedisQuotaStore
+module.exports.getRedisQuotaStore = redis.getRedisQuotaStore
+module.exports.resetRedisQuotaStore = redis.resetRedisQuotaStore
+module.exports.getRedisClient = redis.getRedisClient
+module.exports.resetRedisClient = redis.resetRedisClient
 module.exports.closeQuotaDb = native.closeQuotaDb
 module.exports.gcConsumption = stores.gcConsumption
 

@@ -1,16 +1,61 @@
 'use strict'
-// The hot path (CONTRACT §7): each call is one synchronous crossing into Rust, which does
-// the pool lookup, the plan and every dimension; this file turns the result into the
-// host's shapes, fetches saturation through the host's async fetchers on a cache miss,
+// The hot path (CONTRACT §7): each call is one crossing into Rust, which does the pool
+// lookup, the plan and every dimension — synchronous on SQLite, a promise after one Redis
+// round trip on Redis (the store `getQuotaStore()` chose). This file turns the result into
+// the host's shapes, fetches saturation through the host's async fetchers on a cache miss,
 // emits `quota.exceeded`, and fails open on the engine's own faults.
 const native = require('../binding.js')
 const host = require('./host.js')
 const { getSaturation } = require('./saturation.js')
+const stores = require('./stores.js')
+const { RedisQuotaStore } = require('./redisQuotaStore.js')
 
 const ALLOW = Object.freeze({ kind: 'allow' })
 
+const REPEAT_WINDOW_MS = 10_000
+const recentFailures = new Map()
+
+/**
+ * Logs a fail-open once: the same message and error again within 10 s is counted, not
+ * logged, and the next log after that says how many were suppressed (a Redis outage must
+ * not log once per request).
+ */
 function failOpen(component, msg, err, context) {
-  host.log('warn', component, msg, { ...context, error: String((err && err.message) || err) })
+  const error = String((err && err.message) || err)
+  const key = `${component}\0${msg}\0${error}`
+  const now = Date.now()
+  const seen = recentFailures.get(key)
+  if (seen && now - seen.at < REPEAT_WINDOW_MS) {
+    seen.suppressed++
+    return
+  }
+  if (recentFailures.size > 100) recentFailures.clear()
+  recentFailures.set(key, { at: now, suppressed: 0 })
+  const suppressed = seen && seen.suppressed ? { suppressed: seen.suppressed } : {}
+  host.log('warn', component, msg, { ...context, error, ...suppressed })
+}
+
+function urlOf(store) {
+  return store instanceof RedisQuotaStore ? store.url : null
+}
+
+/**
+ * The Redis URL of the chosen store, `null` for SQLite: a value once chosen (no extra
+ * await on the SQLite path), a promise for the first call, which chooses.
+ */
+function redisUrl() {
+  const store = stores.chosenStore()
+  return store ? urlOf(store) : stores.getQuotaStore().then(urlOf)
+}
+
+/** One crossing: the step on SQLite, the step or a promise of it on Redis. */
+function enforceStep(url, apiKeyId, connectionId, provider, model, threshold) {
+  if (url === null) return native.enforceStep(apiKeyId, connectionId, provider, model, threshold)
+  return native.redisEnforceStep(url, apiKeyId, connectionId, provider, model, threshold)
+}
+
+function isPromise(value) {
+  return value !== null && typeof value === 'object' && typeof value.then === 'function'
 }
 
 function isNonEmptyString(value) {
@@ -46,11 +91,15 @@ async function enforceQuotaShare(input) {
     const provider = String(input.provider ?? '')
     const model = typeof input.model === 'string' ? input.model : undefined
     const threshold = host.config.saturationThreshold()
-    let step = native.enforceStep(input.apiKeyId, input.connectionId, provider, model, threshold)
+    let url = redisUrl()
+    if (isPromise(url)) url = await url
+    let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold)
+    if (isPromise(step)) step = await step
     if (step.logs) host.forwardLogs(step.logs)
     if (step.kind === 'fetch') {
       await fetchMissing({ ...input, provider }, step)
-      step = native.enforceStep(input.apiKeyId, input.connectionId, provider, model, threshold)
+      step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold)
+      if (isPromise(step)) step = await step
       if (step.logs) host.forwardLogs(step.logs)
       // Still missing (a fetcher registered meanwhile): decide without waiting again.
       if (step.kind === 'fetch') return ALLOW
@@ -76,13 +125,13 @@ function finiteOrUndefined(value) {
 /**
  * `recordConsumption({ apiKeyId, connectionId, provider, model?, cost: { tokens?, usd?,
  * requests? } })`: adds the cost to every plan dimension of the matching pool (and the
- * model bucket), in one transaction. Never rejects.
+ * model bucket), in one transaction (SQLite) or one script (Redis). Never rejects.
  */
 async function recordConsumption(input) {
   try {
     if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return
     const cost = input.cost || {}
-    const error = native.recordStep(
+    const args = [
       input.apiKeyId,
       input.connectionId,
       String(input.provider ?? ''),
@@ -90,7 +139,11 @@ async function recordConsumption(input) {
       finiteOrUndefined(cost.tokens),
       finiteOrUndefined(cost.usd),
       finiteOrUndefined(cost.requests),
-    )
+    ]
+    let url = redisUrl()
+    if (isPromise(url)) url = await url
+    let error = url === null ? native.recordStep(...args) : native.redisRecordStep(url, ...args)
+    if (isPromise(error)) error = await error
     if (error) failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
   } catch (err) {
     failOpen('quota:enforce', 'recording quota consumption failed', err, {})

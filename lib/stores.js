@@ -1,9 +1,10 @@
 'use strict'
 // The QuotaStore interface (CONTRACT §4) over the native SQLite driver, and the driver
-// factory. Each method is one synchronous native call returned as a settled promise:
-// `consume` resolves after its write committed.
+// factory (SQLite or Redis, lib/redisQuotaStore.js). Each SQLite method is one synchronous
+// native call returned as a settled promise: `consume` resolves after its write committed.
 const native = require('../binding.js')
 const host = require('./host.js')
+const { getRedisClient, getRedisQuotaStore } = require('./redisQuotaStore.js')
 
 function settle(fn) {
   try {
@@ -71,19 +72,41 @@ function readDriverSetting() {
   }
 }
 
-function chooseStore() {
+/**
+ * Redis when it answers a PING within the timeout; otherwise `null` and a warning (the
+ * URL's password masked).
+ */
+async function connectRedis(redisUrl) {
+  try {
+    const client = await getRedisClient(redisUrl)
+    await client.ping()
+    const store = getRedisQuotaStore(redisUrl)
+    host.log('info', 'quota:factory', `quota counters on Redis at ${host.maskSecrets(redisUrl)}`)
+    return store
+  } catch (err) {
+    host.log(
+      'warn',
+      'quota:factory',
+      `Redis quota store unavailable at ${host.maskSecrets(redisUrl)}; falling back to SQLite`,
+      { error: String((err && err.message) || err), code: err && err.code },
+    )
+    return null
+  }
+}
+
+/** §4: the host's DB setting, then the environment, then SQLite; never rejects. */
+async function chooseStore() {
   const setting = readDriverSetting()
   const driver = setting.driver || process.env.QUOTA_STORE_DRIVER || 'sqlite'
   const redisUrl = setting.redisUrl || process.env.QUOTA_STORE_REDIS_URL || ''
   if (driver === 'redis') {
-    host.log(
-      'warn',
-      'quota:factory',
-      redisUrl
-        ? `Redis quota store is not available in this build (url ${host.maskSecrets(redisUrl)}); falling back to SQLite`
-        : 'QUOTA_STORE_DRIVER=redis without a Redis URL; falling back to SQLite',
-    )
-  } else if (driver !== 'sqlite') {
+    if (!redisUrl) {
+      host.log('warn', 'quota:factory', 'QUOTA_STORE_DRIVER=redis without a Redis URL; falling back to SQLite')
+      return getSqliteQuotaStore()
+    }
+    return (await connectRedis(redisUrl)) || getSqliteQuotaStore()
+  }
+  if (driver !== 'sqlite') {
     host.log('warn', 'quota:factory', `unknown quota store driver ${JSON.stringify(driver)}; using SQLite`)
   }
   return getSqliteQuotaStore()
@@ -93,18 +116,27 @@ function chooseStore() {
 function getQuotaStore() {
   if (singleton) return Promise.resolve(singleton)
   if (!pending) {
-    pending = Promise.resolve().then(() => {
-      try {
-        singleton = chooseStore()
-      } catch (err) {
+    const attempt = chooseStore()
+      .catch((err) => {
         host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })
-        singleton = getSqliteQuotaStore()
-      }
-      pending = null
-      return singleton
-    })
+        return getSqliteQuotaStore()
+      })
+      .then((store) => {
+        // A reset while choosing discards this choice.
+        if (pending === attempt) {
+          singleton = store
+          pending = null
+        }
+        return store
+      })
+    pending = attempt
   }
   return pending
+}
+
+/** The chosen store, or `null` while none is (no I/O; for the hot path). */
+function chosenStore() {
+  return singleton
 }
 
 /** The store chosen by `getQuotaStore()`; throws before that first resolved. */
@@ -133,6 +165,7 @@ module.exports = {
   SqliteQuotaStore,
   getSqliteQuotaStore,
   getQuotaStore,
+  chosenStore,
   getQuotaStoreSync,
   resetQuotaStoreSingleton,
   gcConsumption,

@@ -12,6 +12,7 @@ const ENTRIES = {
   planResolver: ['../binding.js', ['resolvePlan']],
   quotaConsumption: ['../binding.js', ['getBucket', 'incrementBucket', 'getPair', 'listConsumptionForPool', 'sumPoolDimension', 'gcOlderThan']],
   sqliteQuotaStore: ['../lib/stores.js', ['SqliteQuotaStore', 'getSqliteQuotaStore']],
+  redisQuotaStore: ['../lib/redisQuotaStore.js', ['RedisQuotaStore', 'getRedisClient', 'resetRedisClient', 'getRedisQuotaStore', 'resetRedisQuotaStore']],
   storeFactory: ['../lib/stores.js', ['getQuotaStore', 'getQuotaStoreSync', 'resetQuotaStoreSingleton']],
   enforce: ['../lib/enforce.js', ['enforceQuotaShare', 'recordConsumption']],
   spendRecorder: ['../lib/enforce.js', ['scheduleRecordConsumption', 'buildConsumptionCost', 'recordStreamingConsumption']],

@@ -26,6 +26,7 @@ export const APPENDIX = {
   ],
   storeFactory: ['getQuotaStore', 'getQuotaStoreSync', 'resetQuotaStoreSingleton'],
   sqliteQuotaStore: ['SqliteQuotaStore', 'getSqliteQuotaStore'],
+  redisQuotaStore: ['RedisQuotaStore', 'getRedisClient', 'resetRedisClient', 'getRedisQuotaStore', 'resetRedisQuotaStore'],
   enforce: ['enforceQuotaShare', 'recordConsumption'],
   spendRecorder: ['scheduleRecordConsumption', 'buildConsumptionCost', 'recordStreamingConsumption'],
   quotaConsumption: ['getBucket', 'incrementBucket', 'getPair', 'listConsumptionForPool', 'sumPoolDimension', 'gcOlderThan'],

@@ -1,0 +1,1 @@
+export { RedisQuotaStore, getRedisClient, resetRedisClient, getRedisQuotaStore, resetRedisQuotaStore } from '../index'

@@ -1,0 +1,183 @@
+'use strict'
+// The Redis driver (CONTRACT §4, Redis; appendix `redisQuotaStore`): `RedisQuotaStore(url)`
+// and the ioredis-like client, both over the engine's one multiplexed connection per URL
+// (src/store/redis/). Each method is one native call that validates its arguments and
+// returns a promise settled from Rust after one Redis round trip; a thrown validation
+// error becomes a rejection here, so async stays async.
+const native = require('../binding.js')
+const { typeError } = require('./invalidArg.js')
+
+function settle(fn) {
+  try {
+    return Promise.resolve(fn())
+  } catch (err) {
+    return Promise.reject(err)
+  }
+}
+
+function checkUrl(url) {
+  if (typeof url !== 'string' || url === '') throw typeError('url', 'a redis:// URL string', url)
+  return url
+}
+
+/**
+ * Counters on Redis, shared by every replica; metadata (pools, allocations, plans) stays in
+ * SQLite. Keys, values and TTLs are the host's TypeScript driver's, so replicas running
+ * either read each other's counters.
+ */
+class RedisQuotaStore {
+  /** @param {string} url `redis://…`, or `redis+cluster://host:port[,host:port…]`. */
+  constructor(url) {
+    /** The URL this store's counters live at. */
+    this.url = checkUrl(url)
+  }
+
+  /** Adds `cost` to the current bucket; resolves to the new effective value. */
+  consume(apiKeyId, dim, cost) {
+    return settle(() => native.redisStoreConsume(this.url, apiKeyId, dim, cost))
+  }
+
+  /** The effective value, no write. */
+  peek(apiKeyId, dim) {
+    return settle(() => native.redisStorePeek(this.url, apiKeyId, dim))
+  }
+
+  /** The sliding formula over the summed buckets of every key of the pool. */
+  poolConsumedTotal(poolId, dim) {
+    return settle(() => native.redisStorePoolConsumedTotal(this.url, dim))
+  }
+
+  /** A pool with no plan: `{ poolId, generatedAt, dimensions: [] }`. */
+  poolUsage(poolId) {
+    return settle(() => native.redisStorePoolUsage(this.url, poolId, null))
+  }
+
+  /** Per-key use, fair share, deficit and borrowing for each plan dimension. */
+  poolUsageWithDimensions(poolId, planDims) {
+    return settle(() => native.redisStorePoolUsage(this.url, poolId, planDims ?? null))
+  }
+
+  /** Zeroes the key's counter (deletes its current and previous buckets). */
+  clear(apiKeyId, dim) {
+    return settle(() => native.redisStoreClear(this.url, apiKeyId, dim))
+  }
+}
+
+function closedError() {
+  const err = new Error('Connection is closed.')
+  err.code = 'ERR_QUOTA_REDIS_UNAVAILABLE'
+  return err
+}
+
+function flatten(args) {
+  return args.flatMap((a) => (Array.isArray(a) ? a : [a]))
+}
+
+/**
+ * An ioredis-like client on the engine's shared connection to one URL. Every method
+ * returns a promise and is bounded by `QUOTA_STORE_REDIS_TIMEOUT_MS`.
+ */
+class RedisClient {
+  constructor(url) {
+    /** The URL this client talks to. */
+    this.url = url
+    /** `"ready"`, or `"end"` after `quit()`. */
+    this.status = 'ready'
+  }
+
+  /** Any command: `call("SET", "k", "v")`. */
+  call(command, ...args) {
+    if (this.status === 'end') return Promise.reject(closedError())
+    return settle(() => native.redisCommand(this.url, [command, ...flatten(args)]))
+  }
+
+  /** `INCRBYFLOAT key increment` → the new value as a decimal string. */
+  incrbyfloat(key, increment) {
+    return this.call('INCRBYFLOAT', key, increment)
+  }
+
+  /** `EXPIRE key seconds` → 1, or 0 when the key does not exist. */
+  expire(key, seconds) {
+    return this.call('EXPIRE', key, seconds)
+  }
+
+  /** `MGET key…` (keys as arguments or one array) → values, `null` when absent. */
+  mget(...keys) {
+    return this.call('MGET', ...keys)
+  }
+
+  /** `EVAL script numKeys key… arg…`. */
+  eval(script, numKeys, ...keysAndArgs) {
+    return this.call('EVAL', script, numKeys, ...keysAndArgs)
+  }
+
+  /** `DEL key…` → how many keys were removed. */
+  del(...keys) {
+    return this.call('DEL', ...keys)
+  }
+
+  /** `PING` → `"PONG"`. */
+  ping() {
+    return this.call('PING')
+  }
+
+  /** Closes this URL's shared connection; later calls on this client reject. */
+  quit() {
+    if (this.status === 'end') return Promise.resolve('OK')
+    this.status = 'end'
+    if (clients.get(this.url) === this) clients.delete(this.url)
+    native.redisForget(this.url)
+    return Promise.resolve('OK')
+  }
+}
+
+const clients = new Map()
+const stores = new Map()
+
+/**
+ * The client of `url` (one per URL until `quit()` or `resetRedisClient()`). Connects
+ * lazily: an unreachable server makes the client's calls reject (within the timeout), not
+ * this function. Rejects with a `RangeError` for a URL the engine cannot use.
+ */
+async function getRedisClient(url) {
+  checkUrl(url)
+  let client = clients.get(url)
+  if (!client) {
+    native.redisTarget(url) // validates the URL (RangeError naming `url`, password masked)
+    client = new RedisClient(url)
+    clients.set(url, client)
+  }
+  return client
+}
+
+/** Closes every client's connection (each URL's next use connects again). */
+function resetRedisClient() {
+  for (const client of clients.values()) client.status = 'end'
+  clients.clear()
+  native.redisForget(null)
+}
+
+/** The RedisQuotaStore of `url` (one instance per URL). */
+function getRedisQuotaStore(url) {
+  checkUrl(url)
+  let store = stores.get(url)
+  if (!store) {
+    store = new RedisQuotaStore(url)
+    stores.set(url, store)
+  }
+  return store
+}
+
+/** Forgets the RedisQuotaStore instances (connections stay; see `resetRedisClient`). */
+function resetRedisQuotaStore() {
+  stores.clear()
+}
+
+module.exports = {
+  RedisQuotaStore,
+  RedisClient,
+  getRedisClient,
+  resetRedisClient,
+  getRedisQuotaStore,
+  resetRedisQuotaStore,
+}
