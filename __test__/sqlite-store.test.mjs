@@ -1,5 +1,7 @@
 // SqliteQuotaStore (CONTRACT §2, §4) and the shared metadata tables (§5) against a real
-// storage.sqlite that the "host" also holds through better-sqlite3.
+// storage.sqlite that the "host" also holds through better-sqlite3. What every driver must
+// do is in the shared suite (support/store-suite.mjs, run by store-suite.test.mjs); this
+// file keeps what is SQLite's own: rows, the host's connection, the counter functions.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import path from 'node:path'
@@ -19,12 +21,6 @@ const store = getSqliteQuotaStore()
 const dim = (poolId, unit = 'requests', window = 'hourly') => ({ poolId, unit, window })
 const key = (d) => `${d.poolId}:${d.unit}:${d.window}`
 const count = (table) => host.prepare(`SELECT count(*) AS n FROM ${table}`).get().n
-const isInvalid = (cls, field) => (err) => {
-  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err && err.constructor.name}: ${err && err.message}`)
-  assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
-  assert.ok(err.message.startsWith(field), `message ${JSON.stringify(err.message)} should start with ${field}`)
-  return true
-}
 const isInvalidAny = (field) => (err) => {
   assert.ok(err instanceof TypeError || err instanceof RangeError, `got ${err && err.constructor.name}: ${err && err.message}`)
   assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
@@ -87,72 +83,6 @@ test('counter functions: incrementBucket, getBucket, getPair with explicit bucke
   assert.equal(qe.getBucket('ck', k, 11), 0)
   assert.deepEqual(qe.getPair('ck', k, 10), { curr: 2.5, prev: 4 })
   assert.deepEqual(qe.getPair('nobody', k, 10), { curr: 0, prev: 0 })
-})
-
-test('clear zeroes the key only', async () => {
-  const d = dim('clear-pool')
-  await store.consume('a', d, 5)
-  await store.consume('b', d, 7)
-  await store.clear('a', d)
-  assert.equal(await store.peek('a', d), 0)
-  assert.equal(await store.peek('b', d), 7)
-  assert.equal(await store.poolConsumedTotal('clear-pool', d), 7)
-  assert.equal(await store.consume('a', d, 1), 1)
-})
-
-test('poolConsumedTotal sums every key of the dimension, and only it', async () => {
-  const d = dim('total-pool', 'usd', 'daily')
-  for (const [k, c] of [['x', 1], ['y', 2.5], ['z', 4], ['x', 0.5]]) await store.consume(k, d, c)
-  await store.consume('x', dim('total-pool', 'usd', 'weekly'), 100)
-  await store.consume('x', dim('other-pool', 'usd', 'daily'), 100)
-  assert.equal(await store.poolConsumedTotal('total-pool', d), 8)
-})
-
-test('poolUsageWithDimensions: snapshot shape, fair share, deficit, borrowing, burnRate', async () => {
-  qe.createPool({ connectionId: 'conn-snap', name: 'snap', allocations: [
-    { apiKeyId: 'ka', weight: 60, policy: 'hard' },
-    { apiKeyId: 'kb', weight: 40, policy: 'soft' },
-  ] })
-  const poolId = qe.listPools({}).items.find((p) => p.name === 'snap').id
-  await store.consume('ka', dim(poolId, 'tokens', 'daily'), 700)
-  await store.consume('kb', dim(poolId, 'tokens', 'daily'), 100)
-  const snap = await store.poolUsageWithDimensions(poolId, [
-    { unit: 'tokens', window: 'daily', limit: 1000 },
-    { unit: 'requests', window: 'fortnightly', limit: 5 },
-    { unit: 'requests', window: 'hourly', limit: 10 },
-  ])
-  assert.equal(snap.poolId, poolId)
-  assert.equal(new Date(snap.generatedAt).toISOString(), snap.generatedAt)
-  assert.ok(Math.abs(Date.parse(snap.generatedAt) - Date.now()) < 60_000)
-  assert.equal(snap.dimensions.length, 2, 'the unknown window is skipped')
-  const [tok, req] = snap.dimensions
-  assert.deepEqual([tok.unit, tok.window, tok.limit, tok.consumedTotal], ['tokens', 'daily', 1000, 800])
-  const byKey = Object.fromEntries(tok.perKey.map((p) => [p.apiKeyId, p]))
-  assert.deepEqual(byKey.ka, { apiKeyId: 'ka', consumed: 700, fairShare: 600, deficit: 100, borrowing: true })
-  assert.deepEqual(byKey.kb, { apiKeyId: 'kb', consumed: 100, fairShare: 400, deficit: -300, borrowing: false })
-  assert.deepEqual([req.unit, req.window, req.limit, req.consumedTotal], ['requests', 'hourly', 10, 0])
-  for (const p of req.perKey) assert.equal(p.fairShare, p.apiKeyId === 'ka' ? 6 : 4)
-  assert.ok(snap.burnRate, 'burnRate present for a tokens dimension with consumption')
-  assert.ok(snap.burnRate.tokensPerSecond > 0)
-  assert.ok(snap.burnRate.timeToExhaustionMs === null || snap.burnRate.timeToExhaustionMs >= 0)
-})
-
-test('zero-weight pool: fairShare 0 for all keys; unknown pool: dimensions []', async () => {
-  const p = qe.createPool({ connectionId: 'conn-zero', name: 'zero', allocations: [
-    { apiKeyId: 'z1', weight: 0, policy: 'hard' }, { apiKeyId: 'z2', weight: 0, policy: 'burst' },
-  ] })
-  await store.consume('z1', dim(p.id, 'usd', 'daily'), 3)
-  const snap = await store.poolUsageWithDimensions(p.id, [{ unit: 'usd', window: 'daily', limit: 50 }])
-  assert.equal(snap.dimensions[0].perKey.length, 2)
-  for (const k of snap.dimensions[0].perKey) assert.equal(k.fairShare, 0)
-  const z1 = snap.dimensions[0].perKey.find((k) => k.apiKeyId === 'z1')
-  assert.deepEqual([z1.consumed, z1.deficit, z1.borrowing], [3, 3, true])
-  assert.equal(snap.burnRate, undefined)
-  const none = await store.poolUsage('no-such-pool')
-  assert.equal(none.poolId, 'no-such-pool')
-  assert.deepEqual(none.dimensions, [])
-  const none2 = await store.poolUsageWithDimensions('no-such-pool', [{ unit: 'usd', window: 'daily', limit: 1 }])
-  assert.deepEqual(none2.dimensions, [])
 })
 
 test('rows the host writes through its own connection are seen by the very next engine call', async () => {
@@ -260,16 +190,4 @@ test('importLegacyPools imports once; the second call is a no-op', () => {
   assert.equal(after1, n, 'pools exist already, so even the first call imports nothing')
   qe.importLegacyPools(legacy)
   assert.equal(count('quota_pools'), after1)
-})
-
-test('consume with bad cost or empty apiKeyId rejects and writes nothing', async () => {
-  const d = dim('bad-pool')
-  const n = count('quota_consumption')
-  for (const cost of [NaN, -1, 'x', Infinity]) {
-    await assert.rejects(store.consume('bk', d, cost), (e) => (e instanceof TypeError || e instanceof RangeError) && e.code === 'ERR_QUOTA_INVALID_ARG' && /cost/.test(e.message), `cost ${String(cost)}`)
-  }
-  await assert.rejects(store.consume('', d, 1), (e) => (e instanceof TypeError || e instanceof RangeError) && e.code === 'ERR_QUOTA_INVALID_ARG' && /apiKeyId/.test(e.message))
-  await assert.rejects(store.consume('bk', { poolId: 'bad-pool', unit: 'bytes', window: 'daily' }, 1), (e) => e.code === 'ERR_QUOTA_INVALID_ARG')
-  assert.equal(count('quota_consumption'), n)
-  assert.equal(await store.peek('bk', d), 0)
 })

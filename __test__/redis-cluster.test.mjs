@@ -1,0 +1,128 @@
+// The Redis driver on a Redis Cluster (opt-in): three `redis-server --cluster-enabled yes`
+// nodes joined by `redis-cli --cluster create`, started here. The shared store suite runs
+// on it, every key of a pool carries the pool's hash tag (so each script's keys share a
+// slot), and the hot path works end to end.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { makeDataDir } from './support/store-env.mjs'
+import { storeSuite } from './support/store-suite.mjs'
+import { REDIS_SKIP, startCluster, rawCommand } from './support/redis-server.mjs'
+import { RedisQuotaStore, getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+
+makeDataDir('redis-cluster')
+const require = createRequire(import.meta.url)
+const native = require('../binding.js')
+const { closeQuotaDb, createPool, upsertProviderPlan } = require('@omniroute/quota-engine')
+const skip = REDIS_SKIP
+let cluster
+
+before(async () => {
+  if (!skip) cluster = await startCluster()
+})
+
+after(async () => {
+  resetRedisClient()
+  resetQuotaStoreSingleton()
+  closeQuotaDb()
+  await cluster?.stop()
+})
+
+/** Every key on every node (a test-sized keyspace). */
+async function allKeys() {
+  const keys = []
+  for (const node of cluster.nodes) {
+    const reply = await rawCommand(node.port, 'KEYS *')
+    // RESP array: *N, then $len / value pairs.
+    const lines = reply.split('\r\n')
+    for (let i = 1; i < lines.length; i++) if (!lines[i].startsWith('$') && lines[i] !== '') keys.push({ node: node.port, key: lines[i] })
+  }
+  return keys
+}
+
+async function dbsize() {
+  let total = 0
+  for (const node of cluster.nodes) total += Number((await rawCommand(node.port, 'DBSIZE')).slice(1))
+  return total
+}
+
+storeSuite(
+  'redis-cluster',
+  () => ({
+    store: new RedisQuotaStore(cluster.url),
+    at: {
+      consume: (apiKeyId, dim, cost, nowMs) => native.redisStoreConsume(cluster.url, apiKeyId, dim, cost, nowMs),
+      peek: (apiKeyId, dim, nowMs) => native.redisStorePeek(cluster.url, apiKeyId, dim, nowMs),
+      poolConsumedTotal: (dim, nowMs) => native.redisStorePoolConsumedTotal(cluster.url, dim, nowMs),
+    },
+    countWrites: dbsize,
+  }),
+  { skip },
+)
+
+test('cluster keys carry the pool hash tag, so every key of a pool lives on one node', { skip }, async () => {
+  const store = new RedisQuotaStore(cluster.url)
+  const pools = ['tag-a', 'tag-b', 'tag-c', 'tag-d', 'tag-e', 'tag-f']
+  for (const pool of pools) {
+    for (const key of ['k1', 'k2', 'k3']) {
+      await store.consume(key, { poolId: pool, unit: 'tokens', window: 'daily' }, 1)
+      await store.consume(key, { poolId: `${pool}:model:m`, unit: 'requests', window: 'hourly' }, 1)
+    }
+  }
+  const keys = await allKeys()
+  const nodesUsed = new Set()
+  for (const pool of pools) {
+    const mine = keys.filter((k) => k.key.includes(`{${pool}}`))
+    assert.equal(mine.length, 3 * 2 + 2, `${pool}: 6 buckets and 2 members sets`)
+    assert.ok(mine.some((k) => k.key === `omniroute:quota:{${pool}}:k1:${pool}:tokens:daily:${Math.floor(Date.now() / 86_400_000)}`), JSON.stringify(mine))
+    assert.ok(mine.some((k) => k.key === `omniroute:quota-members:{${pool}}:${pool}:model:m:requests:hourly`))
+    assert.equal(new Set(mine.map((k) => k.node)).size, 1, `${pool} is on one node`)
+    nodesUsed.add(mine[0].node)
+  }
+  assert.ok(nodesUsed.size > 1, 'pools spread over the cluster')
+  const client = await getRedisClient(cluster.url)
+  assert.equal(await client.ping(), 'PONG')
+})
+
+test('QUOTA_STORE_REDIS_CLUSTER switches a redis:// URL to the cluster layout', { skip }, async () => {
+  process.env.QUOTA_STORE_REDIS_CLUSTER = 'true'
+  try {
+    const url = `redis://127.0.0.1:${cluster.nodes[1].port}/0`
+    const info = native.redisTarget(url)
+    assert.equal(info.cluster, true)
+    const store = new RedisQuotaStore(url)
+    assert.equal(await store.consume('sw', { poolId: 'switched', unit: 'usd', window: 'daily' }, 2.5), 2.5)
+    assert.ok((await allKeys()).some((k) => k.key.startsWith('omniroute:quota:{switched}:sw:switched:usd:daily:')))
+  } finally {
+    delete process.env.QUOTA_STORE_REDIS_CLUSTER
+  }
+})
+
+test('the hot path on a cluster: the factory picks it, record writes, enforce blocks at the ceiling', { skip }, async () => {
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  process.env.QUOTA_STORE_REDIS_URL = cluster.url
+  resetQuotaStoreSingleton()
+  try {
+    assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+    const pool = createPool({ connectionId: 'cluster-conn', name: 'cluster-pool', allocations: [
+      { apiKeyId: 'c1', weight: 50, policy: 'hard' },
+      { apiKeyId: 'c2', weight: 50, policy: 'hard' },
+    ] })
+    upsertProviderPlan({ connectionId: 'cluster-conn', provider: 'acme', dimensions: [{ unit: 'requests', window: 'hourly', limit: 4 }], source: 'manual' })
+    const input = (apiKeyId) => ({ apiKeyId, connectionId: 'cluster-conn', provider: 'acme' })
+    for (let i = 0; i < 2; i++) await recordConsumption({ ...input('c1'), cost: {} })
+    assert.deepEqual(await enforceQuotaShare(input('c2')), { kind: 'allow', deprioritize: false })
+    for (let i = 0; i < 2; i++) await recordConsumption({ ...input('c2'), cost: {} })
+    const blocked = await enforceQuotaShare(input('c1'))
+    assert.equal(blocked.kind, 'block')
+    assert.equal(blocked.reason, 'Provider acme quota window is saturated; no shared capacity available')
+    const store = await getQuotaStore()
+    assert.equal(await store.poolConsumedTotal(pool.id, { poolId: pool.id, unit: 'requests', window: 'hourly' }), 4)
+  } finally {
+    delete process.env.QUOTA_STORE_DRIVER
+    delete process.env.QUOTA_STORE_REDIS_URL
+    resetQuotaStoreSingleton()
+  }
+})
