@@ -6,6 +6,35 @@ use crate::error::{ArgErrorKind, QuotaError, Result};
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue, Unknown};
 use napi::{Env, JsError, JsRangeError, JsTypeError};
 use std::future::Future;
+use std::sync::Once;
+
+static RUNTIME: Once = Once::new();
+
+/// The worker threads of the addon's tokio runtime: `QUOTA_STORE_REDIS_THREADS` (1..=16),
+/// default 1 — the Redis driver's work is I/O on one multiplexed connection, and each
+/// extra worker is one more thread handing tasks across cores.
+fn worker_threads() -> usize {
+  std::env::var("QUOTA_STORE_REDIS_THREADS")
+    .ok()
+    .and_then(|v| v.trim().parse::<usize>().ok())
+    .filter(|n| (1..=16).contains(n))
+    .unwrap_or(1)
+}
+
+/// Installs the addon's tokio runtime before its first use (napi's default would start
+/// one worker per core). Its threads never keep Node's event loop alive.
+pub(crate) fn ensure_runtime() {
+  RUNTIME.call_once(|| {
+    let built = tokio::runtime::Builder::new_multi_thread()
+      .worker_threads(worker_threads())
+      .thread_name("quota-engine-io")
+      .enable_all()
+      .build();
+    if let Ok(runtime) = built {
+      napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+    }
+  });
+}
 
 /// `err` as a JS error object wrapped for a rejection.
 pub(crate) fn rejection(env: &Env, err: QuotaError) -> napi::Error {
@@ -38,6 +67,7 @@ where
   T: Send + 'static,
   V: ToNapiValue,
 {
+  ensure_runtime();
   env.spawn_future_with_callback(
     async move { Ok(work.await) },
     move |env, result| match result {

@@ -12,6 +12,7 @@
 
 use super::db::with_store;
 use super::hot_path::{request_time, step_of, with_saturation, EnforceStep, Lookup};
+use super::promise::ensure_runtime;
 use super::redis_store::backend_for;
 use crate::core::enforce::{
   consumption_writes, plan_enforce, ConsumptionCost, EnforceStart, QuotaRequest,
@@ -69,6 +70,7 @@ pub fn redis_enforce_step<'env>(
     plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
     plan.reads(),
   );
+  ensure_runtime();
   let promise = env.spawn_future_with_callback(
     async move { Ok(counters::read(&backend, &batch).await) },
     move |_, values| {
@@ -123,9 +125,12 @@ pub fn redis_record_step<'env>(
   match prepared {
     Ok(None) => Ok(Either::A(None)),
     Err(err) => Ok(Either::A(Some(err.to_string()))),
-    Ok(Some(write)) => Ok(Either::B(env.spawn_future_with_callback(
-      async move { Ok(write.await.err().map(|e| e.to_string())) },
-      |_, message| Ok(message),
-    )?)),
+    Ok(Some(write)) => Ok(Either::B({
+      ensure_runtime();
+      env.spawn_future_with_callback(
+        async move { Ok(write.await.err().map(|e| e.to_string())) },
+        |_, message| Ok(message),
+      )?
+    })),
   }
 }
