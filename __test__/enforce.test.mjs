@@ -73,6 +73,17 @@ function hostConsume(key, dimensionKey, amount, windowMs = HOUR, bucketOffset = 
   host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = consumed + excluded.consumed').run(key, dimensionKey, bucket, amount, Date.now())
 }
 
+/**
+ * How much to put in the previous hourly bucket so that it alone weighs `weight` now (its
+ * weight decays over the hour); near the hour's end, waits for the next hour first so the
+ * bucket does not turn between writing and reading.
+ */
+async function previousFor(weight) {
+  const left = HOUR - (Date.now() % HOUR)
+  if (left < 5000) await new Promise((resolve) => setTimeout(resolve, left + 10))
+  return weight / (1 - (Date.now() % HOUR) / HOUR)
+}
+
 let connSeq = 0
 const conn = () => `conn-${++connSeq}`
 
@@ -140,7 +151,8 @@ test('steps 5–7: strict mode holds a hard key to its share, with retryAfterSec
   const id = hostPool({ connections: [c], allocations: [{ key: 'greedy', weight: 50 }, { key: 'quiet', weight: 50 }] })
   hostPlan(c, 'acme', [{ unit: 'requests', window: 'hourly', limit: 100 }])
   installHost({ dbPath, logger, onQuotaEvent: (event, payload) => events.push({ event, payload }), saturationFetchers: { acme: async () => 0.9 } })
-  hostConsume('greedy', `${id}:requests:hourly`, 50, HOUR, -1)
+  // greedy: 30 (the previous bucket, decayed) + 40 = 70 ≥ its share of 50, under the pool's 100.
+  hostConsume('greedy', `${id}:requests:hourly`, await previousFor(30), HOUR, -1)
   hostConsume('greedy', `${id}:requests:hourly`, 40)
   const result = await enforceQuotaShare({ apiKeyId: 'greedy', connectionId: c, provider: 'acme' })
   assert.equal(result.kind, 'block')

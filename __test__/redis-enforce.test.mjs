@@ -88,7 +88,19 @@ async function legacyConsume(apiKeyId, dimensionKey, amount, windowMs = HOUR, bu
   await plain.expire(key, Math.ceil((2 * windowMs) / 1000))
 }
 
+/**
+ * How much to put in the previous hourly bucket so that it alone weighs `weight` now (its
+ * weight decays over the hour); near the hour's end, waits for the next hour first so the
+ * bucket does not turn between writing and reading.
+ */
+async function previousFor(weight) {
+  const left = HOUR - (Date.now() % HOUR)
+  if (left < 5000) await new Promise((resolve) => setTimeout(resolve, left + 10))
+  return weight / (1 - (Date.now() % HOUR) / HOUR)
+}
+
 test('recordConsumption writes every plan dimension to Redis (not SQLite) in the host\'s format', { skip }, async () => {
+  await previousFor(0) // clear of the hour's end
   const { id, connection } = hostPool([{ key: 'rec', weight: 100 }])
   hostPlan(connection, 'mixed', [{ unit: 'tokens', window: 'hourly', limit: 1e6 }, { unit: 'usd', window: 'daily', limit: 100 }, { unit: 'requests', window: 'hourly', limit: 100 }, { unit: 'percent', window: '5h', limit: 100 }])
   host.prepare('INSERT INTO quota_allocation_model_caps (pool_id, api_key_id, model, cap_value, cap_unit) VALUES (?, ?, ?, ?, ?)').run(id, 'rec', 'm1', 1000, 'tokens')
@@ -127,7 +139,8 @@ test('strict mode on Redis: a hard key over its share is blocked with retryAfter
   const { id, connection } = hostPool([{ key: 'greedy', weight: 50 }, { key: 'quiet', weight: 50 }])
   hostPlan(connection, 'busy', [{ unit: 'requests', window: 'hourly', limit: 100 }])
   install({ saturationFetchers: { busy: async () => 0.9 } })
-  await legacyConsume('greedy', `${id}:requests:hourly`, 50, HOUR, -1)
+  // greedy: 30 (the previous bucket, decayed) + 40 = 70 ≥ its share of 50, under the pool's 100.
+  await legacyConsume('greedy', `${id}:requests:hourly`, await previousFor(30), HOUR, -1)
   await legacyConsume('greedy', `${id}:requests:hourly`, 40)
   const result = await enforceQuotaShare({ apiKeyId: 'greedy', connectionId: connection, provider: 'busy' })
   assert.equal(result.kind, 'block')

@@ -67,6 +67,12 @@ storeSuite(
 const bucketOf = (window, now = Date.now()) => Math.floor(now / WINDOW_MS[window])
 const keyOf = (apiKeyId, d, bucket) => `omniroute:quota:${apiKeyId}:${d.poolId}:${d.unit}:${d.window}:${bucket}`
 
+/** Waits out the last 2 s of an hour, so a test's writes and reads share their buckets. */
+async function clearOfHourEnd() {
+  const left = WINDOW_MS.hourly - (Date.now() % WINDOW_MS.hourly)
+  if (left < 2000) await new Promise((resolve) => setTimeout(resolve, left + 10))
+}
+
 /** What the host's TypeScript driver does per consume: INCRBYFLOAT, two EXPIREs, an MGET. */
 async function legacyConsume(apiKeyId, d, cost) {
   const bucket = bucketOf(d.window)
@@ -90,6 +96,7 @@ test('the compat entry: a class, one store per URL, resettable', { skip }, () =>
 })
 
 test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver writes and reads them', { skip }, async () => {
+  await clearOfHourEnd()
   const store = new RedisQuotaStore(server.url)
   const pool = createPool({ connectionId: 'conn-interop', name: 'interop', allocations: [
     { apiKeyId: 'old-replica-key', weight: 50, policy: 'hard' },
