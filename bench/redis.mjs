@@ -1,0 +1,188 @@
+// The Redis driver against what the host's TypeScript driver does today, on one
+// redis-server on this machine (loopback).
+//
+//   node bench/redis.mjs [--ops N] [--max-ms MS] [--url redis://host:port]
+//
+// Without --url a redis-server is started on a free loopback port and stopped at the end.
+// Rows: consume, peek, poolConsumedTotal (pools of 10 and 1 000 keys), enforceQuotaShare
+// (8 keys × 2 dimensions), serial and 64 concurrent (Promise.all batches of 64). The
+// baseline is a plain ioredis client doing what the TypeScript driver does: per consume
+// INCRBYFLOAT, two EXPIREs and an MGET (awaited one after the other, and pipelined in one
+// round trip); per peek an MGET; per pool total an MGET of every key's two buckets; per
+// enforce a peek and a pool total per dimension. Each row: a warm-up, then up to N ops or
+// MS ms, whichever comes first; latency per op from process.hrtime.bigint (concurrent
+// rows: from the batch's start to the op's resolution). Run the release build
+// (`node scripts/build-native.js` builds it).
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import Redis from 'ioredis'
+import { startRedis } from '../__test__/support/redis-server.mjs'
+
+const argv = process.argv.slice(2)
+const arg = (name, fallback) => {
+  const i = argv.indexOf(name)
+  return i >= 0 ? argv[i + 1] : fallback
+}
+const MAX_OPS = Number(arg('--ops', 20_000))
+const MAX_MS = Number(arg('--max-ms', 1_000))
+const WARMUP = Math.min(500, MAX_OPS)
+const CONCURRENCY = 64
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-bench-redis-'))
+process.env.DATA_DIR = tmp // the metadata (pools, plans) stays in SQLite
+
+const require = createRequire(import.meta.url)
+const engine = require('@omniroute/quota-engine')
+const native = require('../binding.js')
+
+const server = arg('--url') ? null : await startRedis()
+const url = arg('--url') || server.url
+const plain = new Redis(url)
+const store = new engine.RedisQuotaStore(url)
+const client = await engine.getRedisClient(url)
+
+const hr = () => process.hrtime.bigint()
+function summarize(latNs, count, totalNs) {
+  const sorted = Float64Array.from(latNs).sort()
+  const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] / 1e3
+  return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
+}
+
+async function serial(fn) {
+  for (let i = 0; i < WARMUP; i++) await fn(i)
+  const lat = []
+  const start = hr()
+  const deadline = start + BigInt(MAX_MS) * 1_000_000n
+  let i = 0
+  for (; i < MAX_OPS; i++) {
+    const t0 = hr()
+    await fn(i)
+    const t1 = hr()
+    lat.push(Number(t1 - t0))
+    if (t1 > deadline) { i++; break }
+  }
+  return summarize(lat, i, hr() - start)
+}
+
+async function concurrent(fn) {
+  const batch = async (base, lat) => {
+    const t0 = hr()
+    await Promise.all(Array.from({ length: CONCURRENCY }, (_, j) => fn(base + j).then(() => lat && lat.push(Number(hr() - t0)))))
+  }
+  for (let i = 0; i < WARMUP; i += CONCURRENCY) await batch(i, null)
+  const lat = []
+  const start = hr()
+  const deadline = start + BigInt(MAX_MS) * 1_000_000n
+  let i = 0
+  while (i < MAX_OPS) {
+    await batch(i, lat)
+    i += CONCURRENCY
+    if (hr() > deadline) break
+  }
+  return summarize(lat, i, hr() - start)
+}
+
+const rows = []
+async function row(operation, who, fn, { both = true } = {}) {
+  rows.push({ operation, who, mode: 'serial', ...(await serial(fn)) })
+  if (both) rows.push({ operation, who, mode: `${CONCURRENCY} concurrent`, ...(await concurrent(fn)) })
+}
+
+// What the TypeScript driver does.
+const HOUR = 3_600_000
+const TTL = Math.ceil((2 * HOUR) / 1000)
+const bucketKey = (apiKeyId, dim, bucket) => `omniroute:quota:${apiKeyId}:${dim.poolId}:${dim.unit}:${dim.window}:${bucket}`
+async function tsConsume(apiKeyId, dim, cost) {
+  const bucket = Math.floor(Date.now() / HOUR)
+  const curr = bucketKey(apiKeyId, dim, bucket)
+  const prev = bucketKey(apiKeyId, dim, bucket - 1)
+  await plain.incrbyfloat(curr, cost)
+  await plain.expire(curr, TTL)
+  await plain.expire(prev, TTL)
+  return plain.mget(curr, prev)
+}
+async function tsConsumePipelined(apiKeyId, dim, cost) {
+  const bucket = Math.floor(Date.now() / HOUR)
+  const curr = bucketKey(apiKeyId, dim, bucket)
+  const prev = bucketKey(apiKeyId, dim, bucket - 1)
+  return plain.pipeline().incrbyfloat(curr, cost).expire(curr, TTL).expire(prev, TTL).mget(curr, prev).exec()
+}
+function tsPeek(apiKeyId, dim) {
+  const bucket = Math.floor(Date.now() / HOUR)
+  return plain.mget(bucketKey(apiKeyId, dim, bucket), bucketKey(apiKeyId, dim, bucket - 1))
+}
+async function tsPoolTotal(keys, dim) {
+  const bucket = Math.floor(Date.now() / HOUR)
+  const values = await plain.mget(...keys.flatMap((k) => [bucketKey(k, dim, bucket), bucketKey(k, dim, bucket - 1)]))
+  return values.reduce((sum, v) => sum + (v === null ? 0 : Number(v)), 0)
+}
+
+function pool(size, name) {
+  const allocations = Array.from({ length: size }, (_, i) => ({ apiKeyId: `${name}-k${i}`, weight: 100 / size, policy: 'hard' }))
+  return engine.createPool({ connectionId: `${name}-conn`, name, allocations })
+}
+
+// consume / peek on one key.
+const dim = { poolId: 'bench', unit: 'requests', window: 'hourly' }
+await row('consume', 'engine (write.lua)', () => store.consume('k', dim, 1))
+await row('consume', 'baseline: INCRBYFLOAT, 2×EXPIRE, MGET awaited', () => tsConsume('k', dim, 1))
+await row('consume', 'baseline: the same 4 commands pipelined', () => tsConsumePipelined('k', dim, 1))
+await row('peek', 'engine (read.lua)', () => store.peek('k', dim))
+await row('peek', 'baseline: MGET', () => tsPeek('k', dim))
+
+// Pool totals: the engine sums the allocations' buckets (and the members set) in Lua.
+for (const size of [10, 1000]) {
+  const p = pool(size, `pool${size}`)
+  const d = { poolId: p.id, unit: 'tokens', window: 'hourly' }
+  const keys = p.allocations.map((a) => a.apiKeyId)
+  for (const k of keys) await store.consume(k, d, 3)
+  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua)', () => store.poolConsumedTotal(p.id, d))
+  await row(`poolConsumedTotal, ${size} keys`, `baseline: MGET of ${2 * size} keys`, () => tsPoolTotal(keys, d))
+}
+
+// The hot path: 8 keys, a plan with 2 dimensions, saturation cached.
+const hot = pool(8, 'hot')
+engine.upsertProviderPlan({ connectionId: 'hot-conn', provider: 'bench', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }, { unit: 'tokens', window: 'hourly', limit: 1e12 }], source: 'manual' })
+engine.registerSaturationFetcher('bench', async () => 0.1)
+const hotKeys = hot.allocations.map((a) => a.apiKeyId)
+const request = (i) => ({ apiKeyId: hotKeys[i % 8], connectionId: 'hot-conn', provider: 'bench' })
+const hotDims = [{ poolId: hot.id, unit: 'requests', window: 'hourly' }, { poolId: hot.id, unit: 'tokens', window: 'hourly' }]
+for (const k of hotKeys) await engine.recordConsumption({ apiKeyId: k, connectionId: 'hot-conn', provider: 'bench', cost: { tokens: 100 } })
+
+process.env.QUOTA_STORE_DRIVER = 'redis'
+process.env.QUOTA_STORE_REDIS_URL = url
+engine.resetQuotaStoreSingleton()
+if (!((await engine.getQuotaStore()) instanceof engine.RedisQuotaStore)) throw new Error('the factory did not pick Redis')
+await row('enforceQuotaShare, 2 dims', 'engine on Redis (one read.lua)', (i) => engine.enforceQuotaShare(request(i)))
+await row('enforceQuotaShare, no pool', 'engine on Redis (decided from metadata)', (i) => engine.enforceQuotaShare({ ...request(i), apiKeyId: 'nobody' }), { both: false })
+await row('enforceQuotaShare, 2 dims', 'baseline: peek + pool total per dimension', async (i) => {
+  const k = hotKeys[i % 8]
+  await Promise.all(hotDims.flatMap((d) => [tsPeek(k, d), tsPoolTotal(hotKeys, d)]))
+})
+await row('recordConsumption, 2 dims', 'engine on Redis (one write.lua)', (i) => engine.recordConsumption({ ...request(i), cost: { tokens: 10 } }))
+await row('recordConsumption, 2 dims', 'baseline: consume per dimension', (i) => Promise.all(hotDims.map((d) => tsConsume(hotKeys[i % 8], d, d.unit === 'tokens' ? 10 : 1))))
+
+delete process.env.QUOTA_STORE_DRIVER
+delete process.env.QUOTA_STORE_REDIS_URL
+engine.resetQuotaStoreSingleton()
+await engine.getQuotaStore()
+await row('enforceQuotaShare, 2 dims', 'engine on SQLite (sync crossing)', (i) => engine.enforceQuotaShare(request(i)))
+
+// What the async crossing itself costs: the same PING through the engine and through ioredis.
+await row('PING', 'engine client (napi promise + tokio)', () => client.ping())
+await row('PING', 'ioredis', () => plain.ping())
+await row('crossing only', 'engine: redisTarget (sync, no I/O)', () => native.redisTarget(url), { both: false })
+
+const fmt = (n) => (n >= 100 ? n.toFixed(0) : n.toFixed(1))
+console.log(`\n\`node bench/redis.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\` — ${os.cpus().length} × ${os.cpus()[0].model.trim()}, Node ${process.version}, redis-server ${(await plain.info('server')).match(/redis_version:(\S+)/)[1]} on loopback\n`)
+console.log('| operation | implementation | mode | ops/s | p50 µs | p99 µs |')
+console.log('|---|---|---|---:|---:|---:|')
+for (const r of rows) console.log(`| ${r.operation} | ${r.who} | ${r.mode} | ${Math.round(r.opsPerSec).toLocaleString('en-US')} | ${fmt(r.p50)} | ${fmt(r.p99)} |`)
+
+plain.disconnect()
+engine.resetRedisClient()
+engine.closeQuotaDb()
+await server?.stop()
+fs.rmSync(tmp, { recursive: true, force: true })
