@@ -322,3 +322,22 @@ test('a selection is synchronous', () => {
   const result = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
   assert.ok(!(result instanceof Promise))
 })
+
+test('a targets array reused and changed in place is read afresh on every call', () => {
+  const list = targets('A', 'B')
+  pick(list)
+  pick(list) // the array is now cached on the JavaScript side
+  // A new connection: its saturation must gate the target.
+  saturate('conn-Z', '5h')
+  list[0].connectionId = 'conn-Z'
+  assert.equal(keys(selectQuotaShareTarget(list, COMBO, MODEL, T0).orderedTargets), 'BA')
+  _clearInflightForTest()
+  // A new object in the same slot, and a new weight.
+  list[0] = { executionKey: 'A', connectionId: 'conn-A', weight: 1 }
+  list[1].weight = 3
+  _clearDrrStateForTest()
+  assert.equal(Array.from({ length: 4 }, () => pick(list)).join(''), 'BABB')
+  // A longer array.
+  list.push({ executionKey: 'C', connectionId: 'conn-C', weight: 100 })
+  assert.equal(pick(list), 'C')
+})
