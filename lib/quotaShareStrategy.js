@@ -22,8 +22,7 @@ const native = require('../binding.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
 const internSymbol = native.__quotaShareSymbol
-const selectNative = native.__quotaShareSelect
-const releaseNative = native.__quotaShareRelease
+const { select: selectNative, release: releaseNative } = native.__quotaShareCrossing()
 
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()

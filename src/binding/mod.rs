@@ -10,5 +10,6 @@ mod fair_share;
 mod inflight;
 mod plans;
 mod quota_share;
+mod raw_call;
 mod scheduler_state;
 mod types;
