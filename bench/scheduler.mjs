@@ -7,10 +7,12 @@
 //
 // Both sides see the same scenario: targets on distinct connections with weights 1..3, a
 // concurrency cap Map over half of them, one target saturated (N >= 8), the clock moving
-// 1 ms per selection, and the same targets array on every call (the native side does not
-// cache anything per array, so reusing it flatters neither). Rounds alternate between the
-// two sides; the table shows the median round. p50/p99 come from timing single calls with
-// process.hrtime.bigint(), which adds its own ~50 ns to both sides.
+// 1 ms per selection. "native" passes the same targets array on every call, which lets the
+// JavaScript shell reuse what it extracted from it (lib/quotaShareStrategy.js, still
+// re-reading every field); "native, no reuse" alternates two arrays holding the same
+// objects, so every call extracts afresh — a host that builds a new array per request.
+// Rounds alternate between the sides; the table shows the median round. p50/p99 come from
+// timing single calls with process.hrtime.bigint(), which adds its own ~50 ns to each.
 import { createRequire } from 'node:module'
 import os from 'node:os'
 
@@ -38,12 +40,21 @@ const sides = {
     name: 'native',
     select: native.selectQuotaShareTarget,
     recordUsage: native.recordUsage,
-    reset() {
-      native._clearDrrStateForTest()
-      native._clearInflightForTest()
-      native._clearBucketsForTest()
-    },
+    reset: resetNative,
   },
+  fresh: {
+    name: 'native, no reuse',
+    select: native.selectQuotaShareTarget,
+    recordUsage: native.recordUsage,
+    reset: resetNative,
+    alternate: true,
+  },
+}
+
+function resetNative() {
+  native._clearDrrStateForTest()
+  native._clearInflightForTest()
+  native._clearBucketsForTest()
 }
 
 function scenario(n, side) {
@@ -58,11 +69,13 @@ function scenario(n, side) {
   }))
   const caps = new Map(targets.filter((_, i) => i % 2 === 0).map((t) => [t.connectionId, 4]))
   if (n >= 8) side.recordUsage(targets[n - 1].connectionId, '5h', 100, null, T0)
-  return { targets, options: { maxConcurrentByConnection: caps } }
+  // Two arrays holding the same objects, used in turn by a side that alternates.
+  const arrays = side.alternate ? [targets, [...targets]] : [targets, targets]
+  return { targets, arrays, options: { maxConcurrentByConnection: caps } }
 }
 
 /** Runs selections for about `ms` milliseconds; returns ops/s. */
-function throughput(side, { targets, options }, clock, ms) {
+function throughput(side, { arrays, options }, clock, ms) {
   const select = side.select
   let ops = 0
   const start = process.hrtime.bigint()
@@ -70,7 +83,7 @@ function throughput(side, { targets, options }, clock, ms) {
   let now = process.hrtime.bigint()
   while (now < deadline) {
     for (let i = 0; i < 256; i++) {
-      const result = select(targets, COMBO, MODEL, clock.now++, options)
+      const result = select(arrays[i & 1], COMBO, MODEL, clock.now++, options)
       result.decrementInflight()
     }
     ops += 256
@@ -80,10 +93,11 @@ function throughput(side, { targets, options }, clock, ms) {
 }
 
 /** Times `count` single calls; returns [p50, p99] in ns. */
-function latencies(side, { targets, options }, clock, count) {
+function latencies(side, { arrays, options }, clock, count) {
   const select = side.select
   const samples = new Float64Array(count)
   for (let i = 0; i < count; i++) {
+    const targets = arrays[i & 1]
     const start = process.hrtime.bigint()
     const result = select(targets, COMBO, MODEL, clock.now++, options)
     result.decrementInflight()
@@ -123,27 +137,39 @@ function fmtNs(ns) {
 const rows = []
 for (const n of SIZES) {
   checkSameChoices(n)
-  const results = { js: { ops: [], p50: [], p99: [] }, native: { ops: [], p50: [], p99: [] } }
-  const setups = { js: scenario(n, sides.js), native: scenario(n, sides.native) }
-  const clocks = { js: { now: T0 }, native: { now: T0 } }
-  for (const key of ['js', 'native']) throughput(sides[key], setups[key], clocks[key], ROUND_MS) // warm-up
+  const keys = ['js', 'native', 'fresh']
+  const results = {}
+  const setups = {}
+  const clocks = {}
+  for (const key of keys) {
+    results[key] = { ops: [], p50: [], p99: [] }
+    clocks[key] = { now: T0 }
+  }
+  for (const key of keys) {
+    setups[key] = scenario(n, sides[key])
+    throughput(sides[key], setups[key], clocks[key], ROUND_MS) // warm-up
+  }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const key of round % 2 === 0 ? ['js', 'native'] : ['native', 'js']) {
+    for (const key of round % 2 === 0 ? keys : [...keys].reverse()) {
+      if (key !== 'js') setups[key] = scenario(n, sides[key]) // the native state is shared
+
       results[key].ops.push(throughput(sides[key], setups[key], clocks[key], ROUND_MS))
       const [p50, p99] = latencies(sides[key], setups[key], clocks[key], Math.floor(SAMPLES / ROUNDS))
       results[key].p50.push(p50)
       results[key].p99.push(p99)
     }
   }
-  const js = { ops: median(results.js.ops), p50: median(results.js.p50), p99: median(results.js.p99) }
-  const nat = { ops: median(results.native.ops), p50: median(results.native.p50), p99: median(results.native.p99) }
-  rows.push({ n, js, nat, ratio: js.ops / nat.ops })
+  const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
+  rows.push({ n, js: summary('js'), nat: summary('native'), fresh: summary('fresh') })
 }
 
 console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
 console.log('')
-console.log('| N | JavaScript ops/s | native ops/s | JavaScript p50 | native p50 | JavaScript p99 | native p99 | native time ÷ JS time |')
-console.log('|---:|---:|---:|---:|---:|---:|---:|---:|')
-for (const { n, js, nat, ratio } of rows) {
-  console.log(`| ${n} | ${fmtOps(js.ops)} | ${fmtOps(nat.ops)} | ${fmtNs(js.p50)} | ${fmtNs(nat.p50)} | ${fmtNs(js.p99)} | ${fmtNs(nat.p99)} | ${ratio.toFixed(2)}× |`)
+console.log('| N | | ops/s | p50 | p99 | time ÷ JavaScript time |')
+console.log('|---:|---|---:|---:|---:|---:|')
+for (const { n, js, nat, fresh } of rows) {
+  for (const [label, r] of [['JavaScript', js], ['native', nat], ['native, no reuse', fresh]]) {
+    const ratio = label === 'JavaScript' ? '' : `${(js.ops / r.ops).toFixed(2)}×`
+    console.log(`| ${label === 'JavaScript' ? n : ''} | ${label} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio} |`)
+  }
 }

@@ -36,6 +36,25 @@ function symbolOf(name) {
   return symbol
 }
 
+/**
+ * executionKey → { symbol, connectionId, connection }: the symbols of a target's execution
+ * key and of the connection it was last seen with, so reading a target costs one lookup.
+ */
+const targetSymbols = new Map()
+
+function symbolsOf(executionKey, connectionId) {
+  let record = targetSymbols.get(executionKey)
+  if (record === undefined) {
+    record = { symbol: symbolOf(executionKey), connectionId: undefined, connection: NO_CONNECTION }
+    targetSymbols.set(executionKey, record)
+  }
+  if (record.connectionId !== connectionId) {
+    record.connectionId = connectionId
+    record.connection = connectionId ? symbolOf(connectionId) : NO_CONNECTION
+  }
+  return record
+}
+
 // Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
 // weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
 // the order (n indices).
@@ -48,13 +67,15 @@ const NO_CONNECTION = -1
  * uses the first `count`.
  */
 class Extraction {
-  constructor(capacity) {
+  /** `recording`: keep the objects and values read, to see changes on the next call. */
+  constructor(capacity, recording) {
     this.capacity = capacity
+    this.recording = recording
     this.buffer = new Float64Array(capacity * (STRIDE + 1))
-    this.objects = new Array(capacity).fill(null)
-    this.keys = new Array(capacity).fill(null)
-    this.connections = new Array(capacity).fill(null)
-    this.weights = new Array(capacity).fill(null)
+    this.objects = recording ? new Array(capacity).fill(null) : null
+    this.keys = recording ? new Array(capacity).fill(null) : null
+    this.connections = recording ? new Array(capacity).fill(null) : null
+    this.weights = recording ? new Array(capacity).fill(null) : null
   }
 
   /** Reads target `i` (validating it) into the buffer and the record. */
@@ -63,21 +84,21 @@ class Extraction {
     const executionKey = target.executionKey
     if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
     const connectionId = target.connectionId
-    let connection = NO_CONNECTION
-    if (typeof connectionId === 'string') {
-      if (connectionId !== '') connection = symbolOf(connectionId)
-    } else if (connectionId !== undefined && connectionId !== null) {
+    if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
       throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
     }
+    const symbols = symbolsOf(executionKey, connectionId)
     const weight = target.weight
     const at = i * STRIDE
-    this.buffer[at] = symbolOf(executionKey)
-    this.buffer[at + 1] = connection
+    this.buffer[at] = symbols.symbol
+    this.buffer[at + 1] = symbols.connection
     this.buffer[at + 2] = typeof weight === 'number' ? weight : NaN
-    this.objects[i] = target
-    this.keys[i] = executionKey
-    this.connections[i] = connectionId
-    this.weights[i] = weight
+    if (this.recording) {
+      this.objects[i] = target
+      this.keys[i] = executionKey
+      this.connections[i] = connectionId
+      this.weights[i] = weight
+    }
   }
 
   /** Reads the first `count` targets. */
@@ -102,16 +123,17 @@ class Extraction {
   }
 
   /**
-   * Writes the cap of each of the first `count` targets: from `caps` (a Map id → cap)
+   * Writes the cap of each of the first `count` targets (just read, so their connection
+   * ids are the ones in the buffer): from `caps` (a Map id → cap)
    * when its value is a number, else NaN (no cap). Every slot is written on every call:
    * a slot may hold the order a smaller selection wrote back into this buffer.
    */
-  fillCaps(caps, count) {
-    const { buffer, connections } = this
+  fillCaps(caps, targets, count) {
+    const buffer = this.buffer
     for (let i = 0, at = 3; i < count; i++, at += STRIDE) {
       let cap = NaN
       if (caps !== undefined && buffer[at - 2] !== NO_CONNECTION) {
-        const value = caps.get(connections[i])
+        const value = caps.get(targets[i].connectionId)
         if (typeof value === 'number') cap = value
       }
       buffer[at] = cap
@@ -124,7 +146,7 @@ const extractions = new WeakMap()
 /** The last array read without a cache entry: a second call with it creates one. */
 let lastArray = null
 /** The extraction of arrays seen once, reused (grown on demand). */
-let scratch = new Extraction(64)
+let scratch = new Extraction(64, false)
 
 function extract(targets, count) {
   const cached = extractions.get(targets)
@@ -134,11 +156,11 @@ function extract(targets, count) {
   }
   let extraction
   if (targets === lastArray || cached !== undefined) {
-    extraction = new Extraction(count)
+    extraction = new Extraction(count, true)
     extractions.set(targets, extraction)
     lastArray = null
   } else {
-    if (scratch.capacity < count) scratch = new Extraction(Math.max(count, scratch.capacity * 2))
+    if (scratch.capacity < count) scratch = new Extraction(Math.max(count, scratch.capacity * 2), false)
     extraction = scratch
     lastArray = targets
   }
@@ -175,7 +197,7 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
 
   const extraction = extract(targets, count)
-  extraction.fillCaps(caps, count)
+  extraction.fillCaps(caps, targets, count)
   const buffer = extraction.buffer
   selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
 

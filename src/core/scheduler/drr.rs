@@ -40,11 +40,15 @@ fn descending_key(deficit: f64) -> u64 {
 }
 
 /// One combo's deficits: an index per execution key into a flat vector, so a round does
-/// one hash lookup per target. Keys are never removed (only the whole combo is).
+/// one hash lookup per target — none when the targets are those of the previous round,
+/// the usual case. Keys are never removed (only the whole combo is).
 #[derive(Debug, Clone)]
 struct ComboState<K> {
   index: FxHashMap<K, usize>,
   deficits: Vec<f64>,
+  /// The keys of the previous round and their slots.
+  last_keys: Vec<K>,
+  last_slots: Vec<usize>,
 }
 
 impl<K> Default for ComboState<K> {
@@ -52,6 +56,8 @@ impl<K> Default for ComboState<K> {
     ComboState {
       index: FxHashMap::default(),
       deficits: Vec::new(),
+      last_keys: Vec::new(),
+      last_slots: Vec::new(),
     }
   }
 }
@@ -65,6 +71,19 @@ impl<K: Eq + Hash + Clone> ComboState<K> {
     self.index.insert(key.clone(), slot);
     self.deficits.push(0.0);
     slot
+  }
+
+  /// Fills `slots` with the slot of each key, in order.
+  fn slots_of(&mut self, keys: &[K], slots: &mut Vec<usize>) {
+    if self.last_keys.as_slice() == keys {
+      slots.extend_from_slice(&self.last_slots);
+      return;
+    }
+    slots.extend(keys.iter().map(|key| self.slot(key)));
+    self.last_keys.clear();
+    self.last_keys.extend_from_slice(keys);
+    self.last_slots.clear();
+    self.last_slots.extend_from_slice(slots);
   }
 }
 
@@ -115,10 +134,9 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
     slots.clear();
     keyed.clear();
     let state = self.combo_state(combo);
-    for (key, &weight) in keys.iter().zip(weights) {
-      let slot = state.slot(key);
+    state.slots_of(keys, &mut slots);
+    for (&slot, &weight) in slots.iter().zip(weights) {
       state.deficits[slot] += effective_weight(weight) / total;
-      slots.push(slot);
     }
     // Rank by descending deficit with a stable sort (ties keep input order) on plain
     // integer keys: no indirection in the comparisons, which are most of a round's cost at
@@ -237,6 +255,26 @@ mod tests {
     assert!((drr.deficit(&"c", &"B") - third).abs() < 1e-12);
     drr.round(&"c", &["A", "B", "C"], &[1.0, 1.0, 1.0], &mut rank);
     assert_eq!(rank, vec![1, 2, 0], "the rank is by deficit, largest first");
+  }
+
+  #[test]
+  fn deficits_follow_keys_when_the_target_set_changes() {
+    let mut drr = Drr::default();
+    let mut rank = Vec::new();
+    drr.round(&"c", &["A", "B"], &[1.0, 1.0], &mut rank); // A: -0.5, B: 0.5
+    drr.round(&"c", &["B", "A"], &[1.0, 1.0], &mut rank); // B wins: B: 0, A: 0
+    assert_eq!(rank, vec![0, 1]);
+    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
+    assert_eq!(drr.deficit(&"c", &"B"), 0.0);
+    drr.round(&"c", &["C", "B"], &[3.0, 1.0], &mut rank); // C: 0.75 - 1, B: 0.25
+    assert_eq!(rank, vec![0, 1]);
+    assert_eq!(drr.deficit(&"c", &"C"), -0.25);
+    assert_eq!(drr.deficit(&"c", &"B"), 0.25);
+    assert_eq!(
+      drr.deficit(&"c", &"A"),
+      0.0,
+      "a target not in the round keeps its deficit"
+    );
   }
 
   #[test]
