@@ -106,10 +106,7 @@ impl SqliteDb {
       f(self)
     };
     let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
-    match (
-      result,
-      self.conn.execute_batch(end).ctx("ending a transaction"),
-    ) {
+    match (result, self.exec_cached(end).ctx("ending a transaction")) {
       (Ok(value), Ok(())) => Ok(value),
       (Ok(_), Err(err)) => {
         let _ = self.conn.execute_batch("ROLLBACK");
@@ -123,10 +120,7 @@ impl SqliteDb {
   /// change to migrate, the transaction is abandoned, the migration runs outside it, and
   /// the transaction starts again.
   fn begin_fresh(&self, begin: &str) -> crate::error::Result<()> {
-    self
-      .conn
-      .execute_batch(begin)
-      .ctx("starting a transaction")?;
+    self.exec_cached(begin).ctx("starting a transaction")?;
     if let Err(err) = self.refresh_cache() {
       let _ = self.conn.execute_batch("ROLLBACK");
       return Err(err);
@@ -137,10 +131,7 @@ impl SqliteDb {
         .execute_batch("ROLLBACK")
         .ctx("ending a transaction")?;
       self.refresh_cache()?;
-      self
-        .conn
-        .execute_batch(begin)
-        .ctx("starting a transaction")?;
+      self.exec_cached(begin).ctx("starting a transaction")?;
       if let Err(err) = self.refresh_cache() {
         let _ = self.conn.execute_batch("ROLLBACK");
         return Err(err);
@@ -148,6 +139,12 @@ impl SqliteDb {
     }
     self.cache.borrow_mut().scope_fresh = true;
     Ok(())
+  }
+
+  /// Runs a statement without parameters through the statement cache (`execute_batch`
+  /// would parse it again on every call).
+  fn exec_cached(&self, sql: &str) -> rusqlite::Result<()> {
+    self.conn.prepare_cached(sql)?.execute([]).map(|_| ())
   }
 
   /// `load` in its own read transaction, or in the one already open.
