@@ -33,6 +33,12 @@ export declare function _clearDrrStateForTest(): void
 /** Tests only: forgets every in-flight slot. */
 export declare function _clearInflightForTest(): void
 
+/** `_clearRateLimitHeaders()`. */
+export declare function _clearRateLimitHeaders(): void
+
+/** `_clearSaturationCache()`. */
+export declare function _clearSaturationCache(): void
+
 /**
  * Tests only: the DRR deficit of `executionKey` in `comboName` (0 when there is none).
  *
@@ -59,12 +65,28 @@ export interface AccountQuota {
   unlimited?: boolean
 }
 
+/** `{ curr, prev }` of the key's counter around `currentBucket`. */
+export interface BucketPair {
+  curr: number
+  prev: number
+}
+
 /** How fast a pool burns its quota. */
 export interface BurnRate {
   tokensPerSecond: number
   /** `remaining / rate`, or `null` when the rate is 0 or nothing remains to spend. */
   timeToExhaustionMs: number | null
 }
+
+/** The cached saturation, or `null` on a miss. */
+export declare function cachedSaturation(provider: string, connectionId: string, unit: string, window: string, now?: number | undefined | null): number | null
+
+/**
+ * Closes the engine's connection (prepared statements and cached rows go with it); the
+ * next call reopens, resolving the path again. Call it after the host closed its own
+ * connection (the reset order of the host's tests), or at shutdown.
+ */
+export declare function closeQuotaDb(): void
 
 /**
  * The EMA (α = 0.3) of per-second rates over consecutive `{ ts, consumed }` samples,
@@ -77,6 +99,26 @@ export declare function computeBurnRate(history: Array<{ ts: number; consumed: n
  * window began (at least 1 ms); zero input → zeros.
  */
 export declare function computeBurnRateFromWindow(consumedTotal: number, windowMs: number, remaining?: number): BurnRate
+
+/**
+ * Sets where the database is: a path, a function returning one (called when the database
+ * is opened), or `undefined` for `$DATA_DIR/storage.sqlite` / the host's default.
+ */
+export declare function configureDbPath(dbPath?: string | (() => string)): void
+
+/** One `quota_consumption` row. */
+export interface ConsumptionRow {
+  apiKeyId: string
+  dimensionKey: string
+  unit: string
+  window: string
+  bucketIndex: number
+  consumed: number
+  updatedAt: number
+}
+
+/** Creates a pool (random id, its allocations and membership in one transaction). */
+export declare function createPool(input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }): QuotaPool
 
 /**
  * The work-conserving fair-share decision (CONTRACT §3), synchronous and pure.
@@ -109,6 +151,15 @@ export declare function decrementInflight(connectionId: string, nowMs?: number):
  */
 export declare const DEFAULT_LEASE_MS: number
 
+/** Deletes a model cap; whether one existed. */
+export declare function deleteModelCap(poolId: string, apiKeyId: string, model: string): boolean
+
+/** Deletes a pool with its allocations, membership and model caps. */
+export declare function deletePoolSync(id: string): boolean
+
+/** Deletes a connection's stored plan; whether one existed. */
+export declare function deleteProviderPlan(connectionId: string): boolean
+
 /** `{ poolId, unit, window }`; its string form is `"<poolId>:<unit>:<window>"`. */
 export interface DimensionKey {
   poolId: string
@@ -123,6 +174,30 @@ export interface DimensionKey {
  * `poolId` is not a string, and a `RangeError` for an unknown unit or window.
  */
 export declare function dimensionKeyToString(key: DimensionKey): string
+
+/**
+ * One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
+ * and logs once, without an exception crossing the boundary.
+ */
+export declare function enforceStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): EnforceStep
+
+/**
+ * What one enforce crossing found. `kind` is `allow`, `block`, or `fetch` (saturation
+ * of `fetch` must be fetched, stored with `putSaturation`, and the call repeated).
+ */
+export interface EnforceStep {
+  kind: 'allow' | 'block' | 'fetch'
+  deprioritize?: boolean
+  /** The block message. */
+  reason?: string
+  /** The block's reason code, for the `quota.exceeded` event. */
+  code?: string
+  retryAfterSeconds?: number
+  /** `[unit, window]` pairs to fetch. */
+  fetch?: Array<Array<string>>
+  /** Log records produced since the last crossing. */
+  logs?: Array<LogRecord>
+}
 
 /** The key's allocation as the decision sees it. */
 export interface FairShareAllocation {
@@ -172,6 +247,18 @@ export interface FairShareInput {
 }
 
 /**
+ * Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
+ * number of rows deleted.
+ */
+export declare function gcConsumptionSync(retentionDays: number, nowMs?: number): number
+
+/** Deletes rows whose `updated_at` is strictly older; returns how many. */
+export declare function gcOlderThan(maxUpdatedAtMs: number): number
+
+/** The bucket's value (0 when absent). */
+export declare function getBucket(apiKeyId: string, dimensionKey: string, bucketIndex: number): number
+
+/**
  * The number of requests in flight on `connectionId` at `nowMs` (default `Date.now()`):
  * 0 when unknown, empty or expired. Reading changes nothing.
  */
@@ -184,6 +271,27 @@ export declare function getInflight(connectionId: string, nowMs?: number): numbe
  * Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
  */
 export declare function getKnownPlan(provider: string): KnownPlan | null
+
+/** The model cap of `(pool, key, model)`, or `null`. */
+export declare function getModelCap(poolId: string, apiKeyId: string, model: string): ModelCap | null
+
+/** The key's current and previous buckets. */
+export declare function getPair(apiKeyId: string, dimensionKey: string, currentBucket: number): BucketPair
+
+/** The pool, or `null`. */
+export declare function getPool(id: string): QuotaPool | null
+
+/** The stored plan of a connection, or `null`. */
+export declare function getProviderPlan(connectionId: string): ProviderPlan | null
+
+/**
+ * The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
+ * no pool exists yet; returns how many were imported (0 on a second call).
+ */
+export declare function importLegacyPools(pools: Array<{ id: string; connectionId: string; name: string; groupId?: string; createdAt?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }>): number
+
+/** Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`. */
+export declare function incrementBucket(apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number): void
 
 /**
  * Counts one more request in flight on `connectionId` and returns the new count. An
@@ -204,6 +312,12 @@ export declare function incrementInflight(connectionId: string, leaseMs?: number
  */
 export declare function isBucketSaturated(connectionId: string, windowKey: string, nowMs?: number): boolean
 
+/** `{ poolId, allocation }`. */
+export interface KeyAllocation {
+  poolId: string
+  allocation: PoolAllocation
+}
+
 /** A plan of the catalog. */
 export interface KnownPlan {
   provider: string
@@ -212,6 +326,92 @@ export interface KnownPlan {
 
 /** Every provider of the plan catalog, in catalog order. */
 export declare function knownProviders(): Array<string>
+
+/** Every allocation of an API key, with its pool id. */
+export declare function listAllocationsForApiKey(apiKeyId: string): Array<KeyAllocation>
+
+/** The pool's newest counter rows first; `limit` clamped to 1..500. */
+export declare function listConsumptionForPool(poolId: string, limit?: number): Array<ConsumptionRow>
+
+/** A page of pools in creation order. */
+export declare function listPools(options?: { limit?: number; offset?: number }): PoolPage
+
+/** One record: `{ level, component, msg, detail? }`. */
+export interface LogRecord {
+  level: 'warn' | 'info' | 'debug'
+  component: string
+  msg: string
+  detail?: string
+}
+
+/** `{ poolId, apiKeyId, model, capValue, capUnit }`. */
+export interface ModelCap {
+  poolId: string
+  apiKeyId: string
+  model: string
+  capValue: number
+  capUnit: QuotaUnit
+}
+
+/** `{ apiKeyId, weight, capValue?, capUnit?, policy }`. */
+export interface PoolAllocation {
+  apiKeyId: string
+  /** 0..100. */
+  weight: number
+  capValue?: number
+  capUnit?: QuotaUnit
+  policy: Policy
+}
+
+/** `{ currTotal, prevTotal }` over every key of the dimension. */
+export interface PoolBucketTotals {
+  currTotal: number
+  prevTotal: number
+}
+
+/** One dimension of a snapshot. */
+export interface PoolDimensionUsage {
+  unit: QuotaUnit
+  window: QuotaWindow
+  limit: number
+  consumedTotal: number
+  perKey: Array<PoolKeyUsage>
+}
+
+/** One key of a snapshot dimension. */
+export interface PoolKeyUsage {
+  apiKeyId: string
+  consumed: number
+  fairShare: number
+  deficit: number
+  borrowing: boolean
+}
+
+/** `{ items, total }`. */
+export interface PoolPage {
+  items: Array<QuotaPool>
+  total: number
+}
+
+/** `PoolUsageSnapshot`. */
+export interface PoolUsageSnapshot {
+  poolId: string
+  /** ISO-8601. */
+  generatedAt: string
+  dimensions: Array<PoolDimensionUsage>
+  burnRate?: BurnRate
+}
+
+/** `{ connectionId, provider, dimensions, source }`. */
+export interface ProviderPlan {
+  connectionId: string | null
+  provider: string
+  dimensions: Array<QuotaDimensionJs>
+  source: 'auto' | 'manual'
+}
+
+/** Stores a fetched saturation (clamped 0..1, NaN → 0) for 30 s; returns the stored value. */
+export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value: number, now?: number | undefined | null): number
 
 /** The strategy's name in a combo's configuration: `"quota-share"`. */
 export declare const QUOTA_SHARE_STRATEGY: string
@@ -222,6 +422,29 @@ export interface QuotaDimension {
   window: QuotaWindow
   limit: number
 }
+
+/** `{ id, connectionId, connectionIds, name, groupId, createdAt, allocations }`. */
+export interface QuotaPool {
+  id: string
+  /** The primary connection. */
+  connectionId: string
+  /** Every member connection, primary first. */
+  connectionIds: Array<string>
+  name: string
+  groupId: string
+  /** ISO-8601. */
+  createdAt: string
+  allocations: Array<PoolAllocation>
+}
+
+/** A host setting (`key_value` table), or `null`. */
+export declare function readHostSetting(namespace: string, key: string): string | null
+
+/**
+ * One record crossing: every plan dimension and the model bucket, in one transaction.
+ * Returns the error message, or `null` when the write committed.
+ */
+export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null
 
 /**
  * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
@@ -236,8 +459,62 @@ export interface QuotaDimension {
  */
 export declare function recordUsage(connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number): void
 
+/**
+ * `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
+ * has dimensions, else the catalog's, else an empty manual plan.
+ */
+export declare function resolvePlan(connectionId: string, provider: string): ProviderPlan
+
 /** A window is saturated at or above this used percentage: 100. */
 export declare const SATURATION_THRESHOLD_PCT: number
+
+/** Sets a model cap (insert or replace). */
+export declare function setModelCap(cap: ModelCap): ModelCap
+
+/** Registers which providers have a host saturation fetcher (`"*"` for all). */
+export declare function setSaturationFetcherProviders(providers: Array<string>): void
+
+/** `clear`: zeroes the key's counter (curr and prev). */
+export declare function storeClear(apiKeyId: string, dim: DimensionKey): void
+
+/**
+ * `consume`: adds `cost` to the current bucket and returns the new effective value,
+ * committed before it returns.
+ */
+export declare function storeConsume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number
+
+/** `peek`: the effective value, no write. */
+export declare function storePeek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number
+
+/** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
+export declare function storePoolConsumedTotal(dim: DimensionKey, nowMs?: number): number
+
+/**
+ * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
+ * for each plan dimension (unknown windows skipped; an unknown pool has none).
+ */
+export declare function storePoolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot
+
+/** Records an upstream response's rate-limit headers (`[name, value]` pairs). */
+export declare function storeRateLimitHeaderPairs(connectionId: string, provider: string, pairs: Array<Array<string>>, now?: number | undefined | null): void
+
+/**
+ * The pool's summed current and previous buckets (read from the totals table: constant
+ * time however many keys the pool has).
+ */
+export declare function sumPoolDimension(dimensionKey: string, currentBucket: number): PoolBucketTotals
+
+/** Hands over the log records produced in Rust since the last call. */
+export declare function takeLogs(): Array<LogRecord>
+
+/** `{ saturation, resetAt }` (resetAt as epoch ms, or null). */
+export interface TokenHeaderSaturationJs {
+  saturation: number
+  resetAtMs?: number
+}
+
+/** The token-header fallback signal: `used / limit` from headers at most 5 min old. */
+export declare function tokenHeaderSaturationOf(provider: string, connectionId: string, now?: number | undefined | null): TokenHeaderSaturationJs | null
 
 /**
  * Applies a usage reading of a connection, as the host's usage fetchers return it
@@ -255,6 +532,18 @@ export declare const SATURATION_THRESHOLD_PCT: number
  * `usageResult.quotas` is neither an object nor `null`/`undefined`.
  */
 export declare function updateAccountBuckets(connectionId: string, usageResult: { quotas?: Record<string, AccountQuota> | null } | null | undefined, nowMs?: number): void
+
+/**
+ * Updates a pool's name, group, allocations (replaced) or members (replaced); the pool
+ * after the update, or `null` when it does not exist.
+ */
+export declare function updatePool(id: string, patch: { name?: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }): QuotaPool | null
+
+/** Replaces the pool's allocations; false when the pool does not exist. */
+export declare function upsertAllocations(poolId: string, allocations: PoolAllocation[]): boolean
+
+/** Stores a connection's plan (insert or replace). */
+export declare function upsertProviderPlan(plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }): ProviderPlan
 
 /** This key's and the pool's two sliding-window buckets at `nowMs`. */
 export interface WindowBuckets {

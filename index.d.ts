@@ -1,3 +1,78 @@
+// Types of the main entry: everything binding.d.ts declares (generated from the Rust doc
+// comments), plus the JavaScript-side functions of lib/.
+import type { DimensionKey, PoolUsageSnapshot, QuotaUnit, QuotaWindow } from './binding'
+
+export {
+  WINDOW_MS, dimensionKeyToString, decideFairShare, getKnownPlan, knownProviders, resolvePlan,
+  computeBurnRate, computeBurnRateFromWindow, closeQuotaDb, createPool, getPool, listPools,
+  updatePool, upsertAllocations, listAllocationsForApiKey, getProviderPlan, upsertProviderPlan,
+  deleteProviderPlan, getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket,
+  incrementBucket, getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan,
+  _clearSaturationCache, _clearRateLimitHeaders,
+} from './binding'
+export type * from './binding'
+
+/** The QuotaStore interface (CONTRACT §4). */
+export interface QuotaStore {
+  consume(apiKeyId: string, dim: DimensionKey, cost: number): Promise<number>
+  peek(apiKeyId: string, dim: DimensionKey): Promise<number>
+  poolConsumedTotal(poolId: string, dim: DimensionKey): Promise<number>
+  poolUsage(poolId: string): Promise<PoolUsageSnapshot>
+  poolUsageWithDimensions(poolId: string, planDims: Array<{ unit: string; window: string; limit: number }>): Promise<PoolUsageSnapshot>
+  clear(apiKeyId: string, dim: DimensionKey): Promise<void>
+}
+/** Counters in the host's storage.sqlite. */
+export declare class SqliteQuotaStore implements QuotaStore {
+  consume(apiKeyId: string, dim: DimensionKey, cost: number): Promise<number>
+  peek(apiKeyId: string, dim: DimensionKey): Promise<number>
+  poolConsumedTotal(poolId: string, dim: DimensionKey): Promise<number>
+  poolUsage(poolId: string): Promise<PoolUsageSnapshot>
+  poolUsageWithDimensions(poolId: string, planDims: Array<{ unit: string; window: string; limit: number }>): Promise<PoolUsageSnapshot>
+  clear(apiKeyId: string, dim: DimensionKey): Promise<void>
+}
+export declare function getSqliteQuotaStore(): SqliteQuotaStore
+/** The process's store: the host's DB setting, then the environment, then SQLite. Never rejects. */
+export declare function getQuotaStore(): Promise<QuotaStore>
+/** Throws before the first `getQuotaStore()` resolved. */
+export declare function getQuotaStoreSync(): QuotaStore
+export declare function resetQuotaStoreSingleton(): void
+/** Runs the retention sweep now; resolves to the number of rows deleted. */
+export declare function gcConsumption(): Promise<number>
+export declare function deletePool(id: string): Promise<boolean>
+
+export interface QuotaRequest { apiKeyId: string; connectionId: string; provider: string; model?: string; estimatedCost?: number }
+export type EnforceResult =
+  | { kind: 'allow'; deprioritize?: boolean }
+  | { kind: 'block'; reason: string; httpStatus: 429; retryAfterSeconds?: number }
+/** Decides a request before the upstream call. Never rejects: internal errors allow and log. */
+export declare function enforceQuotaShare(input: QuotaRequest): Promise<EnforceResult>
+/** Records a successful request's cost. Never rejects. */
+export declare function recordConsumption(input: { apiKeyId: string; connectionId: string; provider: string; model?: string; cost: { tokens?: number; usd?: number; requests?: number } }): Promise<void>
+export declare function scheduleRecordConsumption(input: Parameters<typeof recordConsumption>[0], log?: { warn(obj: unknown, msg?: string): void }): void
+export declare function buildConsumptionCost(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined, estimatedCost: number): { tokens: number; usd: number; requests: number }
+export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
+/** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1). */
+export declare function softPenaltyFactor(): number
+
+export type SaturationFetcher = (connectionId: string, dim: { unit: QuotaUnit; window: QuotaWindow }, connection?: unknown) => Promise<number>
+/** 0..1, cached 30 s per (provider, connectionId, unit, window); any error → 0. */
+export declare function getSaturation(connectionId: string, provider: string, dim: { unit: QuotaUnit; window: QuotaWindow }): Promise<number>
+export declare function registerSaturationFetcher(provider: string, fetcher: SaturationFetcher | null): void
+export declare function storeRateLimitHeaders(connectionId: string, provider: string, headers: Record<string, string | string[] | undefined> | Headers): void
+export declare function getTokenHeaderSaturation(provider: string, connectionId: string): { saturation: number; resetAt: string | null } | null
+
+export interface Logger { warn(obj: object, msg?: string): void; info?(obj: object, msg?: string): void; debug?(obj: object, msg?: string): void }
+export interface HostOptions {
+  dbPath?: string | (() => string)
+  registerDbStateResetter?: (fn: () => void) => void
+  logger?: Logger
+  saturationFetchers?: Record<string, SaturationFetcher>
+  onQuotaEvent?: (event: string, payload: Record<string, unknown>) => void
+}
+/** Called once at the host's start-up; calling it again replaces the options. */
+export declare function installHost(options: HostOptions): void
+export declare function setLogger(logger: Logger | null): void
+export declare function setQuotaEventListener(listener: ((event: string, payload: Record<string, unknown>) => void) | null): void
 // Types of the main entry: everything binding.d.ts (generated from the Rust doc comments)
 // declares, plus the JavaScript-side functions of lib/.
 export * from './binding'

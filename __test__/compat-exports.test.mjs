@@ -32,6 +32,13 @@ for (const [entry, names] of Object.entries(APPENDIX)) {
 
 test('the main entry exports the core API through import and require', async () => {
   const expected = [
+    'enforceQuotaShare',
+    'recordConsumption',
+    'SqliteQuotaStore',
+    'createPool',
+    'closeQuotaDb',
+    'gcConsumption',
+    'installHost',
     'WINDOW_MS',
     'computeBurnRate',
     'computeBurnRateFromWindow',

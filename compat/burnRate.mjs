@@ -1,3 +1,6 @@
 import entry from './burnRate.js'
 
-export const { computeBurnRateFromWindow, computeBurnRate } = entry
+export const {
+  computeBurnRateFromWindow,
+  computeBurnRate,
+} = entry

@@ -1,3 +1,5 @@
 import entry from './fairShare.js'
 
-export const { decideFairShare } = entry
+export const {
+  decideFairShare,
+} = entry

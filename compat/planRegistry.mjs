@@ -1,3 +1,6 @@
 import entry from './planRegistry.js'
 
-export const { getKnownPlan, knownProviders } = entry
+export const {
+  getKnownPlan,
+  knownProviders,
+} = entry

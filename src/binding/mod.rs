@@ -4,12 +4,17 @@
 mod account_buckets;
 mod args;
 mod burn_rate;
+mod convert;
+mod db;
 mod dimensions;
 mod errors;
 mod fair_share;
+mod hot_path;
 mod inflight;
+mod log_queue;
 mod plans;
 mod quota_share;
 mod raw_call;
 mod scheduler_state;
+mod store;
 mod types;

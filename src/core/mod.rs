@@ -6,5 +6,6 @@ pub mod enforce;
 pub mod fair_share;
 pub mod iso8601;
 pub mod plans;
+pub mod saturation;
 pub mod scheduler;
 pub mod sliding_window;

@@ -1,0 +1,315 @@
+// enforceQuotaShare / recordConsumption (CONTRACT §7) through the host's import paths, on a
+// real file, with pools, plans and caps written by a separate better-sqlite3 connection
+// exactly as the host writes them.
+import { test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import Database from 'better-sqlite3'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { buildConsumptionCost, recordStreamingConsumption, scheduleRecordConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
+import { getQuotaStore, getQuotaStoreSync, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
+import { _clearSaturationCache, getSaturation, storeRateLimitHeaders, getTokenHeaderSaturation } from '@omniroute/quota-engine/compat/saturationSignals'
+import { resolvePlan } from '@omniroute/quota-engine/compat/planResolver'
+import { getBucket } from '@omniroute/quota-engine/compat/quotaConsumption'
+import { closeQuotaDb, softPenaltyFactor, getSqliteQuotaStore, createPool } from '@omniroute/quota-engine'
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-enforce-'))
+const dbPath = path.join(dir, 'storage.sqlite')
+let host
+const events = []
+const warnings = []
+const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
+const HOUR = 3_600_000
+
+function install(extra = {}) {
+  installHost({ dbPath, logger, onQuotaEvent: (event, payload) => events.push({ event, payload }), ...extra })
+}
+
+before(() => {
+  install()
+  // The engine creates the schema on first use; the host then writes through its own connection.
+  createPool({ connectionId: 'bootstrap', name: 'bootstrap' })
+  host = new Database(dbPath)
+  host.pragma('journal_mode = WAL')
+  host.pragma('busy_timeout = 2000')
+  host.pragma('synchronous = NORMAL')
+})
+
+after(() => {
+  host.close()
+  closeQuotaDb()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+beforeEach(() => {
+  events.length = 0
+  warnings.length = 0
+  _clearSaturationCache()
+})
+
+let poolSeq = 0
+/** A pool written by the host: `{ id, keys }`, members `connections`. */
+function hostPool({ connections = ['conn'], allocations, legacy = false }) {
+  const id = `pool-${++poolSeq}`
+  host.prepare('INSERT INTO quota_pools (id, connection_id, name, group_id) VALUES (?, ?, ?, ?)').run(id, connections[0], id, null)
+  if (!legacy) {
+    connections.forEach((c, i) => host.prepare('INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?, ?, ?)').run(id, c, 1000 + i))
+  }
+  for (const a of allocations) {
+    host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy) VALUES (?, ?, ?, ?, ?, ?)').run(id, a.key, a.weight, a.capValue ?? null, a.capUnit ?? null, a.policy ?? 'hard')
+  }
+  return id
+}
+
+function hostPlan(connectionId, provider, dimensions) {
+  host.prepare("INSERT OR REPLACE INTO provider_plans (connection_id, provider, dimensions_json, source, updated_at) VALUES (?, ?, ?, 'manual', ?)").run(connectionId, provider, JSON.stringify(dimensions), Date.now())
+}
+
+function hostConsume(key, dimensionKey, amount, windowMs = HOUR, bucketOffset = 0) {
+  const bucket = Math.floor(Date.now() / windowMs) + bucketOffset
+  host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = consumed + excluded.consumed').run(key, dimensionKey, bucket, amount, Date.now())
+}
+
+let connSeq = 0
+const conn = () => `conn-${++connSeq}`
+
+test('step 1: no allocation, or no pool on this connection → allow without deprioritize', async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'k1', weight: 50 }] })
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'stranger', connectionId: c, provider: 'kimi' }), { kind: 'allow' })
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'k1', connectionId: 'elsewhere', provider: 'kimi' }), { kind: 'allow' })
+})
+
+test('step 1: a legacy pool (no membership rows) matches on its primary connection', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'legacy', weight: 100 }], legacy: true })
+  hostConsume('legacy', `${id}:requests:hourly`, 1500)
+  const result = await enforceQuotaShare({ apiKeyId: 'legacy', connectionId: c, provider: 'kimi' })
+  assert.equal(result.kind, 'block')
+})
+
+test('step 1: a pool matches on any member connection, and the limit scales with members (step 4)', async () => {
+  const [c1, c2] = [conn(), conn()]
+  const id = hostPool({ connections: [c1, c2], allocations: [{ key: 'multi', weight: 100 }] })
+  hostConsume('multi', `${id}:requests:hourly`, 2999)
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'multi', connectionId: c2, provider: 'kimi' }), { kind: 'allow', deprioritize: false })
+  hostConsume('multi', `${id}:requests:hourly`, 1)
+  const blocked = await enforceQuotaShare({ apiKeyId: 'multi', connectionId: c2, provider: 'kimi' })
+  assert.equal(blocked.kind, 'block')
+  assert.equal(blocked.reason, 'Provider kimi quota window is saturated; no shared capacity available')
+  assert.equal(blocked.httpStatus, 429)
+})
+
+test('step 2: the model cap uses its own hourly bucket, blocks with the exact message, and emits the event with the model', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'capped', weight: 100 }] })
+  host.prepare('INSERT INTO quota_allocation_model_caps (pool_id, api_key_id, model, cap_value, cap_unit) VALUES (?, ?, ?, ?, ?)').run(id, 'capped', 'kimi-k2', 3, 'requests')
+  for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'capped', connectionId: c, provider: 'kimi', model: 'kimi-k2', cost: {} })
+  assert.equal(getBucket('capped', `${id}:model:kimi-k2:requests:hourly`, Math.floor(Date.now() / HOUR)), 3)
+  const result = await enforceQuotaShare({ apiKeyId: 'capped', connectionId: c, provider: 'kimi', model: 'kimi-k2' })
+  assert.equal(result.kind, 'block')
+  assert.equal(result.reason, 'Model cap reached for your API key on kimi/kimi-k2 [model-cap]')
+  assert.deepEqual(events, [{ event: 'quota.exceeded', payload: { apiKeyId: 'capped', provider: 'kimi', connectionId: c, reason: 'model-cap', model: 'kimi-k2' } }])
+  // Another model, and no model at all, are not capped.
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'capped', connectionId: c, provider: 'kimi', model: 'other' })).kind, 'allow')
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'capped', connectionId: c, provider: 'kimi' })).kind, 'allow')
+})
+
+test('step 3: no plan dimensions, or only ε limits → allow', async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'free', weight: 100 }] })
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'free', connectionId: c, provider: 'openai' }), { kind: 'allow' })
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'free', connectionId: c, provider: 'glm' }), { kind: 'allow' })
+})
+
+test('step 3: a stored plan row overrides the catalog, seen on the very next call', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'planned', weight: 100 }] })
+  hostConsume('planned', `${id}:requests:hourly`, 10)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'planned', connectionId: c, provider: 'kimi' })).kind, 'allow')
+  hostPlan(c, 'kimi', [{ unit: 'requests', window: 'hourly', limit: 10 }])
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'planned', connectionId: c, provider: 'kimi' })).kind, 'block')
+  assert.deepEqual(resolvePlan(c, 'kimi'), { connectionId: c, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
+})
+
+test('steps 5–7: strict mode holds a hard key to its share, with retryAfterSeconds and the event', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'greedy', weight: 50 }, { key: 'quiet', weight: 50 }] })
+  hostPlan(c, 'acme', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+  installHost({ dbPath, logger, onQuotaEvent: (event, payload) => events.push({ event, payload }), saturationFetchers: { acme: async () => 0.9 } })
+  hostConsume('greedy', `${id}:requests:hourly`, 50, HOUR, -1)
+  hostConsume('greedy', `${id}:requests:hourly`, 40)
+  const result = await enforceQuotaShare({ apiKeyId: 'greedy', connectionId: c, provider: 'acme' })
+  assert.equal(result.kind, 'block')
+  assert.equal(result.reason, 'Quota share limit reached for your API key on acme')
+  assert.ok(Number.isInteger(result.retryAfterSeconds) && result.retryAfterSeconds >= 1, JSON.stringify(result))
+  assert.deepEqual(events[0], { event: 'quota.exceeded', payload: { apiKeyId: 'greedy', provider: 'acme', connectionId: c, reason: 'fair-share' } })
+  // The quiet key, under its share, passes; in generous mode the greedy one would too.
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'quiet', connectionId: c, provider: 'acme' }), { kind: 'allow', deprioritize: false })
+  install()
+})
+
+test('step 5: countable units use pool totals; percent units use saturation × limit', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'p1', weight: 50 }, { key: 'p2', weight: 50 }] })
+  hostConsume('p2', `${id}:requests:hourly`, 1500)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'p1', connectionId: c, provider: 'kimi' })).reason, 'Provider kimi quota window is saturated; no shared capacity available')
+  const c2 = conn()
+  hostPool({ connections: [c2], allocations: [{ key: 'p3', weight: 100 }] })
+  installHost({ dbPath, logger, saturationFetchers: { codex: async () => 1 } })
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'p3', connectionId: c2, provider: 'codex' })).kind, 'block')
+  _clearSaturationCache()
+  installHost({ dbPath, logger, saturationFetchers: { codex: async () => 0.2 } })
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'p3', connectionId: c2, provider: 'codex' })).kind, 'allow')
+  install()
+})
+
+test('step 6: when every weight is 0 each key counts as 100 / count', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'z1', weight: 0 }, { key: 'z2', weight: 0 }] })
+  hostPlan(c, 'zero', [{ unit: 'tokens', window: 'hourly', limit: 1000 }])
+  installHost({ dbPath, logger, saturationFetchers: { zero: async () => 1 } })
+  hostConsume('z1', `${id}:tokens:hourly`, 499)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'z1', connectionId: c, provider: 'zero' })).kind, 'allow')
+  hostConsume('z1', `${id}:tokens:hourly`, 1)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'z1', connectionId: c, provider: 'zero' })).reason, 'Quota share limit reached for your API key on zero')
+  install()
+})
+
+test('step 7: a soft key over its share is deprioritized; cap-absolute has its own message', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'soft', weight: 10, policy: 'soft' }, { key: 'capkey', weight: 10, capValue: 2, capUnit: 'requests', policy: 'burst' }] })
+  hostPlan(c, 'softy', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+  installHost({ dbPath, logger, saturationFetchers: { softy: async () => 0.8 } })
+  hostConsume('soft', `${id}:requests:hourly`, 20)
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'soft', connectionId: c, provider: 'softy' }), { kind: 'allow', deprioritize: true })
+  hostConsume('capkey', `${id}:requests:hourly`, 2)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'capkey', connectionId: c, provider: 'softy' })).reason, 'Absolute quota cap reached for your API key on softy')
+  install()
+})
+
+test('recordConsumption adds tokens/usd/requests per plan dimension, only when > 0', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'rec', weight: 100 }] })
+  hostPlan(c, 'mixed', [{ unit: 'tokens', window: 'hourly', limit: 1e6 }, { unit: 'usd', window: 'daily', limit: 100 }, { unit: 'requests', window: 'hourly', limit: 100 }, { unit: 'percent', window: '5h', limit: 100 }])
+  await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 120, usd: 0.25 } })
+  await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 0, usd: 0, requests: 0 } })
+  const now = Date.now()
+  assert.equal(getBucket('rec', `${id}:tokens:hourly`, Math.floor(now / HOUR)), 120)
+  assert.equal(getBucket('rec', `${id}:usd:daily`, Math.floor(now / 86_400_000)), 0.25)
+  assert.equal(getBucket('rec', `${id}:requests:hourly`, Math.floor(now / HOUR)), 1)
+  assert.equal(getBucket('rec', `${id}:percent:5h`, Math.floor(now / 18_000_000)), 0)
+})
+
+test('fail-open: a store fault allows in bounded time and logs one warning; record never rejects', async () => {
+  installHost({ dbPath: path.join(dir, 'missing-folder', 'x', '\0bad'), logger })
+  closeQuotaDb()
+  const started = Date.now()
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'any', connectionId: 'any', provider: 'kimi' }), { kind: 'allow' })
+  assert.ok(Date.now() - started < 3000)
+  assert.equal(warnings.filter((w) => w.component === 'quota:enforce').length, 1)
+  await recordConsumption({ apiKeyId: 'any', connectionId: 'any', provider: 'kimi', cost: {} })
+  install()
+  closeQuotaDb()
+})
+
+test('fail-open: a locked database still resolves allow in bounded time', async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'locked', weight: 100 }] })
+  host.exec('BEGIN EXCLUSIVE')
+  try {
+    const started = Date.now()
+    const result = await enforceQuotaShare({ apiKeyId: 'locked', connectionId: c, provider: 'kimi' })
+    assert.equal(result.kind, 'allow')
+    await recordConsumption({ apiKeyId: 'locked', connectionId: c, provider: 'kimi', cost: {} })
+    assert.ok(Date.now() - started < 10_000)
+  } finally {
+    host.exec('COMMIT')
+  }
+})
+
+test('fail-open: corrupt dimensions_json reads as no plan; a throwing fetcher counts as 0 and warns', async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'corrupt', weight: 100 }] })
+  host.prepare("INSERT OR REPLACE INTO provider_plans (connection_id, provider, dimensions_json, source) VALUES (?, 'nope', '{not json', 'manual')").run(c)
+  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'corrupt', connectionId: c, provider: 'nope' }), { kind: 'allow' })
+  installHost({ dbPath, logger, saturationFetchers: { '*': async () => { throw new Error('upstream down') } } })
+  assert.equal(await getSaturation(c, 'kimi', { unit: 'requests', window: 'hourly' }), 0)
+  assert.equal(warnings.filter((w) => w.component === 'quota:saturation').length, 1)
+  install()
+})
+
+test('saturation: cached for 30 s per (provider, connection, unit, window); header fallback', async () => {
+  let calls = 0
+  installHost({ dbPath, logger, saturationFetchers: { sat: async () => { calls++; return 0.4 } } })
+  assert.equal(await getSaturation('s1', 'sat', { unit: 'tokens', window: 'daily' }), 0.4)
+  assert.equal(await getSaturation('s1', 'sat', { unit: 'tokens', window: 'daily' }), 0.4)
+  assert.equal(calls, 1)
+  await getSaturation('s1', 'sat', { unit: 'tokens', window: 'weekly' })
+  assert.equal(calls, 2)
+  install()
+  storeRateLimitHeaders('h1', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '100', 'x-ratelimit-reset-tokens': '6m0s' })
+  const fallback = getTokenHeaderSaturation('openai', 'h1')
+  assert.equal(fallback.saturation, 0.9)
+  assert.ok(Date.parse(fallback.resetAt) > Date.now() + 350_000)
+  assert.equal(await getSaturation('h1', 'openai', { unit: 'tokens', window: 'hourly' }), 0.9)
+  assert.equal(getTokenHeaderSaturation('openai', 'nobody'), null)
+})
+
+test('driver precedence: DB setting beats env beats default; redis without a usable client falls back with a warning', async () => {
+  resetQuotaStoreSingleton()
+  assert.throws(() => getQuotaStoreSync())
+  const store = await getQuotaStore()
+  assert.equal(store, getSqliteQuotaStore())
+  assert.equal(getQuotaStoreSync(), store)
+  resetQuotaStoreSingleton()
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  await getQuotaStore()
+  assert.ok(warnings.some((w) => w.component === 'quota:factory' && /without a Redis URL/.test(w.msg)))
+  warnings.length = 0
+  resetQuotaStoreSingleton()
+  host.prepare("INSERT OR REPLACE INTO key_value (namespace, key, value) VALUES ('settings', 'quotaStore', ?)").run(JSON.stringify({ driver: 'redis', redisUrl: 'redis://user:secret@127.0.0.1:1' }))
+  process.env.QUOTA_STORE_DRIVER = 'sqlite'
+  assert.equal(await getQuotaStore(), getSqliteQuotaStore())
+  const warning = warnings.find((w) => w.component === 'quota:factory')
+  assert.ok(warning, 'the DB setting (redis) won over the env (sqlite)')
+  assert.ok(!JSON.stringify(warnings).includes('secret'), 'the password is masked')
+  host.prepare("DELETE FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'").run()
+  delete process.env.QUOTA_STORE_DRIVER
+  resetQuotaStoreSingleton()
+})
+
+test('configuration: invalid values fall back to defaults with one warning each', () => {
+  process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = 'lots'
+  assert.equal(softPenaltyFactor(), 0.7)
+  assert.equal(softPenaltyFactor(), 0.7)
+  assert.equal(warnings.filter((w) => w.component === 'quota:config').length, 1)
+  process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = '3'
+  assert.equal(softPenaltyFactor(), 1)
+  process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = '0.25'
+  assert.equal(softPenaltyFactor(), 0.25)
+  delete process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR
+})
+
+test('spend recorder: buildConsumptionCost, scheduling on the next turn, streaming rules', async () => {
+  assert.deepEqual(buildConsumptionCost({ prompt_tokens: 10, completion_tokens: 'x' }, -3), { tokens: 10, usd: 0, requests: 1 })
+  assert.deepEqual(buildConsumptionCost(null, 0.5), { tokens: 0, usd: 0.5, requests: 1 })
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'sched', weight: 100 }] })
+  const result = scheduleRecordConsumption({ apiKeyId: 'sched', connectionId: c, provider: 'kimi', cost: {} })
+  assert.equal(result, undefined)
+  const bucket = Math.floor(Date.now() / HOUR)
+  assert.equal(getBucket('sched', `${id}:requests:hourly`, bucket), 0, 'nothing written synchronously')
+  await new Promise((resolve) => setImmediate(() => setImmediate(resolve)))
+  assert.equal(getBucket('sched', `${id}:requests:hourly`, bucket), 1)
+  const scheduled = []
+  const deps = { calculateCost: async () => { throw new Error('no price') }, schedule: (input) => scheduled.push(input) }
+  await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, model: 'm', streamUsage: { prompt_tokens: 3, completion_tokens: 4 }, streamStatus: 200 }, deps)
+  assert.deepEqual(scheduled, [{ apiKeyId: 'sched', connectionId: c, provider: 'unknown', model: 'm', cost: { tokens: 7, usd: 0, requests: 1 } }])
+  await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, model: 'm', streamUsage: {}, streamStatus: 500 }, deps)
+  await recordStreamingConsumption({ connectionId: c, model: 'm', streamUsage: {}, streamStatus: 200 }, deps)
+  assert.equal(scheduled.length, 1)
+})

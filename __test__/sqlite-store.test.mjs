@@ -1,0 +1,275 @@
+// SqliteQuotaStore (CONTRACT §2, §4) and the shared metadata tables (§5) against a real
+// storage.sqlite that the "host" also holds through better-sqlite3.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import path from 'node:path'
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import { makeDataDir, openHost, loadEngine } from './support/store-env.mjs'
+
+const dataDir = makeDataDir('store')
+const dbFile = path.join(dataDir, 'storage.sqlite')
+const require = createRequire(import.meta.url)
+const native = require('../binding.js')
+const qe = loadEngine()
+const { getSqliteQuotaStore, closeQuotaDb, WINDOW_MS } = qe
+
+let host
+const store = getSqliteQuotaStore()
+const dim = (poolId, unit = 'requests', window = 'hourly') => ({ poolId, unit, window })
+const key = (d) => `${d.poolId}:${d.unit}:${d.window}`
+const count = (table) => host.prepare(`SELECT count(*) AS n FROM ${table}`).get().n
+const isInvalid = (cls, field) => (err) => {
+  assert.ok(err instanceof cls, `expected ${cls.name}, got ${err && err.constructor.name}: ${err && err.message}`)
+  assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
+  assert.ok(err.message.startsWith(field), `message ${JSON.stringify(err.message)} should start with ${field}`)
+  return true
+}
+const isInvalidAny = (field) => (err) => {
+  assert.ok(err instanceof TypeError || err instanceof RangeError, `got ${err && err.constructor.name}: ${err && err.message}`)
+  assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
+  assert.ok(err.message.includes(field), `message ${JSON.stringify(err.message)} should name ${field}`)
+  return true
+}
+
+before(async () => {
+  await store.peek('boot', dim('boot')) // the engine creates the file and runs migrations
+  assert.ok(fs.existsSync(dbFile))
+  host = openHost(dbFile)
+})
+after(() => {
+  host?.close()
+  closeQuotaDb()
+})
+
+test('consume sums across calls and resolves to the new effective value', async () => {
+  const d = dim('sum-pool')
+  assert.equal(await store.consume('k1', d, 1.5), 1.5)
+  assert.equal(await store.consume('k1', d, 2), 3.5)
+  assert.equal(await store.consume('k1', d, 0.25), 3.75)
+  assert.equal(await store.peek('k1', d), 3.75)
+  assert.equal(await store.peek('k2', d), 0)
+  const bucket = Math.floor(Date.now() / WINDOW_MS.hourly)
+  const row = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE api_key_id=? AND dimension_key=?').get('k1', key(d))
+  assert.equal(row.s, 3.75)
+  assert.ok([bucket, bucket - 1].some((b) => qe.getBucket('k1', key(d), b) === 3.75))
+})
+
+test('bucket rotation and decay with injected time', () => {
+  const d = dim('decay-pool', 'tokens', 'hourly')
+  const W = WINDOW_MS.hourly
+  const b = 500_000 // bucket index
+  const start = b * W
+  assert.equal(native.storeConsume('dk', d, 100, start + 10), 100)
+  assert.equal(native.storeConsume('dk', d, 20, start + W - 1), 120)
+  assert.equal(qe.getBucket('dk', key(d), b), 120)
+  // next bucket: prev weight 1 at its start, 0.5 halfway, ~0 at its end
+  assert.equal(native.storePeek('dk', d, start + W), 120)
+  assert.equal(native.storePeek('dk', d, start + W + W / 2), 60)
+  assert.ok(Math.abs(native.storePeek('dk', d, start + 2 * W - 1) - 120 / W) < 1e-9)
+  assert.equal(native.storeConsume('dk', d, 10, start + W + W / 2), 70) // 60 + 10
+  assert.deepEqual(qe.getPair('dk', key(d), b + 1), { curr: 10, prev: 120 })
+  // two buckets later the old one no longer counts; only the b+1 bucket as prev, at 0 weight at end
+  assert.equal(native.storePeek('dk', d, start + 2 * W), 10)
+  assert.equal(native.storePeek('dk', d, start + 3 * W), 0)
+  // pool total applies the same formula to the summed buckets
+  native.storeConsume('dk2', d, 30, start + 10)
+  assert.equal(native.storePoolConsumedTotal(d, start + W + W / 2), (120 + 30) / 2 + 10)
+  assert.deepEqual(qe.sumPoolDimension(key(d), b + 1), { currTotal: 10, prevTotal: 150 })
+})
+
+test('counter functions: incrementBucket, getBucket, getPair with explicit buckets', () => {
+  const k = 'cnt-pool:usd:daily'
+  qe.incrementBucket('ck', k, 10, 1.25, Date.now())
+  qe.incrementBucket('ck', k, 10, 1.25, Date.now())
+  qe.incrementBucket('ck', k, 9, 4, Date.now())
+  assert.equal(qe.getBucket('ck', k, 10), 2.5)
+  assert.equal(qe.getBucket('ck', k, 11), 0)
+  assert.deepEqual(qe.getPair('ck', k, 10), { curr: 2.5, prev: 4 })
+  assert.deepEqual(qe.getPair('nobody', k, 10), { curr: 0, prev: 0 })
+})
+
+test('clear zeroes the key only', async () => {
+  const d = dim('clear-pool')
+  await store.consume('a', d, 5)
+  await store.consume('b', d, 7)
+  await store.clear('a', d)
+  assert.equal(await store.peek('a', d), 0)
+  assert.equal(await store.peek('b', d), 7)
+  assert.equal(await store.poolConsumedTotal('clear-pool', d), 7)
+  assert.equal(await store.consume('a', d, 1), 1)
+})
+
+test('poolConsumedTotal sums every key of the dimension, and only it', async () => {
+  const d = dim('total-pool', 'usd', 'daily')
+  for (const [k, c] of [['x', 1], ['y', 2.5], ['z', 4], ['x', 0.5]]) await store.consume(k, d, c)
+  await store.consume('x', dim('total-pool', 'usd', 'weekly'), 100)
+  await store.consume('x', dim('other-pool', 'usd', 'daily'), 100)
+  assert.equal(await store.poolConsumedTotal('total-pool', d), 8)
+})
+
+test('poolUsageWithDimensions: snapshot shape, fair share, deficit, borrowing, burnRate', async () => {
+  qe.createPool({ connectionId: 'conn-snap', name: 'snap', allocations: [
+    { apiKeyId: 'ka', weight: 60, policy: 'hard' },
+    { apiKeyId: 'kb', weight: 40, policy: 'soft' },
+  ] })
+  const poolId = qe.listPools({}).items.find((p) => p.name === 'snap').id
+  await store.consume('ka', dim(poolId, 'tokens', 'daily'), 700)
+  await store.consume('kb', dim(poolId, 'tokens', 'daily'), 100)
+  const snap = await store.poolUsageWithDimensions(poolId, [
+    { unit: 'tokens', window: 'daily', limit: 1000 },
+    { unit: 'requests', window: 'fortnightly', limit: 5 },
+    { unit: 'requests', window: 'hourly', limit: 10 },
+  ])
+  assert.equal(snap.poolId, poolId)
+  assert.equal(new Date(snap.generatedAt).toISOString(), snap.generatedAt)
+  assert.ok(Math.abs(Date.parse(snap.generatedAt) - Date.now()) < 60_000)
+  assert.equal(snap.dimensions.length, 2, 'the unknown window is skipped')
+  const [tok, req] = snap.dimensions
+  assert.deepEqual([tok.unit, tok.window, tok.limit, tok.consumedTotal], ['tokens', 'daily', 1000, 800])
+  const byKey = Object.fromEntries(tok.perKey.map((p) => [p.apiKeyId, p]))
+  assert.deepEqual(byKey.ka, { apiKeyId: 'ka', consumed: 700, fairShare: 600, deficit: 100, borrowing: true })
+  assert.deepEqual(byKey.kb, { apiKeyId: 'kb', consumed: 100, fairShare: 400, deficit: -300, borrowing: false })
+  assert.deepEqual([req.unit, req.window, req.limit, req.consumedTotal], ['requests', 'hourly', 10, 0])
+  for (const p of req.perKey) assert.equal(p.fairShare, p.apiKeyId === 'ka' ? 6 : 4)
+  assert.ok(snap.burnRate, 'burnRate present for a tokens dimension with consumption')
+  assert.ok(snap.burnRate.tokensPerSecond > 0)
+  assert.ok(snap.burnRate.timeToExhaustionMs === null || snap.burnRate.timeToExhaustionMs >= 0)
+})
+
+test('zero-weight pool: fairShare 0 for all keys; unknown pool: dimensions []', async () => {
+  const p = qe.createPool({ connectionId: 'conn-zero', name: 'zero', allocations: [
+    { apiKeyId: 'z1', weight: 0, policy: 'hard' }, { apiKeyId: 'z2', weight: 0, policy: 'burst' },
+  ] })
+  await store.consume('z1', dim(p.id, 'usd', 'daily'), 3)
+  const snap = await store.poolUsageWithDimensions(p.id, [{ unit: 'usd', window: 'daily', limit: 50 }])
+  assert.equal(snap.dimensions[0].perKey.length, 2)
+  for (const k of snap.dimensions[0].perKey) assert.equal(k.fairShare, 0)
+  const z1 = snap.dimensions[0].perKey.find((k) => k.apiKeyId === 'z1')
+  assert.deepEqual([z1.consumed, z1.deficit, z1.borrowing], [3, 3, true])
+  assert.equal(snap.burnRate, undefined)
+  const none = await store.poolUsage('no-such-pool')
+  assert.equal(none.poolId, 'no-such-pool')
+  assert.deepEqual(none.dimensions, [])
+  const none2 = await store.poolUsageWithDimensions('no-such-pool', [{ unit: 'usd', window: 'daily', limit: 1 }])
+  assert.deepEqual(none2.dimensions, [])
+})
+
+test('rows the host writes through its own connection are seen by the very next engine call', async () => {
+  const d = dim('host-pool', 'requests', 'daily')
+  const bucket = Math.floor(Date.now() / WINDOW_MS.daily)
+  host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?,?,?,?,?)')
+    .run('hk', key(d), bucket, 11, Date.now())
+  assert.equal(await store.peek('hk', d), 11)
+  host.prepare(`INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?,?,?,?,?)
+    ON CONFLICT(api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = consumed + excluded.consumed`)
+    .run('hk', key(d), bucket, 4, Date.now())
+  assert.equal(qe.getBucket('hk', key(d), bucket), 15)
+  assert.equal(await store.poolConsumedTotal('host-pool', d), 15)
+  assert.equal(await store.consume('hk', d, 1), 16)
+
+  host.prepare('INSERT INTO quota_pools (id, connection_id, name, group_id) VALUES (?,?,?,?)').run('hp1', 'hconn', 'host made', 'g1')
+  host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, policy) VALUES (?,?,?,?)').run('hp1', 'hk', 25, 'soft')
+  const pool = qe.getPool('hp1')
+  assert.equal(pool.name, 'host made')
+  assert.deepEqual(pool.connectionIds, ['hconn'])
+  assert.equal(pool.groupId, 'g1')
+  assert.equal(pool.allocations.length, 1)
+  assert.equal(pool.allocations[0].weight, 25)
+  assert.equal(pool.allocations[0].policy, 'soft')
+  assert.ok(qe.listAllocationsForApiKey('hk').some((a) => a.poolId === 'hp1' && a.allocation.weight === 25))
+  host.prepare('UPDATE quota_allocations SET weight = 75 WHERE pool_id = ?').run('hp1')
+  assert.equal(qe.getPool('hp1').allocations[0].weight, 75)
+
+  host.prepare('INSERT INTO provider_plans (connection_id, provider, dimensions_json, source) VALUES (?,?,?,?)')
+    .run('hconn', 'kimi', JSON.stringify([{ unit: 'requests', window: 'daily', limit: 40 }]), 'manual')
+  const plan = qe.getProviderPlan('hconn')
+  assert.equal(plan.provider, 'kimi')
+  assert.deepEqual(plan.dimensions, [{ unit: 'requests', window: 'daily', limit: 40 }])
+  assert.deepEqual((await store.poolUsage('hp1')).dimensions, []) // poolUsage carries no plan
+  host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?,?,?,?,?)')
+    .run('hk', 'hp1:requests:daily', bucket, 16, Date.now())
+  const snap = await store.poolUsageWithDimensions('hp1', plan.dimensions)
+  assert.equal(snap.dimensions.length, 1)
+  assert.equal(snap.dimensions[0].limit, 40)
+  assert.equal(snap.dimensions[0].perKey[0].fairShare, 30)
+  assert.equal(snap.dimensions[0].perKey[0].consumed, 16)
+  host.prepare('DELETE FROM provider_plans WHERE connection_id = ?').run('hconn')
+  assert.equal(qe.getProviderPlan('hconn'), null)
+})
+
+test('pool totals stay exact with host upserts interleaved with engine consumes', async () => {
+  const d = dim('mix-pool', 'tokens', 'weekly')
+  const bucket = Math.floor(Date.now() / WINDOW_MS.weekly)
+  const up = host.prepare(`INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?,?,?,?,?)
+    ON CONFLICT(api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = consumed + excluded.consumed, updated_at = excluded.updated_at`)
+  let expected = 0
+  for (let i = 0; i < 300; i++) {
+    const k = `m${i % 7}`
+    if (i % 3 === 0) up.run(k, key(d), bucket, i % 5 + 1, Date.now())
+    else await store.consume(k, d, i % 4 + 1)
+    expected += i % 3 === 0 ? i % 5 + 1 : i % 4 + 1
+    if (i % 50 === 49) {
+      const brute = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE dimension_key = ? AND bucket_index = ?').get(key(d), bucket).s
+      assert.equal(brute, expected)
+      assert.equal(await store.poolConsumedTotal('mix-pool', d), brute)
+      assert.equal(qe.sumPoolDimension(key(d), bucket).currTotal, brute)
+    }
+  }
+})
+
+test('metadata validation: right class, field named, nothing written', () => {
+  const tables = ['quota_pools', 'quota_allocations', 'quota_pool_connections', 'provider_plans', 'quota_allocation_model_caps']
+  const snapshot = () => Object.fromEntries(tables.map((t) => [t, count(t)]))
+  const base = qe.createPool({ connectionId: 'conn-val', name: 'val', allocations: [{ apiKeyId: 'v1', weight: 10, policy: 'hard' }] })
+  const before = snapshot()
+  const cases = [
+    () => qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'a', weight: 150, policy: 'hard' }] }),
+    () => qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'a', weight: 10, capValue: 0, capUnit: 'usd', policy: 'hard' }] }),
+    () => qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'a', weight: 10, capValue: 5, capUnit: 'bytes', policy: 'hard' }] }),
+    () => qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'a', weight: 10, policy: 'greedy' }] }),
+    () => qe.createPool({ connectionId: '', name: 'n' }),
+    () => qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: '', weight: 10, policy: 'hard' }] }),
+    () => qe.upsertAllocations(base.id, [{ apiKeyId: 'v1', weight: 150, policy: 'hard' }]),
+    () => qe.upsertAllocations(base.id, [{ apiKeyId: 'v2', weight: -1, policy: 'hard' }]),
+    () => qe.updatePool(base.id, { allocations: [{ apiKeyId: 'v1', weight: 101, policy: 'hard' }] }),
+    () => qe.upsertProviderPlan({ connectionId: 'pc', provider: 'x', dimensions: [{ unit: 'tokens', window: 'daily', limit: 0 }], source: 'manual' }),
+    () => qe.upsertProviderPlan({ connectionId: 'pc', provider: 'x', dimensions: [{ unit: 'tokens', window: 'yearly', limit: 5 }], source: 'manual' }),
+    () => qe.upsertProviderPlan({ connectionId: 'pc', provider: 'x', dimensions: [{ unit: 'bytes', window: 'daily', limit: 5 }], source: 'manual' }),
+    () => qe.setModelCap({ poolId: base.id, apiKeyId: 'v1', model: 'm', capValue: 0, capUnit: 'tokens' }),
+    () => qe.setModelCap({ poolId: base.id, apiKeyId: 'v1', model: 'm', capValue: 5, capUnit: 'bytes' }),
+    () => qe.setModelCap({ poolId: '', apiKeyId: 'v1', model: 'm', capValue: 5, capUnit: 'tokens' }),
+  ]
+  const fields = ['weight', 'capValue', 'capUnit', 'policy', 'connectionId', 'apiKeyId', 'weight', 'weight', 'weight', 'limit', 'window', 'unit', 'capValue', 'capUnit', 'poolId']
+  cases.forEach((fn, i) => {
+    assert.throws(fn, isInvalidAny(fields[i]), `case ${i}`)
+  })
+  // exact classes for the headline cases
+  assert.throws(cases[0], (e) => e instanceof RangeError)
+  assert.throws(cases[12], (e) => e instanceof RangeError)
+  assert.deepEqual(snapshot(), before)
+  assert.equal(qe.getPool(base.id).allocations[0].weight, 10)
+})
+
+test('importLegacyPools imports once; the second call is a no-op', () => {
+  // a fresh file is needed for "no pool exists yet": check only the second-call no-op here
+  const n = count('quota_pools')
+  const legacy = [{ id: 'legacy-1', connectionId: 'lc', name: 'legacy', allocations: [{ apiKeyId: 'l1', weight: 50, policy: 'hard' }] }]
+  qe.importLegacyPools(legacy)
+  const after1 = count('quota_pools')
+  assert.equal(after1, n, 'pools exist already, so even the first call imports nothing')
+  qe.importLegacyPools(legacy)
+  assert.equal(count('quota_pools'), after1)
+})
+
+test('consume with bad cost or empty apiKeyId rejects and writes nothing', async () => {
+  const d = dim('bad-pool')
+  const n = count('quota_consumption')
+  for (const cost of [NaN, -1, 'x', Infinity]) {
+    await assert.rejects(store.consume('bk', d, cost), (e) => (e instanceof TypeError || e instanceof RangeError) && e.code === 'ERR_QUOTA_INVALID_ARG' && /cost/.test(e.message), `cost ${String(cost)}`)
+  }
+  await assert.rejects(store.consume('', d, 1), (e) => (e instanceof TypeError || e instanceof RangeError) && e.code === 'ERR_QUOTA_INVALID_ARG' && /apiKeyId/.test(e.message))
+  await assert.rejects(store.consume('bk', { poolId: 'bad-pool', unit: 'bytes', window: 'daily' }, 1), (e) => e.code === 'ERR_QUOTA_INVALID_ARG')
+  assert.equal(count('quota_consumption'), n)
+  assert.equal(await store.peek('bk', d), 0)
+})

@@ -1,0 +1,1 @@
+export { enforceQuotaShare, recordConsumption } from '../index'

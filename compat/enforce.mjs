@@ -1,0 +1,6 @@
+import entry from './enforce.js'
+
+export const {
+  enforceQuotaShare,
+  recordConsumption,
+} = entry

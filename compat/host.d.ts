@@ -1,0 +1,1 @@
+export { installHost } from '../index'

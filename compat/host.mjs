@@ -1,0 +1,5 @@
+import entry from './host.js'
+
+export const {
+  installHost,
+} = entry

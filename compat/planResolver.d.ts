@@ -1,0 +1,1 @@
+export { resolvePlan } from '../binding'

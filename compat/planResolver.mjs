@@ -1,0 +1,5 @@
+import entry from './planResolver.js'
+
+export const {
+  resolvePlan,
+} = entry

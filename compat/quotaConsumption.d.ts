@@ -1,0 +1,1 @@
+export { getBucket, incrementBucket, getPair, listConsumptionForPool, sumPoolDimension, gcOlderThan } from '../binding'

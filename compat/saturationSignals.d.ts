@@ -1,0 +1,1 @@
+export { getSaturation, storeRateLimitHeaders, getTokenHeaderSaturation, _clearRateLimitHeaders, _clearSaturationCache, __setAnthropicSaturationDepsForTests, __setGenericUsageFetcherForTests } from '../index'

@@ -1,0 +1,1 @@
+export { scheduleRecordConsumption, buildConsumptionCost, recordStreamingConsumption } from '../index'

@@ -1,0 +1,7 @@
+import entry from './spendRecorder.js'
+
+export const {
+  scheduleRecordConsumption,
+  buildConsumptionCost,
+  recordStreamingConsumption,
+} = entry

@@ -1,0 +1,1 @@
+export { SqliteQuotaStore, getSqliteQuotaStore } from '../index'

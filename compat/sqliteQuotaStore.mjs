@@ -1,0 +1,6 @@
+import entry from './sqliteQuotaStore.js'
+
+export const {
+  SqliteQuotaStore,
+  getSqliteQuotaStore,
+} = entry

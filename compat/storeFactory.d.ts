@@ -1,0 +1,1 @@
+export { getQuotaStore, getQuotaStoreSync, resetQuotaStoreSingleton } from '../index'

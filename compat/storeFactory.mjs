@@ -1,0 +1,7 @@
+import entry from './storeFactory.js'
+
+export const {
+  getQuotaStore,
+  getQuotaStoreSync,
+  resetQuotaStoreSingleton,
+} = entry

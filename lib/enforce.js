@@ -1,0 +1,162 @@
+'use strict'
+// The hot path (CONTRACT §7): each call is one synchronous crossing into Rust, which does
+// the pool lookup, the plan and every dimension; this file turns the result into the
+// host's shapes, fetches saturation through the host's async fetchers on a cache miss,
+// emits `quota.exceeded`, and fails open on the engine's own faults.
+const native = require('../binding.js')
+const host = require('./host.js')
+const { getSaturation } = require('./saturation.js')
+
+const ALLOW = Object.freeze({ kind: 'allow' })
+
+function failOpen(component, msg, err, context) {
+  host.log('warn', component, msg, { ...context, error: String((err && err.message) || err) })
+}
+
+function isNonEmptyString(value) {
+  return typeof value === 'string' && value !== ''
+}
+
+function toResult(step, input) {
+  if (step.kind === 'allow') {
+    return step.deprioritize === undefined ? { kind: 'allow' } : { kind: 'allow', deprioritize: step.deprioritize }
+  }
+  const result = { kind: 'block', reason: step.reason, httpStatus: 429 }
+  if (step.retryAfterSeconds !== undefined) result.retryAfterSeconds = step.retryAfterSeconds
+  const payload = { apiKeyId: input.apiKeyId, provider: input.provider, connectionId: input.connectionId, reason: step.code }
+  if (step.code === 'model-cap') payload.model = input.model
+  host.emitQuotaEvent('quota.exceeded', payload)
+  return result
+}
+
+async function fetchMissing(input, step) {
+  await Promise.all(
+    step.fetch.map(([unit, window]) => getSaturation(input.connectionId, input.provider, { unit, window })),
+  )
+}
+
+/**
+ * `enforceQuotaShare({ apiKeyId, connectionId, provider, model?, estimatedCost? })` →
+ * `{ kind: "allow", deprioritize? } | { kind: "block", reason, httpStatus: 429,
+ * retryAfterSeconds? }`. Never rejects: any internal error allows and logs a warning.
+ */
+async function enforceQuotaShare(input) {
+  try {
+    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return ALLOW
+    const provider = String(input.provider ?? '')
+    const model = typeof input.model === 'string' ? input.model : undefined
+    const threshold = host.config.saturationThreshold()
+    let step = native.enforceStep(input.apiKeyId, input.connectionId, provider, model, threshold)
+    if (step.logs) host.forwardLogs(step.logs)
+    if (step.kind === 'fetch') {
+      await fetchMissing({ ...input, provider }, step)
+      step = native.enforceStep(input.apiKeyId, input.connectionId, provider, model, threshold)
+      if (step.logs) host.forwardLogs(step.logs)
+      // Still missing (a fetcher registered meanwhile): decide without waiting again.
+      if (step.kind === 'fetch') return ALLOW
+    }
+    if (step.kind === 'error') {
+      failOpen('quota:enforce', 'quota enforcement failed; allowing the request', step.reason, {
+        apiKeyId: input.apiKeyId,
+        connectionId: input.connectionId,
+      })
+      return { kind: 'allow' }
+    }
+    return toResult(step, { ...input, provider })
+  } catch (err) {
+    failOpen('quota:enforce', 'quota enforcement failed; allowing the request', err, {})
+    return { kind: 'allow' }
+  }
+}
+
+function finiteOrUndefined(value) {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined
+}
+
+/**
+ * `recordConsumption({ apiKeyId, connectionId, provider, model?, cost: { tokens?, usd?,
+ * requests? } })`: adds the cost to every plan dimension of the matching pool (and the
+ * model bucket), in one transaction. Never rejects.
+ */
+async function recordConsumption(input) {
+  try {
+    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return
+    const cost = input.cost || {}
+    const error = native.recordStep(
+      input.apiKeyId,
+      input.connectionId,
+      String(input.provider ?? ''),
+      typeof input.model === 'string' ? input.model : undefined,
+      finiteOrUndefined(cost.tokens),
+      finiteOrUndefined(cost.usd),
+      finiteOrUndefined(cost.requests),
+    )
+    if (error) failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+  } catch (err) {
+    failOpen('quota:enforce', 'recording quota consumption failed', err, {})
+  }
+}
+
+/** Runs `recordConsumption(input)` on the next turn of the event loop; returns at once. */
+function scheduleRecordConsumption(input, log) {
+  setImmediate(() => {
+    recordConsumption(input).catch((err) => {
+      const logger = log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }
+      logger.warn({ err: String(err && err.message) }, 'scheduled quota record failed')
+    })
+  })
+}
+
+/** `{ tokens: prompt + completion (non-numeric → 0), usd: max(estimatedCost, 0), requests: 1 }`. */
+function buildConsumptionCost(usage, estimatedCost) {
+  const number = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
+  const tokens = number(usage && usage.prompt_tokens) + number(usage && usage.completion_tokens)
+  return { tokens, usd: Math.max(number(estimatedCost), 0), requests: 1 }
+}
+
+/**
+ * Records a finished stream: nothing without an apiKeyId and connectionId or when
+ * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects.
+ */
+async function recordStreamingConsumption(params, deps = {}) {
+  try {
+    if (!params || !params.apiKeyId || !params.connectionId || params.streamStatus !== 200) return
+    const provider = params.provider || 'unknown'
+    let usd = 0
+    try {
+      usd = await deps.calculateCost(provider, params.model, params.streamUsage, { serviceTier: params.serviceTier })
+    } catch {
+      usd = 0
+    }
+    const schedule = typeof deps.schedule === 'function' ? deps.schedule : scheduleRecordConsumption
+    schedule(
+      {
+        apiKeyId: params.apiKeyId,
+        connectionId: params.connectionId,
+        provider,
+        model: params.model,
+        cost: buildConsumptionCost(params.streamUsage, usd),
+      },
+      deps.log,
+    )
+  } catch (err) {
+    ;(deps.log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }).warn(
+      { err: String(err && err.message) },
+      'streaming quota record failed',
+    )
+  }
+}
+
+/** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, 0..1). */
+function softPenaltyFactor() {
+  return host.config.softDeprioritizeFactor()
+}
+
+module.exports = {
+  enforceQuotaShare,
+  recordConsumption,
+  scheduleRecordConsumption,
+  buildConsumptionCost,
+  recordStreamingConsumption,
+  softPenaltyFactor,
+}

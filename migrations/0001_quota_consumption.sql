@@ -1,0 +1,12 @@
+-- Sliding-window counters (CONTRACT §4): one row per (API key, dimension key, bucket).
+-- `dimension_key` is "<poolId>:<unit>:<window>", `updated_at` epoch ms.
+CREATE TABLE IF NOT EXISTS quota_consumption (
+  api_key_id TEXT NOT NULL,
+  dimension_key TEXT NOT NULL,
+  bucket_index INTEGER NOT NULL,
+  consumed REAL DEFAULT 0,
+  updated_at INTEGER,
+  PRIMARY KEY (api_key_id, dimension_key, bucket_index)
+);
+CREATE INDEX IF NOT EXISTS idx_quota_consumption_dimension_bucket ON quota_consumption (dimension_key, bucket_index);
+CREATE INDEX IF NOT EXISTS idx_quota_consumption_updated_at ON quota_consumption (updated_at);

@@ -1,0 +1,8 @@
+-- Per-connection plan overrides (CONTRACT §5, §6); dimensions_json is a QuotaDimension[].
+CREATE TABLE IF NOT EXISTS provider_plans (
+  connection_id TEXT PRIMARY KEY,
+  provider TEXT NOT NULL,
+  dimensions_json TEXT NOT NULL DEFAULT '[]',
+  source TEXT NOT NULL DEFAULT 'manual' CHECK (source IN ('auto', 'manual')),
+  updated_at TEXT DEFAULT CURRENT_TIMESTAMP
+);

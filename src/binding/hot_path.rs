@@ -1,0 +1,335 @@
+//! CONTRACT §7–§8 at the edge: one synchronous crossing per `enforceQuotaShare` and per
+//! `recordConsumption` does all of a request's work (pool lookup, plan, every dimension).
+//! The JS facade (lib/enforce.js) wraps the result in a settled promise, fetches
+//! saturation through the host's async fetchers when the cache asks for it, and emits the
+//! `quota.exceeded` event.
+
+use super::burn_rate::now_ms;
+use super::db::with_store;
+use super::log_queue::{self, LogRecord};
+use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::enforce::{
+  consumption_writes, enforce, ConsumptionCost, EnforceOutcome, QuotaRequest, SaturationLookup,
+};
+use crate::core::saturation::{
+  parse_rate_limit_headers, token_header_saturation, RateLimitSnapshot, SaturationCache,
+};
+use napi::Env;
+use napi_derive::napi;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+struct SaturationState {
+  cache: SaturationCache,
+  /// Providers with a host fetcher (`"*"`: every provider).
+  fetchers: HashSet<String>,
+  /// `(provider, connectionId)` → the last rate-limit headers seen.
+  headers: HashMap<(String, String), RateLimitSnapshot>,
+}
+
+static SATURATION: Mutex<Option<SaturationState>> = Mutex::new(None);
+
+fn with_saturation<T>(f: impl FnOnce(&mut SaturationState) -> T) -> T {
+  let mut guard = SATURATION.lock().unwrap_or_else(|e| e.into_inner());
+  let state = guard.get_or_insert_with(|| SaturationState {
+    cache: SaturationCache::default(),
+    fetchers: HashSet::new(),
+    headers: HashMap::new(),
+  });
+  f(state)
+}
+
+impl SaturationState {
+  fn has_fetcher(&self, provider: &str) -> bool {
+    self.fetchers.contains(provider) || self.fetchers.contains("*")
+  }
+
+  /// The fallback when no fetcher serves the provider: the token headers, else 0.
+  fn fallback(&self, provider: &str, connection_id: &str, now: i64) -> f64 {
+    self
+      .headers
+      .get(&(provider.to_string(), connection_id.to_string()))
+      .and_then(|snapshot| token_header_saturation(snapshot, now))
+      .map_or(0.0, |s| s.saturation)
+  }
+}
+
+struct Lookup<'a> {
+  state: &'a mut SaturationState,
+  now: i64,
+}
+
+impl SaturationLookup for Lookup<'_> {
+  fn saturation(
+    &self,
+    connection_id: &str,
+    provider: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+  ) -> Option<f64> {
+    if let Some(hit) = self
+      .state
+      .cache
+      .get(provider, connection_id, unit, window, self.now)
+    {
+      return Some(hit);
+    }
+    if self.state.has_fetcher(provider) {
+      return None;
+    }
+    Some(self.state.fallback(provider, connection_id, self.now))
+  }
+}
+
+/// What one enforce crossing found. `kind` is `allow`, `block`, or `fetch` (saturation
+/// of `fetch` must be fetched, stored with `putSaturation`, and the call repeated).
+#[napi(object, object_from_js = false)]
+pub struct EnforceStep {
+  #[napi(ts_type = "'allow' | 'block' | 'fetch'")]
+  pub kind: String,
+  pub deprioritize: Option<bool>,
+  /// The block message.
+  pub reason: Option<String>,
+  /// The block's reason code, for the `quota.exceeded` event.
+  pub code: Option<String>,
+  pub retry_after_seconds: Option<f64>,
+  /// `[unit, window]` pairs to fetch.
+  pub fetch: Option<Vec<Vec<String>>>,
+  /// Log records produced since the last crossing.
+  pub logs: Option<Vec<LogRecord>>,
+}
+
+fn step(kind: &str) -> EnforceStep {
+  EnforceStep {
+    kind: kind.to_string(),
+    deprioritize: None,
+    reason: None,
+    code: None,
+    retry_after_seconds: None,
+    fetch: None,
+    logs: log_queue::take(),
+  }
+}
+
+/// One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
+/// and logs once, without an exception crossing the boundary.
+#[napi]
+pub fn enforce_step(
+  env: Env,
+  api_key_id: String,
+  connection_id: String,
+  provider: String,
+  model: Option<String>,
+  saturation_threshold: f64,
+  now: Option<f64>,
+) -> EnforceStep {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  let request = QuotaRequest {
+    api_key_id: &api_key_id,
+    connection_id: &connection_id,
+    provider: &provider,
+    model: model.as_deref().filter(|m| !m.is_empty()),
+  };
+  // One read transaction for every statement of the decision: one set of lock calls.
+  let outcome = with_store(&env, |db| {
+    db.read_scope(|db| {
+      with_saturation(|state| {
+        enforce(
+          db,
+          &Lookup { state, now },
+          &request,
+          saturation_threshold,
+          now,
+        )
+      })
+    })
+  });
+  match outcome {
+    Ok(EnforceOutcome::Allow { deprioritize }) => EnforceStep {
+      deprioritize,
+      ..step("allow")
+    },
+    Ok(EnforceOutcome::Block {
+      reason,
+      message,
+      retry_after_seconds,
+    }) => EnforceStep {
+      reason: Some(message),
+      code: Some(reason.as_str().to_string()),
+      retry_after_seconds,
+      ..step("block")
+    },
+    Ok(EnforceOutcome::NeedSaturation(dims)) => EnforceStep {
+      fetch: Some(
+        dims
+          .iter()
+          .map(|d| vec![d.unit.as_str().to_string(), d.window.as_str().to_string()])
+          .collect(),
+      ),
+      ..step("fetch")
+    },
+    Err(err) => EnforceStep {
+      reason: Some(err.to_string()),
+      ..step("error")
+    },
+  }
+}
+
+/// One record crossing: every plan dimension and the model bucket, in one transaction.
+/// Returns the error message, or `null` when the write committed.
+#[napi]
+#[allow(clippy::too_many_arguments)]
+pub fn record_step(
+  env: Env,
+  api_key_id: String,
+  connection_id: String,
+  provider: String,
+  model: Option<String>,
+  tokens: Option<f64>,
+  usd: Option<f64>,
+  requests: Option<f64>,
+  now: Option<f64>,
+) -> Option<String> {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  let request = QuotaRequest {
+    api_key_id: &api_key_id,
+    connection_id: &connection_id,
+    provider: &provider,
+    model: model.as_deref().filter(|m| !m.is_empty()),
+  };
+  let cost = ConsumptionCost {
+    tokens,
+    usd,
+    requests,
+  };
+  let result = with_store(&env, |db| {
+    // Metadata first, in one read; the write then takes the write lock only when there is
+    // something to write.
+    let writes = db.read_scope(|db| consumption_writes(db, &request, &cost))?;
+    if writes.is_empty() {
+      return Ok(());
+    }
+    db.consume_many(&api_key_id, &writes, now)
+  });
+  result.err().map(|e| e.to_string())
+}
+
+/// Registers which providers have a host saturation fetcher (`"*"` for all).
+#[napi]
+pub fn set_saturation_fetcher_providers(providers: Vec<String>) {
+  with_saturation(|state| state.fetchers = providers.into_iter().collect());
+}
+
+/// Stores a fetched saturation (clamped 0..1, NaN → 0) for 30 s; returns the stored value.
+#[napi]
+pub fn put_saturation(
+  provider: String,
+  connection_id: String,
+  unit: String,
+  window: String,
+  value: f64,
+  now: Option<f64>,
+) -> f64 {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
+    return 0.0;
+  };
+  with_saturation(|state| {
+    state
+      .cache
+      .put(&provider, &connection_id, unit, window, value, now)
+  })
+}
+
+/// The cached saturation, or `null` on a miss.
+#[napi]
+pub fn cached_saturation(
+  provider: String,
+  connection_id: String,
+  unit: String,
+  window: String,
+  now: Option<f64>,
+) -> Option<f64> {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  let (unit, window) = (QuotaUnit::parse(&unit)?, QuotaWindow::parse(&window)?);
+  with_saturation(|state| {
+    state
+      .cache
+      .get(&provider, &connection_id, unit, window, now)
+  })
+}
+
+/// `_clearSaturationCache()`.
+#[napi(js_name = "_clearSaturationCache")]
+pub fn clear_saturation_cache() {
+  with_saturation(|state| state.cache.clear());
+}
+
+/// `_clearRateLimitHeaders()`.
+#[napi(js_name = "_clearRateLimitHeaders")]
+pub fn clear_rate_limit_headers() {
+  with_saturation(|state| state.headers.clear());
+}
+
+/// Records an upstream response's rate-limit headers (`[name, value]` pairs).
+#[napi]
+pub fn store_rate_limit_header_pairs(
+  connection_id: String,
+  provider: String,
+  pairs: Vec<Vec<String>>,
+  now: Option<f64>,
+) {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  let parsed = parse_rate_limit_headers(
+    pairs
+      .iter()
+      .filter(|p| p.len() == 2)
+      .map(|p| (p[0].as_str(), p[1].as_str())),
+    now,
+  );
+  if let Some(snapshot) = parsed {
+    with_saturation(|state| {
+      if state.headers.len() >= 10_000 {
+        state.headers.clear();
+      }
+      state.headers.insert((provider, connection_id), snapshot);
+    });
+  }
+}
+
+/// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
+#[napi(object, object_from_js = false)]
+pub struct TokenHeaderSaturationJs {
+  pub saturation: f64,
+  pub reset_at_ms: Option<f64>,
+}
+
+/// The token-header fallback signal: `used / limit` from headers at most 5 min old.
+#[napi]
+pub fn token_header_saturation_of(
+  provider: String,
+  connection_id: String,
+  now: Option<f64>,
+) -> Option<TokenHeaderSaturationJs> {
+  let now = now
+    .filter(|t| t.is_finite())
+    .map_or_else(now_ms, |t| t as i64);
+  with_saturation(|state| {
+    let snapshot = state.headers.get(&(provider, connection_id))?;
+    let value = token_header_saturation(snapshot, now)?;
+    Some(TokenHeaderSaturationJs {
+      saturation: value.saturation,
+      reset_at_ms: value.reset_at_ms.map(|t| t as f64),
+    })
+  })
+}

@@ -1,0 +1,711 @@
+//! The SQLite store at the edge: the counter operations behind `SqliteQuotaStore` (CONTRACT
+//! §4), the host's counter-table functions (§5, `db/quotaConsumption.ts`), the metadata
+//! API (§5), `resolvePlan` (§6), `closeQuotaDb` and the retention sweep.
+//!
+//! Every function runs synchronously on the calling JS thread: a SQLite read costs a few
+//! microseconds, far less than a hop to a worker and back. The JS facade (lib/) turns the
+//! ones the contract makes async into settled promises.
+
+use super::args::Arg;
+use super::burn_rate::now_ms;
+use super::convert::{
+  read_allocations, read_dimension, read_strings, ConsumptionRowJs, ModelCapJs, PoolAllocationJs,
+  ProviderPlanJs, QuotaPoolJs,
+};
+use super::db::{set_db_path, with_store};
+use super::dimensions::read_dimension_key;
+use super::errors::or_throw;
+use crate::core::burn_rate::compute_burn_rate_from_window;
+use crate::core::dimensions::{PlanSource, ProviderPlan, QuotaUnit};
+use crate::core::plans::{resolve_plan, PlanOverrides};
+use crate::error::{QuotaError, Result};
+use crate::store::iso_time::iso_from_ms;
+use crate::store::{
+  close_quota_db, CounterStore, LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate,
+};
+use napi::bindgen_prelude::Unknown;
+use napi::Env;
+use napi_derive::napi;
+
+fn clock(now_ms: Option<f64>) -> i64 {
+  now_ms
+    .filter(|t| t.is_finite())
+    .map_or_else(super::burn_rate::now_ms, |t| t as i64)
+}
+
+fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
+  Arg::new(value, path)
+}
+
+// ---- host services -------------------------------------------------------------------
+
+/// Sets where the database is: a path, a function returning one (called when the database
+/// is opened), or `undefined` for `$DATA_DIR/storage.sqlite` / the host's default.
+#[napi(ts_args_type = "dbPath?: string | (() => string)")]
+pub fn configure_db_path(db_path: Option<Unknown>) -> napi::Result<()> {
+  set_db_path(db_path)
+}
+
+/// Closes the engine's connection (prepared statements and cached rows go with it); the
+/// next call reopens, resolving the path again. Call it after the host closed its own
+/// connection (the reset order of the host's tests), or at shutdown.
+#[napi(js_name = "closeQuotaDb")]
+pub fn close_quota_db_js(env: Env) -> napi::Result<()> {
+  or_throw(&env, close_quota_db())
+}
+
+// ---- the QuotaStore operations -------------------------------------------------------
+
+/// `consume`: adds `cost` to the current bucket and returns the new effective value,
+/// committed before it returns.
+#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number")]
+pub fn store_consume(
+  env: Env,
+  api_key_id: Unknown,
+  dim: Unknown,
+  cost: Unknown,
+  now_ms: Option<f64>,
+) -> napi::Result<f64> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let key = read_dimension_key(&arg(dim, "dim")?)?;
+    let cost = arg(cost, "cost")?.number()?;
+    with_store(&env, |db| {
+      db.consume(&api_key_id, &key, cost, clock(now_ms))
+    })
+  })();
+  or_throw(&env, result)
+}
+
+/// `peek`: the effective value, no write.
+#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number")]
+pub fn store_peek(
+  env: Env,
+  api_key_id: Unknown,
+  dim: Unknown,
+  now_ms: Option<f64>,
+) -> napi::Result<f64> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let key = read_dimension_key(&arg(dim, "dim")?)?;
+    with_store(&env, |db| db.peek(&api_key_id, &key, clock(now_ms)))
+  })();
+  or_throw(&env, result)
+}
+
+/// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
+#[napi(ts_args_type = "dim: DimensionKey, nowMs?: number")]
+pub fn store_pool_consumed_total(env: Env, dim: Unknown, now_ms: Option<f64>) -> napi::Result<f64> {
+  let result = (|| {
+    let key = read_dimension_key(&arg(dim, "dim")?)?;
+    with_store(&env, |db| db.pool_consumed_total(&key, clock(now_ms)))
+  })();
+  or_throw(&env, result)
+}
+
+/// `clear`: zeroes the key's counter (curr and prev).
+#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey")]
+pub fn store_clear(env: Env, api_key_id: Unknown, dim: Unknown) -> napi::Result<()> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let key = read_dimension_key(&arg(dim, "dim")?)?;
+    with_store(&env, |db| db.clear(&api_key_id, &key))
+  })();
+  or_throw(&env, result)
+}
+
+/// One key of a snapshot dimension.
+#[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
+pub struct KeyUsageJs {
+  pub api_key_id: String,
+  pub consumed: f64,
+  pub fair_share: f64,
+  pub deficit: f64,
+  pub borrowing: bool,
+}
+
+/// One dimension of a snapshot.
+#[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
+pub struct DimensionUsageJs {
+  #[napi(ts_type = "QuotaUnit")]
+  pub unit: String,
+  #[napi(ts_type = "QuotaWindow")]
+  pub window: String,
+  pub limit: f64,
+  pub consumed_total: f64,
+  pub per_key: Vec<KeyUsageJs>,
+}
+
+/// `PoolUsageSnapshot`.
+#[napi(object, object_from_js = false, js_name = "PoolUsageSnapshot")]
+pub struct PoolUsageSnapshotJs {
+  pub pool_id: String,
+  /// ISO-8601.
+  pub generated_at: String,
+  pub dimensions: Vec<DimensionUsageJs>,
+  pub burn_rate: Option<super::burn_rate::BurnRateJs>,
+}
+
+/// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
+/// for each plan dimension (unknown windows skipped; an unknown pool has none).
+#[napi(
+  ts_args_type = "poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number"
+)]
+pub fn store_pool_usage(
+  env: Env,
+  pool_id: Unknown,
+  plan_dims: Option<Unknown>,
+  now_ms: Option<f64>,
+) -> napi::Result<PoolUsageSnapshotJs> {
+  let result = (|| {
+    let pool_id = arg(pool_id, "poolId")?.string()?;
+    let dims = match plan_dims {
+      Some(value) => {
+        let list = arg(value, "planDims")?;
+        if list.is_nullish() {
+          Vec::new()
+        } else {
+          list
+            .elements()?
+            .iter()
+            .map(|d| {
+              Ok(PlanDimension {
+                unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
+                window: d.field("window")?.opt_string()?.unwrap_or_default(),
+                limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
+              })
+            })
+            .collect::<Result<Vec<_>>>()?
+        }
+      }
+      None => Vec::new(),
+    };
+    let now = clock(now_ms);
+    let snapshot = with_store(&env, |db| {
+      db.pool_usage_with_dimensions(&pool_id, &dims, now)
+    })?;
+    let burn_rate = snapshot
+      .dimensions
+      .iter()
+      .find(|d| d.unit == QuotaUnit::Tokens)
+      .filter(|d| d.consumed_total > 0.0)
+      .map(|d| {
+        compute_burn_rate_from_window(
+          d.consumed_total,
+          d.window.ms(),
+          now,
+          Some(d.limit - d.consumed_total),
+        )
+        .into()
+      });
+    Ok(PoolUsageSnapshotJs {
+      pool_id: snapshot.pool_id,
+      generated_at: iso_from_ms(now),
+      dimensions: snapshot
+        .dimensions
+        .into_iter()
+        .map(|d| DimensionUsageJs {
+          unit: d.unit.as_str().to_string(),
+          window: d.window.as_str().to_string(),
+          limit: d.limit,
+          consumed_total: d.consumed_total,
+          per_key: d
+            .per_key
+            .into_iter()
+            .map(|k| KeyUsageJs {
+              api_key_id: k.api_key_id,
+              consumed: k.consumed,
+              fair_share: k.fair_share,
+              deficit: k.deficit,
+              borrowing: k.borrowing,
+            })
+            .collect(),
+        })
+        .collect(),
+      burn_rate,
+    })
+  })();
+  or_throw(&env, result)
+}
+
+// ---- db/quotaConsumption.ts ----------------------------------------------------------
+
+/// The bucket's value (0 when absent).
+#[napi(ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number")]
+pub fn get_bucket(
+  env: Env,
+  api_key_id: Unknown,
+  dimension_key: Unknown,
+  bucket_index: Unknown,
+) -> napi::Result<f64> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
+    let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
+    with_store(&env, |db| {
+      db.get_bucket(&api_key_id, &dimension_key, bucket)
+    })
+  })();
+  or_throw(&env, result)
+}
+
+/// Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`.
+#[napi(
+  ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number"
+)]
+pub fn increment_bucket(
+  env: Env,
+  api_key_id: Unknown,
+  dimension_key: Unknown,
+  bucket_index: Unknown,
+  delta: Unknown,
+  now_ms: Unknown,
+) -> napi::Result<()> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
+    let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
+    let delta = arg(delta, "delta")?.number()?;
+    let now = arg(now_ms, "nowMs")?
+      .opt_number()?
+      .map_or_else(now_ms_fallback, |t| t as i64);
+    with_store(&env, |db| {
+      db.increment_bucket(&api_key_id, &dimension_key, bucket, delta, now)
+    })
+  })();
+  or_throw(&env, result)
+}
+
+fn now_ms_fallback() -> i64 {
+  now_ms()
+}
+
+/// `{ curr, prev }` of the key's counter around `currentBucket`.
+#[napi(object, object_from_js = false)]
+pub struct BucketPair {
+  pub curr: f64,
+  pub prev: f64,
+}
+
+/// The key's current and previous buckets.
+#[napi(ts_args_type = "apiKeyId: string, dimensionKey: string, currentBucket: number")]
+pub fn get_pair(
+  env: Env,
+  api_key_id: Unknown,
+  dimension_key: Unknown,
+  current_bucket: Unknown,
+) -> napi::Result<BucketPair> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
+    let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
+    with_store(&env, |db| db.get_pair(&api_key_id, &dimension_key, bucket))
+  })();
+  or_throw(&env, result).map(|(curr, prev)| BucketPair { curr, prev })
+}
+
+/// `{ currTotal, prevTotal }` over every key of the dimension.
+#[napi(object, object_from_js = false)]
+pub struct PoolBucketTotals {
+  pub curr_total: f64,
+  pub prev_total: f64,
+}
+
+/// The pool's summed current and previous buckets (read from the totals table: constant
+/// time however many keys the pool has).
+#[napi(ts_args_type = "dimensionKey: string, currentBucket: number")]
+pub fn sum_pool_dimension(
+  env: Env,
+  dimension_key: Unknown,
+  current_bucket: Unknown,
+) -> napi::Result<PoolBucketTotals> {
+  let result = (|| {
+    let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
+    let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
+    with_store(&env, |db| db.sum_pool_dimension(&dimension_key, bucket))
+  })();
+  or_throw(&env, result).map(|(curr_total, prev_total)| PoolBucketTotals {
+    curr_total,
+    prev_total,
+  })
+}
+
+/// The pool's newest counter rows first; `limit` clamped to 1..500.
+#[napi(ts_args_type = "poolId: string, limit?: number")]
+pub fn list_consumption_for_pool(
+  env: Env,
+  pool_id: Unknown,
+  limit: Option<Unknown>,
+) -> napi::Result<Vec<ConsumptionRowJs>> {
+  let result = (|| {
+    let pool_id = arg(pool_id, "poolId")?.string()?;
+    let limit = match limit {
+      Some(value) => arg(value, "limit")?.opt_number()?.unwrap_or(100.0),
+      None => 100.0,
+    };
+    let limit = if limit.is_finite() { limit as i64 } else { 500 };
+    with_store(&env, |db| db.list_consumption_for_pool(&pool_id, limit))
+  })();
+  or_throw(&env, result).map(|rows| rows.iter().map(ConsumptionRowJs::from).collect())
+}
+
+/// Deletes rows whose `updated_at` is strictly older; returns how many.
+#[napi(ts_args_type = "maxUpdatedAtMs: number")]
+pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> {
+  let result = (|| {
+    let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.number()? as i64;
+    with_store(&env, |db| db.gc_older_than(max))
+  })();
+  or_throw(&env, result).map(|n| n as f64)
+}
+
+/// Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
+/// number of rows deleted.
+#[napi(ts_args_type = "retentionDays: number, nowMs?: number")]
+pub fn gc_consumption_sync(
+  env: Env,
+  retention_days: f64,
+  now_ms: Option<f64>,
+) -> napi::Result<f64> {
+  let now = clock(now_ms);
+  or_throw(
+    &env,
+    with_store(&env, |db| db.gc_consumption(retention_days, now)),
+  )
+  .map(|n| n as f64)
+}
+
+// ---- metadata ------------------------------------------------------------------------
+
+fn optional<'a>(value: Option<Unknown<'a>>, path: &str) -> Result<Option<Arg<'a>>> {
+  match value {
+    Some(value) => {
+      let arg = Arg::new(value, path)?;
+      Ok((!arg.is_nullish()).then_some(arg))
+    }
+    None => Ok(None),
+  }
+}
+
+/// Creates a pool (random id, its allocations and membership in one transaction).
+#[napi(
+  ts_args_type = "input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
+)]
+pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
+  let result = (|| {
+    let input = arg(input, "input")?;
+    let allocations = input.field("allocations")?;
+    let connection_ids = input.field("connectionIds")?;
+    let pool = NewPool {
+      connection_id: input.field("connectionId")?.string()?,
+      name: input.field("name")?.string()?,
+      group_id: input.field("groupId")?.opt_string()?,
+      allocations: if allocations.is_nullish() {
+        Vec::new()
+      } else {
+        read_allocations(&allocations)?
+      },
+      connection_ids: if connection_ids.is_nullish() {
+        Vec::new()
+      } else {
+        read_strings(&connection_ids)?
+      },
+    };
+    with_store(&env, |db| db.create_pool(&pool, now_ms()))
+  })();
+  or_throw(&env, result).map(|p| QuotaPoolJs::from(&p))
+}
+
+/// The pool, or `null`.
+#[napi(ts_args_type = "id: string")]
+pub fn get_pool(env: Env, id: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
+  let result = (|| {
+    let id = arg(id, "id")?.string()?;
+    with_store(&env, |db| db.get_pool(&id))
+  })();
+  or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
+}
+
+/// `{ items, total }`.
+#[napi(object, object_from_js = false)]
+pub struct PoolPage {
+  pub items: Vec<QuotaPoolJs>,
+  pub total: f64,
+}
+
+/// A page of pools in creation order.
+#[napi(ts_args_type = "options?: { limit?: number; offset?: number }")]
+pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> {
+  let result = (|| {
+    let (limit, offset) = match optional(options, "options")? {
+      Some(o) => (
+        o.field("limit")?.opt_number()?,
+        o.field("offset")?.opt_number()?,
+      ),
+      None => (None, None),
+    };
+    let limit = limit.map(|l| l.clamp(0.0, u32::MAX as f64) as u32);
+    let offset = offset.map(|o| o.clamp(0.0, u32::MAX as f64) as u32);
+    with_store(&env, |db| db.list_pools(limit, offset))
+  })();
+  or_throw(&env, result).map(|page| PoolPage {
+    items: page.items.iter().map(QuotaPoolJs::from).collect(),
+    total: page.total as f64,
+  })
+}
+
+/// Updates a pool's name, group, allocations (replaced) or members (replaced); the pool
+/// after the update, or `null` when it does not exist.
+#[napi(
+  ts_args_type = "id: string, patch: { name?: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
+)]
+pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
+  let result = (|| {
+    let id = arg(id, "id")?.string()?;
+    let patch = arg(patch, "patch")?;
+    let allocations = patch.field("allocations")?;
+    let connection_ids = patch.field("connectionIds")?;
+    let update = PoolUpdate {
+      name: patch.field("name")?.opt_string()?,
+      group_id: patch.field("groupId")?.opt_string()?,
+      allocations: if allocations.is_nullish() {
+        None
+      } else {
+        Some(read_allocations(&allocations)?)
+      },
+      connection_ids: if connection_ids.is_nullish() {
+        None
+      } else {
+        Some(read_strings(&connection_ids)?)
+      },
+    };
+    with_store(&env, |db| db.update_pool(&id, &update, now_ms()))
+  })();
+  or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
+}
+
+/// Deletes a pool with its allocations, membership and model caps.
+#[napi(ts_args_type = "id: string")]
+pub fn delete_pool_sync(env: Env, id: Unknown) -> napi::Result<bool> {
+  let result = (|| {
+    let id = arg(id, "id")?.string()?;
+    with_store(&env, |db| db.delete_pool(&id))
+  })();
+  or_throw(&env, result)
+}
+
+/// Replaces the pool's allocations; false when the pool does not exist.
+#[napi(ts_args_type = "poolId: string, allocations: PoolAllocation[]")]
+pub fn upsert_allocations(env: Env, pool_id: Unknown, allocations: Unknown) -> napi::Result<bool> {
+  let result = (|| {
+    let pool_id = arg(pool_id, "poolId")?.string()?;
+    let allocations = read_allocations(&arg(allocations, "allocations")?)?;
+    with_store(&env, |db| db.upsert_allocations(&pool_id, &allocations))
+  })();
+  or_throw(&env, result)
+}
+
+/// `{ poolId, allocation }`.
+#[napi(object, object_from_js = false)]
+pub struct KeyAllocation {
+  pub pool_id: String,
+  pub allocation: PoolAllocationJs,
+}
+
+/// Every allocation of an API key, with its pool id.
+#[napi(ts_args_type = "apiKeyId: string")]
+pub fn list_allocations_for_api_key(
+  env: Env,
+  api_key_id: Unknown,
+) -> napi::Result<Vec<KeyAllocation>> {
+  let result = (|| {
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    with_store(&env, |db| db.list_allocations_for_api_key(&api_key_id))
+  })();
+  or_throw(&env, result).map(|list| {
+    list
+      .iter()
+      .map(|(pool_id, a)| KeyAllocation {
+        pool_id: pool_id.clone(),
+        allocation: a.into(),
+      })
+      .collect()
+  })
+}
+
+/// The stored plan of a connection, or `null`.
+#[napi(ts_args_type = "connectionId: string")]
+pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Option<ProviderPlanJs>> {
+  let result = (|| {
+    let connection_id = arg(connection_id, "connectionId")?.string()?;
+    with_store(&env, |db| db.get_provider_plan(&connection_id))
+  })();
+  or_throw(&env, result).map(|p| p.as_ref().map(ProviderPlanJs::from))
+}
+
+/// Stores a connection's plan (insert or replace).
+#[napi(
+  ts_args_type = "plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }"
+)]
+pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPlanJs> {
+  let result = (|| {
+    let plan = arg(plan, "plan")?;
+    let source = plan.field("source")?;
+    let plan = ProviderPlan {
+      connection_id: Some(plan.field("connectionId")?.string()?),
+      provider: plan.field("provider")?.string()?,
+      dimensions: plan
+        .field("dimensions")?
+        .elements()?
+        .iter()
+        .map(read_dimension)
+        .collect::<Result<_>>()?,
+      source: match source.opt_string()? {
+        Some(s) => PlanSource::parse(&s).ok_or_else(|| {
+          QuotaError::range_error(
+            &source.path,
+            format!("unknown source {s:?} (expected auto or manual)"),
+          )
+        })?,
+        None => PlanSource::Manual,
+      },
+    };
+    with_store(&env, |db| db.upsert_provider_plan(&plan, now_ms()))
+  })();
+  or_throw(&env, result).map(|p| ProviderPlanJs::from(&p))
+}
+
+/// Deletes a connection's stored plan; whether one existed.
+#[napi(ts_args_type = "connectionId: string")]
+pub fn delete_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<bool> {
+  let result = (|| {
+    let connection_id = arg(connection_id, "connectionId")?.string()?;
+    with_store(&env, |db| db.delete_provider_plan(&connection_id))
+  })();
+  or_throw(&env, result)
+}
+
+/// The model cap of `(pool, key, model)`, or `null`.
+#[napi(ts_args_type = "poolId: string, apiKeyId: string, model: string")]
+pub fn get_model_cap(
+  env: Env,
+  pool_id: Unknown,
+  api_key_id: Unknown,
+  model: Unknown,
+) -> napi::Result<Option<ModelCapJs>> {
+  let result = (|| {
+    let pool_id = arg(pool_id, "poolId")?.string()?;
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let model = arg(model, "model")?.string()?;
+    with_store(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model))
+  })();
+  or_throw(&env, result).map(|c| c.as_ref().map(ModelCapJs::from))
+}
+
+/// Sets a model cap (insert or replace).
+#[napi(ts_args_type = "cap: ModelCap")]
+pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
+  let result = (|| {
+    let cap = arg(cap, "cap")?;
+    let unit = cap.field("capUnit")?;
+    let cap = ModelCap {
+      pool_id: cap.field("poolId")?.string()?,
+      api_key_id: cap.field("apiKeyId")?.string()?,
+      model: cap.field("model")?.string()?,
+      cap_value: cap.field("capValue")?.number()?,
+      cap_unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
+    };
+    with_store(&env, |db| db.set_model_cap(&cap))
+  })();
+  or_throw(&env, result).map(|c| ModelCapJs::from(&c))
+}
+
+/// Deletes a model cap; whether one existed.
+#[napi(ts_args_type = "poolId: string, apiKeyId: string, model: string")]
+pub fn delete_model_cap(
+  env: Env,
+  pool_id: Unknown,
+  api_key_id: Unknown,
+  model: Unknown,
+) -> napi::Result<bool> {
+  let result = (|| {
+    let pool_id = arg(pool_id, "poolId")?.string()?;
+    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
+    let model = arg(model, "model")?.string()?;
+    with_store(&env, |db| {
+      db.delete_model_cap(&pool_id, &api_key_id, &model)
+    })
+  })();
+  or_throw(&env, result)
+}
+
+/// The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
+/// no pool exists yet; returns how many were imported (0 on a second call).
+#[napi(
+  ts_args_type = "pools: Array<{ id: string; connectionId: string; name: string; groupId?: string; createdAt?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }>"
+)]
+pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
+  let result = (|| {
+    let pools = arg(pools, "pools")?
+      .elements()?
+      .iter()
+      .map(|p| {
+        let allocations = p.field("allocations")?;
+        let connection_ids = p.field("connectionIds")?;
+        Ok(LegacyPool {
+          id: p.field("id")?.string()?,
+          connection_id: p.field("connectionId")?.string()?,
+          name: p.field("name")?.string()?,
+          group_id: p.field("groupId")?.opt_string()?,
+          created_at: p.field("createdAt")?.opt_string()?,
+          allocations: if allocations.is_nullish() {
+            Vec::new()
+          } else {
+            read_allocations(&allocations)?
+          },
+          connection_ids: if connection_ids.is_nullish() {
+            Vec::new()
+          } else {
+            read_strings(&connection_ids)?
+          },
+        })
+      })
+      .collect::<Result<Vec<_>>>()?;
+    with_store(&env, |db| db.import_legacy_pools(&pools, now_ms()))
+  })();
+  or_throw(&env, result).map(|n| n as f64)
+}
+
+/// `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
+/// has dimensions, else the catalog's, else an empty manual plan.
+#[napi(
+  js_name = "resolvePlan",
+  ts_args_type = "connectionId: string, provider: string"
+)]
+pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> ProviderPlanJs {
+  let read = (|| {
+    Ok::<_, QuotaError>((
+      arg(connection_id, "connectionId")?.string()?,
+      arg(provider, "provider")?.string()?,
+    ))
+  })();
+  let (connection_id, provider) = read.unwrap_or_default();
+  let stored = with_store(&env, |db| db.get_provider_plan(&connection_id)).unwrap_or(None);
+  struct Stored(Option<ProviderPlan>);
+  impl PlanOverrides for Stored {
+    fn provider_plan(&self, _: &str) -> Result<Option<ProviderPlan>> {
+      Ok(self.0.clone())
+    }
+  }
+  let plan = resolve_plan(&Stored(stored), &connection_id, &provider);
+  ProviderPlanJs::from(&plan)
+}
+
+/// A host setting (`key_value` table), or `null`.
+#[napi(ts_args_type = "namespace: string, key: string")]
+pub fn read_host_setting(env: Env, namespace: String, key: String) -> napi::Result<Option<String>> {
+  or_throw(
+    &env,
+    with_store(&env, |db| db.read_setting(&namespace, &key)),
+  )
+}

@@ -1,0 +1,407 @@
+//! Saturation signals of CONTRACT §8, as pure data: the 30 s cache, the upstream
+//! rate-limit headers (anthropic and openai families) and the token-header fallback.
+//! Fetching is the host's (its fetchers call provider APIs); time is a parameter.
+
+use std::collections::HashMap;
+
+use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::iso8601::parse_iso8601_ms;
+
+/// How long a fetched saturation value is reused.
+pub const SATURATION_TTL_MS: i64 = 30_000;
+/// How long recorded rate-limit headers count as fresh.
+pub const HEADER_FRESHNESS_MS: i64 = 5 * 60_000;
+
+/// Clamps a saturation into 0..=1; anything not a number is 0 (fail open).
+pub fn clamp_saturation(value: f64) -> f64 {
+  if value.is_nan() {
+    0.0
+  } else {
+    value.clamp(0.0, 1.0)
+  }
+}
+
+type CacheKey = (String, String, QuotaUnit, QuotaWindow);
+
+/// `(provider, connectionId, unit, window)` → saturation, each entry valid for 30 s.
+#[derive(Debug, Default)]
+pub struct SaturationCache {
+  entries: HashMap<CacheKey, (f64, i64)>,
+}
+
+impl SaturationCache {
+  pub fn get(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    now_ms: i64,
+  ) -> Option<f64> {
+    // Looking up by borrowed parts would need a custom key type; two short strings are
+    // cheap next to a SQLite read.
+    let key = (
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    );
+    match self.entries.get(&key) {
+      Some(&(value, expires_at)) if now_ms < expires_at => Some(value),
+      _ => None,
+    }
+  }
+
+  pub fn put(
+    &mut self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    value: f64,
+    now_ms: i64,
+  ) -> f64 {
+    let value = clamp_saturation(value);
+    if self.entries.len() >= 10_000 {
+      self
+        .entries
+        .retain(|_, (_, expires_at)| now_ms < *expires_at);
+    }
+    self.entries.insert(
+      (
+        provider.to_string(),
+        connection_id.to_string(),
+        unit,
+        window,
+      ),
+      (value, now_ms + SATURATION_TTL_MS),
+    );
+    value
+  }
+
+  pub fn clear(&mut self) {
+    self.entries.clear();
+  }
+
+  pub fn len(&self) -> usize {
+    self.entries.len()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.entries.is_empty()
+  }
+}
+
+/// One family of rate-limit headers (`requests`, `tokens`, `input-tokens`, `output-tokens`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RateLimitFamily {
+  pub limit: Option<f64>,
+  pub remaining: Option<f64>,
+  /// When the family's window resets (epoch ms).
+  pub reset_at_ms: Option<i64>,
+}
+
+/// The rate-limit headers of one upstream response.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RateLimitSnapshot {
+  pub observed_at_ms: i64,
+  pub requests: RateLimitFamily,
+  pub tokens: RateLimitFamily,
+  pub input_tokens: RateLimitFamily,
+  pub output_tokens: RateLimitFamily,
+}
+
+impl RateLimitSnapshot {
+  fn family_mut(&mut self, name: &str) -> Option<&mut RateLimitFamily> {
+    match name {
+      "requests" => Some(&mut self.requests),
+      "tokens" => Some(&mut self.tokens),
+      "input-tokens" => Some(&mut self.input_tokens),
+      "output-tokens" => Some(&mut self.output_tokens),
+      _ => None,
+    }
+  }
+
+  fn is_empty(&self) -> bool {
+    [
+      self.requests,
+      self.tokens,
+      self.input_tokens,
+      self.output_tokens,
+    ]
+    .iter()
+    .all(|f| f.limit.is_none() && f.remaining.is_none() && f.reset_at_ms.is_none())
+  }
+}
+
+/// Which field of a family a header sets.
+#[derive(Clone, Copy)]
+enum Field {
+  Limit,
+  Remaining,
+  Reset,
+}
+
+fn field_of(name: &str) -> Option<Field> {
+  match name {
+    "limit" => Some(Field::Limit),
+    "remaining" => Some(Field::Remaining),
+    "reset" => Some(Field::Reset),
+    _ => None,
+  }
+}
+
+/// `(family, field)` of a header name: anthropic
+/// `anthropic-ratelimit-<family>-<field>`, openai `x-ratelimit-<field>-<family>`.
+fn classify(name: &str) -> Option<(&str, Field)> {
+  if let Some(rest) = name.strip_prefix("anthropic-ratelimit-") {
+    let (family, field) = rest.rsplit_once('-')?;
+    return Some((family, field_of(field)?));
+  }
+  if let Some(rest) = name.strip_prefix("x-ratelimit-") {
+    let (field, family) = rest.split_once('-')?;
+    return Some((family, field_of(field)?));
+  }
+  None
+}
+
+/// Parses a header number (`"1500"`, `" 12.5 "`); anything else is `None`.
+fn parse_number(value: &str) -> Option<f64> {
+  value.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A Go-style duration as openai sends it: `6m0s`, `1s`, `20ms`, `1h2m3.5s`, `0.5s`.
+pub fn parse_duration_ms(value: &str) -> Option<f64> {
+  let mut rest = value.trim();
+  if rest.is_empty() {
+    return None;
+  }
+  let mut total = 0.0;
+  while !rest.is_empty() {
+    let digits = rest
+      .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+      .unwrap_or(rest.len());
+    if digits == 0 {
+      return None;
+    }
+    let number: f64 = rest[..digits].parse().ok()?;
+    rest = &rest[digits..];
+    let unit_len = rest
+      .find(|c: char| c.is_ascii_digit() || c == '.')
+      .unwrap_or(rest.len());
+    let scale = match &rest[..unit_len] {
+      "h" => 3_600_000.0,
+      "m" => 60_000.0,
+      "s" | "" => 1_000.0,
+      "ms" => 1.0,
+      "us" | "µs" => 0.001,
+      "ns" => 0.000_001,
+      _ => return None,
+    };
+    total += number * scale;
+    rest = &rest[unit_len..];
+  }
+  Some(total)
+}
+
+/// An RFC 3339 instant (`2026-11-30T12:00:00Z`, `…T12:00:00.250+01:00`) in epoch ms: a
+/// full date and time with a zone. Bare numbers are not instants here (`3600` is seconds).
+pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
+  let bytes = value.trim().as_bytes();
+  let has_time = bytes.len() >= 20 && matches!(bytes[10], b'T' | b't' | b' ');
+  let has_zone = matches!(bytes.last(), Some(b'Z' | b'z'))
+    || (bytes.len() >= 6 && matches!(bytes[bytes.len() - 6], b'+' | b'-'));
+  if has_time && has_zone {
+    parse_iso8601_ms(value)
+  } else {
+    None
+  }
+}
+
+/// A reset header: an RFC 3339 instant, a duration (`6m0s`), or plain seconds.
+pub fn parse_reset_ms(value: &str, now_ms: i64) -> Option<i64> {
+  if let Some(at) = parse_rfc3339_ms(value) {
+    return Some(at);
+  }
+  parse_duration_ms(value).map(|ms| now_ms + ms.round() as i64)
+}
+
+/// Reads the rate-limit headers out of `(name, value)` pairs (names in any case); `None`
+/// when there are none.
+pub fn parse_rate_limit_headers<'a>(
+  headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+  now_ms: i64,
+) -> Option<RateLimitSnapshot> {
+  let mut snapshot = RateLimitSnapshot {
+    observed_at_ms: now_ms,
+    ..RateLimitSnapshot::default()
+  };
+  for (name, value) in headers {
+    let name = name.to_ascii_lowercase();
+    let Some((family, field)) = classify(&name) else {
+      continue;
+    };
+    let Some(family) = snapshot.family_mut(family) else {
+      continue;
+    };
+    match field {
+      Field::Limit => family.limit = parse_number(value),
+      Field::Remaining => family.remaining = parse_number(value),
+      Field::Reset => family.reset_at_ms = parse_reset_ms(value, now_ms),
+    }
+  }
+  (!snapshot.is_empty()).then_some(snapshot)
+}
+
+/// `getTokenHeaderSaturation`'s value: how full the token budget is, and when it resets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenHeaderSaturation {
+  pub saturation: f64,
+  pub reset_at_ms: Option<i64>,
+}
+
+/// The token family's `used / limit` (clamped), from headers at most 5 min old; `None`
+/// when stale or incomplete. Prefers `tokens`, then `input-tokens`, then `output-tokens`.
+pub fn token_header_saturation(
+  snapshot: &RateLimitSnapshot,
+  now_ms: i64,
+) -> Option<TokenHeaderSaturation> {
+  if now_ms - snapshot.observed_at_ms > HEADER_FRESHNESS_MS {
+    return None;
+  }
+  [
+    snapshot.tokens,
+    snapshot.input_tokens,
+    snapshot.output_tokens,
+  ]
+  .into_iter()
+  .find_map(|family| {
+    let (limit, remaining) = (family.limit?, family.remaining?);
+    (limit > 0.0).then(|| TokenHeaderSaturation {
+      saturation: clamp_saturation((limit - remaining) / limit),
+      reset_at_ms: family.reset_at_ms,
+    })
+  })
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn cache_hits_for_30_seconds_then_misses() {
+    let mut cache = SaturationCache::default();
+    let (u, w) = (QuotaUnit::Percent, QuotaWindow::FiveHours);
+    assert_eq!(cache.get("codex", "c1", u, w, 1_000), None);
+    cache.put("codex", "c1", u, w, 0.4, 1_000);
+    assert_eq!(cache.get("codex", "c1", u, w, 1_000 + 29_999), Some(0.4));
+    assert_eq!(cache.get("codex", "c1", u, w, 1_000 + 30_000), None);
+    assert_eq!(cache.get("codex", "c2", u, w, 1_000), None);
+    assert_eq!(
+      cache.get("codex", "c1", u, QuotaWindow::Weekly, 1_000),
+      None
+    );
+  }
+
+  #[test]
+  fn cached_values_are_clamped_and_nan_is_zero() {
+    let mut cache = SaturationCache::default();
+    let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Daily);
+    assert_eq!(cache.put("p", "c", u, w, 1.7, 0), 1.0);
+    assert_eq!(cache.put("p", "c", u, w, -0.2, 0), 0.0);
+    assert_eq!(cache.put("p", "c", u, w, f64::NAN, 0), 0.0);
+  }
+
+  #[test]
+  fn durations() {
+    let cases = [
+      ("6m0s", Some(360_000.0)),
+      ("1s", Some(1_000.0)),
+      ("20ms", Some(20.0)),
+      ("1h2m3.5s", Some(3_723_500.0)),
+      ("0.5s", Some(500.0)),
+      ("30", Some(30_000.0)),
+      ("", None),
+      ("soon", None),
+      ("5x", None),
+    ];
+    for (input, expected) in cases {
+      assert_eq!(parse_duration_ms(input), expected, "{input}");
+    }
+  }
+
+  #[test]
+  fn rfc3339_instants() {
+    assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(
+      parse_rfc3339_ms("2026-11-30T12:00:00Z"),
+      Some(1_796_040_000_000)
+    );
+    assert_eq!(
+      parse_rfc3339_ms("2026-11-30T12:00:00.250Z"),
+      Some(1_796_040_000_250)
+    );
+    assert_eq!(
+      parse_rfc3339_ms("2026-11-30T13:00:00+01:00"),
+      Some(1_796_040_000_000)
+    );
+    assert_eq!(parse_rfc3339_ms("2026-11-30T12:00:00"), None);
+    assert_eq!(parse_rfc3339_ms("yesterday"), None);
+    assert_eq!(parse_rfc3339_ms("2026-13-30T12:00:00Z"), None);
+    assert_eq!(parse_rfc3339_ms("3600"), None);
+    assert_eq!(parse_rfc3339_ms("ééééééééééééééééééééé"), None);
+  }
+
+  #[test]
+  fn anthropic_and_openai_headers() {
+    let now = 1_000_000;
+    let anthropic = parse_rate_limit_headers(
+      [
+        ("anthropic-ratelimit-tokens-limit", "1000"),
+        ("anthropic-ratelimit-tokens-remaining", "250"),
+        ("Anthropic-RateLimit-Tokens-Reset", "1970-01-01T00:20:00Z"),
+        ("anthropic-ratelimit-requests-limit", "50"),
+        ("content-type", "application/json"),
+      ],
+      now,
+    )
+    .unwrap();
+    assert_eq!(anthropic.tokens.limit, Some(1000.0));
+    assert_eq!(anthropic.tokens.reset_at_ms, Some(1_200_000));
+    assert_eq!(anthropic.requests.limit, Some(50.0));
+    let saturation = token_header_saturation(&anthropic, now).unwrap();
+    assert_eq!(saturation.saturation, 0.75);
+
+    let openai = parse_rate_limit_headers(
+      [
+        ("x-ratelimit-limit-tokens", "200"),
+        ("x-ratelimit-remaining-tokens", "150"),
+        ("x-ratelimit-reset-tokens", "6m0s"),
+      ],
+      now,
+    )
+    .unwrap();
+    assert_eq!(openai.tokens.reset_at_ms, Some(now + 360_000));
+    assert_eq!(
+      token_header_saturation(&openai, now).unwrap().saturation,
+      0.25
+    );
+  }
+
+  #[test]
+  fn headers_go_stale_after_five_minutes_and_need_limit_and_remaining() {
+    let snapshot = parse_rate_limit_headers(
+      [
+        ("x-ratelimit-limit-tokens", "100"),
+        ("x-ratelimit-remaining-tokens", "0"),
+      ],
+      0,
+    )
+    .unwrap();
+    assert!(token_header_saturation(&snapshot, HEADER_FRESHNESS_MS).is_some());
+    assert!(token_header_saturation(&snapshot, HEADER_FRESHNESS_MS + 1).is_none());
+    let partial = parse_rate_limit_headers([("x-ratelimit-limit-tokens", "100")], 0).unwrap();
+    assert!(token_header_saturation(&partial, 0).is_none());
+    assert!(parse_rate_limit_headers([("content-type", "text/plain")], 0).is_none());
+  }
+}

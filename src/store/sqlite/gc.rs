@@ -1,0 +1,177 @@
+//! Retention of `quota_consumption` (CONTRACT §4) and the reconciliation of
+//! `quota_consumption_totals`.
+//!
+//! Deletes run in chunks, each its own short statement, so a large sweep never holds the
+//! write lock for long. Deleting rows subtracts them from the totals through the delete
+//! trigger; a totals row goes when its last row goes. Totals rows are never dropped on
+//! their own: `sumPoolDimension` accepts any bucket index, and its answer must stay the
+//! sum of the rows.
+//!
+//! Float drift: totals are maintained incrementally (`+ delta`, `− old`), so for
+//! fractional values (usd) a total can differ from a fresh `SUM` in the last bits; integer
+//! units (tokens, requests) are exact up to 2^53. Emptied buckets are exact (the row is
+//! deleted at `row_count = 0`). [`SqliteDb::reconcile_totals`] recomputes every totals
+//! row from its rows and rewrites the ones that differ; the background sweep runs it after
+//! each retention pass. It also repairs what triggers cannot see: a writer using
+//! `INSERT OR REPLACE` without `recursive_triggers` (SQLite then skips delete triggers for
+//! the replaced row).
+
+use super::{SqliteDb, StoreContext};
+use crate::error::Result;
+use crate::store::validate;
+use rusqlite::{params, Transaction, TransactionBehavior};
+
+/// Rows deleted per statement.
+pub const GC_CHUNK: usize = 1000;
+/// Totals rows recomputed per write transaction.
+pub const RECONCILE_BATCH: usize = 64;
+const DAY_MS: f64 = 86_400_000.0;
+
+/// Where [`SqliteDb::reconcile_totals_batch`] stopped: the last `(dimension_key,
+/// bucket_index)` it handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TotalsCursor {
+  pub dimension_key: String,
+  pub bucket_index: i64,
+}
+
+const KEYS_FIRST: &str = "
+  SELECT dimension_key, bucket_index FROM quota_consumption_totals
+  UNION
+  SELECT dimension_key, bucket_index FROM quota_consumption
+  WHERE dimension_key IS NOT NULL AND bucket_index IS NOT NULL
+  ORDER BY 1, 2 LIMIT ?1";
+
+const KEYS_AFTER: &str = "
+  SELECT dimension_key, bucket_index FROM quota_consumption_totals
+  WHERE (dimension_key, bucket_index) > (?2, ?3)
+  UNION
+  SELECT dimension_key, bucket_index FROM quota_consumption
+  WHERE dimension_key IS NOT NULL AND bucket_index IS NOT NULL
+    AND (dimension_key, bucket_index) > (?2, ?3)
+  ORDER BY 1, 2 LIMIT ?1";
+
+const RECOMPUTE: &str = "
+  INSERT INTO quota_consumption_totals (dimension_key, bucket_index, consumed, row_count)
+  SELECT ?1, ?2, coalesce(SUM(coalesce(consumed, 0)), 0), COUNT(*)
+  FROM quota_consumption WHERE dimension_key = ?1 AND bucket_index = ?2
+  ON CONFLICT (dimension_key, bucket_index) DO UPDATE SET
+    consumed = excluded.consumed, row_count = excluded.row_count
+  WHERE consumed IS NOT excluded.consumed OR row_count IS NOT excluded.row_count";
+
+const DROP_EMPTY: &str = "
+  DELETE FROM quota_consumption_totals
+  WHERE dimension_key = ?1 AND bucket_index = ?2 AND row_count <= 0";
+
+impl SqliteDb {
+  /// Deletes at most `chunk` rows with `updated_at < max_updated_at_ms`; returns how many.
+  pub fn gc_chunk(&self, max_updated_at_ms: i64, chunk: usize) -> Result<usize> {
+    self
+      .conn
+      .prepare_cached(
+        "DELETE FROM quota_consumption
+         WHERE (api_key_id, dimension_key, bucket_index) IN (
+           SELECT api_key_id, dimension_key, bucket_index FROM quota_consumption
+           WHERE updated_at < ?1 LIMIT ?2)",
+      )
+      .ctx("deleting old counters")?
+      .execute(params![max_updated_at_ms, chunk as i64])
+      .ctx("deleting old counters")
+  }
+
+  /// `gcOlderThan(maxUpdatedAtMs)`: deletes every row with `updated_at` strictly older;
+  /// returns how many.
+  pub fn gc_older_than(&self, max_updated_at_ms: i64) -> Result<usize> {
+    let mut total = 0;
+    loop {
+      let n = self.gc_chunk(max_updated_at_ms, GC_CHUNK)?;
+      total += n;
+      if n < GC_CHUNK {
+        return Ok(total);
+      }
+    }
+  }
+
+  /// `gcConsumption()`: deletes rows not updated for `retention_days` (> 0) before
+  /// `now_ms`; returns how many.
+  pub fn gc_consumption(&self, retention_days: f64, now_ms: i64) -> Result<usize> {
+    self.gc_older_than(retention_cutoff(retention_days, now_ms)?)
+  }
+
+  /// Recomputes up to `batch` totals rows after `after` (from the start when `None`) in
+  /// one write transaction, rewriting those that differ from their rows' sum. Returns how
+  /// many were rewritten and where to continue (`None` when done).
+  pub fn reconcile_totals_batch(
+    &self,
+    after: Option<&TotalsCursor>,
+    batch: usize,
+  ) -> Result<(usize, Option<TotalsCursor>)> {
+    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+      .ctx("starting the totals reconciliation")?;
+    let keys: Vec<(String, i64)> = {
+      let limit = batch.max(1) as i64;
+      let map = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, row.get(1)?));
+      match after {
+        None => tx
+          .prepare_cached(KEYS_FIRST)
+          .ctx("listing totals")?
+          .query_map(params![limit], map)
+          .ctx("listing totals")?
+          .collect::<rusqlite::Result<_>>(),
+        Some(c) => tx
+          .prepare_cached(KEYS_AFTER)
+          .ctx("listing totals")?
+          .query_map(params![limit, c.dimension_key, c.bucket_index], map)
+          .ctx("listing totals")?
+          .collect::<rusqlite::Result<_>>(),
+      }
+      .ctx("listing totals")?
+    };
+    let mut fixed = 0;
+    {
+      let mut recompute = tx.prepare_cached(RECOMPUTE).ctx("recomputing totals")?;
+      let mut drop_empty = tx.prepare_cached(DROP_EMPTY).ctx("recomputing totals")?;
+      for (key, bucket) in &keys {
+        let changed = recompute
+          .execute(params![key, bucket])
+          .ctx("recomputing totals")?;
+        let dropped = drop_empty
+          .execute(params![key, bucket])
+          .ctx("recomputing totals")?;
+        if changed > 0 || dropped > 0 {
+          fixed += 1;
+        }
+      }
+    }
+    tx.commit().ctx("committing the totals reconciliation")?;
+    let next = (keys.len() >= batch.max(1))
+      .then(|| keys.last().cloned())
+      .flatten()
+      .map(|(dimension_key, bucket_index)| TotalsCursor {
+        dimension_key,
+        bucket_index,
+      });
+    Ok((fixed, next))
+  }
+
+  /// Every totals row recomputed from its rows (see the module documentation); returns how
+  /// many were rewritten.
+  pub fn reconcile_totals(&self) -> Result<usize> {
+    let mut fixed = 0;
+    let mut cursor = None;
+    loop {
+      let (n, next) = self.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH)?;
+      fixed += n;
+      match next {
+        Some(c) => cursor = Some(c),
+        None => return Ok(fixed),
+      }
+    }
+  }
+}
+
+/// `now − days`, in ms; `days` must be finite and > 0 (`retentionDays`).
+pub(super) fn retention_cutoff(retention_days: f64, now_ms: i64) -> Result<i64> {
+  validate::positive(retention_days, "retentionDays")?;
+  Ok(now_ms.saturating_sub((retention_days * DAY_MS).min(i64::MAX as f64) as i64))
+}

@@ -1,0 +1,191 @@
+//! The SQLite driver: the host's `storage.sqlite`, shared with the host's own connection.
+//!
+//! - `locks.rs`: the OFD-lock and close hooks that keep the host's locks intact.
+//! - `open.rs`: [`SqliteDb::open`] — pragmas, migrations, the lock self-test.
+//! - `handle.rs`: the one process-wide connection ([`with_db`], [`close_quota_db`]).
+//! - `path.rs`: where the database is ([`default_db_path`]).
+//! - `migrations.rs`: the embedded `migrations/*.sql`, applied idempotently.
+//! - `counters.rs`: the sliding-window counters and the host's `db/quotaConsumption.ts`.
+//! - `usage.rs`: the pool usage snapshot.
+//! - `metadata.rs`: pools, allocations, plans, model caps, settings.
+//! - `cache.rs`: the hot path's metadata cache and its invalidation.
+//! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
+
+mod cache;
+mod counters;
+mod gc;
+mod handle;
+pub mod locks;
+mod metadata;
+mod migrations;
+mod open;
+mod path;
+mod quota_source;
+mod sweeper;
+mod usage;
+mod values;
+
+pub use cache::KeyPools;
+pub use gc::TotalsCursor;
+pub use handle::{close_quota_db, is_open, set_open_options, with_db, with_open_db};
+pub use locks::{HookStatus, LockCheck};
+pub use open::{OpenOptions, OpenReport};
+pub use path::default_db_path;
+pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};
+
+use crate::error::QuotaError;
+use rusqlite::Connection;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+
+/// One connection to one database file, with the metadata cache of the hot path.
+///
+/// Exactly one per file per process (see `locks.rs`): [`SqliteDb::open`] refuses a second
+/// one. Usually reached through [`with_db`]. Not `Sync`: share it behind a `Mutex`.
+pub struct SqliteDb {
+  conn: Connection,
+  path: PathBuf,
+  file_id: Option<open::FileId>,
+  report: OpenReport,
+  cache: RefCell<cache::MetadataCache>,
+}
+
+impl std::fmt::Debug for SqliteDb {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    f.debug_struct("SqliteDb")
+      .field("path", &self.path)
+      .field("report", &self.report)
+      .finish_non_exhaustive()
+  }
+}
+
+impl SqliteDb {
+  /// The database file this connection opened.
+  pub fn path(&self) -> &Path {
+    &self.path
+  }
+
+  /// What opening found: SQLite version, lock self-test, journal mode, migrations.
+  pub fn open_report(&self) -> &OpenReport {
+    &self.report
+  }
+
+  /// Runs `f` inside one read transaction (`BEGIN DEFERRED … COMMIT`), or inside the
+  /// transaction already open. Several statements then share one set of lock calls
+  /// instead of taking and releasing the WAL read locks once per statement — most of the
+  /// cost of a small read — and the metadata freshness check runs once, in the
+  /// transaction's snapshot.
+  pub fn read_scope<T>(
+    &self,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    self.scope("BEGIN", f)
+  }
+
+  /// Runs `f` inside one write transaction (`BEGIN IMMEDIATE … COMMIT`): all of its
+  /// statements commit together or not at all, under one acquisition of the write lock.
+  pub fn write_scope<T>(
+    &self,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    self.scope("BEGIN IMMEDIATE", f)
+  }
+
+  fn scope<T>(
+    &self,
+    begin: &str,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    if !self.conn.is_autocommit() {
+      return f(self);
+    }
+    self.begin_fresh(begin)?;
+    let result = {
+      // Reset even if `f` panics: a stale "fresh" flag would skip every later check.
+      let _fresh = FreshFlag(self);
+      f(self)
+    };
+    let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    match (result, self.exec_cached(end).ctx("ending a transaction")) {
+      (Ok(value), Ok(())) => Ok(value),
+      (Ok(_), Err(err)) => {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        Err(err)
+      }
+      (Err(err), _) => Err(err),
+    }
+  }
+
+  /// `begin`, then the freshness check inside the transaction; when that finds a schema
+  /// change to migrate, the transaction is abandoned, the migration runs outside it, and
+  /// the transaction starts again.
+  fn begin_fresh(&self, begin: &str) -> crate::error::Result<()> {
+    self.exec_cached(begin).ctx("starting a transaction")?;
+    if let Err(err) = self.refresh_cache() {
+      let _ = self.conn.execute_batch("ROLLBACK");
+      return Err(err);
+    }
+    if std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
+      self
+        .conn
+        .execute_batch("ROLLBACK")
+        .ctx("ending a transaction")?;
+      self.refresh_cache()?;
+      self.exec_cached(begin).ctx("starting a transaction")?;
+      if let Err(err) = self.refresh_cache() {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        return Err(err);
+      }
+    }
+    self.cache.borrow_mut().scope_fresh = true;
+    Ok(())
+  }
+
+  /// Runs a statement without parameters through the statement cache (`execute_batch`
+  /// would parse it again on every call).
+  fn exec_cached(&self, sql: &str) -> rusqlite::Result<()> {
+    self.conn.prepare_cached(sql)?.execute([]).map(|_| ())
+  }
+
+  /// `load` in its own read transaction, or in the one already open.
+  pub(crate) fn in_read<T>(
+    &self,
+    load: impl FnOnce(&Connection) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    if !self.conn.is_autocommit() {
+      return load(&self.conn);
+    }
+    let tx =
+      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Deferred)
+        .ctx("starting a read")?;
+    let value = load(&tx)?;
+    tx.commit().ctx("ending a read")?;
+    Ok(value)
+  }
+
+  /// The underlying connection, for tests and diagnostics. Do not open another one to the
+  /// same file, and do not leave a transaction open.
+  pub fn connection(&self) -> &Connection {
+    &self.conn
+  }
+}
+
+/// Clears the scope's freshness flag when dropped.
+struct FreshFlag<'a>(&'a SqliteDb);
+
+impl Drop for FreshFlag<'_> {
+  fn drop(&mut self) {
+    self.0.cache.borrow_mut().scope_fresh = false;
+  }
+}
+
+/// `rusqlite` failures as [`QuotaError::Store`], with what was being done.
+pub(crate) trait StoreContext<T> {
+  fn ctx(self, what: &str) -> crate::error::Result<T>;
+}
+
+impl<T> StoreContext<T> for rusqlite::Result<T> {
+  fn ctx(self, what: &str) -> crate::error::Result<T> {
+    self.map_err(|e| QuotaError::Store(format!("{what}: {e}")))
+  }
+}

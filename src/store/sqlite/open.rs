@@ -1,0 +1,230 @@
+//! Opening the database: the lock hooks first, then the pragmas the host uses, the
+//! migrations, and the lock self-test.
+
+use super::cache::MetadataCache;
+use super::locks::{self, LockCheck};
+use super::{migrations, SqliteDb, StoreContext};
+use crate::error::{QuotaError, Result};
+use rusqlite::{ffi, Connection, OpenFlags};
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How to open the database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+  /// How long a statement waits for another connection's lock before failing with
+  /// `SQLITE_BUSY` (the host uses 2000 ms).
+  pub busy_timeout: Duration,
+}
+
+impl Default for OpenOptions {
+  fn default() -> Self {
+    OpenOptions {
+      busy_timeout: Duration::from_millis(2000),
+    }
+  }
+}
+
+/// What [`SqliteDb::open`] found; [`OpenReport::warnings`] says what to log (once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenReport {
+  pub path: PathBuf,
+  /// The SQLite version the engine runs (its bundled copy).
+  pub sqlite_version: String,
+  /// The library in use is the one this crate was compiled against (the bundled copy).
+  pub bundled: bool,
+  /// The lock self-test (see `locks.rs`).
+  pub locks: LockCheck,
+  /// `PRAGMA journal_mode` after asking for WAL.
+  pub journal_mode: String,
+  /// Whether opening created any missing table, index or trigger.
+  pub migrated: bool,
+}
+
+impl OpenReport {
+  /// Conditions a caller should log once: the lock hook not in effect (or not available on
+  /// this Unix platform), a journal mode other than WAL, a SQLite other than the
+  /// bundled one.
+  pub fn warnings(&self) -> Vec<String> {
+    let mut out = Vec::new();
+    if let LockCheck::NotLive(why) = &self.locks {
+      out.push(format!(
+        "SQLite lock hook not in effect ({why}); the engine's locks are the process's \
+         classic POSIX locks and can interfere with the host's connection"
+      ));
+    }
+    if self.locks == LockCheck::Unsupported && cfg!(unix) {
+      out.push(
+        "no open-file-description locks on this platform: the engine's locks are the \
+         process's classic POSIX locks, and sharing the database with another SQLite copy \
+         in this process (the host's) is not safe from lock interference"
+          .to_string(),
+      );
+    }
+    if !self.journal_mode.eq_ignore_ascii_case("wal") {
+      out.push(format!(
+        "journal_mode is {:?}, not \"wal\"; the host and the engine may block each other",
+        self.journal_mode
+      ));
+    }
+    if !self.bundled {
+      out.push(format!(
+        "SQLite {} is not the bundled library this engine was built with",
+        self.sqlite_version
+      ));
+    }
+    out
+  }
+}
+
+/// `(st_dev, st_ino)`: which file a path names right now.
+pub(crate) type FileId = (u64, u64);
+
+#[cfg(unix)]
+pub(crate) fn file_id(path: &Path) -> Option<FileId> {
+  use std::os::unix::fs::MetadataExt;
+  // `stat` only: opening and closing the file would drop the host's locks.
+  std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn file_id(_path: &Path) -> Option<FileId> {
+  None
+}
+
+/// Files this process has a [`SqliteDb`] for.
+static OPEN_FILES: Mutex<Option<HashSet<FileId>>> = Mutex::new(None);
+
+fn with_open_files<T>(f: impl FnOnce(&mut HashSet<FileId>) -> T) -> T {
+  let mut guard = OPEN_FILES.lock().unwrap_or_else(|e| e.into_inner());
+  f(guard.get_or_insert_with(HashSet::new))
+}
+
+impl SqliteDb {
+  /// Opens (creating it and its parent directory if needed) the database at `path`:
+  /// installs the lock hooks (once per process), refuses a second connection to a file
+  /// this process already has one to, sets `journal_mode = WAL`, `busy_timeout`,
+  /// `synchronous = NORMAL`, `foreign_keys = ON`, keeps the WAL and `-shm` files on close
+  /// (`SQLITE_FCNTL_PERSIST_WAL`: the engine must never unlink files the host may be
+  /// using — after a delete-and-recreate the old connection's paths name the host's new
+  /// files), applies the migrations and runs the lock self-test.
+  pub fn open(path: &Path, options: &OpenOptions) -> Result<SqliteDb> {
+    locks::install();
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+      std::fs::create_dir_all(parent)
+        .map_err(|e| QuotaError::Store(format!("creating the folder {}: {e}", parent.display())))?;
+    }
+    if let Some(id) = file_id(path) {
+      if with_open_files(|open| open.contains(&id)) {
+        return Err(QuotaError::Store(format!(
+          "{} is already open in this process; the engine keeps one connection per file",
+          path.display()
+        )));
+      }
+    }
+    let calls_before = locks::lock_calls();
+    let conn = Connection::open_with_flags(
+      path,
+      OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ctx(&format!("opening {}", path.display()))?;
+    persist_wal(&conn)?;
+    conn
+      .busy_timeout(options.busy_timeout)
+      .ctx("setting busy_timeout")?;
+    let journal_mode: String = conn
+      .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+      .ctx("setting journal_mode")?;
+    conn
+      .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+      .ctx("setting pragmas")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    let migrated = migrations::ensure_schema(&conn)?;
+    let lock_check = locks::self_test(path, calls_before);
+    let file = file_id(path);
+    if let Some(id) = file {
+      with_open_files(|open| open.insert(id));
+    }
+    // SAFETY: plain C API calls returning static data.
+    let (sqlite_version, bundled) = unsafe {
+      (
+        std::ffi::CStr::from_ptr(ffi::sqlite3_libversion())
+          .to_string_lossy()
+          .into_owned(),
+        ffi::sqlite3_libversion_number() == ffi::SQLITE_VERSION_NUMBER,
+      )
+    };
+    Ok(SqliteDb {
+      conn,
+      path: path.to_path_buf(),
+      file_id: file,
+      report: OpenReport {
+        path: path.to_path_buf(),
+        sqlite_version,
+        bundled,
+        locks: lock_check,
+        journal_mode,
+        migrated,
+      },
+      cache: RefCell::new(MetadataCache::default()),
+    })
+  }
+
+  /// Closes the connection. Call it only when the host no longer needs the file, or the
+  /// file was deleted: on Linux the close hook keeps the descriptors open (parked) while
+  /// the host still has the file open, elsewhere closing drops the process's locks.
+  pub fn close(mut self) -> Result<()> {
+    self.forget_file();
+    let conn = std::mem::replace(&mut self.conn, Connection::open_in_memory().ctx("closing")?);
+    conn
+      .close()
+      .map_err(|(_, e)| QuotaError::Store(format!("closing: {e}")))
+  }
+
+  /// Whether the path now names another file than the one this connection has open (it
+  /// was deleted, or deleted and recreated).
+  pub fn file_replaced(&self) -> bool {
+    match self.file_id {
+      Some(id) => file_id(&self.path) != Some(id),
+      None => false,
+    }
+  }
+
+  fn forget_file(&mut self) {
+    if let Some(id) = self.file_id.take() {
+      with_open_files(|open| open.remove(&id));
+    }
+  }
+}
+
+impl Drop for SqliteDb {
+  fn drop(&mut self) {
+    self.forget_file();
+  }
+}
+
+/// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database.
+fn persist_wal(conn: &Connection) -> Result<()> {
+  let mut on: std::os::raw::c_int = 1;
+  // SAFETY: the handle is live for the call; the argument is an int as documented.
+  let rc = unsafe {
+    ffi::sqlite3_file_control(
+      conn.handle(),
+      c"main".as_ptr(),
+      ffi::SQLITE_FCNTL_PERSIST_WAL,
+      (&mut on as *mut std::os::raw::c_int).cast(),
+    )
+  };
+  if rc == ffi::SQLITE_OK {
+    Ok(())
+  } else {
+    Err(QuotaError::Store(format!(
+      "SQLITE_FCNTL_PERSIST_WAL failed with code {rc}"
+    )))
+  }
+}

@@ -1,0 +1,49 @@
+//! The hot path's view of the SQLite store (`core::enforce::QuotaSource`): cached
+//! metadata and two-row counter reads.
+
+use super::SqliteDb;
+use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, QuotaPool};
+use crate::core::enforce::{Buckets, ModelCapLimit, QuotaSource};
+use crate::core::plans::resolve_plan;
+use crate::error::Result;
+use std::sync::Arc;
+
+impl QuotaSource for SqliteDb {
+  fn match_pool(
+    &self,
+    api_key_id: &str,
+    connection_id: &str,
+  ) -> Result<Option<(Arc<QuotaPool>, PoolAllocation)>> {
+    SqliteDb::match_pool(self, api_key_id, connection_id)
+  }
+
+  fn model_cap(
+    &self,
+    pool_id: &str,
+    api_key_id: &str,
+    model: &str,
+  ) -> Result<Option<ModelCapLimit>> {
+    Ok(
+      self
+        .cached_model_cap(pool_id, api_key_id, model)?
+        .map(|cap| ModelCapLimit {
+          value: cap.cap_value,
+          unit: cap.cap_unit,
+        }),
+    )
+  }
+
+  fn plan(&self, connection_id: &str, provider: &str) -> ProviderPlan {
+    resolve_plan(self, connection_id, provider)
+  }
+
+  fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
+    let (curr, prev) = self.get_pair(api_key_id, &key.to_string(), current)?;
+    Ok(Buckets { curr, prev })
+  }
+
+  fn pool_buckets(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
+    let (curr, prev) = self.sum_pool_dimension(&key.to_string(), current)?;
+    Ok(Buckets { curr, prev })
+  }
+}

@@ -1,0 +1,133 @@
+//! `PoolUsageSnapshot` (CONTRACT §4) and the pure arithmetic that builds one dimension of
+//! it from the pool's allocations and each key's effective consumption.
+
+use crate::core::dimensions::{PoolAllocation, QuotaUnit, QuotaWindow};
+
+/// One plan dimension as the caller passes it: strings as they come from JavaScript, so
+/// an unknown unit or window can be skipped rather than rejected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanDimension<S = String> {
+  pub unit: S,
+  pub window: S,
+  pub limit: f64,
+}
+
+/// `{ poolId, dimensions }`; the caller adds `generatedAt` and `burnRate`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolUsageSnapshot {
+  pub pool_id: String,
+  pub dimensions: Vec<DimensionUsage>,
+}
+
+/// `{ unit, window, limit, consumedTotal, perKey }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DimensionUsage {
+  pub unit: QuotaUnit,
+  pub window: QuotaWindow,
+  pub limit: f64,
+  /// The sum of the `per_key` values.
+  pub consumed_total: f64,
+  pub per_key: Vec<KeyUsage>,
+}
+
+/// `{ apiKeyId, consumed, fairShare, deficit, borrowing }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyUsage {
+  pub api_key_id: String,
+  pub consumed: f64,
+  /// `weight / 100 × limit`, or 0 for every key when the pool's weights sum to 0.
+  pub fair_share: f64,
+  /// `consumed − fair_share`.
+  pub deficit: f64,
+  /// `consumed > fair_share`.
+  pub borrowing: bool,
+}
+
+/// One dimension of the snapshot: a row per allocation, in allocation order, with the
+/// key's effective consumption from `consumed_of` (0 when the key has none).
+pub fn dimension_usage(
+  unit: QuotaUnit,
+  window: QuotaWindow,
+  limit: f64,
+  allocations: &[PoolAllocation],
+  consumed_of: impl Fn(&str) -> f64,
+) -> DimensionUsage {
+  let total_weight: f64 = allocations.iter().map(|a| a.weight).sum();
+  let per_key: Vec<KeyUsage> = allocations
+    .iter()
+    .map(|allocation| {
+      let consumed = consumed_of(&allocation.api_key_id);
+      let fair_share = if total_weight > 0.0 {
+        allocation.weight / 100.0 * limit
+      } else {
+        0.0
+      };
+      KeyUsage {
+        api_key_id: allocation.api_key_id.clone(),
+        consumed,
+        fair_share,
+        deficit: consumed - fair_share,
+        borrowing: consumed > fair_share,
+      }
+    })
+    .collect();
+  DimensionUsage {
+    unit,
+    window,
+    limit,
+    consumed_total: per_key.iter().map(|k| k.consumed).sum(),
+    per_key,
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::Policy;
+
+  fn alloc(id: &str, weight: f64) -> PoolAllocation {
+    PoolAllocation {
+      api_key_id: id.into(),
+      weight,
+      cap_value: None,
+      cap_unit: None,
+      policy: Policy::Hard,
+    }
+  }
+
+  #[test]
+  fn fair_share_deficit_and_borrowing() {
+    let allocations = [alloc("a", 60.0), alloc("b", 40.0)];
+    let usage = dimension_usage(
+      QuotaUnit::Tokens,
+      QuotaWindow::Daily,
+      1000.0,
+      &allocations,
+      |k| if k == "a" { 700.0 } else { 100.0 },
+    );
+    assert_eq!(usage.consumed_total, 800.0);
+    assert_eq!(usage.per_key[0].fair_share, 600.0);
+    assert_eq!(usage.per_key[0].deficit, 100.0);
+    assert!(usage.per_key[0].borrowing);
+    assert_eq!(usage.per_key[1].fair_share, 400.0);
+    assert_eq!(usage.per_key[1].deficit, -300.0);
+    assert!(!usage.per_key[1].borrowing);
+  }
+
+  #[test]
+  fn zero_total_weight_means_zero_fair_share() {
+    let allocations = [alloc("a", 0.0), alloc("b", 0.0)];
+    let usage = dimension_usage(
+      QuotaUnit::Requests,
+      QuotaWindow::Hourly,
+      10.0,
+      &allocations,
+      |_| 2.0,
+    );
+    assert!(usage
+      .per_key
+      .iter()
+      .all(|k| k.fair_share == 0.0 && k.borrowing));
+    assert_eq!(usage.consumed_total, 4.0);
+  }
+}

@@ -1,0 +1,156 @@
+//! Checks of every metadata and counter write, done in full before a transaction starts so
+//! that invalid input writes nothing. Errors name the input path JavaScript passed
+//! (`allocations[1].weight`, `dimensions[0].limit`, `connectionId`).
+
+use crate::core::dimensions::{PoolAllocation, QuotaDimension};
+use crate::error::{QuotaError, Result};
+use std::collections::HashSet;
+
+/// `value` must not be empty: a `RangeError` naming `field`.
+pub fn non_empty(value: &str, field: &str) -> Result<()> {
+  if value.is_empty() {
+    Err(QuotaError::range_error(field, "must be a non-empty string"))
+  } else {
+    Ok(())
+  }
+}
+
+/// A counter increment: finite and not negative.
+pub fn cost(value: f64, field: &str) -> Result<()> {
+  if value.is_finite() && value >= 0.0 {
+    Ok(())
+  } else {
+    Err(QuotaError::range_error(
+      field,
+      format!("must be a finite number >= 0, got {value}"),
+    ))
+  }
+}
+
+/// A raw bucket delta (`incrementBucket`): any finite number.
+pub fn finite(value: f64, field: &str) -> Result<()> {
+  if value.is_finite() {
+    Ok(())
+  } else {
+    Err(QuotaError::range_error(
+      field,
+      format!("must be a finite number, got {value}"),
+    ))
+  }
+}
+
+/// A cap or a limit: finite and greater than 0.
+pub fn positive(value: f64, field: &str) -> Result<()> {
+  if value.is_finite() && value > 0.0 {
+    Ok(())
+  } else {
+    Err(QuotaError::range_error(
+      field,
+      format!("must be a finite number greater than 0, got {value}"),
+    ))
+  }
+}
+
+/// Every allocation of a pool: a non-empty, unique `apiKeyId`, a finite weight in 0..=100,
+/// a `capValue` > 0 when set. `path` is the list's own path, e.g. `allocations`.
+pub fn allocations(list: &[PoolAllocation], path: &str) -> Result<()> {
+  let mut seen = HashSet::with_capacity(list.len());
+  for (i, allocation) in list.iter().enumerate() {
+    let at = |field: &str| format!("{path}[{i}].{field}");
+    non_empty(&allocation.api_key_id, &at("apiKeyId"))?;
+    if !seen.insert(allocation.api_key_id.as_str()) {
+      return Err(QuotaError::range_error(
+        at("apiKeyId"),
+        format!(
+          "duplicate apiKeyId {:?}: a key has one allocation per pool",
+          allocation.api_key_id
+        ),
+      ));
+    }
+    let weight = allocation.weight;
+    if !(weight.is_finite() && (0.0..=100.0).contains(&weight)) {
+      return Err(QuotaError::range_error(
+        at("weight"),
+        format!("must be a finite number from 0 to 100, got {weight}"),
+      ));
+    }
+    if let Some(cap) = allocation.cap_value {
+      positive(cap, &at("capValue"))?;
+    }
+  }
+  Ok(())
+}
+
+/// Connection ids of a membership list: each non-empty. `path` e.g. `connectionIds`.
+pub fn connection_ids(list: &[String], path: &str) -> Result<()> {
+  for (i, id) in list.iter().enumerate() {
+    non_empty(id, &format!("{path}[{i}]"))?;
+  }
+  Ok(())
+}
+
+/// Plan dimensions: each limit finite and > 0. `path` e.g. `dimensions`.
+pub fn dimensions(list: &[QuotaDimension], path: &str) -> Result<()> {
+  for (i, dimension) in list.iter().enumerate() {
+    positive(dimension.limit, &format!("{path}[{i}].limit"))?;
+  }
+  Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::Policy;
+  use crate::error::ArgErrorKind;
+
+  fn field(err: QuotaError) -> String {
+    match err {
+      QuotaError::InvalidArg { kind, field, .. } => {
+        assert_eq!(kind, ArgErrorKind::Range);
+        field
+      }
+      other => panic!("unexpected {other:?}"),
+    }
+  }
+
+  fn alloc(id: &str, weight: f64, cap: Option<f64>) -> PoolAllocation {
+    PoolAllocation {
+      api_key_id: id.into(),
+      weight,
+      cap_value: cap,
+      cap_unit: None,
+      policy: Policy::Soft,
+    }
+  }
+
+  #[test]
+  fn allocation_paths() {
+    let ok = alloc("a", 50.0, Some(1.0));
+    assert!(allocations(std::slice::from_ref(&ok), "allocations").is_ok());
+    for (bad, expected) in [
+      (alloc("b", 100.5, None), "allocations[1].weight"),
+      (alloc("b", -0.1, None), "allocations[1].weight"),
+      (alloc("b", f64::NAN, None), "allocations[1].weight"),
+      (alloc("b", 1.0, Some(0.0)), "allocations[1].capValue"),
+      (alloc("", 1.0, None), "allocations[1].apiKeyId"),
+      (alloc("a", 1.0, None), "allocations[1].apiKeyId"),
+    ] {
+      let err = allocations(&[ok.clone(), bad], "allocations").unwrap_err();
+      assert_eq!(field(err), expected);
+    }
+  }
+
+  #[test]
+  fn numbers() {
+    assert!(cost(0.0, "cost").is_ok());
+    assert_eq!(field(cost(-1.0, "cost").unwrap_err()), "cost");
+    assert_eq!(field(cost(f64::INFINITY, "cost").unwrap_err()), "cost");
+    assert!(finite(-3.0, "delta").is_ok());
+    assert_eq!(field(finite(f64::NAN, "delta").unwrap_err()), "delta");
+    assert_eq!(field(positive(0.0, "x").unwrap_err()), "x");
+    assert_eq!(
+      field(non_empty("", "connectionId").unwrap_err()),
+      "connectionId"
+    );
+  }
+}
