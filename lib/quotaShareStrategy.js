@@ -24,6 +24,12 @@ const { typeError, rangeError } = require('./invalidArg.js')
 const internSymbol = native.__quotaShareSymbol
 const { select: selectNative, release: releaseNative } = native.__quotaShareCrossing()
 
+// Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
+// weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
+// the order (n indices).
+const STRIDE = 4
+const NO_CONNECTION = -1
+
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()
 
@@ -54,12 +60,6 @@ function symbolsOf(executionKey, connectionId) {
   }
   return record
 }
-
-// Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
-// weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
-// the order (n indices).
-const STRIDE = 4
-const NO_CONNECTION = -1
 
 /**
  * What was read from one targets array: the buffer of the crossing, and the objects and
