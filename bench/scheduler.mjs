@@ -2,7 +2,7 @@
 // N = 2, 8, 64 and 512 targets, native engine vs. the plain-JavaScript baseline of the
 // same algorithm (bench/baseline/quotaShareStrategy.js). Prints a markdown table.
 //
-//   node scripts/build-native.js   # a RELEASE build first (npm run bench does both)
+//   node scripts/build-native.js   # a RELEASE build first (npm run bench:scheduler does both)
 //   node bench/scheduler.mjs [--quick]
 //
 // Both sides see the same scenario: targets on distinct connections with weights 1..3, a

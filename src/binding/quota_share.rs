@@ -34,8 +34,8 @@ pub fn quota_share_symbol(name: String) -> Sym {
 
 // The two calls of every selection — select and release — are plain N-API callbacks
 // (`raw_call.rs`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
-// ~80 ns per call that has arguments (its borrow-scope bookkeeping) and ~90 ns turning a
-// string into a `String`, together more than the whole selection costs at 2 targets.
+// ~85 ns more on a call that has arguments (its borrow-scope bookkeeping) and ~100 ns
+// turning a string into a `String`: more than the whole selection costs at 2 targets.
 
 /// The stand-in for "no connection" in the buffer.
 const NO_CONNECTION: f64 = -1.0;
