@@ -322,3 +322,53 @@ test('a selection is synchronous', () => {
   const result = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
   assert.ok(!(result instanceof Promise))
 })
+
+test('a targets array reused and changed in place is read afresh on every call', () => {
+  const list = targets('A', 'B')
+  pick(list)
+  pick(list) // the array is now cached on the JavaScript side
+  // A new connection: its saturation must gate the target.
+  saturate('conn-Z', '5h')
+  list[0].connectionId = 'conn-Z'
+  assert.equal(keys(selectQuotaShareTarget(list, COMBO, MODEL, T0).orderedTargets), 'BA')
+  _clearInflightForTest()
+  // A new object in the same slot, and a new weight.
+  list[0] = { executionKey: 'A', connectionId: 'conn-A', weight: 1 }
+  list[1].weight = 3
+  _clearDrrStateForTest()
+  assert.equal(Array.from({ length: 4 }, () => pick(list)).join(''), 'BABB')
+  // A longer array.
+  list.push({ executionKey: 'C', connectionId: 'conn-C', weight: 100 })
+  assert.equal(pick(list), 'C')
+})
+
+test('model names of any length and script gate their own 7d bucket', () => {
+  for (const model of ['x'.repeat(254), 'y'.repeat(255), 'z'.repeat(300), 'модель-ü-模型', `${'é'.repeat(127)}a`, `${'é'.repeat(128)}`]) {
+    _clearBucketsForTest()
+    _clearInflightForTest()
+    _clearDrrStateForTest()
+    saturate('conn-A', `7d:${model}`)
+    assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, `p/${model}`, T0).orderedTargets), 'BA', `${model.length} chars`)
+    _clearInflightForTest()
+    _clearDrrStateForTest()
+    assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, `p/${model}!`, T0).orderedTargets), 'AB')
+  }
+})
+
+test('the internal crossing rejects malformed calls with a TypeError instead of crashing', async () => {
+  const { createRequire } = await import('node:module')
+  const binding = createRequire(import.meta.url)('../binding.js')
+  const { select, release } = binding.__quotaShareCrossing()
+  const buffer = new Float64Array(10)
+  for (const call of [
+    () => select(),
+    () => select(0, null, T0, 2, new Float32Array(10)),
+    () => select(0, null, T0, 3, buffer),
+    () => select(0, 42, T0, 2, buffer),
+    () => select(0, null, NaN, 2, buffer),
+    () => release('x', T0),
+    () => release(1),
+  ]) {
+    assert.throws(call, (err) => err instanceof TypeError && err.code === 'ERR_QUOTA_INTERNAL')
+  }
+})

@@ -7,15 +7,28 @@
 // native call (`__quotaShareSelect`, src/binding/quota_share.rs), and maps the order the
 // call writes back (indices) onto the host's objects.
 //
-// Crossing cost is the whole game at 2–8 targets, so strings never cross on the hot path:
-// connection ids, execution keys and combo names are interned once to numeric symbols by
-// the native side (`__quotaShareSymbol`) and cached here in a Map (string keys hash once
-// and are looked up in ~10 ns). The request's model string is the only string that crosses
-// per call; it is never interned (it comes from the request, an unbounded set).
+// The crossing is the whole cost at 2–8 targets, so no string crosses per target:
+// - Connection ids, execution keys and combo names are interned once to numeric symbols
+//   by the native side (`__quotaShareSymbol`) and cached here in a Map. The request's model
+//   string is the only string that crosses per call; it is never interned (it comes from
+//   the request, an unbounded set).
+// - A targets array selected from twice gets a cache entry (WeakMap, keyed by the array):
+//   its Float64Array of symbols and weights, plus the objects and field values it was read
+//   from. Each call still reads every target's fields and compares them with the entry's
+//   (identity compares, no hashing), re-reading any that changed, so mutating the array or
+//   its objects in place is always seen. Caps are read fresh on every call.
+
 const native = require('../binding.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
-const { __quotaShareSymbol: internSymbol, __quotaShareSelect: selectNative, __quotaShareRelease: releaseNative } = native
+const internSymbol = native.__quotaShareSymbol
+const { select: selectNative, release: releaseNative } = native.__quotaShareCrossing()
+
+// Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
+// weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
+// the order (n indices).
+const STRIDE = 4
+const NO_CONNECTION = -1
 
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()
@@ -29,12 +42,131 @@ function symbolOf(name) {
   return symbol
 }
 
-// Per target: execution key symbol, connection symbol (-1: none), weight, cap; then the
-// order (indices) the native call writes back after the 4·n inputs. Grown on demand and
-// reused: the selection is synchronous and never re-entered.
-const STRIDE = 4
-const NO_CONNECTION = -1
-let buffer = new Float64Array(64 * (STRIDE + 1))
+/**
+ * executionKey → { symbol, connectionId, connection }: the symbols of a target's execution
+ * key and of the connection it was last seen with, so reading a target costs one lookup.
+ */
+const targetSymbols = new Map()
+
+function symbolsOf(executionKey, connectionId) {
+  let record = targetSymbols.get(executionKey)
+  if (record === undefined) {
+    record = { symbol: symbolOf(executionKey), connectionId: undefined, connection: NO_CONNECTION }
+    targetSymbols.set(executionKey, record)
+  }
+  if (record.connectionId !== connectionId) {
+    record.connectionId = connectionId
+    record.connection = connectionId ? symbolOf(connectionId) : NO_CONNECTION
+  }
+  return record
+}
+
+/**
+ * What was read from one targets array: the buffer of the crossing, and the objects and
+ * raw field values it was filled from (to see changes). `capacity` targets fit; a call
+ * uses the first `count`.
+ */
+class Extraction {
+  /** `recording`: keep the objects and values read, to see changes on the next call. */
+  constructor(capacity, recording) {
+    this.capacity = capacity
+    this.recording = recording
+    this.buffer = new Float64Array(capacity * (STRIDE + 1))
+    this.objects = recording ? new Array(capacity).fill(null) : null
+    this.keys = recording ? new Array(capacity).fill(null) : null
+    this.connections = recording ? new Array(capacity).fill(null) : null
+    this.weights = recording ? new Array(capacity).fill(null) : null
+  }
+
+  /** Reads target `i` (validating it) into the buffer and the record. */
+  read(i, target) {
+    if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
+    const executionKey = target.executionKey
+    if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
+    const connectionId = target.connectionId
+    if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
+      throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
+    }
+    const symbols = symbolsOf(executionKey, connectionId)
+    const weight = target.weight
+    const at = i * STRIDE
+    this.buffer[at] = symbols.symbol
+    this.buffer[at + 1] = symbols.connection
+    this.buffer[at + 2] = typeof weight === 'number' ? weight : NaN
+    if (this.recording) {
+      this.objects[i] = target
+      this.keys[i] = executionKey
+      this.connections[i] = connectionId
+      this.weights[i] = weight
+    }
+  }
+
+  /** Reads the first `count` targets. */
+  readAll(targets, count) {
+    for (let i = 0; i < count; i++) this.read(i, targets[i])
+  }
+
+  /** Brings the record of the first `count` targets up to date, reading what changed. */
+  refresh(targets, count) {
+    const { objects, keys, connections, weights } = this
+    for (let i = 0; i < count; i++) {
+      const target = targets[i]
+      if (
+        target !== objects[i] ||
+        target.executionKey !== keys[i] ||
+        target.connectionId !== connections[i] ||
+        target.weight !== weights[i]
+      ) {
+        this.read(i, target)
+      }
+    }
+  }
+
+  /**
+   * Writes the cap of each of the first `count` targets (just read, so their connection
+   * ids are the ones in the buffer): from `caps` (a Map id → cap)
+   * when its value is a number, else NaN (no cap). Every slot is written on every call:
+   * a slot may hold the order a smaller selection wrote back into this buffer.
+   */
+  fillCaps(caps, targets, count) {
+    const buffer = this.buffer
+    for (let i = 0, at = 3; i < count; i++, at += STRIDE) {
+      let cap = NaN
+      if (caps !== undefined && buffer[at - 2] !== NO_CONNECTION) {
+        const value = caps.get(targets[i].connectionId)
+        if (typeof value === 'number') cap = value
+      }
+      buffer[at] = cap
+    }
+  }
+}
+
+/** targets array → its Extraction, for arrays selected from more than once. */
+const extractions = new WeakMap()
+/** The last array read without a cache entry: a second call with it creates one. */
+let lastArray = null
+/** The extraction of arrays seen once, reused (grown on demand). */
+let scratch = new Extraction(64, false)
+
+function extract(targets, count) {
+  const cached = extractions.get(targets)
+  if (cached !== undefined && cached.capacity === count) {
+    cached.refresh(targets, count)
+    return cached
+  }
+  let extraction
+  if (targets === lastArray || cached !== undefined) {
+    extraction = new Extraction(count, true)
+    extractions.set(targets, extraction)
+    lastArray = null
+  } else {
+    if (scratch.capacity < count) scratch = new Extraction(Math.max(count, scratch.capacity * 2), false)
+    extraction = scratch
+    lastArray = targets
+  }
+  extraction.readAll(targets, count)
+  return extraction
+}
 
 const noop = () => {}
 
@@ -48,7 +180,7 @@ function readCaps(options) {
 }
 
 /**
- * Chooses among a pool combo's targets: see index.d.ts (CONTRACT §10).
+ * Chooses among a pool combo's targets: see lib/quotaShareStrategy.d.ts (CONTRACT §10).
  */
 function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now(), options = undefined) {
   if (!Array.isArray(targets)) throw typeError('targets', 'an array', targets)
@@ -64,40 +196,15 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const count = targets.length
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
 
-  if (buffer.length < count * (STRIDE + 1)) buffer = new Float64Array(count * 2 * (STRIDE + 1))
-  const input = buffer
-  for (let i = 0, at = 0; i < count; i++, at += STRIDE) {
-    const target = targets[i]
-    if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
-    const executionKey = target.executionKey
-    if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
-    const connectionId = target.connectionId
-    let connection = NO_CONNECTION
-    let cap = NaN
-    if (typeof connectionId === 'string') {
-      if (connectionId !== '') {
-        connection = symbolOf(connectionId)
-        if (caps !== undefined) {
-          const value = caps.get(connectionId)
-          if (typeof value === 'number') cap = value
-        }
-      }
-    } else if (connectionId !== undefined && connectionId !== null) {
-      throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
-    }
-    const weight = target.weight
-    input[at] = symbolOf(executionKey)
-    input[at + 1] = connection
-    input[at + 2] = typeof weight === 'number' ? weight : NaN
-    input[at + 3] = cap
-  }
-
-  selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, input)
+  const extraction = extract(targets, count)
+  extraction.fillCaps(caps, targets, count)
+  const buffer = extraction.buffer
+  selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
 
   const base = count * STRIDE
   const orderedTargets = new Array(count)
-  for (let i = 0; i < count; i++) orderedTargets[i] = targets[input[base + i]]
-  const winnerConnection = input[input[base] * STRIDE + 1]
+  for (let i = 0; i < count; i++) orderedTargets[i] = targets[buffer[base + i]]
+  const winnerConnection = buffer[buffer[base] * STRIDE + 1]
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {

@@ -6,7 +6,7 @@
 //! thread-local of the JS thread that installed it.
 
 use crate::error::Result;
-use crate::store::sqlite::{default_db_path, with_db, with_open_db, SqliteDb};
+use crate::store::sqlite::{default_db_path, is_open, with_db, with_open_db, SqliteDb};
 use napi::bindgen_prelude::{Function, FunctionRef, Unknown};
 use napi::{Env, ValueType};
 use std::cell::RefCell;
@@ -68,9 +68,10 @@ fn resolve_path(env: &Env) -> PathBuf {
 /// resolved before the connection's lock is taken, and only when it is not open, so a JS
 /// resolver may itself call into the engine.
 pub(crate) fn with_store<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-  let path = match with_open_db(|_| Ok(())) {
-    Some(_) => None,
-    None => Some(resolve_path(env)),
+  let path = if is_open() {
+    None
+  } else {
+    Some(resolve_path(env))
   };
   let opened = path.is_some();
   let result = with_db(&|| path.clone().unwrap_or_else(resolve_path_without_js), f);

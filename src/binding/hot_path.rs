@@ -170,15 +170,18 @@ pub fn enforce_step(
     provider: &provider,
     model: model.as_deref().filter(|m| !m.is_empty()),
   };
+  // One read transaction for every statement of the decision: one set of lock calls.
   step_of(with_store(&env, |db| {
-    with_saturation(|state| {
-      enforce(
-        db,
-        &Lookup { state, now },
-        &request,
-        saturation_threshold,
-        now,
-      )
+    db.read_scope(|db| {
+      with_saturation(|state| {
+        enforce(
+          db,
+          &Lookup { state, now },
+          &request,
+          saturation_threshold,
+          now,
+        )
+      })
     })
   }))
 }
@@ -213,7 +216,9 @@ pub fn record_step(
     requests,
   };
   let result = with_store(&env, |db| {
-    let writes = consumption_writes(db, &request, &cost)?;
+    // Metadata first, in one read; the write then takes the write lock only when there is
+    // something to write.
+    let writes = db.read_scope(|db| consumption_writes(db, &request, &cost))?;
     if writes.is_empty() {
       return Ok(());
     }

@@ -15,6 +15,7 @@ mod log_queue;
 mod plans;
 mod promise;
 mod quota_share;
+mod raw_call;
 mod redis_hot_path;
 mod redis_store;
 mod scheduler_state;

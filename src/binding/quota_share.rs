@@ -3,23 +3,25 @@
 //! `selectQuotaShareTarget` itself is `lib/quotaShareStrategy.js`: it takes the host's
 //! target objects and must return those very objects and a closure, which are JavaScript
 //! idioms. It extracts what the algorithm needs into a `Float64Array` and makes ONE call
-//! to [`quota_share_select`], which runs the whole selection here and writes the order
+//! to `__quotaShareSelect`, which runs the whole selection here and writes the order
 //! back as indices. The functions named `__quotaShare*` are that crossing, not API.
 
 use super::args::Arg;
 use super::errors::or_throw;
+use super::raw_call::{arguments, float64_array, number, optional_string, throw_internal};
 use super::scheduler_state::{state, time_from_f64, Sym};
 use crate::core::scheduler::select::Target;
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
-use napi::bindgen_prelude::{Float64ArraySlice, Unknown};
-use napi::{Env, Error, Status};
+use napi::bindgen_prelude::{Object, Unknown};
+use napi::{sys, Env, Error, JsValue, Status};
 use napi_derive::napi;
+use std::ptr;
 
 /// The strategy's name in a combo's configuration: `"quota-share"`.
 #[napi]
 pub const QUOTA_SHARE_STRATEGY: &str = CORE_STRATEGY;
 
-/// Per target, the `Float64Array` of [`quota_share_select`] holds these four numbers.
+/// Per target, the `Float64Array` of `__quotaShareSelect` holds these four numbers.
 const STRIDE: usize = 4;
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
@@ -30,34 +32,63 @@ pub fn quota_share_symbol(name: String) -> Sym {
   state().symbols.intern(&name)
 }
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`): runs one selection.
+// The two calls of every selection — select and release — are plain N-API callbacks
+// (`raw_call.rs`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
+// ~85 ns more on a call that has arguments (its borrow-scope bookkeeping) and ~100 ns
+// turning a string into a `String`: more than the whole selection costs at 2 targets.
+
+/// The stand-in for "no connection" in the buffer.
+const NO_CONNECTION: f64 = -1.0;
+
+/// Internal (the crossing of `lib/quotaShareStrategy.js`):
+/// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)` runs one selection.
 ///
-/// `buffer` holds, for each of the `count` targets in input order, four numbers: the
-/// execution key's symbol, the connection's symbol (or -1 for none), the weight (`NaN`
-/// when not a number) and the connection's concurrency cap (`NaN` for none). The order —
-/// winner, the rest with room in DRR rank order, at-cap tier, saturated tier — is written
-/// as indices into `buffer[4·count .. 5·count]`. The winner's connection (symbol at
-/// `buffer[4·order[0] + 1]`) holds an in-flight lease until `__quotaShareRelease`.
-#[napi(js_name = "__quotaShareSelect", skip_typescript)]
-pub fn quota_share_select(
-  combo: u32,
-  model_str: Option<String>,
-  now_ms: f64,
-  count: u32,
-  mut buffer: Float64ArraySlice,
-) -> napi::Result<()> {
-  // SAFETY: the typed array's memory is not aliased during this synchronous call: the
-  // JavaScript caller waits, and nothing here calls back into JavaScript.
-  let buffer = unsafe { buffer.as_mut() };
+/// `buffer` (a `Float64Array`) holds, for each of the `count` targets in input order, four
+/// numbers: the execution key's symbol, the connection's symbol (or -1 for none), the
+/// weight (`NaN` when not a number) and the connection's concurrency cap (`NaN` for none).
+/// The order — winner, the rest with room in DRR rank order, at-cap tier, saturated tier
+/// — is written as indices into `buffer[4·count .. 5·count]`. The winner's connection
+/// (symbol at `buffer[4·order[0] + 1]`) holds an in-flight lease until
+/// `__quotaShareRelease`. `combo` is the combo name's symbol; `nowMs` is already checked
+/// to be finite.
+unsafe extern "C" fn quota_share_select(
+  env: sys::napi_env,
+  info: sys::napi_callback_info,
+) -> sys::napi_value {
+  let mut stack = [0u8; 256];
+  let Some([combo, model_str, now_ms, count, buffer]) = (unsafe { arguments::<5>(env, info) })
+  else {
+    return unsafe { throw_internal(env, c"__quotaShareSelect: expected 5 arguments") };
+  };
+  let (Some(combo), Some(model_str), Some(now_ms), Some(count), Some(buffer)) = (unsafe {
+    (
+      number(env, combo),
+      optional_string(env, model_str, &mut stack),
+      number(env, now_ms),
+      number(env, count),
+      float64_array(env, buffer),
+    )
+  }) else {
+    return unsafe { throw_internal(env, c"__quotaShareSelect: bad arguments") };
+  };
   let count = count as usize;
+  let Ok(now_ms) = time_from_f64(now_ms, "nowMs") else {
+    return unsafe { throw_internal(env, c"__quotaShareSelect: nowMs is not finite") };
+  };
   if buffer.len() < count * (STRIDE + 1) {
-    return Err(Error::new(
-      Status::InvalidArg,
-      format!("__quotaShareSelect: buffer too small for {count} targets"),
-    ));
+    return unsafe { throw_internal(env, c"__quotaShareSelect: buffer too small") };
   }
-  let now_ms =
-    time_from_f64(now_ms, "nowMs").map_err(|e| Error::new(Status::InvalidArg, e.to_string()))?;
+  let selected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    select_into(combo as Sym, model_str.as_deref(), now_ms, count, buffer)
+  }));
+  match selected {
+    Ok(()) => ptr::null_mut(),
+    // Never expected; a panic must not unwind into Node.
+    Err(_) => unsafe { throw_internal(env, c"__quotaShareSelect: internal error") },
+  }
+}
+
+fn select_into(combo: Sym, model_str: Option<&str>, now_ms: i64, count: usize, buffer: &mut [f64]) {
   let mut guard = state();
   let state = &mut *guard;
   state.targets.clear();
@@ -66,33 +97,88 @@ pub fn quota_share_select(
       .chunks_exact(STRIDE)
       .map(|t| Target {
         execution_key: t[0] as Sym,
-        connection: (t[1] >= 0.0).then_some(t[1] as Sym),
+        connection: (t[1] != NO_CONNECTION).then_some(t[1] as Sym),
         weight: t[2],
         max_concurrent: t[3],
       }),
   );
-  state.scheduler.select(
-    &state.targets,
-    &combo,
-    model_str.as_deref(),
-    now_ms,
-    &mut state.order,
-  );
+  state
+    .scheduler
+    .select(&state.targets, &combo, model_str, now_ms, &mut state.order);
   let out = &mut buffer[count * STRIDE..count * (STRIDE + 1)];
   for (slot, &index) in out.iter_mut().zip(&state.order) {
     *slot = index as f64;
   }
-  Ok(())
 }
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`): releases the in-flight lease a
-/// selection at `nowMs` took on the connection with symbol `connection`.
-#[napi(js_name = "__quotaShareRelease", skip_typescript)]
-pub fn quota_share_release(connection: u32, now_ms: f64) {
+/// Internal (the crossing of `lib/quotaShareStrategy.js`):
+/// `__quotaShareRelease(connection, nowMs)` releases the in-flight lease a selection at
+/// `nowMs` took on the connection with symbol `connection`.
+unsafe extern "C" fn quota_share_release(
+  env: sys::napi_env,
+  info: sys::napi_callback_info,
+) -> sys::napi_value {
+  let Some([connection, now_ms]) = (unsafe { arguments::<2>(env, info) }) else {
+    return unsafe { throw_internal(env, c"__quotaShareRelease: expected 2 arguments") };
+  };
+  let (Some(connection), Some(now_ms)) =
+    (unsafe { (number(env, connection), number(env, now_ms)) })
+  else {
+    return unsafe { throw_internal(env, c"__quotaShareRelease: bad arguments") };
+  };
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {
-    state().scheduler.inflight.decrement(&connection, now_ms);
+    state()
+      .scheduler
+      .inflight
+      .decrement(&(connection as Sym), now_ms);
   }
+  ptr::null_mut()
 }
+
+/// Internal (the crossing of `lib/quotaShareStrategy.js`, called once at load):
+/// `{ select, release }`, the raw callbacks `__quotaShareSelect` and
+/// `__quotaShareRelease`. (Handed out by a call rather than put on the exports, because
+/// the crate's one `#[napi(module_exports)]` hook belongs to `WINDOW_MS`.)
+#[napi(js_name = "__quotaShareCrossing", skip_typescript)]
+pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
+  let crossing = Object::new(env)?;
+  let callbacks: [(&std::ffi::CStr, &std::ffi::CStr, RawCallback); 2] = [
+    (c"select", c"__quotaShareSelect", quota_share_select),
+    (c"release", c"__quotaShareRelease", quota_share_release),
+  ];
+  for (key, name, callback) in callbacks {
+    let mut function = ptr::null_mut();
+    // SAFETY: plain N-API calls on the live environment of this call.
+    let status = unsafe {
+      sys::napi_create_function(
+        env.raw(),
+        name.as_ptr(),
+        name.to_bytes().len() as isize,
+        Some(callback),
+        ptr::null_mut(),
+        &mut function,
+      )
+    };
+    if status != sys::Status::napi_ok {
+      return Err(Error::new(
+        Status::GenericFailure,
+        "napi_create_function failed",
+      ));
+    }
+    let status = unsafe {
+      sys::napi_set_named_property(env.raw(), crossing.value().value, key.as_ptr(), function)
+    };
+    if status != sys::Status::napi_ok {
+      return Err(Error::new(
+        Status::GenericFailure,
+        "napi_set_named_property failed",
+      ));
+    }
+  }
+  Ok(crossing)
+}
+
+type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
 /// Tests only: forgets the DRR state of every combo.
 #[napi(js_name = "_clearDrrStateForTest")]

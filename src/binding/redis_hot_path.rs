@@ -48,15 +48,18 @@ pub fn redis_enforce_step<'env>(
     provider: &provider,
     model: model.as_deref(),
   };
+  // Metadata in one read transaction, as on SQLite.
   let start = with_store(env, |db| {
-    with_saturation(|state| {
-      plan_enforce(
-        db,
-        &Lookup { state, now },
-        &request,
-        saturation_threshold,
-        now,
-      )
+    db.read_scope(|db| {
+      with_saturation(|state| {
+        plan_enforce(
+          db,
+          &Lookup { state, now },
+          &request,
+          saturation_threshold,
+          now,
+        )
+      })
     })
   });
   let plan = match start {
@@ -116,7 +119,9 @@ pub fn redis_record_step<'env>(
     requests,
   };
   let prepared = backend_for(&url).and_then(|backend| {
-    let writes = with_store(env, |db| consumption_writes(db, &request, &cost))?;
+    let writes = with_store(env, |db| {
+      db.read_scope(|db| consumption_writes(db, &request, &cost))
+    })?;
     if writes.is_empty() {
       return Ok(None);
     }

@@ -31,6 +31,16 @@ impl Entry {
   }
 }
 
+/// Whether `window` is the gating window number `which`: 0 = `5h`, 1 = `7d`,
+/// 2 = `7d:<model>`.
+fn is_gating_window(window: &str, which: usize, model: Option<&str>) -> bool {
+  match which {
+    0 => window == WINDOW_5H,
+    1 => window == WINDOW_7D,
+    _ => model.is_some_and(|model| window.strip_prefix(WINDOW_7D_MODEL_PREFIX) == Some(model)),
+  }
+}
+
 /// The saturated windows of every connection.
 #[derive(Debug, Clone)]
 pub struct AccountBuckets<K> {
@@ -92,13 +102,29 @@ impl<K: Eq + Hash + Clone> AccountBuckets<K> {
     if self.count == 0 {
       return false;
     }
-    self.check(connection, now_ms, |w| w == WINDOW_5H)
-      || self.check(connection, now_ms, |w| w == WINDOW_7D)
-      || model.is_some_and(|model| {
-        self.check(connection, now_ms, |w| {
-          w.strip_prefix(WINDOW_7D_MODEL_PREFIX) == Some(model)
-        })
-      })
+    // One lookup of the connection, then its few entries, in the order above.
+    let Some(entries) = self.by_connection.get_mut(connection) else {
+      return false;
+    };
+    let mut gated = false;
+    for which in 0..3 {
+      let Some(at) = entries
+        .iter()
+        .position(|entry| is_gating_window(&entry.window, which, model))
+      else {
+        continue;
+      };
+      if !entries[at].has_reset(now_ms) {
+        gated = true;
+        break;
+      }
+      entries.swap_remove(at);
+      self.count -= 1;
+    }
+    if entries.is_empty() {
+      self.by_connection.remove(connection);
+    }
+    gated
   }
 
   fn check(&mut self, connection: &K, now_ms: i64, is_window: impl Fn(&str) -> bool) -> bool {

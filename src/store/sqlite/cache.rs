@@ -21,7 +21,7 @@ use super::{migrations, SqliteDb, StoreContext};
 use crate::core::dimensions::{PoolAllocation, ProviderPlan, QuotaPool};
 use crate::error::Result;
 use crate::store::records::ModelCap;
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -44,6 +44,12 @@ pub(crate) struct MetadataCache {
   /// Keyed by `pool \0 key \0 model`.
   caps: HashMap<String, Option<ModelCap>>,
   scratch: String,
+  /// Inside a `read_scope`/`write_scope` whose transaction already checked freshness: the
+  /// snapshot cannot change until it ends, so further checks are skipped.
+  pub(super) scope_fresh: bool,
+  /// The schema changed while a transaction was open, so the migration could not run:
+  /// the scope must retry outside its transaction.
+  pub(super) migration_pending: bool,
 }
 
 impl MetadataCache {
@@ -103,6 +109,9 @@ impl SqliteDb {
 
   /// The freshness check described in the module documentation.
   pub(super) fn refresh_cache(&self) -> Result<()> {
+    if self.cache.borrow().scope_fresh {
+      return Ok(());
+    }
     let data_version: i64 = self
       .conn
       .prepare_cached("PRAGMA data_version")
@@ -120,6 +129,14 @@ impl SqliteDb {
       let cache = self.cache.borrow();
       cache.schema_version.is_some_and(|v| v != schema_version)
     };
+    if schema_changed && !self.conn.is_autocommit() {
+      // Inside a transaction the migration cannot run: leave the recorded versions as
+      // they are, so the check fires again outside it, and tell the scope.
+      let mut cache = self.cache.borrow_mut();
+      cache.clear_entries();
+      cache.migration_pending = true;
+      return Ok(());
+    }
     if schema_changed && migrations::ensure_schema(&self.conn)? {
       (meta_version, schema_version) = versions(&self.conn)?;
     }
@@ -137,11 +154,10 @@ impl SqliteDb {
   /// version is not the cache's, the cache is emptied and takes it (the loaded value is
   /// then the first entry of the new version).
   fn load_consistent<T>(&self, load: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-      .ctx("starting a read")?;
-    let (meta_version, _) = versions(&tx)?;
-    let value = load(&tx)?;
-    tx.commit().ctx("ending a read")?;
+    let (meta_version, value) = self.in_read(|conn| {
+      let (meta_version, _) = versions(conn)?;
+      Ok((meta_version, load(conn)?))
+    })?;
     let mut cache = self.cache.borrow_mut();
     if cache.meta_version != meta_version || meta_version.is_none() {
       cache.clear_entries();

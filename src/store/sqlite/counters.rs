@@ -289,7 +289,8 @@ impl SqliteDb {
 
 impl SqliteDb {
   /// `recordConsumption`'s write: several `(dimension key, cost)` of one API key, all in
-  /// one IMMEDIATE transaction (all or nothing), committed before it returns.
+  /// one IMMEDIATE transaction (all or nothing), committed before it returns — or in the
+  /// caller's transaction when one is open ([`SqliteDb::write_scope`]).
   pub fn consume_many(
     &self,
     api_key_id: &str,

@@ -13,9 +13,17 @@ use super::open::OpenOptions;
 use super::SqliteDb;
 use crate::error::Result;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 static DB: Mutex<Option<SqliteDb>> = Mutex::new(None);
+/// Whether [`DB`] holds a connection, readable without taking the lock.
+static OPEN: AtomicBool = AtomicBool::new(false);
+
+/// Whether the connection is open (a hint: another thread may change it at any moment).
+pub fn is_open() -> bool {
+  OPEN.load(Ordering::Acquire)
+}
 static OPTIONS: Mutex<Option<OpenOptions>> = Mutex::new(None);
 
 fn lock_db() -> MutexGuard<'static, Option<SqliteDb>> {
@@ -57,12 +65,14 @@ pub fn with_db<T>(
   let mut slot = lock_db();
   if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
+      OPEN.store(false, Ordering::Release);
       let _ = stale.close();
     }
   }
   if slot.is_none() {
     locks::sweep_parked();
     *slot = Some(SqliteDb::open(&resolve_path(), &open_options())?);
+    OPEN.store(true, Ordering::Release);
   }
   match slot.as_mut() {
     Some(db) => f(db),
@@ -76,6 +86,7 @@ pub fn with_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option<Res
   let mut slot = lock_db();
   if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
+      OPEN.store(false, Ordering::Release);
       let _ = stale.close();
     }
     return None;
@@ -88,7 +99,11 @@ pub fn with_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option<Res
 /// safe on Linux (the close hook parks the descriptors); the host's reset order closes its
 /// own connection first anyway.
 pub fn close_quota_db() -> Result<()> {
-  let closed = lock_db().take().map(SqliteDb::close);
+  let closed = {
+    let mut slot = lock_db();
+    OPEN.store(false, Ordering::Release);
+    slot.take().map(SqliteDb::close)
+  };
   locks::sweep_parked();
   closed.unwrap_or(Ok(()))
 }

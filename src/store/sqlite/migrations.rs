@@ -226,7 +226,8 @@ fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bo
 /// Reads only, unless an object is missing; then one `BEGIN IMMEDIATE` transaction
 /// creates what is missing (and rebuilds the totals when a totals trigger was missing).
 pub fn ensure_schema(conn: &Connection) -> Result<bool> {
-  if missing_objects(conn)?.is_empty() {
+  // Inside a read transaction the migration waits for the next call outside one.
+  if !conn.is_autocommit() || missing_objects(conn)?.is_empty() {
     return Ok(false);
   }
   conn

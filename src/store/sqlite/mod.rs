@@ -27,7 +27,7 @@ mod values;
 
 pub use cache::KeyPools;
 pub use gc::TotalsCursor;
-pub use handle::{close_quota_db, set_open_options, with_db, with_open_db};
+pub use handle::{close_quota_db, is_open, set_open_options, with_db, with_open_db};
 pub use locks::{HookStatus, LockCheck};
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
@@ -70,10 +70,112 @@ impl SqliteDb {
     &self.report
   }
 
+  /// Runs `f` inside one read transaction (`BEGIN DEFERRED … COMMIT`), or inside the
+  /// transaction already open. Several statements then share one set of lock calls
+  /// instead of taking and releasing the WAL read locks once per statement — most of the
+  /// cost of a small read — and the metadata freshness check runs once, in the
+  /// transaction's snapshot.
+  pub fn read_scope<T>(
+    &self,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    self.scope("BEGIN", f)
+  }
+
+  /// Runs `f` inside one write transaction (`BEGIN IMMEDIATE … COMMIT`): all of its
+  /// statements commit together or not at all, under one acquisition of the write lock.
+  pub fn write_scope<T>(
+    &self,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    self.scope("BEGIN IMMEDIATE", f)
+  }
+
+  fn scope<T>(
+    &self,
+    begin: &str,
+    f: impl FnOnce(&Self) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    if !self.conn.is_autocommit() {
+      return f(self);
+    }
+    self.begin_fresh(begin)?;
+    let result = {
+      // Reset even if `f` panics: a stale "fresh" flag would skip every later check.
+      let _fresh = FreshFlag(self);
+      f(self)
+    };
+    let end = if result.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    match (result, self.exec_cached(end).ctx("ending a transaction")) {
+      (Ok(value), Ok(())) => Ok(value),
+      (Ok(_), Err(err)) => {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        Err(err)
+      }
+      (Err(err), _) => Err(err),
+    }
+  }
+
+  /// `begin`, then the freshness check inside the transaction; when that finds a schema
+  /// change to migrate, the transaction is abandoned, the migration runs outside it, and
+  /// the transaction starts again.
+  fn begin_fresh(&self, begin: &str) -> crate::error::Result<()> {
+    self.exec_cached(begin).ctx("starting a transaction")?;
+    if let Err(err) = self.refresh_cache() {
+      let _ = self.conn.execute_batch("ROLLBACK");
+      return Err(err);
+    }
+    if std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
+      self
+        .conn
+        .execute_batch("ROLLBACK")
+        .ctx("ending a transaction")?;
+      self.refresh_cache()?;
+      self.exec_cached(begin).ctx("starting a transaction")?;
+      if let Err(err) = self.refresh_cache() {
+        let _ = self.conn.execute_batch("ROLLBACK");
+        return Err(err);
+      }
+    }
+    self.cache.borrow_mut().scope_fresh = true;
+    Ok(())
+  }
+
+  /// Runs a statement without parameters through the statement cache (`execute_batch`
+  /// would parse it again on every call).
+  fn exec_cached(&self, sql: &str) -> rusqlite::Result<()> {
+    self.conn.prepare_cached(sql)?.execute([]).map(|_| ())
+  }
+
+  /// `load` in its own read transaction, or in the one already open.
+  pub(crate) fn in_read<T>(
+    &self,
+    load: impl FnOnce(&Connection) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    if !self.conn.is_autocommit() {
+      return load(&self.conn);
+    }
+    let tx =
+      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Deferred)
+        .ctx("starting a read")?;
+    let value = load(&tx)?;
+    tx.commit().ctx("ending a read")?;
+    Ok(value)
+  }
+
   /// The underlying connection, for tests and diagnostics. Do not open another one to the
   /// same file, and do not leave a transaction open.
   pub fn connection(&self) -> &Connection {
     &self.conn
+  }
+}
+
+/// Clears the scope's freshness flag when dropped.
+struct FreshFlag<'a>(&'a SqliteDb);
+
+impl Drop for FreshFlag<'_> {
+  fn drop(&mut self) {
+    self.0.cache.borrow_mut().scope_fresh = false;
   }
 }
 

@@ -1,0 +1,176 @@
+// npm run bench — the engine against a straightforward better-sqlite3 baseline
+// (bench/baseline/store.mjs), each on its own temporary SQLite file.
+//
+//   node bench/run.mjs [--ops N] [--max-ms MS]
+//
+// Store operations (consume, peek, poolConsumedTotal) at pools of 10 / 1 000 / 10 000 keys,
+// then the hot path (enforceQuotaShare, recordConsumption) for 8 keys × 2 dimensions,
+// serial and 64 concurrent (Promise.all batches of 64). Each row: warm-up, then up to N
+// ops or MS milliseconds, whichever comes first; latency per op from process.hrtime.bigint
+// (for the concurrent rows: from the batch's start to the op's resolution).
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import { openBaseline } from './baseline/store.mjs'
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(name)
+  return i > 0 ? Number(process.argv[i + 1]) : fallback
+}
+const MAX_OPS = arg('--ops', 20_000)
+const MAX_MS = arg('--max-ms', 1_000)
+const WARMUP = Math.min(1_000, MAX_OPS)
+const CONCURRENCY = 64
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-bench-'))
+const engineDir = path.join(tmp, 'engine')
+fs.mkdirSync(engineDir)
+process.env.DATA_DIR = engineDir // before the first engine call
+
+const require = createRequire(import.meta.url)
+const engine = require('@omniroute/quota-engine')
+const native = require('../binding.js') // only to seed counters at a chosen time
+const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
+const store = engine.getSqliteQuotaStore()
+
+const HOUR = 3_600_000
+const hr = () => process.hrtime.bigint()
+
+function summarize(latNs, count, totalNs) {
+  const sorted = Float64Array.from(latNs).sort()
+  const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] / 1e3
+  return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
+}
+
+async function measureSerial(fn) {
+  for (let i = 0; i < WARMUP; i++) await fn(i)
+  const lat = []
+  const start = hr()
+  const deadline = start + BigInt(MAX_MS) * 1_000_000n
+  let i = 0
+  for (; i < MAX_OPS; i++) {
+    const t0 = hr()
+    await fn(i)
+    const t1 = hr()
+    lat.push(Number(t1 - t0))
+    if (t1 > deadline) { i++; break }
+  }
+  return summarize(lat, i, hr() - start)
+}
+
+async function measureConcurrent(fn) {
+  const batch = async (base, lat) => {
+    const t0 = hr()
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, (_, j) => fn(base + j).then(() => lat && lat.push(Number(hr() - t0)))),
+    )
+  }
+  for (let i = 0; i < WARMUP; i += CONCURRENCY) await batch(i, null)
+  const lat = []
+  const start = hr()
+  const deadline = start + BigInt(MAX_MS) * 1_000_000n
+  let i = 0
+  while (i < MAX_OPS) {
+    await batch(i, lat)
+    i += CONCURRENCY
+    if (hr() > deadline) break
+  }
+  return summarize(lat, i, hr() - start)
+}
+
+const rows = []
+async function compare(operation, size, engineFn, baselineFn, mode = 'serial') {
+  const measure = mode === 'serial' ? measureSerial : measureConcurrent
+  const e = await measure(engineFn)
+  const b = await measure(baselineFn)
+  rows.push({ operation, size, e, b })
+  process.stderr.write(`  ${operation} (${size}) done\n`)
+}
+
+// Quick sanity check that both sides compute the same thing before timing them.
+function assertClose(what, a, b) {
+  if (Math.abs(a - b) > 1e-6 * Math.max(1, Math.abs(a))) throw new Error(`${what}: engine ${a} ≠ baseline ${b}`)
+}
+
+try {
+  const started = Date.now()
+
+  // --- store operations at three pool sizes -------------------------------------------------
+  for (const size of [10, 1_000, 10_000]) {
+    const dim = { poolId: `bench-pool-${size}`, unit: 'requests', window: 'hourly' }
+    const keys = Array.from({ length: size }, (_, i) => `key-${size}-${i}`)
+    // Every key has a previous and a current bucket.
+    const now = Date.now()
+    const seed = []
+    for (const k of keys) {
+      seed.push([k, dim, Math.floor((now - HOUR) / HOUR), 5, now - HOUR])
+      seed.push([k, dim, Math.floor(now / HOUR), 3, now])
+    }
+    for (const [k, , , cost, t] of seed) native.storeConsume(k, dim, cost, t)
+    baseline.setup.seed(seed)
+    assertClose(`poolConsumedTotal(${size})`, await store.poolConsumedTotal(dim.poolId, dim), await baseline.store.poolConsumedTotal(dim.poolId, dim))
+
+    const pick = (i) => keys[(i * 7919) % size]
+    await compare('consume', size, (i) => store.consume(pick(i), dim, 1), (i) => baseline.store.consume(pick(i), dim, 1))
+    await compare('peek', size, (i) => store.peek(pick(i), dim), (i) => baseline.store.peek(pick(i), dim))
+    await compare(
+      'poolConsumedTotal',
+      size,
+      () => store.poolConsumedTotal(dim.poolId, dim),
+      () => baseline.store.poolConsumedTotal(dim.poolId, dim),
+    )
+  }
+
+  // --- the hot path: 8 keys × 2 dimensions ----------------------------------------------------
+  // Limits high enough that every request is allowed (the common case) for the whole run.
+  const connectionId = 'bench-conn'
+  const provider = 'bench-provider' // no saturation fetcher: generous mode, no fetch round
+  const dimensions = [
+    { unit: 'requests', window: 'hourly', limit: 1e9 },
+    { unit: 'tokens', window: 'hourly', limit: 1e12 },
+  ]
+  const hotKeys = Array.from({ length: 8 }, (_, i) => `hot-key-${i}`)
+  const allocations = hotKeys.map((apiKeyId) => ({ apiKeyId, weight: 12.5, policy: 'hard' }))
+  engine.upsertProviderPlan({ connectionId, provider, dimensions, source: 'manual' })
+  const pool = engine.createPool({ connectionId, name: 'bench hot path', allocations })
+  baseline.setup.upsertProviderPlan({ connectionId, provider, dimensions })
+  baseline.setup.createPool({ id: pool.id, connectionId, name: 'bench hot path', allocations })
+
+  const req = (i) => ({ apiKeyId: hotKeys[i % 8], connectionId, provider })
+  const rec = (i) => ({ ...req(i), cost: { tokens: 1200, usd: 0.002, requests: 1 } })
+  for (const [e, b] of [[await engine.enforceQuotaShare(req(0)), await baseline.enforceQuotaShare(req(0))]]) {
+    if (e.kind !== 'allow' || b.kind !== 'allow') throw new Error(`hot path setup: ${JSON.stringify({ e, b })}`)
+  }
+  for (const mode of ['serial', `${CONCURRENCY} concurrent`]) {
+    const m = mode === 'serial' ? 'serial' : 'concurrent'
+    await compare(`enforceQuotaShare, ${mode}`, '8 keys × 2 dims', (i) => engine.enforceQuotaShare(req(i)), (i) => baseline.enforceQuotaShare(req(i)), m)
+    await compare(`recordConsumption, ${mode}`, '8 keys × 2 dims', (i) => engine.recordConsumption(rec(i)), (i) => baseline.recordConsumption(rec(i)), m)
+  }
+  // Both sides recorded their own runs; the per-key counters must still agree in kind.
+  const dimReq = { poolId: pool.id, unit: 'requests', window: 'hourly' }
+  const eTotal = await store.poolConsumedTotal(pool.id, dimReq)
+  const bTotal = await baseline.store.poolConsumedTotal(pool.id, dimReq)
+  if (!(eTotal > 0 && bTotal > 0)) throw new Error(`hot path recorded nothing: engine ${eTotal}, baseline ${bTotal}`)
+
+  // --- the table ------------------------------------------------------------------------------
+  const f0 = (n) => Math.round(n).toLocaleString('en-US')
+  const f1 = (n) => (n >= 100 ? n.toFixed(0) : n.toFixed(1))
+  console.log(
+    `\nquota-engine bench — ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'}, ` +
+      `up to ${MAX_OPS} ops or ${MAX_MS} ms per cell after ${WARMUP} warm-up ops\n`,
+  )
+  console.log('| operation | size | engine ops/s | engine p50 µs | engine p99 µs | baseline ops/s | baseline p50 µs | baseline p99 µs | speed-up |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|')
+  for (const { operation, size, e, b } of rows) {
+    const sizeLabel = typeof size === 'number' ? `${f0(size)} keys` : size
+    console.log(
+      `| ${operation} | ${sizeLabel} | ${f0(e.opsPerSec)} | ${f1(e.p50)} | ${f1(e.p99)} | ${f0(b.opsPerSec)} | ${f1(b.p50)} | ${f1(b.p99)} | ${(e.opsPerSec / b.opsPerSec).toFixed(2)}× |`,
+    )
+  }
+  console.log(`\n(speed-up = engine ops/s ÷ baseline ops/s; total ${((Date.now() - started) / 1000).toFixed(1)} s)`)
+} finally {
+  engine.closeQuotaDb()
+  baseline.close()
+  fs.rmSync(tmp, { recursive: true, force: true })
+}

@@ -1,0 +1,175 @@
+// Benchmark: selectQuotaShareTarget (each selection followed by its decrementInflight) at
+// N = 2, 8, 64 and 512 targets, native engine vs. the plain-JavaScript baseline of the
+// same algorithm (bench/baseline/quotaShareStrategy.js). Prints a markdown table.
+//
+//   node scripts/build-native.js   # a RELEASE build first (npm run bench:scheduler does both)
+//   node bench/scheduler.mjs [--quick]
+//
+// Both sides see the same scenario: targets on distinct connections with weights 1..3, a
+// concurrency cap Map over half of them, one target saturated (N >= 8), the clock moving
+// 1 ms per selection. "native" passes the same targets array on every call, which lets the
+// JavaScript shell reuse what it extracted from it (lib/quotaShareStrategy.js, still
+// re-reading every field); "native, no reuse" alternates two arrays holding the same
+// objects, so every call extracts afresh — a host that builds a new array per request.
+// Rounds alternate between the sides; the table shows the median round. p50/p99 come from
+// timing single calls with process.hrtime.bigint(), which adds its own ~50 ns to each.
+import { createRequire } from 'node:module'
+import os from 'node:os'
+
+const require = createRequire(import.meta.url)
+const native = require('../index.js')
+const baseline = require('./baseline/quotaShareStrategy.js')
+
+const quick = process.argv.includes('--quick')
+const SIZES = [2, 8, 64, 512]
+const ROUNDS = quick ? 3 : 7
+const ROUND_MS = quick ? 100 : 300
+const SAMPLES = quick ? 5_000 : 30_000
+const T0 = 1_700_000_000_000
+const COMBO = 'auto-pool:claude-team'
+const MODEL = 'claude/claude-opus-4'
+
+const sides = {
+  js: {
+    name: 'JavaScript',
+    select: baseline.selectQuotaShareTarget,
+    recordUsage: baseline.recordUsage,
+    reset: baseline._clearForBench,
+  },
+  native: {
+    name: 'native',
+    select: native.selectQuotaShareTarget,
+    recordUsage: native.recordUsage,
+    reset: resetNative,
+  },
+  fresh: {
+    name: 'native, no reuse',
+    select: native.selectQuotaShareTarget,
+    recordUsage: native.recordUsage,
+    reset: resetNative,
+    alternate: true,
+  },
+}
+
+function resetNative() {
+  native._clearDrrStateForTest()
+  native._clearInflightForTest()
+  native._clearBucketsForTest()
+}
+
+function scenario(n, side) {
+  side.reset()
+  const targets = Array.from({ length: n }, (_, i) => ({
+    executionKey: `${COMBO}#${i}:${MODEL}@conn-${i}`,
+    connectionId: `conn-${i}`,
+    weight: 1 + (i % 3),
+    modelStr: MODEL,
+    provider: 'claude',
+    index: i,
+  }))
+  const caps = new Map(targets.filter((_, i) => i % 2 === 0).map((t) => [t.connectionId, 4]))
+  if (n >= 8) side.recordUsage(targets[n - 1].connectionId, '5h', 100, null, T0)
+  // Two arrays holding the same objects, used in turn by a side that alternates.
+  const arrays = side.alternate ? [targets, [...targets]] : [targets, targets]
+  return { targets, arrays, options: { maxConcurrentByConnection: caps } }
+}
+
+/** Runs selections for about `ms` milliseconds; returns ops/s. */
+function throughput(side, { arrays, options }, clock, ms) {
+  const select = side.select
+  let ops = 0
+  const start = process.hrtime.bigint()
+  const deadline = start + BigInt(ms) * 1_000_000n
+  let now = process.hrtime.bigint()
+  while (now < deadline) {
+    for (let i = 0; i < 256; i++) {
+      const result = select(arrays[i & 1], COMBO, MODEL, clock.now++, options)
+      result.decrementInflight()
+    }
+    ops += 256
+    now = process.hrtime.bigint()
+  }
+  return ops / (Number(now - start) / 1e9)
+}
+
+/** Times `count` single calls; returns [p50, p99] in ns. */
+function latencies(side, { arrays, options }, clock, count) {
+  const select = side.select
+  const samples = new Float64Array(count)
+  for (let i = 0; i < count; i++) {
+    const targets = arrays[i & 1]
+    const start = process.hrtime.bigint()
+    const result = select(targets, COMBO, MODEL, clock.now++, options)
+    result.decrementInflight()
+    samples[i] = Number(process.hrtime.bigint() - start)
+  }
+  samples.sort()
+  return [samples[Math.floor(count * 0.5)], samples[Math.floor(count * 0.99)]]
+}
+
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
+
+function checkSameChoices(n) {
+  // Both sides must make the same choices, or the comparison is meaningless.
+  const js = scenario(n, sides.js)
+  const nat = scenario(n, sides.native)
+  for (let i = 0; i < 2000; i++) {
+    const now = T0 + i
+    const a = sides.js.select(js.targets, COMBO, MODEL, now, js.options)
+    const b = sides.native.select(nat.targets, COMBO, MODEL, now, nat.options)
+    const ka = a.orderedTargets.map((t) => t.index).join(',')
+    const kb = b.orderedTargets.map((t) => t.index).join(',')
+    if (ka !== kb) throw new Error(`N=${n}, selection ${i}: JavaScript chose ${ka}, native ${kb}`)
+    if (i % 3 !== 0) {
+      a.decrementInflight()
+      b.decrementInflight()
+    }
+  }
+}
+
+function fmtOps(ops) {
+  return ops >= 1e6 ? `${(ops / 1e6).toFixed(2)} M` : `${(ops / 1e3).toFixed(0)} k`
+}
+function fmtNs(ns) {
+  return ns >= 1e4 ? `${(ns / 1e3).toFixed(1)} µs` : `${(ns / 1e3).toFixed(2)} µs`
+}
+
+const rows = []
+for (const n of SIZES) {
+  checkSameChoices(n)
+  const keys = ['js', 'native', 'fresh']
+  const results = {}
+  const setups = {}
+  const clocks = {}
+  for (const key of keys) {
+    results[key] = { ops: [], p50: [], p99: [] }
+    clocks[key] = { now: T0 }
+  }
+  for (const key of keys) {
+    setups[key] = scenario(n, sides[key])
+    throughput(sides[key], setups[key], clocks[key], ROUND_MS) // warm-up
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const key of round % 2 === 0 ? keys : [...keys].reverse()) {
+      if (key !== 'js') setups[key] = scenario(n, sides[key]) // the native state is shared
+
+      results[key].ops.push(throughput(sides[key], setups[key], clocks[key], ROUND_MS))
+      const [p50, p99] = latencies(sides[key], setups[key], clocks[key], Math.floor(SAMPLES / ROUNDS))
+      results[key].p50.push(p50)
+      results[key].p99.push(p99)
+    }
+  }
+  const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
+  rows.push({ n, js: summary('js'), nat: summary('native'), fresh: summary('fresh') })
+}
+
+console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
+console.log('')
+console.log('| N | | ops/s | p50 | p99 | time ÷ JavaScript time |')
+console.log('|---:|---|---:|---:|---:|---:|')
+for (const { n, js, nat, fresh } of rows) {
+  for (const [label, r] of [['JavaScript', js], ['native', nat], ['native, no reuse', fresh]]) {
+    const ratio = label === 'JavaScript' ? '' : `${(js.ops / r.ops).toFixed(2)}×`
+    console.log(`| ${label === 'JavaScript' ? n : ''} | ${label} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio} |`)
+  }
+}
