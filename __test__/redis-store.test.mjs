@@ -280,6 +280,14 @@ test('factory: a reachable Redis URL gives the Redis store; an unreachable one S
     assert.ok(warning, JSON.stringify(warnings))
     assert.match(warning.msg, /falling back to SQLite/)
     assert.ok(!JSON.stringify(warnings).includes('hunter2'), JSON.stringify(warnings))
+    // A URL no client can be created for: SQLite too.
+    resetQuotaStoreSingleton()
+    warnings.length = 0
+    host.prepare("INSERT OR REPLACE INTO key_value (namespace, key, value) VALUES ('settings', 'quotaStore', ?)")
+      .run(JSON.stringify({ driver: 'redis', redisUrl: 'memcached://u:hunter3@127.0.0.1:11211' }))
+    assert.equal(await getQuotaStore(), getSqliteQuotaStore())
+    assert.ok(warnings.some((w) => w.component === 'quota:factory' && w.code === 'ERR_QUOTA_INVALID_ARG'), JSON.stringify(warnings))
+    assert.ok(!JSON.stringify(warnings).includes('hunter3'), JSON.stringify(warnings))
     host.prepare("DELETE FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'").run()
     host.close()
   } finally {
