@@ -114,7 +114,7 @@ test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver wr
   assert.deepEqual(await legacyConsume('new-replica-key', d, 0.75), ['8', null])
   assert.equal(await store.peek('new-replica-key', d), 8)
   // The pool total is exact in a mixed fleet: the old replica's key counts through the
-  // pool's allocations (it never writes the members set).
+  // pool's allocations (it never writes the members sets).
   assert.equal(await store.poolConsumedTotal(pool.id, d), 138.5)
   // TTL: ceil(2 × windowMs / 1000) s on the engine's writes.
   const ttl = await plain.ttl(curr)
@@ -123,7 +123,7 @@ test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver wr
   await store.consume('new-replica-key', daily, 1)
   const dailyTtl = await plain.ttl(keyOf('new-replica-key', daily, bucketOf('daily')))
   assert.ok(dailyTtl > 172_800 - 5 && dailyTtl <= 172_800, `ttl ${dailyTtl}`)
-  const membersTtl = await plain.ttl(`omniroute:quota-members:${pool.id}:usd:daily`)
+  const membersTtl = await plain.ttl(`omniroute:quota-members:${pool.id}:usd:daily:${bucketOf('daily')}`)
   assert.ok(membersTtl > 172_800 - 5 && membersTtl <= 172_800, `members ttl ${membersTtl}`)
   // A previous bucket written by an old replica decays like the engine's own.
   const W = WINDOW_MS.hourly

@@ -122,7 +122,7 @@ pub fn redis_command<'env>(
 
 /// A number argument as JavaScript's `String(n)` would give it, for integers at least.
 fn format_number(n: f64) -> String {
-  if n.fract() == 0.0 && n.abs() < 1e21 {
+  if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
     format!("{}", n as i64)
   } else {
     format!("{n}")

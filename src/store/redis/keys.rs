@@ -3,14 +3,15 @@
 //! - A bucket: `omniroute:quota:<apiKeyId>:<dimensionKey>:<bucketIndex>`, value a decimal
 //!   string (INCRBYFLOAT's), TTL `ceil(2 × windowMs / 1000)` s — exactly the host's
 //!   TypeScript driver's names, so replicas running either read each other's counters.
-//! - The members of a dimension: `omniroute:quota-members:<dimensionKey>`, a set of the API
-//!   key ids this engine has written under that dimension key (same TTL). Pool totals sum
-//!   the pool's allocations (from SQLite) plus these members, so a key that consumed
-//!   without an allocation still counts, as on SQLite. The TypeScript driver does not
-//!   write the set; its keys are counted through the allocations.
+//! - The members of a bucket: `omniroute:quota-members:<dimensionKey>:<bucketIndex>`, a set
+//!   of the API key ids this engine wrote into that bucket (same TTL, so it lives exactly as
+//!   long as the buckets it lists). Pool totals sum the pool's allocations (from SQLite)
+//!   plus the members of the current and previous buckets, so a key that consumed without
+//!   an allocation still counts, as on SQLite. The TypeScript driver does not write the
+//!   set; its keys are counted through the allocations.
 //! - Cluster layout (opt-in): every key of one pool carries the hash tag `{<pool>}` right
 //!   after the prefix — `omniroute:quota:{<pool>}:<apiKeyId>:<dimensionKey>:<bucketIndex>`
-//!   and `omniroute:quota-members:{<pool>}:<dimensionKey>` — so all the keys one script
+//!   and `omniroute:quota-members:{<pool>}:<dimensionKey>:<bucketIndex>` — so all the keys one script
 //!   touches share a slot. `<pool>` is the dimension key's pool id up to `:model:` (a
 //!   model-cap bucket lives with its pool), with `%` and `}` percent-escaped.
 
@@ -75,11 +76,14 @@ impl KeyLayout {
     )
   }
 
-  /// The set of API key ids written under `key`.
-  pub fn members_key(self, key: &DimensionKey) -> String {
+  /// The set of API key ids written into bucket `bucket` of `key`.
+  pub fn members_key(self, key: &DimensionKey, bucket: i64) -> String {
     match self {
-      KeyLayout::Standalone => format!("{MEMBERS_PREFIX}{key}"),
-      KeyLayout::Cluster => format!("{MEMBERS_PREFIX}{{{}}}:{key}", hash_tag(&key.pool_id)),
+      KeyLayout::Standalone => format!("{MEMBERS_PREFIX}{key}:{bucket}"),
+      KeyLayout::Cluster => format!(
+        "{MEMBERS_PREFIX}{{{}}}:{key}:{bucket}",
+        hash_tag(&key.pool_id)
+      ),
     }
   }
 }
@@ -105,8 +109,8 @@ mod tests {
       "omniroute:quota:k:p:tokens:daily:-1"
     );
     assert_eq!(
-      layout.members_key(&dim("pool-9")),
-      "omniroute:quota-members:pool-9:tokens:daily"
+      layout.members_key(&dim("pool-9"), 20_000),
+      "omniroute:quota-members:pool-9:tokens:daily:20000"
     );
     assert_eq!(layout.bucket_prefix("anything"), "omniroute:quota:");
   }
@@ -119,8 +123,8 @@ mod tests {
       "omniroute:quota:{pool-9}:key-1:pool-9:tokens:daily:7"
     );
     assert_eq!(
-      layout.members_key(&dim("pool-9")),
-      "omniroute:quota-members:{pool-9}:pool-9:tokens:daily"
+      layout.members_key(&dim("pool-9"), 7),
+      "omniroute:quota-members:{pool-9}:pool-9:tokens:daily:7"
     );
     // A model-cap bucket shares its pool's tag, so one script can read both.
     let model = DimensionKey::new(

@@ -5,11 +5,11 @@
 //! (SCRIPT LOAD on the first NOSCRIPT reply, after a restart or a `SCRIPT FLUSH`).
 //!
 //! - `write.lua`: INCRBYFLOAT + EXPIRE of the current bucket (exactly what the host's
-//!   TypeScript driver did), SADD + EXPIRE of the members set, GET of the previous bucket;
-//!   for one or several dimensions of one API key, atomically.
+//!   TypeScript driver did), SADD + EXPIRE of the current bucket's members set, GET of the
+//!   previous bucket; for one or several dimensions of one API key, atomically.
 //! - `read.lua`: groups of `(dimension key, current bucket, previous bucket, who)`, `who`
-//!   being one API key or the whole pool (the listed ids plus the members set), each
-//!   answered with its summed `(curr, prev)`.
+//!   being one API key or the whole pool (the listed ids plus the members of both
+//!   buckets), each answered with its summed `(curr, prev)`.
 
 use super::keys::{ttl_seconds, KeyLayout};
 use crate::core::dimensions::DimensionKey;
@@ -71,7 +71,7 @@ pub fn write_call(
     let current = bucket_index(now_ms, key.window.ms());
     keys.push(layout.bucket_key(api_key_id, key, current));
     keys.push(layout.bucket_key(api_key_id, key, current - 1));
-    keys.push(layout.members_key(key));
+    keys.push(layout.members_key(key, current));
     args.push(decimal(*cost));
     args.push(ttl_seconds(key.window).to_string());
   }
@@ -168,26 +168,38 @@ impl ReadBatch {
       .layout
       .bucket_prefix(self.prefix_pool.as_deref().unwrap_or_default());
     let mut keys: Vec<String> = Vec::new();
-    let mut members_index: HashMap<String, usize> = HashMap::new();
+    // KEYS positions (1-based) of a current bucket's members set (key groups) and of a
+    // (current, previous) pair of them (pool groups), each listed once.
+    let mut single: HashMap<String, usize> = HashMap::new();
+    let mut pairs: HashMap<String, usize> = HashMap::new();
     let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
     args.push(prefix);
     args.push(self.ids.len().to_string());
     args.extend(self.ids.iter().cloned());
     for (key, current, owner) in &self.groups {
-      // Every group names its members set, so the call always has a key to route by.
-      let members = self.layout.members_key(key);
-      let next = keys.len() + 1;
-      let slot = *members_index.entry(members.clone()).or_insert_with(|| {
-        keys.push(members);
-        next
-      });
+      let members = self.layout.members_key(key, *current);
+      let who = match owner {
+        // Named only so the call always has a key to route by in a cluster.
+        Owner::Key(index) => {
+          single.entry(members).or_insert_with(|| {
+            keys.push(self.layout.members_key(key, *current));
+            keys.len()
+          });
+          (index + 1).to_string()
+        }
+        Owner::Pool => {
+          let slot = *pairs.entry(members).or_insert_with(|| {
+            keys.push(self.layout.members_key(key, *current));
+            keys.push(self.layout.members_key(key, current - 1));
+            keys.len() - 1
+          });
+          format!("-{slot}")
+        }
+      };
       args.push(key.to_string());
       args.push(current.to_string());
       args.push((current - 1).to_string());
-      args.push(match owner {
-        Owner::Key(index) => (index + 1).to_string(),
-        Owner::Pool => format!("-{slot}"),
-      });
+      args.push(who);
     }
     ScriptCall {
       script: ScriptName::Read,
@@ -252,10 +264,10 @@ mod tests {
       vec![
         "omniroute:quota:k:p:requests:hourly:10",
         "omniroute:quota:k:p:requests:hourly:9",
-        "omniroute:quota-members:p:requests:hourly",
+        "omniroute:quota-members:p:requests:hourly:10",
         "omniroute:quota:k:p:usd:daily:0",
         "omniroute:quota:k:p:usd:daily:-1",
-        "omniroute:quota-members:p:usd:daily",
+        "omniroute:quota-members:p:usd:daily:0",
       ]
     );
     assert_eq!(call.args, vec!["k", "1", "7200", "0.25", "172800"]);
@@ -287,8 +299,10 @@ mod tests {
     assert_eq!(
       call.keys,
       vec![
-        "omniroute:quota-members:{pool}:pool:model:m:requests:hourly",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly",
+        "omniroute:quota-members:{pool}:pool:model:m:requests:hourly:500",
+        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
+        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
+        "omniroute:quota-members:{pool}:pool:tokens:hourly:499",
       ]
     );
     let expected: Vec<String> = [
@@ -308,7 +322,7 @@ mod tests {
       "pool:tokens:hourly",
       "500",
       "499",
-      "-2",
+      "-3",
       "pool:tokens:hourly",
       "500",
       "499",

@@ -1,12 +1,13 @@
 -- peek / poolConsumedTotal / poolUsage / enforce: read every counter a call needs.
 --
--- KEYS: the members sets the groups below name (they also route the call in a cluster:
---   every key of one pool shares a hash slot).
+-- KEYS: the buckets' members sets the groups below name (they also route the call in a
+--   cluster: every key of one pool shares a hash slot).
 -- ARGV[1]: the bucket key prefix ("omniroute:quota:", plus "{<pool>}:" in a cluster).
 -- ARGV[2]: n, the number of API key ids; ARGV[3 .. 2 + n]: the ids.
 -- Then four per group: dimension key, current bucket, previous bucket, who:
 --   who = i > 0: the buckets of id i;
---   who = -j < 0: the pool's — every id, plus every member of KEYS[j] not among them.
+--   who = -j < 0: the pool's — every id, plus every member of KEYS[j] (the current
+--   bucket's set) and KEYS[j + 1] (the previous bucket's) not among them.
 -- Returns two per group: the summed current and previous buckets, as "%.17g" strings
 -- (a Lua number would be truncated to an integer reply).
 local prefix = ARGV[1]
@@ -38,7 +39,7 @@ for g = 3 + n, #ARGV, 4 do
   else
     owners = {}
     for i = 1, n do owners[i] = ids[i] end
-    local members = redis.call('SMEMBERS', KEYS[-who])
+    local members = redis.call('SUNION', KEYS[-who], KEYS[1 - who])
     for i = 1, #members do
       if not is_id[members[i]] then owners[#owners + 1] = members[i] end
     end

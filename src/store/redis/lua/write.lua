@@ -1,7 +1,8 @@
 -- recordConsumption / consume: add to the current bucket of one API key in one or more
 -- dimensions, atomically, and read back what the sliding window needs.
 --
--- KEYS, three per write: the current bucket, the previous bucket, the dimension's members set.
+-- KEYS, three per write: the current bucket, the previous bucket, the current bucket's
+-- members set (the API key ids written into it).
 -- ARGV[1]: the API key id; then two per write: the cost (a decimal string), the TTL (seconds).
 -- Returns two per write: the current bucket's new value and the previous bucket's value
 -- (nil when absent), as the decimal strings Redis keeps.
