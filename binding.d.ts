@@ -406,7 +406,7 @@ export interface PoolUsageSnapshot {
 export interface ProviderPlan {
   connectionId: string | null
   provider: string
-  dimensions: Array<QuotaDimensionJs>
+  dimensions: Array<QuotaDimension>
   source: 'auto' | 'manual'
 }
 

@@ -15,6 +15,9 @@ import { _clearSaturationCache, getSaturation, storeRateLimitHeaders, getTokenHe
 import { resolvePlan } from '@omniroute/quota-engine/compat/planResolver'
 import { getBucket } from '@omniroute/quota-engine/compat/quotaConsumption'
 import { closeQuotaDb, softPenaltyFactor, getSqliteQuotaStore, createPool } from '@omniroute/quota-engine'
+import { createRequire } from 'node:module'
+
+const native = createRequire(import.meta.url)('../binding.js')
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-enforce-'))
 const dbPath = path.join(dir, 'storage.sqlite')
@@ -71,17 +74,6 @@ function hostPlan(connectionId, provider, dimensions) {
 function hostConsume(key, dimensionKey, amount, windowMs = HOUR, bucketOffset = 0) {
   const bucket = Math.floor(Date.now() / windowMs) + bucketOffset
   host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = consumed + excluded.consumed').run(key, dimensionKey, bucket, amount, Date.now())
-}
-
-/**
- * How much to put in the previous hourly bucket so that it alone weighs `weight` now (its
- * weight decays over the hour); near the hour's end, waits for the next hour first so the
- * bucket does not turn between writing and reading.
- */
-async function previousFor(weight) {
-  const left = HOUR - (Date.now() % HOUR)
-  if (left < 5000) await new Promise((resolve) => setTimeout(resolve, left + 10))
-  return weight / (1 - (Date.now() % HOUR) / HOUR)
 }
 
 let connSeq = 0
@@ -146,21 +138,41 @@ test('step 3: a stored plan row overrides the catalog, seen on the very next cal
   assert.deepEqual(resolvePlan(c, 'kimi'), { connectionId: c, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
 })
 
-test('steps 5–7: strict mode holds a hard key to its share, with retryAfterSeconds and the event', async () => {
+test('steps 5–7: strict mode holds a hard key to its share, and emits the event', async () => {
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'greedy', weight: 50 }, { key: 'quiet', weight: 50 }] })
   hostPlan(c, 'acme', [{ unit: 'requests', window: 'hourly', limit: 100 }])
   installHost({ dbPath, logger, onQuotaEvent: (event, payload) => events.push({ event, payload }), saturationFetchers: { acme: async () => 0.9 } })
-  // greedy: 30 (the previous bucket, decayed) + 40 = 70 ≥ its share of 50, under the pool's 100.
-  hostConsume('greedy', `${id}:requests:hourly`, await previousFor(30), HOUR, -1)
-  hostConsume('greedy', `${id}:requests:hourly`, 40)
+  // The current bucket alone holds the fair share (50 of 100), whatever the time.
+  hostConsume('greedy', `${id}:requests:hourly`, 50)
   const result = await enforceQuotaShare({ apiKeyId: 'greedy', connectionId: c, provider: 'acme' })
   assert.equal(result.kind, 'block')
   assert.equal(result.reason, 'Quota share limit reached for your API key on acme')
-  assert.ok(Number.isInteger(result.retryAfterSeconds) && result.retryAfterSeconds >= 1, JSON.stringify(result))
+  assert.equal(result.httpStatus, 429)
   assert.deepEqual(events[0], { event: 'quota.exceeded', payload: { apiKeyId: 'greedy', provider: 'acme', connectionId: c, reason: 'fair-share' } })
-  // The quiet key, under its share, passes; in generous mode the greedy one would too.
+  // The quiet key, under its share, passes.
   assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'quiet', connectionId: c, provider: 'acme' }), { kind: 'allow', deprioritize: false })
+  install()
+})
+
+test('a block carries retryAfterSeconds: when the decay of the previous bucket clears it', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'waiter', weight: 50 }, { key: 'other', weight: 50 }] })
+  hostPlan(c, 'later', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+  installHost({ dbPath, logger, saturationFetchers: { later: async () => 0.9 } })
+  await getSaturation(c, 'later', { unit: 'requests', window: 'hourly' })
+  // The clock is injected through the native step: a quarter into a bucket, prev 80, curr 10:
+  // 80 × 0.75 + 10 = 70 ≥ 50, and 80 × (1 − t) + 10 < 50 once t > 0.5, i.e. 15 min later.
+  const bucket = Math.floor(Date.now() / HOUR)
+  const nowMs = bucket * HOUR + HOUR / 4
+  const dimensionKey = `${id}:requests:hourly`
+  const put = host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?)')
+  put.run('waiter', dimensionKey, bucket - 1, 80, Date.now())
+  put.run('waiter', dimensionKey, bucket, 10, Date.now())
+  const step = native.enforceStep('waiter', c, 'later', undefined, 0.5, nowMs)
+  assert.equal(step.kind, 'block')
+  assert.equal(step.code, 'fair-share')
+  assert.equal(step.retryAfterSeconds, 15 * 60 + 1)
   install()
 })
 

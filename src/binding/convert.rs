@@ -67,6 +67,7 @@ impl From<&QuotaPool> for QuotaPoolJs {
 pub struct ProviderPlanJs {
   pub connection_id: napi::bindgen_prelude::Either<String, napi::bindgen_prelude::Null>,
   pub provider: String,
+  #[napi(ts_type = "Array<QuotaDimension>")]
   pub dimensions: Vec<super::plans::QuotaDimensionJs>,
   #[napi(ts_type = "'auto' | 'manual'")]
   pub source: String,
