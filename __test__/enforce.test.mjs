@@ -160,11 +160,11 @@ test('a block carries retryAfterSeconds: when the decay of the previous bucket c
   const id = hostPool({ connections: [c], allocations: [{ key: 'waiter', weight: 50 }, { key: 'other', weight: 50 }] })
   hostPlan(c, 'later', [{ unit: 'requests', window: 'hourly', limit: 100 }])
   installHost({ dbPath, logger, saturationFetchers: { later: async () => 0.9 } })
-  await getSaturation(c, 'later', { unit: 'requests', window: 'hourly' })
   // The clock is injected through the native step: a quarter into a bucket, prev 80, curr 10:
   // 80 × 0.75 + 10 = 70 ≥ 50, and 80 × (1 − t) + 10 < 50 once t > 0.5, i.e. 15 min later.
   const bucket = Math.floor(Date.now() / HOUR)
   const nowMs = bucket * HOUR + HOUR / 4
+  native.putSaturation('later', c, 'requests', 'hourly', 0.9, nowMs)
   const dimensionKey = `${id}:requests:hourly`
   const put = host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?)')
   put.run('waiter', dimensionKey, bucket - 1, 80, Date.now())
