@@ -120,6 +120,29 @@ export interface ConsumptionRow {
 /** Creates a pool (random id, its allocations and membership in one transaction). */
 export declare function createPool(input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }): QuotaPool
 
+/** What `inspectDatabase` found. */
+export interface DatabaseInspection {
+  path: string
+  /** The SQLite library the engine runs. */
+  sqliteVersion: string
+  /** `PRAGMA journal_mode` as the file has it (`wal` when the host or the engine set it). */
+  journalMode: string
+  /** `PRAGMA user_version` (the host's migration runner may use it). */
+  userVersion: number
+  /** Every table in the file, sorted. */
+  tables: Array<string>
+  migrations: Array<MigrationStatus>
+  /** The raw value of `key_value` (`settings`, `quotaStore`), when the row exists. */
+  quotaStoreSetting?: string
+  planRows: Array<StoredPlanRow>
+  /** The host's connections, when it has a `provider_connections (id, provider)` table. */
+  hostConnections?: Array<HostConnection>
+  /** Rows in `quota_consumption`, when the table exists. */
+  counterRows?: number
+  /** The queries ran on the engine's open connection rather than a connection of their own. */
+  viaEngineConnection: boolean
+}
+
 /**
  * The work-conserving fair-share decision (CONTRACT §3), synchronous and pure.
  *
@@ -150,6 +173,12 @@ export declare function decrementInflight(connectionId: string, nowMs?: number):
  * connection whose releases are lost drops back to 0 once its lease runs out.
  */
 export declare const DEFAULT_LEASE_MS: number
+
+/**
+ * Where the engine opens the database when no `dbPath` is installed:
+ * `$DATA_DIR/storage.sqlite`, else the host's default data directory (CONTRACT §4).
+ */
+export declare function defaultDbPath(): string
 
 /** Deletes a model cap; whether one existed. */
 export declare function deleteModelCap(poolId: string, apiKeyId: string, model: string): boolean
@@ -284,6 +313,12 @@ export declare function getPool(id: string): QuotaPool | null
 /** The stored plan of a connection, or `null`. */
 export declare function getProviderPlan(connectionId: string): ProviderPlan | null
 
+/** A row of the host's `provider_connections` table (`id`, `provider`), when it has one. */
+export interface HostConnection {
+  id: string
+  provider: string
+}
+
 /**
  * The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
  * no pool exists yet; returns how many were imported (0 on a second call).
@@ -304,6 +339,14 @@ export declare function incrementBucket(apiKeyId: string, dimensionKey: string, 
  * non-string id, a negative or non-finite lease, or a non-finite time.
  */
 export declare function incrementInflight(connectionId: string, leaseMs?: number, nowMs?: number): number
+
+/**
+ * Reads the database at `path` without writing to it: its journal mode, tables, which of
+ * the engine's migrations it has, the `quotaStore` setting, the stored plan rows and the
+ * host's connections. Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
+ * missing or not a database. For the `quota-engine` CLI.
+ */
+export declare function inspectDatabase(path: string): DatabaseInspection
 
 /**
  * Whether `windowKey` of `connectionId` is saturated at `nowMs` (default `Date.now()`).
@@ -342,6 +385,15 @@ export interface LogRecord {
   component: string
   msg: string
   detail?: string
+}
+
+/** One migration file and whether the database has every object it creates. */
+export interface MigrationStatus {
+  /** The file name, e.g. `0001_quota_consumption.sql`. */
+  name: string
+  applied: boolean
+  /** The tables, indexes and triggers of this file that the database lacks. */
+  missing: Array<string>
 }
 
 /** `{ poolId, apiKeyId, model, capValue, capUnit }`. */
@@ -548,6 +600,15 @@ export declare function storeClear(apiKeyId: string, dim: DimensionKey): void
  * committed before it returns.
  */
 export declare function storeConsume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number
+
+/** A `provider_plans` row, as stored. */
+export interface StoredPlanRow {
+  connectionId: string
+  provider: string
+  source: 'auto' | 'manual' | string
+  /** How many dimensions `dimensions_json` holds (0 when it is not a JSON array). */
+  dimensionCount: number
+}
 
 /** `peek`: the effective value, no write. */
 export declare function storePeek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number

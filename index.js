@@ -11,6 +11,7 @@ const enforce = require('./lib/enforce.js')
 const saturation = require('./lib/saturation.js')
 const quotaShareStrategy = require('./lib/quotaShareStrategy.js')
 const quotaShareConcurrency = require('./lib/quotaShareConcurrency.js')
+const metrics = require('./lib/metrics.js')
 
 // §1–§3, §6, §9: the pure core.
 module.exports.WINDOW_MS = native.WINDOW_MS
@@ -78,6 +79,9 @@ module.exports._clearRateLimitHeaders = saturation._clearRateLimitHeaders
 module.exports.installHost = host.installHost
 module.exports.setLogger = host.setLogger
 module.exports.setQuotaEventListener = host.setQuotaEventListener
+
+// Beyond the host: Prometheus text exposition of the hot path's counters.
+module.exports.metrics = metrics.metrics
 
 // CONTRACT §10: the combo scheduler (native state; lib/ for the JavaScript idioms).
 module.exports.QUOTA_SHARE_STRATEGY = native.QUOTA_SHARE_STRATEGY

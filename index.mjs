@@ -57,6 +57,7 @@ export const {
   installHost,
   setLogger,
   setQuotaEventListener,
+  metrics,
   QUOTA_SHARE_STRATEGY,
   DEFAULT_LEASE_MS,
   incrementInflight,

@@ -164,8 +164,6 @@ test('a block carries retryAfterSeconds: when the decay of the previous bucket c
   // 80 × 0.75 + 10 = 70 ≥ 50, and 80 × (1 − t) + 10 < 50 once t > 0.5, i.e. 15 min later.
   const bucket = Math.floor(Date.now() / HOUR)
   const nowMs = bucket * HOUR + HOUR / 4
-  // Saturation cached at the injected time too (fetched now, it would be stale at nowMs
-  // during the first quarter of every hour).
   native.putSaturation('later', c, 'requests', 'hourly', 0.9, nowMs)
   const dimensionKey = `${id}:requests:hourly`
   const put = host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?)')

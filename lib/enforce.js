@@ -7,6 +7,7 @@
 const native = require('../binding.js')
 const host = require('./host.js')
 const { getSaturation } = require('./saturation.js')
+const metrics = require('./metrics.js')
 const stores = require('./stores.js')
 const { RedisQuotaStore } = require('./redisQuotaStore.js')
 
@@ -62,10 +63,16 @@ function isNonEmptyString(value) {
   return typeof value === 'string' && value !== ''
 }
 
-function toResult(step, input) {
+function toResult(step, input, started) {
   if (step.kind === 'allow') {
-    return step.deprioritize === undefined ? { kind: 'allow' } : { kind: 'allow', deprioritize: step.deprioritize }
+    if (step.deprioritize === undefined) {
+      metrics.decision('allow', 'not-enforced', started)
+      return { kind: 'allow' }
+    }
+    metrics.decision('allow', step.deprioritize ? 'deprioritized' : 'ok', started)
+    return { kind: 'allow', deprioritize: step.deprioritize }
   }
+  metrics.decision('block', step.code, started)
   const result = { kind: 'block', reason: step.reason, httpStatus: 429 }
   if (step.retryAfterSeconds !== undefined) result.retryAfterSeconds = step.retryAfterSeconds
   const payload = { apiKeyId: input.apiKeyId, provider: input.provider, connectionId: input.connectionId, reason: step.code }
@@ -80,14 +87,24 @@ async function fetchMissing(input, step) {
   )
 }
 
+function allowFailingOpen(started) {
+  metrics.failOpen()
+  metrics.decision('allow', 'fail-open', started)
+  return { kind: 'allow' }
+}
+
 /**
  * `enforceQuotaShare({ apiKeyId, connectionId, provider, model?, estimatedCost? })` →
  * `{ kind: "allow", deprioritize? } | { kind: "block", reason, httpStatus: 429,
  * retryAfterSeconds? }`. Never rejects: any internal error allows and logs a warning.
  */
 async function enforceQuotaShare(input) {
+  const started = metrics.start()
   try {
-    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return ALLOW
+    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) {
+      metrics.decision('allow', 'not-enforced', started)
+      return ALLOW
+    }
     const provider = String(input.provider ?? '')
     const model = typeof input.model === 'string' ? input.model : undefined
     const threshold = host.config.saturationThreshold()
@@ -102,19 +119,23 @@ async function enforceQuotaShare(input) {
       if (isPromise(step)) step = await step
       if (step.logs) host.forwardLogs(step.logs)
       // Still missing (a fetcher registered meanwhile): decide without waiting again.
-      if (step.kind === 'fetch') return ALLOW
+      if (step.kind === 'fetch') {
+        metrics.decision('allow', 'saturation-pending', started)
+        return ALLOW
+      }
     }
     if (step.kind === 'error') {
+      metrics.storeError('enforce')
       failOpen('quota:enforce', 'quota enforcement failed; allowing the request', step.reason, {
         apiKeyId: input.apiKeyId,
         connectionId: input.connectionId,
       })
-      return { kind: 'allow' }
+      return allowFailingOpen(started)
     }
-    return toResult(step, { ...input, provider })
+    return toResult(step, { ...input, provider }, started)
   } catch (err) {
     failOpen('quota:enforce', 'quota enforcement failed; allowing the request', err, {})
-    return { kind: 'allow' }
+    return allowFailingOpen(started)
   }
 }
 
@@ -144,7 +165,10 @@ async function recordConsumption(input) {
     if (isPromise(url)) url = await url
     let error = url === null ? native.recordStep(...args) : native.redisRecordStep(url, ...args)
     if (isPromise(error)) error = await error
-    if (error) failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+    if (error) {
+      metrics.storeError('record')
+      failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+    }
   } catch (err) {
     failOpen('quota:enforce', 'recording quota consumption failed', err, {})
   }

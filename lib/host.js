@@ -107,29 +107,62 @@ function installHost(options = {}) {
   }
 }
 
+// The numeric settings of CONTRACT §11: name, default and valid range. `clamp`: an
+// out-of-range number is clamped rather than replaced by the default.
+const NUMERIC_SETTINGS = {
+  saturationThreshold: { name: 'QUOTA_SATURATION_THRESHOLD', fallback: 0.5, min: 0, max: 1 },
+  softDeprioritizeFactor: { name: 'QUOTA_SOFT_DEPRIORITIZE_FACTOR', fallback: 0.7, min: 0, max: 1, clamp: true },
+  retentionDays: { name: 'QUOTA_CONSUMPTION_RETENTION_DAYS', fallback: 14, min: 0, max: 36500 },
+}
+
+/**
+ * What a raw value of a numeric setting means: `{ value, valid, clamped }` — the value in
+ * effect, whether the raw value was a number within `[min, max]` (unset counts as
+ * valid), and whether an out-of-range number was clamped rather than replaced.
+ */
+function evaluateNumber(spec, raw) {
+  if (raw === undefined || raw === '') return { value: spec.fallback, valid: true, clamped: false }
+  const value = Number(raw)
+  if (Number.isFinite(value) && value >= spec.min && value <= spec.max) return { value, valid: true, clamped: false }
+  if (spec.clamp && Number.isFinite(value)) {
+    return { value: Math.min(Math.max(value, spec.min), spec.max), valid: false, clamped: true }
+  }
+  return { value: spec.fallback, valid: false, clamped: false }
+}
+
 /**
  * A numeric setting from the environment: the default, with one warning per bad value,
  * when the value is not a number within `[min, max]`.
  */
-function numberSetting(name, fallback, min, max, { clamp = false } = {}) {
-  const raw = process.env[name]
-  if (raw === undefined || raw === '') return fallback
-  const value = Number(raw)
-  if (Number.isFinite(value) && value >= min && value <= max) return value
-  if (clamp && Number.isFinite(value)) return Math.min(Math.max(value, min), max)
-  const key = `${name}=${raw}`
+function numberSetting(spec) {
+  const raw = process.env[spec.name]
+  const { value, valid, clamped } = evaluateNumber(spec, raw)
+  if (valid || clamped) return value
+  const key = `${spec.name}=${raw}`
   if (!state.warnedConfig.has(key)) {
     state.warnedConfig.add(key)
-    log('warn', 'quota:config', `${name}=${JSON.stringify(raw)} is not a number in ${min}..${max}; using ${fallback}`)
+    log('warn', 'quota:config', `${spec.name}=${JSON.stringify(raw)} is not a number in ${spec.min}..${spec.max}; using ${spec.fallback}`)
   }
-  return fallback
+  return value
 }
 
 const config = {
-  saturationThreshold: () => numberSetting('QUOTA_SATURATION_THRESHOLD', 0.5, 0, 1),
+  saturationThreshold: () => numberSetting(NUMERIC_SETTINGS.saturationThreshold),
   // §7: the soft factor is clamped into 0..1; only a non-number falls back (and warns).
-  softDeprioritizeFactor: () => numberSetting('QUOTA_SOFT_DEPRIORITIZE_FACTOR', 0.7, 0, 1, { clamp: true }),
-  retentionDays: () => numberSetting('QUOTA_CONSUMPTION_RETENTION_DAYS', 14, 0, 36500),
+  softDeprioritizeFactor: () => numberSetting(NUMERIC_SETTINGS.softDeprioritizeFactor),
+  retentionDays: () => numberSetting(NUMERIC_SETTINGS.retentionDays),
+}
+
+/**
+ * The numeric settings as `env` has them, without logging: `[{ name, raw, value, default,
+ * min, max, valid, clamped }]` (for `quota-engine doctor`).
+ */
+function describeNumericSettings(env = process.env) {
+  return Object.values(NUMERIC_SETTINGS).map((spec) => {
+    const raw = env[spec.name]
+    const { value, valid, clamped } = evaluateNumber(spec, raw)
+    return { name: spec.name, raw: raw ?? null, value, default: spec.fallback, min: spec.min, max: spec.max, valid, clamped }
+  })
 }
 
 module.exports = {
@@ -144,4 +177,5 @@ module.exports = {
   registerSaturationFetcher,
   installHost,
   config,
+  describeNumericSettings,
 }

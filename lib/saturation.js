@@ -3,6 +3,7 @@
 // Rust; this file only calls the host's async fetchers, which are JavaScript.
 const native = require('../binding.js')
 const host = require('./host.js')
+const metrics = require('./metrics.js')
 
 const testSeams = { anthropic: null, generic: null }
 
@@ -67,7 +68,11 @@ async function getSaturation(connectionId, provider, dim) {
   const unit = dim && dim.unit
   const window = dim && dim.window
   const cached = native.cachedSaturation(String(provider), String(connectionId), String(unit), String(window))
-  if (cached !== null && cached !== undefined) return cached
+  if (cached !== null && cached !== undefined) {
+    metrics.saturationLookup(true)
+    return cached
+  }
+  metrics.saturationLookup(false)
   let value = null
   try {
     value = await fetchSaturation(connectionId, provider, { unit, window })

@@ -11,6 +11,7 @@ mod errors;
 mod fair_share;
 mod hot_path;
 mod inflight;
+mod inspect;
 mod log_queue;
 mod plans;
 mod promise;

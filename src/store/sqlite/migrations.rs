@@ -191,6 +191,26 @@ fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
   Ok(missing)
 }
 
+/// For each migration file, the objects it creates that the database lacks (an empty list:
+/// applied). Reads only; for diagnostics (`quota-engine doctor`).
+pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<String>)>> {
+  let missing = missing_objects(conn)?;
+  Ok(
+    MIGRATIONS
+      .iter()
+      .map(|(name, sql)| {
+        let lacking = split_statements(sql)
+          .iter()
+          .filter_map(|statement| parse_object(statement))
+          .map(|(_, object)| object)
+          .filter(|object| missing.contains(object))
+          .collect();
+        (*name, lacking)
+      })
+      .collect(),
+  )
+}
+
 /// Whether `table` has a full (not partial) index on exactly `columns`, in order.
 fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bool> {
   let mut list = conn
@@ -293,6 +313,21 @@ mod tests {
         .iter()
         .any(|s| matches!(&s.object, Some((ObjectKind::Trigger, n)) if n == trigger)));
     }
+  }
+
+  #[test]
+  fn migration_status_lists_what_is_missing_per_file() {
+    let conn = Connection::open_in_memory().unwrap();
+    let before = migration_status(&conn).unwrap();
+    assert_eq!(before.len(), MIGRATIONS.len());
+    assert!(before.iter().all(|(_, missing)| !missing.is_empty()));
+    assert!(before[0].1.contains(&"quota_consumption".to_string()));
+    ensure_schema(&conn).unwrap();
+    let after = migration_status(&conn).unwrap();
+    assert!(
+      after.iter().all(|(_, missing)| missing.is_empty()),
+      "{after:?}"
+    );
   }
 
   #[test]

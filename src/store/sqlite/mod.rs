@@ -29,6 +29,7 @@ pub use cache::KeyPools;
 pub use gc::TotalsCursor;
 pub use handle::{close_quota_db, is_open, set_open_options, with_db, with_open_db};
 pub use locks::{HookStatus, LockCheck};
+pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
 pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};

@@ -1,0 +1,28 @@
+'use strict'
+// `quota-engine gc`: the retention sweep now (CONTRACT §4): counter rows not updated for
+// `--days` (default QUOTA_CONSUMPTION_RETENTION_DAYS, 14) are deleted.
+const native = require('../binding.js')
+const host = require('../lib/host.js')
+const db = require('./database.js')
+const { formatNumber } = require('./format.js')
+
+/** The `gc` command. */
+function gcCommand(options, dbOption) {
+  const database = db.resolveDatabase(dbOption)
+  const fromEnv = options.days === undefined
+  db.openEngine(database)
+  const days = fromEnv ? host.config.retentionDays() : options.days
+  const before = db.inspect(database).counterRows ?? 0
+  const deleted = native.gcConsumptionSync(days, Date.now())
+  if (options.json) {
+    process.stdout.write(`${JSON.stringify({ database: database.path, retentionDays: days, rowsBefore: before, deleted })}\n`)
+    return 0
+  }
+  const why = fromEnv ? ' (QUOTA_CONSUMPTION_RETENTION_DAYS)' : ''
+  process.stdout.write(
+    `Deleted ${formatNumber(deleted, 0)} of ${formatNumber(before, 0)} counter rows not updated in the last ${formatNumber(days)} days${why}.\n`,
+  )
+  return 0
+}
+
+module.exports = { gcCommand }
