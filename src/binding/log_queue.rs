@@ -43,7 +43,7 @@ pub(crate) fn take() -> Option<Vec<LogRecord>> {
 }
 
 /// Hands over the log records produced in Rust since the last call.
-#[napi]
+#[napi(catch_unwind)]
 pub fn take_logs() -> Vec<LogRecord> {
   take().unwrap_or_default()
 }

@@ -16,4 +16,5 @@ mod plans;
 mod quota_share;
 mod scheduler_state;
 mod store;
+mod test_hooks;
 mod types;

@@ -25,7 +25,7 @@ const STRIDE: usize = 4;
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
 /// connection id, an execution key or a combo name — interned on first sight. Symbols are
 /// process-wide and stable; the JavaScript side caches them in a `Map`.
-#[napi(js_name = "__quotaShareSymbol", skip_typescript)]
+#[napi(catch_unwind, js_name = "__quotaShareSymbol", skip_typescript)]
 pub fn quota_share_symbol(name: String) -> Sym {
   state().symbols.intern(&name)
 }
@@ -38,7 +38,7 @@ pub fn quota_share_symbol(name: String) -> Sym {
 /// winner, the rest with room in DRR rank order, at-cap tier, saturated tier — is written
 /// as indices into `buffer[4·count .. 5·count]`. The winner's connection (symbol at
 /// `buffer[4·order[0] + 1]`) holds an in-flight lease until `__quotaShareRelease`.
-#[napi(js_name = "__quotaShareSelect", skip_typescript)]
+#[napi(catch_unwind, js_name = "__quotaShareSelect", skip_typescript)]
 pub fn quota_share_select(
   combo: u32,
   model_str: Option<String>,
@@ -87,7 +87,7 @@ pub fn quota_share_select(
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): releases the in-flight lease a
 /// selection at `nowMs` took on the connection with symbol `connection`.
-#[napi(js_name = "__quotaShareRelease", skip_typescript)]
+#[napi(catch_unwind, js_name = "__quotaShareRelease", skip_typescript)]
 pub fn quota_share_release(connection: u32, now_ms: f64) {
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {
     state().scheduler.inflight.decrement(&connection, now_ms);
@@ -95,7 +95,7 @@ pub fn quota_share_release(connection: u32, now_ms: f64) {
 }
 
 /// Tests only: forgets the DRR state of every combo.
-#[napi(js_name = "_clearDrrStateForTest")]
+#[napi(catch_unwind, js_name = "_clearDrrStateForTest")]
 pub fn clear_drr_state_for_test() {
   state().scheduler.drr.clear();
 }
@@ -104,6 +104,7 @@ pub fn clear_drr_state_for_test() {
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when an argument is not a string.
 #[napi(
+  catch_unwind,
   js_name = "_getDrrDeficitForTest",
   ts_args_type = "comboName: string, executionKey: string"
 )]
