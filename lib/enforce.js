@@ -9,8 +9,34 @@ const { getSaturation } = require('./saturation.js')
 
 const ALLOW = Object.freeze({ kind: 'allow' })
 
-function failOpen(component, msg, err, context) {
-  host.log('warn', component, msg, { ...context, error: String((err && err.message) || err) })
+// One warning per fault, not one per call: a store that is down (locked past the busy
+// timeout, its disk full, its folder unusable) fails every call the same way, and a warning
+// per request would flood the host's log at request rate. The first failure of an operation
+// warns; the ones after it are counted; its next success logs, at info, that it recovered and
+// how many calls failed open meanwhile — and re-arms the warning for the next fault.
+const faults = { enforce: null, record: null }
+
+function failOpen(operation, msg, err, context) {
+  const fault = faults[operation]
+  if (fault) {
+    fault.count++
+    return
+  }
+  faults[operation] = { count: 1, since: Date.now() }
+  host.log('warn', 'quota:enforce', `${msg} (further failures are counted until it recovers)`, {
+    ...context,
+    error: String((err && err.message) || err),
+  })
+}
+
+function succeeded(operation) {
+  const fault = faults[operation]
+  if (!fault) return
+  faults[operation] = null
+  host.log('info', 'quota:enforce', `quota ${operation} recovered`, {
+    failedCalls: fault.count,
+    failingForMs: Date.now() - fault.since,
+  })
 }
 
 function isNonEmptyString(value) {
@@ -56,15 +82,16 @@ async function enforceQuotaShare(input) {
       if (step.kind === 'fetch') return ALLOW
     }
     if (step.kind === 'error') {
-      failOpen('quota:enforce', 'quota enforcement failed; allowing the request', step.reason, {
+      failOpen('enforce', 'quota enforcement failed; allowing the request', step.reason, {
         apiKeyId: input.apiKeyId,
         connectionId: input.connectionId,
       })
       return { kind: 'allow' }
     }
+    succeeded('enforce')
     return toResult(step, { ...input, provider })
   } catch (err) {
-    failOpen('quota:enforce', 'quota enforcement failed; allowing the request', err, {})
+    failOpen('enforce', 'quota enforcement failed; allowing the request', err, {})
     return { kind: 'allow' }
   }
 }
@@ -91,9 +118,10 @@ async function recordConsumption(input) {
       finiteOrUndefined(cost.usd),
       finiteOrUndefined(cost.requests),
     )
-    if (error) failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+    if (error) failOpen('record', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+    else succeeded('record')
   } catch (err) {
-    failOpen('quota:enforce', 'recording quota consumption failed', err, {})
+    failOpen('record', 'recording quota consumption failed', err, {})
   }
 }
 
