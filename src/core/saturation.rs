@@ -230,7 +230,7 @@ pub fn parse_reset_ms(value: &str, now_ms: i64) -> Option<i64> {
     None => {
       let ms = parse_duration_ms(value)?.round();
       // `ms` is ≥ 0; beyond the Date range (or not finite) it is unknown anyway.
-      if !(ms <= MAX_DATE_MS as f64) {
+      if ms.is_nan() || ms > MAX_DATE_MS as f64 {
         return None;
       }
       now_ms.checked_add(ms as i64)?
