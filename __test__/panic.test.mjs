@@ -63,9 +63,9 @@ test('a panic inside a write transaction: rolled back, the connection recovered,
 })
 
 test('hostile rate-limit headers neither panic nor throw (found by the fuzzer: reset overflow)', () => {
-  // A duration of 10^20 hours overflowed `now + duration` (a panic in debug builds; a
-  // wrapped, negative reset in release builds), and a reset past the year 275760 made
-  // getTokenHeaderSaturation throw from `new Date(…).toISOString()`.
+  // A reset of 10^20 hours or 10^21 seconds overflowed `now + duration` (a panic in debug
+  // builds — an abort, from storeRateLimitHeaders — and a wrapped, negative reset in release
+  // builds); past the Date range it now reads as unknown, so resetAt is null.
   storeRateLimitHeaders('hostile', 'openai', {
     'x-ratelimit-limit-tokens': '1000',
     'x-ratelimit-remaining-tokens': '250',
@@ -75,7 +75,7 @@ test('hostile rate-limit headers neither panic nor throw (found by the fuzzer: r
   storeRateLimitHeaders('hostile', 'anthropic', {
     'anthropic-ratelimit-tokens-limit': '1000',
     'anthropic-ratelimit-tokens-remaining': '0',
-    'anthropic-ratelimit-tokens-reset': '+275760-09-13T00:00:00.001Z',
+    'anthropic-ratelimit-tokens-reset': '999999999999999999999',
   })
   assert.deepEqual(getTokenHeaderSaturation('anthropic', 'hostile'), { saturation: 1, resetAt: null })
 })
