@@ -21,6 +21,16 @@ export declare const WINDOW_MS: Readonly<Record<QuotaWindow, number>>
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * Panics inside the edge. `how`:
+ * - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+ * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
+ * - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
+ *   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
+ *   and the transaction left open, which the next call must roll back and recover from.
+ */
+export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string): void
+
 /** Tests only: how many (connection, window) entries are stored. */
 export declare function _bucketCountForTest(): number
 

@@ -13,27 +13,34 @@ const { RedisQuotaStore } = require('./redisQuotaStore.js')
 
 const ALLOW = Object.freeze({ kind: 'allow' })
 
-const REPEAT_WINDOW_MS = 10_000
-const recentFailures = new Map()
+// One warning per fault, not one per call: a store that is down (locked past the busy
+// timeout, its disk full, its folder unusable) fails every call the same way, and a warning
+// per request would flood the host's log at request rate. The first failure of an operation
+// warns; the ones after it are counted; its next success logs, at info, that it recovered and
+// how many calls failed open meanwhile — and re-arms the warning for the next fault.
+const faults = { enforce: null, record: null }
 
-/**
- * Logs a fail-open once: the same message and error again within 10 s is counted, not
- * logged, and the next log after that says how many were suppressed (a Redis outage must
- * not log once per request).
- */
-function failOpen(component, msg, err, context) {
-  const error = String((err && err.message) || err)
-  const key = `${component}\0${msg}\0${error}`
-  const now = Date.now()
-  const seen = recentFailures.get(key)
-  if (seen && now - seen.at < REPEAT_WINDOW_MS) {
-    seen.suppressed++
+function failOpen(operation, msg, err, context) {
+  const fault = faults[operation]
+  if (fault) {
+    fault.count++
     return
   }
-  if (recentFailures.size > 100) recentFailures.clear()
-  recentFailures.set(key, { at: now, suppressed: 0 })
-  const suppressed = seen && seen.suppressed ? { suppressed: seen.suppressed } : {}
-  host.log('warn', component, msg, { ...context, error, ...suppressed })
+  faults[operation] = { count: 1, since: Date.now() }
+  host.log('warn', 'quota:enforce', `${msg} (further failures are counted until it recovers)`, {
+    ...context,
+    error: String((err && err.message) || err),
+  })
+}
+
+function succeeded(operation) {
+  const fault = faults[operation]
+  if (!fault) return
+  faults[operation] = null
+  host.log('info', 'quota:enforce', `quota ${operation} recovered`, {
+    failedCalls: fault.count,
+    failingForMs: Date.now() - fault.since,
+  })
 }
 
 function urlOf(store) {
@@ -126,15 +133,16 @@ async function enforceQuotaShare(input) {
     }
     if (step.kind === 'error') {
       metrics.storeError('enforce')
-      failOpen('quota:enforce', 'quota enforcement failed; allowing the request', step.reason, {
+      failOpen('enforce', 'quota enforcement failed; allowing the request', step.reason, {
         apiKeyId: input.apiKeyId,
         connectionId: input.connectionId,
       })
       return allowFailingOpen(started)
     }
+    succeeded('enforce')
     return toResult(step, { ...input, provider }, started)
   } catch (err) {
-    failOpen('quota:enforce', 'quota enforcement failed; allowing the request', err, {})
+    failOpen('enforce', 'quota enforcement failed; allowing the request', err, {})
     return allowFailingOpen(started)
   }
 }
@@ -167,10 +175,12 @@ async function recordConsumption(input) {
     if (isPromise(error)) error = await error
     if (error) {
       metrics.storeError('record')
-      failOpen('quota:enforce', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+      failOpen('record', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+    } else {
+      succeeded('record')
     }
   } catch (err) {
-    failOpen('quota:enforce', 'recording quota consumption failed', err, {})
+    failOpen('record', 'recording quota consumption failed', err, {})
   }
 }
 

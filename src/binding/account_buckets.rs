@@ -26,7 +26,7 @@ pub struct AccountQuota {
   /// 0..100: the share of the quota still available.
   pub remaining_percentage: Option<f64>,
   /// An ISO-8601 timestamp; `null` or absent: unknown.
-  #[napi(ts_type = "string | null")]
+  #[napi(catch_unwind, ts_type = "string | null")]
   pub reset_at: Option<String>,
   /// `true`: never saturated.
   pub unlimited: Option<bool>,
@@ -57,6 +57,7 @@ fn read_window_key(value: Unknown) -> Result<String> {
 /// or `resetAt`, and a `RangeError` for a `resetAt` that is not an ISO-8601 timestamp or a
 /// non-finite `nowMs`.
 #[napi(
+  catch_unwind,
   js_name = "recordUsage",
   ts_args_type = "connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number"
 )]
@@ -96,6 +97,7 @@ pub fn record_usage(
 /// The reset is lazy: the first look at or after `resetAt` removes the entry and reads
 /// `false`. A missing entry reads `false`.
 #[napi(
+  catch_unwind,
   js_name = "isBucketSaturated",
   ts_args_type = "connectionId: string, windowKey: string, nowMs?: number"
 )]
@@ -166,6 +168,7 @@ fn read_quota(entry: &Arg) -> Option<QuotaReading> {
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `usageResult` or
 /// `usageResult.quotas` is neither an object nor `null`/`undefined`.
 #[napi(
+  catch_unwind,
   js_name = "updateAccountBuckets",
   ts_args_type = "connectionId: string, usageResult: { quotas?: Record<string, AccountQuota> | null } | null | undefined, nowMs?: number"
 )]
@@ -215,13 +218,13 @@ pub fn update_account_buckets(
 }
 
 /// Tests only: forgets every account bucket.
-#[napi(js_name = "_clearBucketsForTest")]
+#[napi(catch_unwind, js_name = "_clearBucketsForTest")]
 pub fn clear_buckets_for_test() {
   state().scheduler.buckets.clear();
 }
 
 /// Tests only: how many (connection, window) entries are stored.
-#[napi(js_name = "_bucketCountForTest")]
+#[napi(catch_unwind, js_name = "_bucketCountForTest")]
 pub fn bucket_count_for_test() -> u32 {
   state().scheduler.buckets.len() as u32
 }

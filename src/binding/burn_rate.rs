@@ -57,6 +57,7 @@ fn read_remaining(value: Option<Unknown>) -> Result<Option<f64>> {
 /// The EMA (α = 0.3) of per-second rates over consecutive `{ ts, consumed }` samples,
 /// skipping non-increasing timestamps. Fewer than two usable samples → zeros.
 #[napi(
+  catch_unwind,
   js_name = "computeBurnRate",
   ts_args_type = "history: Array<{ ts: number; consumed: number }>, remaining?: number"
 )]
@@ -74,6 +75,7 @@ pub fn compute_burn_rate_js(
 /// The rate implied by `consumedTotal` spent since the current bucket of a `windowMs`
 /// window began (at least 1 ms); zero input → zeros.
 #[napi(
+  catch_unwind,
   js_name = "computeBurnRateFromWindow",
   ts_args_type = "consumedTotal: number, windowMs: number, remaining?: number"
 )]

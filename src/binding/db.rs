@@ -68,10 +68,10 @@ fn resolve_path(env: &Env) -> PathBuf {
 /// resolved before the connection's lock is taken, and only when it is not open, so a JS
 /// resolver may itself call into the engine.
 pub(crate) fn with_store<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-  let path = if is_open() {
-    None
-  } else {
+  let path = if needs_open() {
     Some(resolve_path(env))
+  } else {
+    None
   };
   let opened = path.is_some();
   let result = with_db(&|| path.clone().unwrap_or_else(resolve_path_without_js), f);
@@ -85,6 +85,19 @@ pub(crate) fn with_store<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T
     }
   }
   result
+}
+
+/// Whether this call will open the connection: it is closed, or — checked only when a JS
+/// resolver gives the path, the one case where the path must be known before the lock is
+/// taken — the file it has open was deleted or replaced (`with_open_db` then closes it).
+/// Without this, a replaced file was reopened at the environment's default path instead of
+/// the resolver's.
+fn needs_open() -> bool {
+  if !is_open() {
+    return true;
+  }
+  let resolver = DB_PATH.with(|slot| matches!(&*slot.borrow(), DbPath::Resolver(_)));
+  resolver && with_open_db(|_| Ok(())).is_none()
 }
 
 /// Between the check above and the open, another worker thread may have closed the

@@ -22,7 +22,7 @@ pub(crate) fn read_dimension_key(arg: &Arg) -> Result<DimensionKey> {
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `key` is not an object or
 /// `poolId` is not a string, and a `RangeError` for an unknown unit or window.
-#[napi(ts_args_type = "key: DimensionKey")]
+#[napi(catch_unwind, ts_args_type = "key: DimensionKey")]
 pub fn dimension_key_to_string(env: Env, key: Unknown) -> napi::Result<String> {
   or_throw(
     &env,

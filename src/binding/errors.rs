@@ -29,3 +29,37 @@ pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
 pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::Result<T> {
   result.map_err(|err| throw(env, err))
 }
+
+/// The stable `err.code` of a panic turned into a JavaScript error.
+pub(crate) const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
+
+/// Runs `f`, turning a panic inside it into a thrown `Error` whose `code` is
+/// `ERR_QUOTA_INTERNAL` and whose message is `internal error in <what>: <panic message>`.
+///
+/// Every `#[napi]` function also carries `catch_unwind`, napi-rs's own net: it catches what
+/// this cannot see (argument and return-value conversion) and throws an `Error` with
+/// `code: "GenericFailure"` and the panic message. Either way no panic unwinds into Node
+/// (which would abort the process), and state behind a poisoned mutex is recovered by its
+/// next user (see `store::sqlite::handle`).
+pub(crate) fn guard<T>(
+  env: &Env,
+  what: &str,
+  f: impl FnOnce() -> napi::Result<T>,
+) -> napi::Result<T> {
+  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    Ok(result) => result,
+    Err(payload) => {
+      let detail = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+      // A payload whose destructor panics again must not unwind from here.
+      std::mem::forget(payload);
+      let js = Error::new(INTERNAL, format!("internal error in {what}: {detail}"));
+      // SAFETY: `env` is the live environment of the current call.
+      unsafe { JsError::from(js).throw_into(env.raw()) };
+      Err(Error::from_status(Status::PendingException))
+    }
+  }
+}

@@ -127,6 +127,7 @@ fn read_and_decide(input: &Arg) -> Result<FairShareDecision> {
 /// Throws a `TypeError`/`RangeError` with `code: "ERR_QUOTA_INVALID_ARG"` naming the field
 /// for malformed input (a dimension that is not an object, a non-numeric limit, …).
 #[napi(
+  catch_unwind,
   js_name = "decideFairShare",
   ts_args_type = "input: FairShareInput",
   ts_return_type = "FairShareDecision"

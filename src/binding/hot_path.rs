@@ -153,7 +153,7 @@ pub(crate) fn request_time(now: Option<f64>) -> i64 {
 
 /// One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
 /// and logs once, without an exception crossing the boundary.
-#[napi]
+#[napi(catch_unwind)]
 pub fn enforce_step(
   env: Env,
   api_key_id: String,
@@ -188,7 +188,7 @@ pub fn enforce_step(
 
 /// One record crossing: every plan dimension and the model bucket, in one transaction.
 /// Returns the error message, or `null` when the write committed.
-#[napi]
+#[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn record_step(
   env: Env,
@@ -228,13 +228,13 @@ pub fn record_step(
 }
 
 /// Registers which providers have a host saturation fetcher (`"*"` for all).
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_saturation_fetcher_providers(providers: Vec<String>) {
   with_saturation(|state| state.fetchers = providers.into_iter().collect());
 }
 
 /// Stores a fetched saturation (clamped 0..1, NaN → 0) for 30 s; returns the stored value.
-#[napi]
+#[napi(catch_unwind)]
 pub fn put_saturation(
   provider: String,
   connection_id: String,
@@ -257,7 +257,7 @@ pub fn put_saturation(
 }
 
 /// The cached saturation, or `null` on a miss.
-#[napi]
+#[napi(catch_unwind)]
 pub fn cached_saturation(
   provider: String,
   connection_id: String,
@@ -277,19 +277,19 @@ pub fn cached_saturation(
 }
 
 /// `_clearSaturationCache()`.
-#[napi(js_name = "_clearSaturationCache")]
+#[napi(catch_unwind, js_name = "_clearSaturationCache")]
 pub fn clear_saturation_cache() {
   with_saturation(|state| state.cache.clear());
 }
 
 /// `_clearRateLimitHeaders()`.
-#[napi(js_name = "_clearRateLimitHeaders")]
+#[napi(catch_unwind, js_name = "_clearRateLimitHeaders")]
 pub fn clear_rate_limit_headers() {
   with_saturation(|state| state.headers.clear());
 }
 
 /// Records an upstream response's rate-limit headers (`[name, value]` pairs).
-#[napi]
+#[napi(catch_unwind)]
 pub fn store_rate_limit_header_pairs(
   connection_id: String,
   provider: String,
@@ -324,7 +324,7 @@ pub struct TokenHeaderSaturationJs {
 }
 
 /// The token-header fallback signal: `used / limit` from headers at most 5 min old.
-#[napi]
+#[napi(catch_unwind)]
 pub fn token_header_saturation_of(
   provider: String,
   connection_id: String,

@@ -37,6 +37,7 @@ fn read_lease(value: Option<Unknown>) -> Result<i64> {
 /// `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`) naming the argument for a
 /// non-string id, a negative or non-finite lease, or a non-finite time.
 #[napi(
+  catch_unwind,
   js_name = "incrementInflight",
   ts_args_type = "connectionId: string, leaseMs?: number, nowMs?: number"
 )]
@@ -64,6 +65,7 @@ pub fn increment_inflight(
 /// floors at 0, and removes the slot when it reaches 0 or has expired. Unknown or empty
 /// ids are ignored.
 #[napi(
+  catch_unwind,
   js_name = "decrementInflight",
   ts_args_type = "connectionId: string, nowMs?: number"
 )]
@@ -87,6 +89,7 @@ pub fn decrement_inflight(
 /// The number of requests in flight on `connectionId` at `nowMs` (default `Date.now()`):
 /// 0 when unknown, empty or expired. Reading changes nothing.
 #[napi(
+  catch_unwind,
   js_name = "getInflight",
   ts_args_type = "connectionId: string, nowMs?: number"
 )]
@@ -108,13 +111,13 @@ pub fn get_inflight(
 }
 
 /// Tests only: forgets every in-flight slot.
-#[napi(js_name = "_clearInflightForTest")]
+#[napi(catch_unwind, js_name = "_clearInflightForTest")]
 pub fn clear_inflight_for_test() {
   state().scheduler.inflight.clear();
 }
 
 /// Tests only: how many in-flight slots are stored (expired ones until pruned).
-#[napi(js_name = "_inflightSizeForTest")]
+#[napi(catch_unwind, js_name = "_inflightSizeForTest")]
 pub fn inflight_size_for_test() -> u32 {
   state().scheduler.inflight.len() as u32
 }

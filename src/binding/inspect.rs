@@ -258,14 +258,14 @@ fn inspect_path(path: &Path) -> Result<DatabaseInspection> {
 /// the engine's migrations it has, the `quotaStore` setting, the stored plan rows and the
 /// host's connections. Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
 /// missing or not a database. For the `quota-engine` CLI.
-#[napi]
+#[napi(catch_unwind)]
 pub fn inspect_database(env: Env, path: String) -> napi::Result<DatabaseInspection> {
   or_throw(&env, inspect_path(Path::new(&path)))
 }
 
 /// Where the engine opens the database when no `dbPath` is installed:
 /// `$DATA_DIR/storage.sqlite`, else the host's default data directory (CONTRACT §4).
-#[napi(js_name = "defaultDbPath")]
+#[napi(catch_unwind, js_name = "defaultDbPath")]
 pub fn default_db_path_js() -> String {
   let path: PathBuf =
     default_db_path(&|name: &str| std::env::var(name).ok().filter(|v| !v.is_empty()));

@@ -10,7 +10,7 @@ use napi_derive::napi;
 #[napi(object, object_from_js = false)]
 #[derive(Clone)]
 pub struct LogRecord {
-  #[napi(ts_type = "'warn' | 'info' | 'debug'")]
+  #[napi(catch_unwind, ts_type = "'warn' | 'info' | 'debug'")]
   pub level: String,
   pub component: String,
   pub msg: String,
@@ -43,7 +43,7 @@ pub(crate) fn take() -> Option<Vec<LogRecord>> {
 }
 
 /// Hands over the log records produced in Rust since the last call.
-#[napi]
+#[napi(catch_unwind)]
 pub fn take_logs() -> Vec<LogRecord> {
   take().unwrap_or_default()
 }

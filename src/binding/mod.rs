@@ -21,4 +21,5 @@ mod redis_hot_path;
 mod redis_store;
 mod scheduler_state;
 mod store;
+mod test_hooks;
 mod types;

@@ -39,7 +39,7 @@ pub struct KnownPlan {
 /// "unknown: configure the plan manually".
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
-#[napi(ts_args_type = "provider: string")]
+#[napi(catch_unwind, ts_args_type = "provider: string")]
 pub fn get_known_plan(env: Env, provider: Unknown) -> napi::Result<Option<KnownPlan>> {
   let provider = or_throw(
     &env,
@@ -52,7 +52,7 @@ pub fn get_known_plan(env: Env, provider: Unknown) -> napi::Result<Option<KnownP
 }
 
 /// Every provider of the plan catalog, in catalog order.
-#[napi(js_name = "knownProviders")]
+#[napi(catch_unwind, js_name = "knownProviders")]
 pub fn known_providers_js() -> Vec<&'static str> {
   known_providers()
 }

@@ -1,6 +1,6 @@
 //! Promises settled from the addon's tokio runtime, rejecting with the crate's errors as
 //! JavaScript sees them everywhere else: the right class (`TypeError`, `RangeError`,
-//! `Error`) and a stable `code` (`#[napi] async fn` cannot set one).
+//! `Error`) and a stable `code` (`#[napi(catch_unwind)] async fn` cannot set one).
 
 use crate::error::{ArgErrorKind, QuotaError, Result};
 use napi::bindgen_prelude::{PromiseRaw, ToNapiValue, Unknown};

@@ -27,7 +27,7 @@ const STRIDE: usize = 4;
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
 /// connection id, an execution key or a combo name — interned on first sight. Symbols are
 /// process-wide and stable; the JavaScript side caches them in a `Map`.
-#[napi(js_name = "__quotaShareSymbol", skip_typescript)]
+#[napi(catch_unwind, js_name = "__quotaShareSymbol", skip_typescript)]
 pub fn quota_share_symbol(name: String) -> Sym {
   state().symbols.intern(&name)
 }
@@ -139,7 +139,7 @@ unsafe extern "C" fn quota_share_release(
 /// `{ select, release }`, the raw callbacks `__quotaShareSelect` and
 /// `__quotaShareRelease`. (Handed out by a call rather than put on the exports, because
 /// the crate's one `#[napi(module_exports)]` hook belongs to `WINDOW_MS`.)
-#[napi(js_name = "__quotaShareCrossing", skip_typescript)]
+#[napi(catch_unwind, js_name = "__quotaShareCrossing", skip_typescript)]
 pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
   let crossing = Object::new(env)?;
   let callbacks: [(&std::ffi::CStr, &std::ffi::CStr, RawCallback); 2] = [
@@ -181,7 +181,7 @@ pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
 type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
 /// Tests only: forgets the DRR state of every combo.
-#[napi(js_name = "_clearDrrStateForTest")]
+#[napi(catch_unwind, js_name = "_clearDrrStateForTest")]
 pub fn clear_drr_state_for_test() {
   state().scheduler.drr.clear();
 }
@@ -190,6 +190,7 @@ pub fn clear_drr_state_for_test() {
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when an argument is not a string.
 #[napi(
+  catch_unwind,
   js_name = "_getDrrDeficitForTest",
   ts_args_type = "comboName: string, executionKey: string"
 )]

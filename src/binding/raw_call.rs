@@ -1,7 +1,7 @@
 //! Plain N-API callbacks for the hottest internal calls, bypassing napi-rs's generated
 //! wrapper (measured: ~35 ns for a call without arguments, ~120 ns with one). Each
 //! argument is read with one N-API call; a string goes into a stack buffer. Used only by
-//! `quota_share.rs`; everything else goes through `#[napi]` and `args.rs`.
+//! `quota_share.rs`; everything else goes through `#[napi(catch_unwind)]` and `args.rs`.
 
 use napi::sys;
 use std::borrow::Cow;

@@ -24,7 +24,7 @@ use napi_derive::napi;
 
 /// The enforce crossing on Redis: the step itself when metadata decides (or fails), else a
 /// promise of it after one Redis round trip.
-#[napi(ts_return_type = "EnforceStep | Promise<EnforceStep>")]
+#[napi(catch_unwind, ts_return_type = "EnforceStep | Promise<EnforceStep>")]
 #[allow(clippy::too_many_arguments)]
 pub fn redis_enforce_step<'env>(
   env: &'env Env,
@@ -92,7 +92,10 @@ pub fn redis_enforce_step<'env>(
 /// The record crossing on Redis: `null` when there is nothing to write, an error message
 /// when the metadata could not be read, else a promise of `null` (written) or the error
 /// message, after one Redis round trip.
-#[napi(ts_return_type = "string | null | Promise<string | null>")]
+#[napi(
+  catch_unwind,
+  ts_return_type = "string | null | Promise<string | null>"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn redis_record_step<'env>(
   env: &'env Env,

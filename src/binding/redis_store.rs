@@ -86,6 +86,7 @@ fn reply_json(value: redis::Value) -> serde_json::Value {
 /// timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
 /// `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, args: Array<string | number>",
   ts_return_type = "Promise<unknown>"
 )]
@@ -131,7 +132,7 @@ fn format_number(n: f64) -> String {
 
 /// Drops the shared connection of `url` (every URL's without one); the next operation
 /// connects again.
-#[napi(ts_args_type = "url?: string | null")]
+#[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
   crate::store::redis::forget_backend(url.as_deref());
 }
@@ -139,6 +140,7 @@ pub fn redis_forget(url: Option<String>) {
 /// `consume` on Redis: one script adds `cost` to the current bucket (INCRBYFLOAT +
 /// EXPIRE) and reads the previous one; resolves to the new effective value.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number",
   ts_return_type = "Promise<number>"
 )]
@@ -162,6 +164,7 @@ pub fn redis_store_consume<'env>(
 
 /// `peek` on Redis: the effective value, no write.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number",
   ts_return_type = "Promise<number>"
 )]
@@ -184,6 +187,7 @@ pub fn redis_store_peek<'env>(
 /// `poolConsumedTotal` on Redis: the summed buckets of the pool's allocations (from
 /// SQLite) and of every key this engine wrote under the dimension key, in one script.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, dim: DimensionKey, nowMs?: number",
   ts_return_type = "Promise<number>"
 )]
@@ -213,6 +217,7 @@ pub fn redis_store_pool_consumed_total<'env>(
 
 /// `clear` on Redis: deletes the key's current and previous buckets.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number",
   ts_return_type = "Promise<void>"
 )]
@@ -235,6 +240,7 @@ pub fn redis_store_clear<'env>(
 /// `poolUsage` / `poolUsageWithDimensions` on Redis: the allocations from SQLite, every
 /// key's buckets of every plan dimension from one script.
 #[napi(
+  catch_unwind,
   ts_args_type = "url: string, poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number",
   ts_return_type = "Promise<PoolUsageSnapshot>"
 )]
@@ -278,7 +284,7 @@ pub struct RedisTargetInfo {
 
 /// Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
 /// masked) when the engine cannot use it.
-#[napi(ts_args_type = "url: string")]
+#[napi(catch_unwind, ts_args_type = "url: string")]
 pub fn redis_target(env: Env, url: Unknown) -> napi::Result<RedisTargetInfo> {
   let backend = or_throw(&env, read_backend(url))?;
   Ok(RedisTargetInfo {

@@ -42,7 +42,7 @@ pub(crate) fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
 
 /// Sets where the database is: a path, a function returning one (called when the database
 /// is opened), or `undefined` for `$DATA_DIR/storage.sqlite` / the host's default.
-#[napi(ts_args_type = "dbPath?: string | (() => string)")]
+#[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
 pub fn configure_db_path(db_path: Option<Unknown>) -> napi::Result<()> {
   set_db_path(db_path)
 }
@@ -50,7 +50,7 @@ pub fn configure_db_path(db_path: Option<Unknown>) -> napi::Result<()> {
 /// Closes the engine's connection (prepared statements and cached rows go with it); the
 /// next call reopens, resolving the path again. Call it after the host closed its own
 /// connection (the reset order of the host's tests), or at shutdown.
-#[napi(js_name = "closeQuotaDb")]
+#[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db_js(env: Env) -> napi::Result<()> {
   or_throw(&env, close_quota_db())
 }
@@ -59,7 +59,10 @@ pub fn close_quota_db_js(env: Env) -> napi::Result<()> {
 
 /// `consume`: adds `cost` to the current bucket and returns the new effective value,
 /// committed before it returns.
-#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number"
+)]
 pub fn store_consume(
   env: Env,
   api_key_id: Unknown,
@@ -79,7 +82,10 @@ pub fn store_consume(
 }
 
 /// `peek`: the effective value, no write.
-#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
+)]
 pub fn store_peek(
   env: Env,
   api_key_id: Unknown,
@@ -95,7 +101,7 @@ pub fn store_peek(
 }
 
 /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
-#[napi(ts_args_type = "dim: DimensionKey, nowMs?: number")]
+#[napi(catch_unwind, ts_args_type = "dim: DimensionKey, nowMs?: number")]
 pub fn store_pool_consumed_total(env: Env, dim: Unknown, now_ms: Option<f64>) -> napi::Result<f64> {
   let result = (|| {
     let key = read_dimension_key(&arg(dim, "dim")?)?;
@@ -105,7 +111,7 @@ pub fn store_pool_consumed_total(env: Env, dim: Unknown, now_ms: Option<f64>) ->
 }
 
 /// `clear`: zeroes the key's counter (curr and prev).
-#[napi(ts_args_type = "apiKeyId: string, dim: DimensionKey")]
+#[napi(catch_unwind, ts_args_type = "apiKeyId: string, dim: DimensionKey")]
 pub fn store_clear(env: Env, api_key_id: Unknown, dim: Unknown) -> napi::Result<()> {
   let result = (|| {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
@@ -218,6 +224,7 @@ pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSna
 /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
 /// for each plan dimension (unknown windows skipped; an unknown pool has none).
 #[napi(
+  catch_unwind,
   ts_args_type = "poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number"
 )]
 pub fn store_pool_usage(
@@ -241,7 +248,10 @@ pub fn store_pool_usage(
 // ---- db/quotaConsumption.ts ----------------------------------------------------------
 
 /// The bucket's value (0 when absent).
-#[napi(ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number"
+)]
 pub fn get_bucket(
   env: Env,
   api_key_id: Unknown,
@@ -261,6 +271,7 @@ pub fn get_bucket(
 
 /// Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`.
 #[napi(
+  catch_unwind,
   ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number"
 )]
 pub fn increment_bucket(
@@ -298,7 +309,10 @@ pub struct BucketPair {
 }
 
 /// The key's current and previous buckets.
-#[napi(ts_args_type = "apiKeyId: string, dimensionKey: string, currentBucket: number")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "apiKeyId: string, dimensionKey: string, currentBucket: number"
+)]
 pub fn get_pair(
   env: Env,
   api_key_id: Unknown,
@@ -323,7 +337,10 @@ pub struct PoolBucketTotals {
 
 /// The pool's summed current and previous buckets (read from the totals table: constant
 /// time however many keys the pool has).
-#[napi(ts_args_type = "dimensionKey: string, currentBucket: number")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "dimensionKey: string, currentBucket: number"
+)]
 pub fn sum_pool_dimension(
   env: Env,
   dimension_key: Unknown,
@@ -341,7 +358,7 @@ pub fn sum_pool_dimension(
 }
 
 /// The pool's newest counter rows first; `limit` clamped to 1..500.
-#[napi(ts_args_type = "poolId: string, limit?: number")]
+#[napi(catch_unwind, ts_args_type = "poolId: string, limit?: number")]
 pub fn list_consumption_for_pool(
   env: Env,
   pool_id: Unknown,
@@ -360,7 +377,7 @@ pub fn list_consumption_for_pool(
 }
 
 /// Deletes rows whose `updated_at` is strictly older; returns how many.
-#[napi(ts_args_type = "maxUpdatedAtMs: number")]
+#[napi(catch_unwind, ts_args_type = "maxUpdatedAtMs: number")]
 pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> {
   let result = (|| {
     let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.number()? as i64;
@@ -371,7 +388,7 @@ pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> 
 
 /// Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
 /// number of rows deleted.
-#[napi(ts_args_type = "retentionDays: number, nowMs?: number")]
+#[napi(catch_unwind, ts_args_type = "retentionDays: number, nowMs?: number")]
 pub fn gc_consumption_sync(
   env: Env,
   retention_days: f64,
@@ -399,6 +416,7 @@ fn optional<'a>(value: Option<Unknown<'a>>, path: &str) -> Result<Option<Arg<'a>
 
 /// Creates a pool (random id, its allocations and membership in one transaction).
 #[napi(
+  catch_unwind,
   ts_args_type = "input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
 )]
 pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
@@ -427,7 +445,7 @@ pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
 }
 
 /// The pool, or `null`.
-#[napi(ts_args_type = "id: string")]
+#[napi(catch_unwind, ts_args_type = "id: string")]
 pub fn get_pool(env: Env, id: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
   let result = (|| {
     let id = arg(id, "id")?.string()?;
@@ -444,7 +462,10 @@ pub struct PoolPage {
 }
 
 /// A page of pools in creation order.
-#[napi(ts_args_type = "options?: { limit?: number; offset?: number }")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "options?: { limit?: number; offset?: number }"
+)]
 pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> {
   let result = (|| {
     let (limit, offset) = match optional(options, "options")? {
@@ -467,6 +488,7 @@ pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> 
 /// Updates a pool's name, group, allocations (replaced) or members (replaced); the pool
 /// after the update, or `null` when it does not exist.
 #[napi(
+  catch_unwind,
   ts_args_type = "id: string, patch: { name?: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
 )]
 pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
@@ -495,7 +517,7 @@ pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option
 }
 
 /// Deletes a pool with its allocations, membership and model caps.
-#[napi(ts_args_type = "id: string")]
+#[napi(catch_unwind, ts_args_type = "id: string")]
 pub fn delete_pool_sync(env: Env, id: Unknown) -> napi::Result<bool> {
   let result = (|| {
     let id = arg(id, "id")?.string()?;
@@ -505,7 +527,10 @@ pub fn delete_pool_sync(env: Env, id: Unknown) -> napi::Result<bool> {
 }
 
 /// Replaces the pool's allocations; false when the pool does not exist.
-#[napi(ts_args_type = "poolId: string, allocations: PoolAllocation[]")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "poolId: string, allocations: PoolAllocation[]"
+)]
 pub fn upsert_allocations(env: Env, pool_id: Unknown, allocations: Unknown) -> napi::Result<bool> {
   let result = (|| {
     let pool_id = arg(pool_id, "poolId")?.string()?;
@@ -523,7 +548,7 @@ pub struct KeyAllocation {
 }
 
 /// Every allocation of an API key, with its pool id.
-#[napi(ts_args_type = "apiKeyId: string")]
+#[napi(catch_unwind, ts_args_type = "apiKeyId: string")]
 pub fn list_allocations_for_api_key(
   env: Env,
   api_key_id: Unknown,
@@ -544,7 +569,7 @@ pub fn list_allocations_for_api_key(
 }
 
 /// The stored plan of a connection, or `null`.
-#[napi(ts_args_type = "connectionId: string")]
+#[napi(catch_unwind, ts_args_type = "connectionId: string")]
 pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Option<ProviderPlanJs>> {
   let result = (|| {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
@@ -555,6 +580,7 @@ pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Optio
 
 /// Stores a connection's plan (insert or replace).
 #[napi(
+  catch_unwind,
   ts_args_type = "plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }"
 )]
 pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPlanJs> {
@@ -586,7 +612,7 @@ pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPla
 }
 
 /// Deletes a connection's stored plan; whether one existed.
-#[napi(ts_args_type = "connectionId: string")]
+#[napi(catch_unwind, ts_args_type = "connectionId: string")]
 pub fn delete_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<bool> {
   let result = (|| {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
@@ -596,7 +622,10 @@ pub fn delete_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<bo
 }
 
 /// The model cap of `(pool, key, model)`, or `null`.
-#[napi(ts_args_type = "poolId: string, apiKeyId: string, model: string")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "poolId: string, apiKeyId: string, model: string"
+)]
 pub fn get_model_cap(
   env: Env,
   pool_id: Unknown,
@@ -613,7 +642,7 @@ pub fn get_model_cap(
 }
 
 /// Sets a model cap (insert or replace).
-#[napi(ts_args_type = "cap: ModelCap")]
+#[napi(catch_unwind, ts_args_type = "cap: ModelCap")]
 pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
   let result = (|| {
     let cap = arg(cap, "cap")?;
@@ -631,7 +660,10 @@ pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
 }
 
 /// Deletes a model cap; whether one existed.
-#[napi(ts_args_type = "poolId: string, apiKeyId: string, model: string")]
+#[napi(
+  catch_unwind,
+  ts_args_type = "poolId: string, apiKeyId: string, model: string"
+)]
 pub fn delete_model_cap(
   env: Env,
   pool_id: Unknown,
@@ -652,6 +684,7 @@ pub fn delete_model_cap(
 /// The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
 /// no pool exists yet; returns how many were imported (0 on a second call).
 #[napi(
+  catch_unwind,
   ts_args_type = "pools: Array<{ id: string; connectionId: string; name: string; groupId?: string; createdAt?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }>"
 )]
 pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
@@ -689,6 +722,7 @@ pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
 /// `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
 /// has dimensions, else the catalog's, else an empty manual plan.
 #[napi(
+  catch_unwind,
   js_name = "resolvePlan",
   ts_args_type = "connectionId: string, provider: string"
 )]
@@ -712,7 +746,7 @@ pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> P
 }
 
 /// A host setting (`key_value` table), or `null`.
-#[napi(ts_args_type = "namespace: string, key: string")]
+#[napi(catch_unwind, ts_args_type = "namespace: string, key: string")]
 pub fn read_host_setting(env: Env, namespace: String, key: String) -> napi::Result<Option<String>> {
   or_throw(
     &env,

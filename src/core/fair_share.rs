@@ -246,7 +246,9 @@ pub fn decay_retry_after_ms(
   if x.is_nan() {
     return None;
   }
-  let mut t = (x.floor() + 1.0).clamp(1.0, horizon as f64) as i64;
+  // `horizon as f64` may round up past `horizon` for windows near `i64::MAX`: clamp the
+  // integer too, so `elapsed + t` never overflows.
+  let mut t = ((x.floor() + 1.0).clamp(1.0, horizon as f64) as i64).min(horizon);
 
   // One step of correction for the rounding of the closed form.
   if blocked_at(t) {
@@ -742,5 +744,23 @@ mod tests {
     let d = decide(&dims, &a, &[100.0]);
     assert_block(d, DecisionReason::CapAbsolute, 0);
     assert_eq!(d.retry_after_ms, None);
+  }
+
+  #[test]
+  fn retry_after_never_overflows_with_a_window_near_i64_max() {
+    // Found by tests/fuzz.rs: `horizon as f64` rounded up to 2^63, and `elapsed + t`
+    // overflowed.
+    let window = i64::MAX - 1;
+    let t = decay_retry_after_ms(
+      1.860_838_187_208_101_4e195,
+      0.0,
+      426.96,
+      590_409_491_456,
+      window,
+    );
+    assert!(
+      t.is_none_or(|t| (1..=window - 590_409_491_456).contains(&t)),
+      "{t:?}"
+    );
   }
 }

@@ -218,12 +218,25 @@ pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
   }
 }
 
-/// A reset header: an RFC 3339 instant, a duration (`6m0s`), or plain seconds.
+/// The largest distance from the epoch a JavaScript `Date` can hold (±8.64 × 10¹⁵ ms).
+pub const MAX_DATE_MS: i64 = 8_640_000_000_000_000;
+
+/// A reset header: an RFC 3339 instant, a duration (`6m0s`), or plain seconds. A reset
+/// that a JavaScript `Date` cannot hold (a duration of millions of years, a year past
+/// 275 760) is unknown, as `Date.parse` has it: `None`, never an overflow.
 pub fn parse_reset_ms(value: &str, now_ms: i64) -> Option<i64> {
-  if let Some(at) = parse_rfc3339_ms(value) {
-    return Some(at);
-  }
-  parse_duration_ms(value).map(|ms| now_ms + ms.round() as i64)
+  let at = match parse_rfc3339_ms(value) {
+    Some(at) => at,
+    None => {
+      let ms = parse_duration_ms(value)?.round();
+      // `ms` is ≥ 0; beyond the Date range (or not finite) it is unknown anyway.
+      if ms.is_nan() || ms > MAX_DATE_MS as f64 {
+        return None;
+      }
+      now_ms.checked_add(ms as i64)?
+    }
+  };
+  (-MAX_DATE_MS..=MAX_DATE_MS).contains(&at).then_some(at)
 }
 
 /// Reads the rate-limit headers out of `(name, value)` pairs (names in any case); `None`
@@ -403,5 +416,22 @@ mod tests {
     let partial = parse_rate_limit_headers([("x-ratelimit-limit-tokens", "100")], 0).unwrap();
     assert!(token_header_saturation(&partial, 0).is_none());
     assert!(parse_rate_limit_headers([("content-type", "text/plain")], 0).is_none());
+  }
+
+  #[test]
+  fn resets_a_date_cannot_hold_are_unknown_not_an_overflow() {
+    // Found by tests/fuzz.rs: `now + duration` overflowed i64 (a panic in debug builds, a
+    // wrapped, negative reset in release ones).
+    assert_eq!(parse_reset_ms("2000h", i64::MAX - 1), None);
+    assert_eq!(parse_reset_ms("99999999999999999999h", 0), None);
+    assert_eq!(parse_reset_ms("1s", MAX_DATE_MS), None);
+    assert_eq!(parse_reset_ms("1s", MAX_DATE_MS - 1000), Some(MAX_DATE_MS));
+    // Plain seconds past the Date range (10^21 s).
+    assert_eq!(parse_reset_ms("999999999999999999999", 0), None);
+    // RFC 3339 has four-digit years, so an instant is always within the Date range.
+    assert_eq!(
+      parse_reset_ms("9999-12-31T23:59:59Z", i64::MAX),
+      Some(253_402_300_799_000)
+    );
   }
 }

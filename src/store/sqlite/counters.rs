@@ -11,7 +11,7 @@ use super::values::{f64_of, i64_of, string_of};
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::DimensionKey;
 use crate::core::sliding_window::{bucket_index, effective};
-use crate::error::Result;
+use crate::error::{QuotaError, Result};
 use crate::store::records::{split_dimension_key, ConsumptionRow};
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
@@ -124,20 +124,33 @@ impl CounterStore for SqliteDb {
     validate::cost(cost, "cost")?;
     let window_ms = key.window.ms();
     let current = bucket_index(now_ms, window_ms);
-    let (curr, prev) = self
+    let mut stmt = self
       .conn
       .prepare_cached(UPSERT_RETURNING)
-      .ctx("consuming")?
-      .query_row(
-        params![api_key_id, key.to_string(), current, cost, now_ms],
-        |row| {
-          Ok((
-            f64_of(row.get_ref(0)?).unwrap_or(0.0),
-            f64_of(row.get_ref(1)?).unwrap_or(0.0),
-          ))
-        },
-      )
       .ctx("consuming")?;
+    let mut rows = stmt
+      .query(params![api_key_id, key.to_string(), current, cost, now_ms])
+      .ctx("consuming")?;
+    let (curr, prev) = match rows.next().ctx("consuming")? {
+      Some(row) => (
+        f64_of(row.get_ref(0).ctx("consuming")?).unwrap_or(0.0),
+        f64_of(row.get_ref(1).ctx("consuming")?).unwrap_or(0.0),
+      ),
+      None => {
+        return Err(QuotaError::Store(
+          "consuming: the upsert returned no row".into(),
+        ))
+      }
+    };
+    // Step to the end: outside a transaction the statement's implicit COMMIT runs there,
+    // and its failure (a full disk, an I/O error) must reach the caller. `query_row`
+    // stops after the RETURNING row and the reset drops that error: the write was lost
+    // while `consume` resolved with the value it would have had.
+    if rows.next().ctx("committing")?.is_some() {
+      return Err(QuotaError::Store(
+        "consuming: the upsert returned two rows".into(),
+      ));
+    }
     Ok(effective(prev, curr, now_ms, window_ms))
   }
 

@@ -1,0 +1,331 @@
+// Faults on the SQLite store. For each: every call resolves in bounded time — the hot path
+// fails open (`enforceQuotaShare` → `{ kind: "allow" }`, `recordConsumption` resolves), the
+// QuotaStore rejects with a typed error — the fault is logged once (not once per call), and
+// the engine recovers by itself once the fault is gone. (enforce.test.mjs covers a bad path
+// and a same-process lock; these are the faults of a running deployment.)
+import { test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn, execFileSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import Database from 'better-sqlite3'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { _clearSaturationCache } from '@omniroute/quota-engine/compat/saturationSignals'
+import {
+  closeQuotaDb,
+  createPool,
+  upsertProviderPlan,
+  getSqliteQuotaStore,
+  getBucket,
+  getPool,
+  resolvePlan,
+  incrementBucket,
+} from '@omniroute/quota-engine'
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const holdLock = path.join(here, 'support', 'hold-lock.mjs')
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-faults-'))
+const HOUR = 3_600_000
+const warnings = []
+const infos = []
+const logger = {
+  warn: (obj, msg) => warnings.push({ ...obj, msg }),
+  info: (obj, msg) => infos.push({ ...obj, msg }),
+  debug() {},
+}
+const enforceWarnings = () => warnings.filter((w) => w.component === 'quota:enforce')
+
+let seq = 0
+/** A folder and database path of its own for one test, installed as the host's dbPath. */
+function freshDb(options = {}) {
+  const dataDir = path.join(root, `case-${++seq}`, 'data')
+  const dbPath = path.join(dataDir, 'storage.sqlite')
+  closeQuotaDb()
+  installHost({ dbPath: options.resolver ? () => dbPath : dbPath, logger, ...options.host })
+  return { dataDir, dbPath }
+}
+
+/** A pool on `connectionId` with one hard key at weight 100 and a `limit`-request hourly plan. */
+function poolWithPlan(tag, limit = 10) {
+  const connectionId = `conn-${tag}`
+  const apiKeyId = `key-${tag}`
+  const provider = `acme-${tag}`
+  const pool = createPool({ connectionId, name: tag, allocations: [{ apiKeyId, weight: 100, policy: 'hard' }] })
+  upsertProviderPlan({ connectionId, provider, dimensions: [{ unit: 'requests', window: 'hourly', limit }], source: 'manual' })
+  const request = { apiKeyId, connectionId, provider }
+  const dimensionKey = `${pool.id}:requests:hourly`
+  return { pool, request, dimensionKey, bucket: () => getBucket(apiKeyId, dimensionKey, Math.floor(Date.now() / HOUR)) }
+}
+
+async function timed(fn) {
+  const started = performance.now()
+  const value = await fn()
+  return [value, performance.now() - started]
+}
+
+/** Starts the lock holder and resolves once it holds the lock. */
+function holdLockFor(dbPath, mode, holdMs) {
+  const child = spawn(process.execPath, [holdLock, dbPath, mode, String(holdMs)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const lines = []
+  const waiters = []
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (chunk) => {
+    for (const line of chunk.split('\n').filter(Boolean)) {
+      lines.push(line)
+      for (const w of waiters.filter((w) => w.line === line)) w.resolve()
+    }
+  })
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  const waitFor = (line) =>
+    lines.includes(line)
+      ? Promise.resolve()
+      : new Promise((resolve, reject) => {
+          waiters.push({ line, resolve })
+          exited.then((code) => reject(new Error(`lock holder exited (${code}) before "${line}"`)))
+        })
+  return { locked: waitFor('locked'), released: () => waitFor('released').then(() => exited) }
+}
+
+before(() => {
+  process.env.DATA_DIR = path.join(root, 'decoy')
+})
+
+after(() => {
+  closeQuotaDb()
+  fs.rmSync(root, { recursive: true, force: true })
+})
+
+beforeEach(() => {
+  warnings.length = 0
+  infos.length = 0
+  _clearSaturationCache()
+})
+
+test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, record waits out the busy timeout and fails open, one warning, then recovery', async () => {
+  const { dbPath } = freshDb()
+  const p = poolWithPlan('lock', 10)
+  for (let i = 0; i < 3; i++) await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(p.bucket(), 3)
+
+  const holder = holdLockFor(dbPath, 'transaction', 5000)
+  await holder.locked
+  // WAL readers are not blocked by a writer: the real decision, at once.
+  const [decision, enforceMs] = await timed(() => enforceQuotaShare(p.request))
+  assert.deepEqual(decision, { kind: 'allow', deprioritize: false })
+  assert.ok(enforceMs < 1000, `enforce took ${enforceMs} ms`)
+  // A write waits for the busy timeout (2 s), then resolves without writing.
+  for (let i = 0; i < 2; i++) {
+    const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: {} }))
+    assert.ok(ms >= 1500 && ms < 4000, `record took ${ms} ms`)
+  }
+  assert.equal(enforceWarnings().length, 1, JSON.stringify(warnings))
+  assert.match(enforceWarnings()[0].error, /locked|busy/i)
+
+  await holder.released()
+  const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: {} }))
+  assert.ok(ms < 1000, `record after release took ${ms} ms`)
+  assert.equal(p.bucket(), 4, 'the two records during the lock were dropped (fail-open), the next one counted')
+  assert.deepEqual(
+    infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]),
+    [['quota record recovered', 2]],
+  )
+  assert.equal(enforceWarnings().length, 1)
+})
+
+test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
+  const { dataDir, dbPath } = freshDb()
+  const p = poolWithPlan('deleted', 2)
+  for (let i = 0; i < 2; i++) await recordConsumption({ ...p.request, cost: {} })
+  assert.equal((await enforceQuotaShare(p.request)).kind, 'block')
+
+  fs.rmSync(dataDir, { recursive: true, force: true }) // no closeQuotaDb()
+  // A new, empty database: no pool any more, so allow — a decision, not a fault.
+  assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow' })
+  assert.ok(fs.existsSync(dbPath), 'the engine recreated the file at the same path')
+  await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(await getSqliteQuotaStore().consume('fresh', { poolId: 'x', unit: 'tokens', window: 'daily' }, 5), 5)
+  assert.equal(enforceWarnings().length, 0, JSON.stringify(warnings))
+  assert.ok(!fs.existsSync(path.join(process.env.DATA_DIR, 'storage.sqlite')))
+
+  const again = poolWithPlan('deleted-again', 1)
+  await recordConsumption({ ...again.request, cost: {} })
+  assert.equal((await enforceQuotaShare(again.request)).kind, 'block')
+})
+
+test('the folder deleted with a dbPath resolver: the new file is at the resolver\'s path, not at $DATA_DIR', async () => {
+  const { dataDir, dbPath } = freshDb({ resolver: true })
+  const dim = { poolId: 'resolver', unit: 'requests', window: 'hourly' }
+  assert.equal(await getSqliteQuotaStore().consume('k', dim, 1), 1)
+  fs.rmSync(dataDir, { recursive: true, force: true })
+  assert.equal(await getSqliteQuotaStore().consume('k', dim, 1), 1)
+  assert.ok(fs.existsSync(dbPath), 'reopened through the resolver')
+  assert.ok(!fs.existsSync(path.join(process.env.DATA_DIR, 'storage.sqlite')), 'not at the default path')
+})
+
+test('the folder replaced by a file (cannot be recreated): fail open with one warning per operation, typed errors, recovery once it can be', async () => {
+  const { dataDir } = freshDb()
+  const p = poolWithPlan('blocked-dir', 100)
+  await recordConsumption({ ...p.request, cost: {} })
+
+  fs.rmSync(dataDir, { recursive: true, force: true })
+  fs.writeFileSync(dataDir, 'not a folder')
+  for (let i = 0; i < 3; i++) {
+    const [decision, ms] = await timed(() => enforceQuotaShare(p.request))
+    assert.deepEqual(decision, { kind: 'allow' })
+    assert.ok(ms < 1000, `enforce took ${ms} ms`)
+  }
+  for (let i = 0; i < 3; i++) await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(enforceWarnings().length, 2, `one for enforce, one for record: ${JSON.stringify(warnings)}`)
+  await assert.rejects(getSqliteQuotaStore().consume('k', { poolId: 'x', unit: 'requests', window: 'hourly' }, 1), (err) => {
+    assert.equal(err.code, 'ERR_QUOTA_STORE')
+    assert.match(err.message, /creating the folder/)
+    return true
+  })
+
+  fs.rmSync(dataDir)
+  assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow' })
+  await recordConsumption({ ...p.request, cost: {} })
+  assert.deepEqual(
+    infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]).sort(),
+    [['quota enforce recovered', 3], ['quota record recovered', 3]],
+  )
+  assert.equal(enforceWarnings().length, 2)
+})
+
+test('the disk full (a 512 KiB tmpfs): consume rejects with ERR_QUOTA_STORE, record resolves and warns once, writes succeed once space is freed', async (t) => {
+  const mount = path.join(root, 'tmpfs')
+  fs.mkdirSync(mount)
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', mount], { stdio: 'pipe' })
+  } catch (err) {
+    t.skip(`cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN): ${String(err.stderr || err.message).trim()}`)
+    return
+  }
+  try {
+    closeQuotaDb()
+    installHost({ dbPath: path.join(mount, 'storage.sqlite'), logger })
+    const p = poolWithPlan('full', 1e9)
+    await recordConsumption({ ...p.request, cost: {} })
+    const store = getSqliteQuotaStore()
+    const dim = { poolId: 'full', unit: 'tokens', window: 'daily' }
+
+    const filler = path.join(mount, 'filler')
+    const fd = fs.openSync(filler, 'w')
+    for (const size of [65536, 4096, 512, 1]) {
+      const chunk = Buffer.alloc(size, 1)
+      try {
+        for (;;) fs.writeSync(fd, chunk)
+      } catch (err) {
+        assert.equal(err.code, 'ENOSPC')
+      }
+    }
+    fs.closeSync(fd)
+
+    // SQLite may still have room in its WAL; new rows need new pages before long.
+    let failure = null
+    let written = 0
+    const started = performance.now()
+    for (let i = 0; i < 5000 && !failure; i++) {
+      await store.consume(`full-${i}`, dim, 1).then(
+        () => written++,
+        (err) => {
+          failure = err
+        },
+      )
+    }
+    assert.ok(failure, 'a write failed once the disk was full')
+    // Every consume that resolved committed its write (a commit that failed after the
+    // RETURNING row used to resolve anyway, and the write was lost).
+    const day = Math.floor(Date.now() / 86_400_000)
+    for (let i = 0; i < written; i++) assert.equal(getBucket(`full-${i}`, 'full:tokens:daily', day), 1, `full-${i}`)
+    assert.equal(getBucket(`full-${written}`, 'full:tokens:daily', day), 0)
+    assert.equal(failure.code, 'ERR_QUOTA_STORE')
+    assert.match(failure.message, /full/i)
+    assert.ok(performance.now() - started < 20_000)
+
+    warnings.length = 0
+    for (let i = 0; i < 3; i++) {
+      const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: { requests: 1 } }))
+      assert.ok(ms < 1000, `record took ${ms} ms`)
+    }
+    assert.equal(enforceWarnings().length, 1, JSON.stringify(warnings))
+    // Reads still work: the decision is the real one.
+    assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow', deprioritize: false })
+    assert.equal(p.bucket(), 1, 'nothing was written while full')
+
+    fs.rmSync(filler)
+    assert.equal(await store.consume('after-full', dim, 2), 2)
+    await recordConsumption({ ...p.request, cost: {} })
+    assert.equal(p.bucket(), 2)
+    assert.deepEqual(
+      infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]),
+      [['quota record recovered', 3]],
+    )
+  } finally {
+    closeQuotaDb()
+    execFileSync('umount', ['-l', mount])
+  }
+})
+
+test('corrupt rows: an unknown policy decides as hard, a weight of 150 reads as 100, dimensions_json that is not JSON is no plan', async () => {
+  const { dbPath } = freshDb({ host: { saturationFetchers: { 'acme-corrupt': async () => 0.9 } } })
+  createPool({ connectionId: 'bootstrap', name: 'bootstrap' }) // the schema
+  const host = new Database(dbPath)
+  host.pragma('journal_mode = WAL')
+  host.pragma('busy_timeout = 2000')
+  host.pragma('ignore_check_constraints = ON')
+  try {
+    const bucket = Math.floor(Date.now() / HOUR)
+    const pool = (id, connectionId, allocations) => {
+      host.prepare('INSERT INTO quota_pools (id, connection_id, name) VALUES (?, ?, ?)').run(id, connectionId, id)
+      for (const [key, weight, policy] of allocations) {
+        host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, policy) VALUES (?, ?, ?, ?)').run(id, key, weight, policy)
+      }
+    }
+    const plan = (connectionId, provider, json) =>
+      host.prepare("INSERT OR REPLACE INTO provider_plans (connection_id, provider, dimensions_json, source) VALUES (?, ?, ?, 'manual')").run(connectionId, provider, json)
+
+    // An unknown policy, in strict mode, over its 20 % share: it decides as hard and blocks;
+    // the same use under burst passes.
+    pool('p-policy', 'c-policy', [['yolo', 20, 'yolo'], ['burster', 20, 'burst'], ['other', 60, 'hard']])
+    plan('c-policy', 'acme-corrupt', JSON.stringify([{ unit: 'requests', window: 'hourly', limit: 100 }]))
+    incrementBucket('yolo', 'p-policy:requests:hourly', bucket, 30, Date.now())
+    incrementBucket('burster', 'p-policy:requests:hourly', bucket, 30, Date.now())
+    const yolo = await enforceQuotaShare({ apiKeyId: 'yolo', connectionId: 'c-policy', provider: 'acme-corrupt' })
+    assert.equal(yolo.kind, 'block')
+    assert.equal(yolo.reason, 'Quota share limit reached for your API key on acme-corrupt')
+    assert.equal((await enforceQuotaShare({ apiKeyId: 'burster', connectionId: 'c-policy', provider: 'acme-corrupt' })).kind, 'allow')
+    assert.equal(getPool('p-policy').allocations.find((a) => a.apiKeyId === 'yolo').policy, 'hard')
+
+    // Weights outside 0..100 (and not numbers) are clamped when read: 150 → 100, −5 → 0, 'abc' → 0.
+    pool('p-weight', 'c-weight', [['heavy', 150, 'hard'], ['negative', -5, 'hard'], ['text', 'abc', 'hard']])
+    assert.deepEqual(
+      getPool('p-weight').allocations.map((a) => [a.apiKeyId, a.weight]).sort(),
+      [['heavy', 100], ['negative', 0], ['text', 0]],
+    )
+    const usage = await getSqliteQuotaStore().poolUsageWithDimensions('p-weight', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+    assert.deepEqual(usage.dimensions[0].perKey.map((k) => [k.apiKeyId, k.fairShare]).sort(), [['heavy', 100], ['negative', 0], ['text', 0]])
+    plan('c-weight', 'acme-corrupt', JSON.stringify([{ unit: 'requests', window: 'hourly', limit: 100 }]))
+    incrementBucket('heavy', 'p-weight:requests:hourly', bucket, 99, Date.now())
+    assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'heavy', connectionId: 'c-weight', provider: 'acme-corrupt' }), { kind: 'allow', deprioritize: false })
+    incrementBucket('heavy', 'p-weight:requests:hourly', bucket, 1, Date.now())
+    assert.equal((await enforceQuotaShare({ apiKeyId: 'heavy', connectionId: 'c-weight', provider: 'acme-corrupt' })).kind, 'block')
+
+    // dimensions_json that is not JSON: no stored plan, so the catalog's (kimi: 1500 requests/hour).
+    pool('p-json', 'c-json', [['json', 100, 'hard']])
+    plan('c-json', 'kimi', '{not json')
+    assert.deepEqual(resolvePlan('c-json', 'kimi'), { connectionId: null, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1500 }], source: 'auto' })
+    incrementBucket('json', 'p-json:requests:hourly', bucket, 1499, Date.now())
+    assert.equal((await enforceQuotaShare({ apiKeyId: 'json', connectionId: 'c-json', provider: 'kimi' })).kind, 'allow')
+    // A partly valid list keeps its valid entries: limit 5, so 1499 blocks.
+    plan('c-json', 'kimi', '[{"unit":"requests","window":"hourly","limit":5},{"unit":"bogus"},7,null]')
+    assert.deepEqual(resolvePlan('c-json', 'kimi').dimensions, [{ unit: 'requests', window: 'hourly', limit: 5 }])
+    assert.equal((await enforceQuotaShare({ apiKeyId: 'json', connectionId: 'c-json', provider: 'kimi' })).kind, 'block')
+    assert.equal(enforceWarnings().length, 0, 'corrupt rows are decisions, not faults')
+  } finally {
+    host.close()
+  }
+})

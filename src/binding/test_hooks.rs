@@ -1,0 +1,51 @@
+//! Test-only exports (not in the main entry: `require('./binding.js')` reaches them), so
+//! the JavaScript suites can show what happens when the engine has a bug.
+
+use super::db::with_store;
+use super::errors::{guard, or_throw};
+use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+use crate::store::CounterStore;
+use napi::Env;
+use napi_derive::napi;
+
+/// Panics inside the edge. `how`:
+/// - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+/// - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
+/// - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
+///   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
+///   and the transaction left open, which the next call must roll back and recover from.
+#[napi(
+  catch_unwind,
+  js_name = "__forcePanicForTests",
+  ts_args_type = "how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string"
+)]
+pub fn force_panic_for_tests(
+  env: Env,
+  how: Option<String>,
+  api_key_id: Option<String>,
+  pool_id: Option<String>,
+) -> napi::Result<()> {
+  match how.as_deref().unwrap_or("edge") {
+    "raw" => panic!("forced panic for tests (raw)"),
+    "store" => guard(&env, "__forcePanicForTests", || {
+      let key = DimensionKey::new(
+        pool_id.unwrap_or_else(|| "panic-pool".into()),
+        QuotaUnit::Requests,
+        QuotaWindow::Hourly,
+      );
+      let api_key_id = api_key_id.unwrap_or_else(|| "panic-key".into());
+      or_throw(
+        &env,
+        with_store(&env, |db| {
+          db.write_scope(|db| -> crate::error::Result<()> {
+            db.consume(&api_key_id, &key, 1.0, super::burn_rate::now_ms())?;
+            panic!("forced panic for tests (inside a write transaction)")
+          })
+        }),
+      )
+    }),
+    _ => guard(&env, "__forcePanicForTests", || {
+      panic!("forced panic for tests")
+    }),
+  }
+}
