@@ -226,11 +226,11 @@ test('the server killed and restarted mid-run: calls fail fast while it is down,
   assert.equal(await store.peek('k', d), 50)
 })
 
-test('8 processes × 1000 consumes on one key give exactly 8000', { skip }, async () => {
+test('8 processes × 10 000 consumes on one key give exactly 80 000', { skip }, async () => {
   const poolId = `multi-${process.pid}`
   const runs = await Promise.all(
     Array.from({ length: 8 }, () => new Promise((resolve) => {
-      const child = spawn(process.execPath, [worker, dataDir, server.url, '1000', 'shared', poolId], { stdio: ['ignore', 'pipe', 'pipe'] })
+      const child = spawn(process.execPath, [worker, dataDir, server.url, '10000', 'shared', poolId], { stdio: ['ignore', 'pipe', 'pipe'] })
       let out = ''
       let err = ''
       child.stdout.on('data', (b) => { out += b })
@@ -240,12 +240,12 @@ test('8 processes × 1000 consumes on one key give exactly 8000', { skip }, asyn
   )
   for (const r of runs) {
     assert.equal(r.code, 0, r.err)
-    assert.match(r.out, /^DONE 1000 \d+/)
+    assert.match(r.out, /^DONE 10000 \d+/)
   }
   const store = new RedisQuotaStore(server.url)
   const d = { poolId, unit: 'requests', window: 'daily' }
-  assert.equal(await store.peek('shared', d), 8000)
-  assert.equal(await plain.get(keyOf('shared', d, bucketOf('daily'))), '8000')
+  assert.equal(await store.peek('shared', d), 80000)
+  assert.equal(await plain.get(keyOf('shared', d, bucketOf('daily'))), '80000')
   // The last value each process saw is distinct: no two increments were merged.
   assert.equal(new Set(runs.map((r) => r.out.split(' ')[2])).size, 8)
 })
