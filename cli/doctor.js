@@ -48,15 +48,21 @@ function chooseDriver(settingRaw, env = process.env) {
   return { driver, redisUrl, effective, problems, setting: settingRaw ?? null }
 }
 
-/** Whether the URL is one the Redis driver accepts (`redis:` or `rediss:`, with a host). */
+/**
+ * The first server of a URL the Redis driver accepts (checked by the driver itself, so
+ * `doctor` and the engine agree: `redis://`, `redis+cluster://h1:p1,h2:p2`; no TLS in this
+ * build), or `{ error }` saying why the driver would refuse it.
+ */
 function parseRedisUrl(url) {
   try {
-    const parsed = new URL(url)
-    if (parsed.protocol !== 'redis:' && parsed.protocol !== 'rediss:') return null
-    if (!parsed.hostname) return null
-    return { host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port || 6379), tls: parsed.protocol === 'rediss:' }
-  } catch {
-    return null
+    const info = native.redisTarget(url)
+    const rest = url.replace(/^[a-z+]+:\/\//i, '').replace(/^[^@/]*@/, '')
+    const first = rest.split(/[/,?]/)[0]
+    const match = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(first)
+    if (!match) return { error: 'no host in the URL' }
+    return { host: match[1], port: Number(match[2] || 6379), tls: false, cluster: info.cluster }
+  } catch (err) {
+    return { error: String(err.message).replace(/^url: /, '') }
   }
 }
 
@@ -108,9 +114,9 @@ function describeDriverSetting(env) {
       name: 'QUOTA_STORE_REDIS_URL',
       raw: url ? host.maskSecrets(url) : null,
       value: url ? host.maskSecrets(url) : '',
-      valid: !url || parseRedisUrl(url) !== null,
-      rule: 'redis://[user:password@]host[:port][/db] or rediss://…',
-      problem: !url || parseRedisUrl(url) !== null ? null : 'is not a redis:// or rediss:// URL',
+      valid: !url || !parseRedisUrl(url).error,
+      rule: 'redis://[user:password@]host[:port][/db] or redis+cluster://host:port,host:port',
+      problem: !url || !parseRedisUrl(url).error ? null : parseRedisUrl(url).error,
     },
   ]
 }
@@ -206,10 +212,10 @@ async function collectDoctor(database, { timeoutMs = 1000, env = process.env } =
   }
   if (choice.redisUrl.value) {
     const target = parseRedisUrl(choice.redisUrl.value)
-    if (!target) {
-      report.redis = { checked: false, error: 'not a redis:// or rediss:// URL' }
+    if (target.error) {
+      report.redis = { checked: false, error: target.error }
       if (choice.redisUrl.source !== 'env QUOTA_STORE_REDIS_URL') {
-        problems.push(`the Redis URL ${host.maskSecrets(choice.redisUrl.value)} is not a redis:// or rediss:// URL`)
+        problems.push(`the Redis URL ${host.maskSecrets(choice.redisUrl.value)} is not usable: ${target.error}`)
       }
     } else {
       const probe = await probeRedis(target, timeoutMs)
