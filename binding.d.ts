@@ -22,6 +22,12 @@ export declare const WINDOW_MS: Readonly<Record<QuotaWindow, number>>
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * Runs the engine's migration check on its connection now (what it does at open and when
+ * another connection changed the schema); whether anything was created.
+ */
+export declare function __checkSchemaForTests(): boolean
+
+/**
  * Panics inside the edge. `how`:
  * - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
  * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
@@ -30,6 +36,13 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
  *   and the transaction left open, which the next call must roll back and recover from.
  */
 export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string): void
+
+/**
+ * Opens (`hold = true`) or ends (`false`) a read transaction on the engine's connection,
+ * so a test can show that the engine's WAL read lock survives the host opening and closing
+ * the same file. Nothing else may use the engine while it is held.
+ */
+export declare function __holdReadTransactionForTests(hold: boolean): void
 
 /** Tests only: how many (connection, window) entries are stored. */
 export declare function _bucketCountForTest(): number

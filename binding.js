@@ -835,7 +835,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.__checkSchemaForTests = nativeBinding.__checkSchemaForTests
 module.exports.__forcePanicForTests = nativeBinding.__forcePanicForTests
+module.exports.__holdReadTransactionForTests = nativeBinding.__holdReadTransactionForTests
 module.exports._bucketCountForTest = nativeBinding._bucketCountForTest
 module.exports._clearBucketsForTest = nativeBinding._clearBucketsForTest
 module.exports._clearDrrStateForTest = nativeBinding._clearDrrStateForTest

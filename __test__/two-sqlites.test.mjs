@@ -7,6 +7,7 @@ import assert from 'node:assert/strict'
 import path from 'node:path'
 import { execFileSync, spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
 import { makeDataDir, openHost, loadEngine } from './support/store-env.mjs'
 
 const skip = process.platform !== 'linux'
@@ -18,6 +19,7 @@ const dbFile = path.join(dataDir, 'storage.sqlite')
 const ckpt = fileURLToPath(new URL('./support/checkpoint.py', import.meta.url))
 const ckptLoop = fileURLToPath(new URL('./support/checkpoint-loop.py', import.meta.url))
 const qe = skip ? null : loadEngine()
+const native = createRequire(import.meta.url)('../binding.js')
 const store = qe?.getSqliteQuotaStore()
 const dim = (poolId, unit = 'requests', window = 'daily') => ({ poolId, unit, window })
 
@@ -61,6 +63,14 @@ test('host read lock survives every kind of engine activity', { skip }, async ()
     qe.listConsumptionForPool(pool.id, 10)
     qe.gcOlderThan(0)
     await qe.gcConsumption()
+    // The hot path, and the migration check the engine runs at open and on schema changes.
+    qe.upsertProviderPlan({ connectionId: 'two-conn', provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1000 }], source: 'manual' })
+    qe.upsertAllocations(pool.id, [{ apiKeyId: 'ta', weight: 50, policy: 'hard' }])
+    for (let i = 0; i < 10; i++) {
+      assert.equal((await qe.enforceQuotaShare({ apiKeyId: 'ta', connectionId: 'two-conn', provider: 'kimi' })).kind, 'allow')
+      await qe.recordConsumption({ apiKeyId: 'ta', connectionId: 'two-conn', provider: 'kimi', cost: { tokens: 5 } })
+    }
+    assert.equal(native.__checkSchemaForTests(), false)
     const tmp = qe.createPool({ connectionId: 'tmp', name: 'tmp' })
     assert.equal(await qe.deletePool(tmp.id), true)
     // the host's snapshot is unchanged and its read mark still holds
@@ -74,6 +84,27 @@ test('host read lock survives every kind of engine activity', { skip }, async ()
     if (host.inTransaction) host.prepare('ROLLBACK').run()
     host.close()
   }
+})
+
+test("the engine's read lock survives the host opening, querying and closing the file", { skip }, async () => {
+  await store.consume('held', dim('held-pool'), 1)
+  assert.equal(externalCheckpoint().busy, 0, 'witness sanity: no reader, the checkpoint completes')
+  native.__holdReadTransactionForTests(true)
+  try {
+    for (let i = 0; i < 5; i++) {
+      // The host's better-sqlite3 opens the same file in this process, queries and closes.
+      const host = openHost(dbFile)
+      host.prepare('SELECT count(*) FROM quota_consumption').get()
+      host.prepare("INSERT OR REPLACE INTO key_value (namespace, key, value) VALUES ('test', 'cycle', ?)").run(String(i))
+      host.close()
+      const r = externalCheckpoint()
+      assert.equal(r.busy, 1, `cycle ${i}: the host's close dropped the engine's read lock: ${JSON.stringify(r)}`)
+    }
+  } finally {
+    native.__holdReadTransactionForTests(false)
+  }
+  assert.equal(externalCheckpoint().busy, 0, 'released: the checkpoint completes again')
+  assert.equal(externalCheckpoint(true).integrity, 'ok')
 })
 
 test('open/query/close cycles of another better-sqlite3 connection keep reader A locked; engine writes stay consistent', { skip }, async () => {

@@ -49,3 +49,35 @@ pub fn force_panic_for_tests(
     }),
   }
 }
+
+/// Opens (`hold = true`) or ends (`false`) a read transaction on the engine's connection,
+/// so a test can show that the engine's WAL read lock survives the host opening and closing
+/// the same file. Nothing else may use the engine while it is held.
+#[napi(catch_unwind, js_name = "__holdReadTransactionForTests")]
+pub fn hold_read_transaction_for_tests(env: Env, hold: bool) -> napi::Result<()> {
+  or_throw(
+    &env,
+    with_store(&env, |db| {
+      let conn = db.connection();
+      let result = if hold {
+        conn.execute_batch("BEGIN").and_then(|()| {
+          conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
+            row.get::<_, i64>(0)
+          })
+        })
+      } else {
+        conn.execute_batch("COMMIT").map(|()| 0)
+      };
+      result
+        .map(|_| ())
+        .map_err(|e| crate::error::QuotaError::Store(e.to_string()))
+    }),
+  )
+}
+
+/// Runs the engine's migration check on its connection now (what it does at open and when
+/// another connection changed the schema); whether anything was created.
+#[napi(catch_unwind, js_name = "__checkSchemaForTests")]
+pub fn check_schema_for_tests(env: Env) -> napi::Result<bool> {
+  or_throw(&env, with_store(&env, |db| db.check_schema()))
+}

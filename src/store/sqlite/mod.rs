@@ -164,6 +164,12 @@ impl SqliteDb {
     Ok(value)
   }
 
+  /// Brings the schema up to the embedded migrations now (what opening does); whether
+  /// anything was created. Reads only when nothing is missing.
+  pub fn check_schema(&self) -> crate::error::Result<bool> {
+    migrations::ensure_schema(&self.conn)
+  }
+
   /// The underlying connection, for tests and diagnostics. Do not open another one to the
   /// same file, and do not leave a transaction open.
   pub fn connection(&self) -> &Connection {
