@@ -199,8 +199,14 @@ async function recordConsumption(input) {
     if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return
     const cost = input.cost || {}
     if (input.reservation !== undefined && input.reservation !== null) {
-      // Reserve mode: `actual − reserved` per counter, into the reservation's buckets.
-      const error = await settle(input.reservation, input.apiKeyId, cost, false)
+      // Reserve mode: `actual − reserved` per counter, into the reservation's buckets. A
+      // malformed reservation (or another key's) writes nothing and is logged.
+      let error
+      try {
+        error = await settle(input.reservation, input.apiKeyId, cost, false)
+      } catch (err) {
+        error = err
+      }
       if (error) {
         metrics.storeError('record')
         failOpen('quota:enforce', 'settling a quota reservation failed', error, { apiKeyId: input.apiKeyId })
