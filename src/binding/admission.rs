@@ -9,9 +9,8 @@ use super::promise::ensure_runtime;
 use super::redis_hot_path::redis_enforce_step;
 use super::redis_store::backend_for;
 use crate::core::admission::{
-  compile_checks, estimated_cost, CheckSide, CompiledAdmission, Reservation,
+  compile_checks, estimated_cost, BucketDelta, CheckSide, CompiledAdmission, Reservation,
 };
-use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
   plan_enforce, planned_writes, BlockReason, ConsumptionCost, EnforceOutcome, EnforcePlan,
   EnforceStart, QuotaRequest,
@@ -227,7 +226,7 @@ fn reservation_deltas(
   api_key_id: Option<&str>,
   cost: ConsumptionCost,
   release: bool,
-) -> Result<(String, Vec<(DimensionKey, i64, f64)>)> {
+) -> Result<(String, Vec<BucketDelta>)> {
   let parsed = Reservation::decode(reservation, "reservation")?;
   if let Some(key) = api_key_id {
     if key != parsed.api_key_id {

@@ -162,6 +162,9 @@ pub fn evaluate(compiled: &CompiledAdmission, values: &[Buckets], now_ms: i64) -
   }
 }
 
+/// `(dimension key, bucket index, delta)`: an amount to add to one bucket of a key.
+pub type BucketDelta = (DimensionKey, i64, f64);
+
 /// One reserved counter: `amount` added to `key`'s bucket `bucket`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReservedEntry {
@@ -217,7 +220,7 @@ impl Reservation {
   }
 
   /// The counters to add now: every entry with an amount > 0.
-  pub fn additions(&self) -> Vec<(DimensionKey, i64, f64)> {
+  pub fn additions(&self) -> Vec<BucketDelta> {
     self
       .entries
       .iter()
@@ -228,7 +231,7 @@ impl Reservation {
 
   /// Settling with the actual cost: `actual − reserved` per entry, into the entry's own
   /// bucket (zero deltas left out). The caller floors every bucket at 0.
-  pub fn settle_deltas(&self, actual: &ConsumptionCost) -> Vec<(DimensionKey, i64, f64)> {
+  pub fn settle_deltas(&self, actual: &ConsumptionCost) -> Vec<BucketDelta> {
     self
       .entries
       .iter()
@@ -246,7 +249,7 @@ impl Reservation {
   }
 
   /// Releasing (the request failed): `−reserved` per entry.
-  pub fn release_deltas(&self) -> Vec<(DimensionKey, i64, f64)> {
+  pub fn release_deltas(&self) -> Vec<BucketDelta> {
     self
       .entries
       .iter()
