@@ -16,6 +16,7 @@ import {
   createPool,
   enforceQuotaShare,
   getBucket,
+  incrementBucket,
   getQuotaStore,
   getSqliteQuotaStore,
   installHost,
@@ -51,14 +52,14 @@ beforeEach(() => {
 
 let seq = 0
 /** A fresh pool of `keys` equal hard keys on its own connection, with `dimensions`. */
-function makePool(dimensions, keys = 4) {
+function makePool(dimensions, keys = 4, allocation = {}) {
   const id = ++seq
   const connectionId = `adm-conn-${id}-${process.pid}`
   const apiKeys = Array.from({ length: keys }, (_, i) => `adm-key-${id}-${i}`)
   const pool = createPool({
     connectionId,
     name: `adm-${id}`,
-    allocations: apiKeys.map((apiKeyId) => ({ apiKeyId, weight: 100 / keys, policy: 'hard' })),
+    allocations: apiKeys.map((apiKeyId) => ({ apiKeyId, weight: 100 / keys, policy: 'hard', ...allocation })),
   })
   upsertProviderPlan({ connectionId, provider: 'adm', dimensions, source: 'manual' })
   const dim = (unit, window = 'hourly') => ({ poolId: pool.id, unit, window })
@@ -106,6 +107,13 @@ for (const driver of drivers) {
       if (!plain) return getBucket(apiKeyId, dimensionKey, index)
       const value = await plain.get(`omniroute:quota:${apiKeyId}:${dimensionKey}:${index}`)
       return value === null ? 0 : Number(value)
+    }
+
+    /** Sets one bucket of `apiKeyId` to `value`. */
+    async function setBucket(apiKeyId, dim, index, value) {
+      const dimensionKey = `${dim.poolId}:${dim.unit}:${dim.window}`
+      if (!plain) return incrementBucket(apiKeyId, dimensionKey, index, value - getBucket(apiKeyId, dimensionKey, index), Date.now())
+      await plain.set(`omniroute:quota:${apiKeyId}:${dimensionKey}:${index}`, String(value), 'EX', 7200)
     }
 
     /** The driver's reserve crossing at an injected time. */
@@ -263,6 +271,39 @@ for (const driver of drivers) {
       }
       assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
       assert.equal(await store.peek(p.keys[1], p.dim('requests')), 0)
+    })
+
+    test('the atomic check weighs the previous bucket as the decision does', async () => {
+      const p = makePool(requestsOnly(100))
+      const hour = Math.floor(Date.now() / HOUR)
+      const now = hour * HOUR + HOUR / 2 // the previous bucket weighs 0.5
+      await setBucket(p.keys[1], p.dim('requests'), hour - 1, 100)
+      await setBucket(p.keys[1], p.dim('requests'), hour, 49)
+      const first = await reserveAt(p, now) // 100 × 0.5 + 49 = 99 < 100
+      assert.equal(first.kind, 'allow')
+      const second = await reserveAt(p, now) // 100
+      assert.equal(second.kind, 'block')
+      assert.equal(second.code, 'global-saturated')
+      // Exactly at the threshold: the next millisecond of decay clears it.
+      assert.equal(second.retryAfterSeconds, 1)
+      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 1)
+    })
+
+    test('reserve mode blocks for the same reasons: the absolute cap, soft deprioritizing', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const capped = makePool(requestsOnly(100), 2, { capValue: 2, capUnit: 'requests', policy: 'burst' })
+      assert.equal((await enforceQuotaShare(capped.request())).kind, 'allow')
+      assert.equal((await enforceQuotaShare(capped.request())).kind, 'allow')
+      const third = await enforceQuotaShare(capped.request())
+      assert.equal(third.kind, 'block')
+      assert.equal(third.reason, 'Absolute quota cap reached for your API key on adm')
+      assert.equal(await store.peek(capped.keys[0], capped.dim('requests')), 2)
+      const soft = makePool(requestsOnly(10), 2, { policy: 'soft' })
+      const seen = []
+      for (let i = 0; i < 6; i++) seen.push((await enforceQuotaShare(soft.request())).deprioritize)
+      // Fair share 5: deprioritized once the key's own count reached it.
+      assert.deepEqual(seen, [false, false, false, false, false, true])
     })
 
     test('settling after the window turned lands in the reservation\'s bucket', async () => {

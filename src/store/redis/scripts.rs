@@ -448,6 +448,71 @@ mod tests {
   }
 
   #[test]
+  fn reserve_call_appends_checks_and_writes_to_the_read() {
+    let requests = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, ["k".to_string()]);
+    batch.key("k", &requests, 10);
+    batch.pool(&requests, 10);
+    let read = batch.call();
+    let checks = [
+      ScriptCheck {
+        group: Some(1),
+        prev_weight: 0.25,
+        threshold: 100.0,
+      },
+      ScriptCheck {
+        group: None,
+        prev_weight: 0.0,
+        threshold: 1.0,
+      },
+      ScriptCheck {
+        group: Some(0),
+        prev_weight: 0.5,
+        threshold: f64::NAN,
+      },
+    ];
+    let call = reserve_call(&batch, &checks, "k", &[(requests.clone(), 10, 1.0)]);
+    assert_eq!(call.script, ScriptName::Reserve);
+    let mut keys = read.keys.clone();
+    keys.push("omniroute:quota:k:p:requests:hourly:10".into());
+    keys.push("omniroute:quota-members:p:requests:hourly:10".into());
+    assert_eq!(call.keys, keys);
+    let mut args = vec![read.args.len().to_string()];
+    args.extend(read.args);
+    args.extend(
+      [
+        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "k", "1", "7200",
+      ]
+      .iter()
+      .map(|s| s.to_string()),
+    );
+    assert_eq!(call.args, args);
+  }
+
+  #[test]
+  fn settle_call_and_reserve_replies() {
+    let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
+    let call = settle_call(KeyLayout::Cluster, "k", &[(tokens, 3, -0.5)]);
+    assert_eq!(call.script, ScriptName::Settle);
+    assert_eq!(
+      call.keys,
+      vec![
+        "omniroute:quota:{p}:k:p:tokens:daily:3",
+        "omniroute:quota-members:{p}:p:tokens:daily:3",
+      ]
+    );
+    assert_eq!(call.args, vec!["k", "-0.5", "172800"]);
+    let reply = vec![Some("2".to_string()), Some("4".to_string()), None];
+    let (blocked, values) = parse_reserve(&reply, 1).unwrap();
+    assert_eq!(blocked, Some(1));
+    assert_eq!(values[0].curr, 4.0);
+    let (blocked, _) = parse_reserve(&[Some("0".to_string())], 0).unwrap();
+    assert_eq!(blocked, None);
+    assert!(parse_reserve(&[], 0).is_err());
+    assert!(parse_reserve(&[Some("x".to_string())], 0).is_err());
+  }
+
+  #[test]
   fn replies_parse_in_pairs() {
     let reply = vec![
       Some("3.5".to_string()),
