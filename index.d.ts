@@ -100,7 +100,7 @@ export declare function recordConsumption(input: { apiKeyId: string; connectionI
 export declare function releaseReservation(reservation: string): Promise<void>
 export declare function scheduleRecordConsumption(input: Parameters<typeof recordConsumption>[0], log?: { warn(obj: unknown, msg?: string): void }): void
 export declare function buildConsumptionCost(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined, estimatedCost: number): { tokens: number; usd: number; requests: number }
-export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
+export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string; /** Reserve mode: settled, or released on a failed stream. */ reservation?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
 /** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1). */
 export declare function softPenaltyFactor(): number
 

@@ -21,6 +21,7 @@ import {
   getSqliteQuotaStore,
   installHost,
   recordConsumption,
+  recordStreamingConsumption,
   releaseReservation,
   resetQuotaStoreSingleton,
   resetRedisClient,
@@ -249,6 +250,30 @@ for (const driver of drivers) {
       assert.equal(await store.peek(p.keys[0], p.dim('requests')), 5)
       assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 50)
       assert.equal(await store.poolConsumedTotal(p.pool.id, p.dim('requests')), 5)
+    })
+
+    test('a stream\'s reservation is settled with its cost, or released when it failed', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 100_000 },
+      ])
+      const tokens = () => store.peek(p.keys[0], p.dim('tokens'))
+      const ok = await enforceQuotaShare({ ...p.request(), estimatedTokens: 1000 })
+      const failed = await enforceQuotaShare({ ...p.request(), estimatedTokens: 1000 })
+      assert.equal(await tokens(), 2000)
+      const scheduled = []
+      const deps = { calculateCost: async () => 0.1, schedule: (input) => scheduled.push(input) }
+      const stream = { ...p.request(), model: 'm', streamUsage: { prompt_tokens: 30, completion_tokens: 70 } }
+      await recordStreamingConsumption({ ...stream, streamStatus: 500, reservation: failed.reservation }, deps)
+      assert.equal(await tokens(), 1000)
+      await recordStreamingConsumption({ ...stream, streamStatus: 200, reservation: ok.reservation }, deps)
+      assert.equal(scheduled.length, 1)
+      assert.equal(scheduled[0].reservation, ok.reservation)
+      await recordConsumption(scheduled[0])
+      assert.equal(await tokens(), 100)
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
     })
 
     test('a malformed reservation is rejected and writes nothing', async () => {

@@ -270,11 +270,20 @@ function buildConsumptionCost(usage, estimatedCost) {
 
 /**
  * Records a finished stream: nothing without an apiKeyId and connectionId or when
- * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects.
+ * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects. Reserve
+ * mode (beyond the contract): `params.reservation` is passed on to the record (settled),
+ * or released when `streamStatus !== 200`.
  */
 async function recordStreamingConsumption(params, deps = {}) {
   try {
-    if (!params || !params.apiKeyId || !params.connectionId || params.streamStatus !== 200) return
+    if (!params || !params.apiKeyId || !params.connectionId) return
+    // Reserve mode (beyond the contract): a stream's reservation is settled with its cost,
+    // or released when the stream failed.
+    const reservation = typeof params.reservation === 'string' ? params.reservation : undefined
+    if (params.streamStatus !== 200) {
+      if (reservation !== undefined) await releaseReservation(reservation)
+      return
+    }
     const provider = params.provider || 'unknown'
     let usd = 0
     try {
@@ -290,6 +299,7 @@ async function recordStreamingConsumption(params, deps = {}) {
         provider,
         model: params.model,
         cost: buildConsumptionCost(params.streamUsage, usd),
+        ...(reservation !== undefined ? { reservation } : {}),
       },
       deps.log,
     )
