@@ -249,6 +249,8 @@ export interface EnforceStep {
   fetch?: Array<Array<string>>
   /** Log records produced since the last crossing. */
   logs?: Array<LogRecord>
+  /** Reserve mode only: the reservation an allow made (see `reserveStep`). */
+  reservation?: string
 }
 
 /** The key's allocation as the decision sees it. */
@@ -560,6 +562,20 @@ export declare function redisForget(url?: string | null): void
  */
 export declare function redisRecordStep(url: string, apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null | Promise<string | null>
 
+/**
+ * The reserve-mode enforce crossing on Redis: metadata on the JS thread (as the default
+ * crossing), then one `reserve.lua` call that reads every counter, evaluates the compiled
+ * checks and — when none blocks — adds the reservation, atomically.
+ */
+export declare function redisReserveStep(url: string, apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, now?: number | undefined | null): EnforceStep | Promise<EnforceStep>
+
+/**
+ * `settleStep` on Redis: one `settle.lua` call. Throws for a malformed reservation (as
+ * `settleStep`); else `null` when there is nothing to write, or a promise of `null` or
+ * the error message.
+ */
+export declare function redisSettleStep(url: string, reservation: string, apiKeyId: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, release: boolean): string | null | Promise<string | null>
+
 /** `clear` on Redis: deletes the key's current and previous buckets. */
 export declare function redisStoreClear(url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number): Promise<void>
 
@@ -601,6 +617,15 @@ export interface RedisTargetInfo {
 }
 
 /**
+ * The reserve-mode enforce crossing on SQLite: the default decision and, on an allow,
+ * the estimated cost (`requests` 1, `usd` = `estimatedUsd`, `tokens` = `estimatedTokens`)
+ * added to every counter `recordConsumption` would write — in one IMMEDIATE
+ * transaction. An allow carries `reservation`, to pass to `recordConsumption` or
+ * `releaseReservation`.
+ */
+export declare function reserveStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, now?: number | undefined | null): EnforceStep
+
+/**
  * `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
  * has dimensions, else the catalog's, else an empty manual plan.
  */
@@ -614,6 +639,15 @@ export declare function setModelCap(cap: ModelCap): ModelCap
 
 /** Registers which providers have a host saturation fetcher (`"*"` for all). */
 export declare function setSaturationFetcherProviders(providers: Array<string>): void
+
+/**
+ * Settles (`release: false`: adds `actual − reserved` per counter, into the
+ * reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
+ * a reservation on SQLite, in one transaction; buckets never go below 0. Throws a
+ * `RangeError` (`ERR_QUOTA_INVALID_ARG`) for a malformed reservation, or one made for
+ * another `apiKeyId`, writing nothing; returns a store error's message, or `null`.
+ */
+export declare function settleStep(reservation: string, apiKeyId: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, release: boolean, now?: number | undefined | null): string | null
 
 /** `clear`: zeroes the key's counter (curr and prev). */
 export declare function storeClear(apiKeyId: string, dim: DimensionKey): void

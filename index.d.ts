@@ -79,17 +79,28 @@ export declare function resetQuotaStoreSingleton(): void
 export declare function gcConsumption(): Promise<number>
 export declare function deletePool(id: string): Promise<boolean>
 
-export interface QuotaRequest { apiKeyId: string; connectionId: string; provider: string; model?: string; estimatedCost?: number }
+export interface QuotaRequest {
+  apiKeyId: string; connectionId: string; provider: string; model?: string; estimatedCost?: number
+  /** Reserve mode only (beyond the contract): the tokens to reserve (default 0). */
+  estimatedTokens?: number
+}
 export type EnforceResult =
-  | { kind: 'allow'; deprioritize?: boolean }
+  /** `reservation`: only with `QUOTA_ADMISSION=reserve` (beyond the contract). */
+  | { kind: 'allow'; deprioritize?: boolean; reservation?: string }
   | { kind: 'block'; reason: string; httpStatus: 429; retryAfterSeconds?: number }
 /** Decides a request before the upstream call. Never rejects: internal errors allow and log. */
 export declare function enforceQuotaShare(input: QuotaRequest): Promise<EnforceResult>
 /** Records a successful request's cost. Never rejects. */
-export declare function recordConsumption(input: { apiKeyId: string; connectionId: string; provider: string; model?: string; cost: { tokens?: number; usd?: number; requests?: number } }): Promise<void>
+export declare function recordConsumption(input: { apiKeyId: string; connectionId: string; provider: string; model?: string; cost: { tokens?: number; usd?: number; requests?: number }; /** Reserve mode: settle this reservation (`actual − reserved`, in its buckets). */ reservation?: string }): Promise<void>
+/**
+ * Reserve mode (beyond the contract): the reserved request did not happen; subtracts the
+ * reservation from its buckets (never below 0). Rejects `ERR_QUOTA_INVALID_ARG` for a
+ * malformed reservation (nothing written); store failures are logged, not rejected.
+ */
+export declare function releaseReservation(reservation: string): Promise<void>
 export declare function scheduleRecordConsumption(input: Parameters<typeof recordConsumption>[0], log?: { warn(obj: unknown, msg?: string): void }): void
 export declare function buildConsumptionCost(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined, estimatedCost: number): { tokens: number; usd: number; requests: number }
-export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
+export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string; /** Reserve mode: settled, or released on a failed stream. */ reservation?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
 /** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1). */
 export declare function softPenaltyFactor(): number
 

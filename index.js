@@ -62,6 +62,7 @@ module.exports.gcOlderThan = native.gcOlderThan
 // §7: the hot path.
 module.exports.enforceQuotaShare = enforce.enforceQuotaShare
 module.exports.recordConsumption = enforce.recordConsumption
+module.exports.releaseReservation = enforce.releaseReservation
 module.exports.scheduleRecordConsumption = enforce.scheduleRecordConsumption
 module.exports.buildConsumptionCost = enforce.buildConsumptionCost
 module.exports.recordStreamingConsumption = enforce.recordStreamingConsumption

@@ -44,6 +44,7 @@ export const {
   gcOlderThan,
   enforceQuotaShare,
   recordConsumption,
+  releaseReservation,
   scheduleRecordConsumption,
   buildConsumptionCost,
   recordStreamingConsumption,

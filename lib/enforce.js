@@ -56,8 +56,17 @@ function redisUrl() {
   return store ? urlOf(store) : stores.getQuotaStore().then(urlOf)
 }
 
-/** One crossing: the step on SQLite, the step or a promise of it on Redis. */
-function enforceStep(url, apiKeyId, connectionId, provider, model, threshold) {
+/**
+ * One crossing: the step on SQLite, the step or a promise of it on Redis. With `estimate`
+ * (reserve mode, `{ usd, tokens }`), the crossing that decides and reserves atomically.
+ */
+function enforceStep(url, apiKeyId, connectionId, provider, model, threshold, estimate) {
+  if (estimate) {
+    if (url === null) {
+      return native.reserveStep(apiKeyId, connectionId, provider, model, threshold, estimate.usd, estimate.tokens)
+    }
+    return native.redisReserveStep(url, apiKeyId, connectionId, provider, model, threshold, estimate.usd, estimate.tokens)
+  }
   if (url === null) return native.enforceStep(apiKeyId, connectionId, provider, model, threshold)
   return native.redisEnforceStep(url, apiKeyId, connectionId, provider, model, threshold)
 }
@@ -77,7 +86,9 @@ function toResult(step, input, started) {
       return { kind: 'allow' }
     }
     metrics.decision('allow', step.deprioritize ? 'deprioritized' : 'ok', started)
-    return { kind: 'allow', deprioritize: step.deprioritize }
+    const result = { kind: 'allow', deprioritize: step.deprioritize }
+    if (step.reservation !== undefined) result.reservation = step.reservation
+    return result
   }
   metrics.decision('block', step.code, started)
   const result = { kind: 'block', reason: step.reason, httpStatus: 429 }
@@ -104,6 +115,11 @@ function allowFailingOpen(started) {
  * `enforceQuotaShare({ apiKeyId, connectionId, provider, model?, estimatedCost? })` →
  * `{ kind: "allow", deprioritize? } | { kind: "block", reason, httpStatus: 429,
  * retryAfterSeconds? }`. Never rejects: any internal error allows and logs a warning.
+ *
+ * With `QUOTA_ADMISSION=reserve` (beyond the contract) the same decision is made and, on
+ * an allow, the estimated cost — 1 request, `estimatedCost` USD, `estimatedTokens` tokens
+ * — is added in the same atomic step; the allow then carries `reservation`, for
+ * `recordConsumption({ …, reservation })` or `releaseReservation(reservation)`.
  */
 async function enforceQuotaShare(input) {
   const started = metrics.start()
@@ -117,12 +133,16 @@ async function enforceQuotaShare(input) {
     const threshold = host.config.saturationThreshold()
     let url = redisUrl()
     if (isPromise(url)) url = await url
-    let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold)
+    const estimate =
+      host.config.admission() === 'reserve'
+        ? { usd: nonNegativeOrUndefined(input.estimatedCost), tokens: nonNegativeOrUndefined(input.estimatedTokens) }
+        : undefined
+    let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
     if (isPromise(step)) step = await step
     if (step.logs) host.forwardLogs(step.logs)
     if (step.kind === 'fetch') {
       await fetchMissing({ ...input, provider }, step)
-      step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold)
+      step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
       if (isPromise(step)) step = await step
       if (step.logs) host.forwardLogs(step.logs)
       // Still missing (a fetcher registered meanwhile): decide without waiting again.
@@ -151,6 +171,32 @@ function finiteOrUndefined(value) {
   return typeof value === 'number' && Number.isFinite(value) ? value : undefined
 }
 
+function nonNegativeOrUndefined(value) {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined
+}
+
+function invalidReservation(message) {
+  const err = new TypeError(message)
+  err.code = 'ERR_QUOTA_INVALID_ARG'
+  return err
+}
+
+/**
+ * Settles or releases a reservation on the chosen store: one crossing, one transaction
+ * (SQLite) or one script (Redis). Throws (synchronously or as a rejection of the awaited
+ * crossing) `ERR_QUOTA_INVALID_ARG` for a malformed reservation; resolves to a store
+ * error's message or `null`.
+ */
+async function settle(reservation, apiKeyId, cost, release) {
+  if (typeof reservation !== 'string') throw invalidReservation('reservation: must be a string')
+  let url = redisUrl()
+  if (isPromise(url)) url = await url
+  const args = [reservation, apiKeyId, finiteOrUndefined(cost.tokens), finiteOrUndefined(cost.usd), finiteOrUndefined(cost.requests), release]
+  let error = url === null ? native.settleStep(...args) : native.redisSettleStep(url, ...args)
+  if (isPromise(error)) error = await error
+  return error
+}
+
 /**
  * `recordConsumption({ apiKeyId, connectionId, provider, model?, cost: { tokens?, usd?,
  * requests? } })`: adds the cost to every plan dimension of the matching pool (and the
@@ -160,6 +206,21 @@ async function recordConsumption(input) {
   try {
     if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return
     const cost = input.cost || {}
+    if (input.reservation !== undefined && input.reservation !== null) {
+      // Reserve mode: `actual − reserved` per counter, into the reservation's buckets. A
+      // malformed reservation (or another key's) writes nothing and is logged.
+      let error
+      try {
+        error = await settle(input.reservation, input.apiKeyId, cost, false)
+      } catch (err) {
+        error = err
+      }
+      if (error) {
+        metrics.storeError('record')
+        failOpen('quota:enforce', 'settling a quota reservation failed', error, { apiKeyId: input.apiKeyId })
+      }
+      return
+    }
     const args = [
       input.apiKeyId,
       input.connectionId,
@@ -184,6 +245,22 @@ async function recordConsumption(input) {
   }
 }
 
+/**
+ * `releaseReservation(reservation)` (reserve mode, beyond the contract): the request an
+ * allow reserved for did not happen (the upstream call failed, the client went away) —
+ * subtracts what was reserved from the reservation's own buckets (never below 0). Call it
+ * instead of `recordConsumption`, once. Rejects with a `TypeError`/`RangeError`
+ * (`ERR_QUOTA_INVALID_ARG`) for a value that is not a reservation, writing nothing; a
+ * store failure is logged (`quota:enforce`) and resolves, like `recordConsumption`.
+ */
+async function releaseReservation(reservation) {
+  const error = await settle(reservation, undefined, {}, true)
+  if (error) {
+    metrics.storeError('record')
+    failOpen('quota:enforce', 'releasing a quota reservation failed', error, {})
+  }
+}
+
 /** Runs `recordConsumption(input)` on the next turn of the event loop; returns at once. */
 function scheduleRecordConsumption(input, log) {
   setImmediate(() => {
@@ -203,11 +280,20 @@ function buildConsumptionCost(usage, estimatedCost) {
 
 /**
  * Records a finished stream: nothing without an apiKeyId and connectionId or when
- * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects.
+ * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects. Reserve
+ * mode (beyond the contract): `params.reservation` is passed on to the record (settled),
+ * or released when `streamStatus !== 200`.
  */
 async function recordStreamingConsumption(params, deps = {}) {
   try {
-    if (!params || !params.apiKeyId || !params.connectionId || params.streamStatus !== 200) return
+    if (!params || !params.apiKeyId || !params.connectionId) return
+    // Reserve mode (beyond the contract): a stream's reservation is settled with its cost,
+    // or released when the stream failed.
+    const reservation = typeof params.reservation === 'string' ? params.reservation : undefined
+    if (params.streamStatus !== 200) {
+      if (reservation !== undefined) await releaseReservation(reservation)
+      return
+    }
     const provider = params.provider || 'unknown'
     let usd = 0
     try {
@@ -223,6 +309,7 @@ async function recordStreamingConsumption(params, deps = {}) {
         provider,
         model: params.model,
         cost: buildConsumptionCost(params.streamUsage, usd),
+        ...(reservation !== undefined ? { reservation } : {}),
       },
       deps.log,
     )
@@ -242,6 +329,7 @@ function softPenaltyFactor() {
 module.exports = {
   enforceQuotaShare,
   recordConsumption,
+  releaseReservation,
   scheduleRecordConsumption,
   buildConsumptionCost,
   recordStreamingConsumption,

@@ -151,6 +151,24 @@ const config = {
   // §7: the soft factor is clamped into 0..1; only a non-number falls back (and warns).
   softDeprioritizeFactor: () => numberSetting(NUMERIC_SETTINGS.softDeprioritizeFactor),
   retentionDays: () => numberSetting(NUMERIC_SETTINGS.retentionDays),
+  admission: () => admissionMode(),
+}
+
+/**
+ * `QUOTA_ADMISSION` (beyond the contract): `reserve` — enforce reserves the estimated cost
+ * atomically, record settles it — or `default` (unset, empty or `default`: the contract's
+ * peek-then-record). Anything else is `default`, with one warning.
+ */
+function admissionMode() {
+  const raw = process.env.QUOTA_ADMISSION
+  if (raw === undefined || raw === '' || raw === 'default') return 'default'
+  if (raw === 'reserve') return 'reserve'
+  const key = `QUOTA_ADMISSION=${raw}`
+  if (!state.warnedConfig.has(key)) {
+    state.warnedConfig.add(key)
+    log('warn', 'quota:config', `QUOTA_ADMISSION=${JSON.stringify(raw)} is not "default" or "reserve"; using default`)
+  }
+  return 'default'
 }
 
 /**

@@ -97,6 +97,8 @@ pub struct EnforceStep {
   pub fetch: Option<Vec<Vec<String>>>,
   /// Log records produced since the last crossing.
   pub logs: Option<Vec<LogRecord>>,
+  /// Reserve mode only: the reservation an allow made (see `reserveStep`).
+  pub reservation: Option<String>,
 }
 
 fn step(kind: &str) -> EnforceStep {
@@ -108,6 +110,7 @@ fn step(kind: &str) -> EnforceStep {
     retry_after_seconds: None,
     fetch: None,
     logs: log_queue::take(),
+    reservation: None,
   }
 }
 

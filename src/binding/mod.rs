@@ -2,6 +2,7 @@
 //! input with an error naming the field) and core results back to plain JS values.
 
 mod account_buckets;
+mod admission;
 mod args;
 mod burn_rate;
 mod convert;

@@ -205,12 +205,12 @@ pub enum EnforceStart {
 
 /// One enforced plan dimension, before its counters are read.
 #[derive(Debug, Clone, PartialEq)]
-struct PlannedDimension {
-  key: DimensionKey,
+pub(crate) struct PlannedDimension {
+  pub(crate) key: DimensionKey,
   /// The plan limit times the number of member connections (§7 step 4).
-  limit: f64,
+  pub(crate) limit: f64,
   /// The upstream's saturation (§8), already looked up.
-  global_used_percent: f64,
+  pub(crate) global_used_percent: f64,
 }
 
 /// What `enforceQuotaShare` must read, and how it decides from the values (§7 steps 2–7).
@@ -219,19 +219,19 @@ struct PlannedDimension {
 /// decide later, on any thread.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnforcePlan {
-  pool: Arc<QuotaPool>,
+  pub(crate) pool: Arc<QuotaPool>,
   /// The effective weight (§7 step 6) and the key's cap and policy.
-  allocation: AllocationInput,
+  pub(crate) allocation: AllocationInput,
   /// The model cap (§7 step 2), when one with a real value applies; its counter is
   /// `reads[0]`.
-  model_cap: Option<ModelCapLimit>,
-  dimensions: Vec<PlannedDimension>,
+  pub(crate) model_cap: Option<ModelCapLimit>,
+  pub(crate) dimensions: Vec<PlannedDimension>,
   /// Dimensions whose saturation is not cached: when the model cap does not block, the
   /// outcome is [`EnforceOutcome::NeedSaturation`] with these.
-  missing: Vec<QuotaDimension>,
-  reads: Vec<CounterRead>,
-  saturation_threshold: f64,
-  now_ms: i64,
+  pub(crate) missing: Vec<QuotaDimension>,
+  pub(crate) reads: Vec<CounterRead>,
+  pub(crate) saturation_threshold: f64,
+  pub(crate) now_ms: i64,
 }
 
 impl EnforcePlan {
@@ -493,6 +493,20 @@ pub fn consumption_writes(
   request: &QuotaRequest<'_>,
   cost: &ConsumptionCost,
 ) -> Result<Vec<(DimensionKey, f64)>> {
+  let mut writes = planned_writes(source, request, cost)?;
+  // Only positive, finite amounts are written (NaN fails the comparison).
+  writes.retain(|(_, amount)| *amount > 0.0 && amount.is_finite());
+  Ok(writes)
+}
+
+/// Every counter `recordConsumption` would write for `request` — each countable plan
+/// dimension and the model bucket when a cap row exists — with `cost`'s amount, zero and
+/// non-finite amounts included (percent dimensions are left out: never counted locally).
+pub fn planned_writes(
+  source: &dyn QuotaMetadata,
+  request: &QuotaRequest<'_>,
+  cost: &ConsumptionCost,
+) -> Result<Vec<(DimensionKey, f64)>> {
   let Some((pool, _)) = source.match_pool(request.api_key_id, request.connection_id)? else {
     return Ok(Vec::new());
   };
@@ -515,8 +529,7 @@ pub fn consumption_writes(
       ));
     }
   }
-  // Only positive, finite amounts are written (NaN fails the comparison).
-  writes.retain(|(_, amount)| *amount > 0.0 && amount.is_finite());
+  writes.retain(|(key, _)| key.unit != QuotaUnit::Percent);
   Ok(writes)
 }
 

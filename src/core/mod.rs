@@ -1,5 +1,6 @@
 //! The pure core: algorithms with no I/O, no `napi`, and time as a parameter.
 
+pub mod admission;
 pub mod burn_rate;
 pub mod dimensions;
 pub mod enforce;

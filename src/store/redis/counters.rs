@@ -3,7 +3,9 @@
 //! what is returned is the future that does the I/O.
 
 use super::connection::{RedisBackend, Retry};
-use super::scripts::{parse_pairs, write_call, ReadBatch};
+use super::scripts::{
+  parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch, ScriptCheck,
+};
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{Buckets, CounterRead};
 use crate::core::sliding_window::bucket_index;
@@ -57,6 +59,42 @@ pub fn consume_many(
     if !writes.is_empty() {
       let reply = backend.run_script(&call, Retry::Write).await?;
       parse_pairs(&reply, writes.len())?;
+    }
+    Ok(())
+  })
+}
+
+/// Reserve-mode enforce: `batch`'s reads and `checks` evaluated and — when none blocks —
+/// `writes` (`(dimension key, bucket, amount)`) added, in one script. Resolves to the first
+/// blocking check (0-based, among the checks sent) or `None` when admitted, and the
+/// values read (one `Buckets` per group).
+pub async fn reserve(
+  backend: &RedisBackend,
+  batch: &ReadBatch,
+  checks: &[ScriptCheck],
+  api_key_id: &str,
+  writes: &[(DimensionKey, i64, f64)],
+) -> Result<(Option<usize>, Vec<Buckets>)> {
+  let call = reserve_call(batch, checks, api_key_id, writes);
+  let reply = backend.run_script(&call, Retry::Write).await?;
+  parse_reserve(&reply, batch.len())
+}
+
+/// Settling or releasing a reservation: each `(dimension key, bucket, delta)` added to
+/// `api_key_id`'s bucket, floored at 0, in one script.
+pub fn settle(
+  backend: Arc<RedisBackend>,
+  api_key_id: String,
+  deltas: Vec<(DimensionKey, i64, f64)>,
+) -> Result<impl Future<Output = Result<()>> + Send> {
+  validate::non_empty(&api_key_id, "apiKeyId")?;
+  for (index, (_, _, delta)) in deltas.iter().enumerate() {
+    validate::finite(*delta, &format!("deltas[{index}]"))?;
+  }
+  let call = settle_call(backend.layout(), &api_key_id, &deltas);
+  Ok(async move {
+    if !deltas.is_empty() {
+      backend.run_script(&call, Retry::Write).await?;
     }
     Ok(())
   })

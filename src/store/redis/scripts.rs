@@ -24,12 +24,19 @@ use std::sync::LazyLock;
 pub static WRITE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/write.lua")));
 /// `read.lua`.
 pub static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/read.lua")));
+/// `reserve.lua`.
+pub static RESERVE: LazyLock<Script> =
+  LazyLock::new(|| Script::new(include_str!("lua/reserve.lua")));
+/// `settle.lua`.
+pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
 
 /// Which script a call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptName {
   Write,
   Read,
+  Reserve,
+  Settle,
 }
 
 impl ScriptName {
@@ -38,6 +45,8 @@ impl ScriptName {
     match self {
       ScriptName::Write => &WRITE,
       ScriptName::Read => &READ,
+      ScriptName::Reserve => &RESERVE,
+      ScriptName::Settle => &SETTLE,
     }
   }
 }
@@ -96,7 +105,7 @@ enum Owner {
 /// cluster they share its hash slot).
 #[derive(Debug, Clone)]
 pub struct ReadBatch {
-  layout: KeyLayout,
+  pub(crate) layout: KeyLayout,
   prefix_pool: Option<String>,
   ids: Vec<String>,
   id_index: HashMap<String, usize>,
@@ -206,6 +215,110 @@ impl ReadBatch {
       keys,
       args,
     }
+  }
+}
+
+/// One compiled check for `reserve.lua`: the read group it compares (0-based), or `None`
+/// for a check that always blocks; the weight of the group's previous bucket; the
+/// threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScriptCheck {
+  pub group: Option<usize>,
+  pub prev_weight: f64,
+  pub threshold: f64,
+}
+
+/// A number as Lua's `tonumber` reads it back exactly (shortest round-trip, exponent
+/// form). Only finite values are passed.
+fn exact(value: f64) -> String {
+  format!("{value:e}")
+}
+
+/// `reserve.lua`: `batch`'s reads, then `checks`, then — when none blocks — each
+/// `(dimension key, bucket, amount)` added to `api_key_id`'s buckets. The reply parses
+/// with [`parse_reserve`].
+pub fn reserve_call(
+  batch: &ReadBatch,
+  checks: &[ScriptCheck],
+  api_key_id: &str,
+  writes: &[(DimensionKey, i64, f64)],
+) -> ScriptCall {
+  let read = batch.call();
+  let mut keys = read.keys;
+  let mut args = Vec::with_capacity(read.args.len() + 3 + checks.len() * 3 + writes.len() * 2);
+  args.push(read.args.len().to_string());
+  args.extend(read.args);
+  args.push(checks.len().to_string());
+  for check in checks {
+    // Lua cannot read NaN or ∞ back: a NaN or +∞ threshold never blocks ("-1"), a −∞ one
+    // always does ("0").
+    let never = check.threshold.is_nan() || check.threshold == f64::INFINITY;
+    let always = check.threshold == f64::NEG_INFINITY;
+    match check.group {
+      _ if never => args.extend(["-1".to_string(), "0".to_string(), "0".to_string()]),
+      Some(group) if !always => {
+        args.push((group + 1).to_string());
+        args.push(exact(check.prev_weight));
+        args.push(exact(check.threshold));
+      }
+      _ => args.extend(["0".to_string(), "0".to_string(), "0".to_string()]),
+    }
+  }
+  args.push(api_key_id.to_string());
+  for (key, bucket, amount) in writes {
+    keys.push(batch.layout.bucket_key(api_key_id, key, *bucket));
+    keys.push(batch.layout.members_key(key, *bucket));
+    args.push(decimal(*amount));
+    args.push(ttl_seconds(key.window).to_string());
+  }
+  ScriptCall {
+    script: ScriptName::Reserve,
+    keys,
+    args,
+  }
+}
+
+/// `reserve.lua`'s reply: the index of the first blocking check (`None` when admitted and
+/// written), and one `Buckets` per group.
+pub fn parse_reserve(
+  reply: &[Option<String>],
+  groups: usize,
+) -> Result<(Option<usize>, Vec<Buckets>)> {
+  let Some((first, rest)) = reply.split_first() else {
+    return Err(QuotaError::Store(
+      "Redis reserve script returned nothing".into(),
+    ));
+  };
+  let blocked = first
+    .as_deref()
+    .and_then(|t| t.parse::<usize>().ok())
+    .ok_or_else(|| QuotaError::Store(format!("Redis reserve script returned {first:?}")))?;
+  Ok((
+    (blocked > 0).then(|| blocked - 1),
+    parse_pairs(rest, groups)?,
+  ))
+}
+
+/// `settle.lua`: each `(dimension key, bucket, delta)` added to `api_key_id`'s bucket,
+/// floored at 0.
+pub fn settle_call(
+  layout: KeyLayout,
+  api_key_id: &str,
+  deltas: &[(DimensionKey, i64, f64)],
+) -> ScriptCall {
+  let mut keys = Vec::with_capacity(deltas.len() * 2);
+  let mut args = Vec::with_capacity(1 + deltas.len() * 2);
+  args.push(api_key_id.to_string());
+  for (key, bucket, delta) in deltas {
+    keys.push(layout.bucket_key(api_key_id, key, *bucket));
+    keys.push(layout.members_key(key, *bucket));
+    args.push(decimal(*delta));
+    args.push(ttl_seconds(key.window).to_string());
+  }
+  ScriptCall {
+    script: ScriptName::Settle,
+    keys,
+    args,
   }
 }
 
@@ -332,6 +445,71 @@ mod tests {
     .map(|s| s.to_string())
     .collect();
     assert_eq!(call.args, expected);
+  }
+
+  #[test]
+  fn reserve_call_appends_checks_and_writes_to_the_read() {
+    let requests = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, ["k".to_string()]);
+    batch.key("k", &requests, 10);
+    batch.pool(&requests, 10);
+    let read = batch.call();
+    let checks = [
+      ScriptCheck {
+        group: Some(1),
+        prev_weight: 0.25,
+        threshold: 100.0,
+      },
+      ScriptCheck {
+        group: None,
+        prev_weight: 0.0,
+        threshold: 1.0,
+      },
+      ScriptCheck {
+        group: Some(0),
+        prev_weight: 0.5,
+        threshold: f64::NAN,
+      },
+    ];
+    let call = reserve_call(&batch, &checks, "k", &[(requests.clone(), 10, 1.0)]);
+    assert_eq!(call.script, ScriptName::Reserve);
+    let mut keys = read.keys.clone();
+    keys.push("omniroute:quota:k:p:requests:hourly:10".into());
+    keys.push("omniroute:quota-members:p:requests:hourly:10".into());
+    assert_eq!(call.keys, keys);
+    let mut args = vec![read.args.len().to_string()];
+    args.extend(read.args);
+    args.extend(
+      [
+        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "k", "1", "7200",
+      ]
+      .iter()
+      .map(|s| s.to_string()),
+    );
+    assert_eq!(call.args, args);
+  }
+
+  #[test]
+  fn settle_call_and_reserve_replies() {
+    let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
+    let call = settle_call(KeyLayout::Cluster, "k", &[(tokens, 3, -0.5)]);
+    assert_eq!(call.script, ScriptName::Settle);
+    assert_eq!(
+      call.keys,
+      vec![
+        "omniroute:quota:{p}:k:p:tokens:daily:3",
+        "omniroute:quota-members:{p}:p:tokens:daily:3",
+      ]
+    );
+    assert_eq!(call.args, vec!["k", "-0.5", "172800"]);
+    let reply = vec![Some("2".to_string()), Some("4".to_string()), None];
+    let (blocked, values) = parse_reserve(&reply, 1).unwrap();
+    assert_eq!(blocked, Some(1));
+    assert_eq!(values[0].curr, 4.0);
+    let (blocked, _) = parse_reserve(&[Some("0".to_string())], 0).unwrap();
+    assert_eq!(blocked, None);
+    assert!(parse_reserve(&[], 0).is_err());
+    assert!(parse_reserve(&[Some("x".to_string())], 0).is_err());
   }
 
   #[test]

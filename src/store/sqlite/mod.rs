@@ -9,8 +9,11 @@
 //! - `usage.rs`: the pool usage snapshot.
 //! - `metadata.rs`: pools, allocations, plans, model caps, settings.
 //! - `cache.rs`: the hot path's metadata cache and its invalidation.
+//! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
+//!   settling a reservation.
 //! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
 
+mod admission;
 mod cache;
 mod counters;
 mod gc;

@@ -1,0 +1,354 @@
+// Admission modes (issue #7), on SQLite and on Redis: the default mode over-admits when
+// many requests arrive just under the limit (documented here, it is the contract's
+// behaviour); QUOTA_ADMISSION=reserve reserves atomically, so the pool ends at most one
+// request's cost past its limit. Reservations: all dimensions or none, settled exactly,
+// released exactly, validated, settled in their own bucket after the window turned.
+import { describe, test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import Redis from 'ioredis'
+import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import {
+  closeQuotaDb,
+  createPool,
+  enforceQuotaShare,
+  getBucket,
+  incrementBucket,
+  getQuotaStore,
+  getSqliteQuotaStore,
+  installHost,
+  recordConsumption,
+  recordStreamingConsumption,
+  releaseReservation,
+  resetQuotaStoreSingleton,
+  resetRedisClient,
+  upsertProviderPlan,
+  RedisQuotaStore,
+  _clearSaturationCache,
+} from '@omniroute/quota-engine'
+
+const native = createRequire(import.meta.url)('../binding.js')
+
+const HOUR = 3_600_000
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-admission-'))
+const warnings = []
+installHost({
+  dbPath: path.join(dir, 'storage.sqlite'),
+  logger: { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} },
+})
+
+after(() => {
+  delete process.env.QUOTA_ADMISSION
+  closeQuotaDb()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+beforeEach(() => {
+  warnings.length = 0
+  _clearSaturationCache()
+})
+
+let seq = 0
+/** A fresh pool of `keys` equal hard keys on its own connection, with `dimensions`. */
+function makePool(dimensions, keys = 4, allocation = {}) {
+  const id = ++seq
+  const connectionId = `adm-conn-${id}-${process.pid}`
+  const apiKeys = Array.from({ length: keys }, (_, i) => `adm-key-${id}-${i}`)
+  const pool = createPool({
+    connectionId,
+    name: `adm-${id}`,
+    allocations: apiKeys.map((apiKeyId) => ({ apiKeyId, weight: 100 / keys, policy: 'hard', ...allocation })),
+  })
+  upsertProviderPlan({ connectionId, provider: 'adm', dimensions, source: 'manual' })
+  const dim = (unit, window = 'hourly') => ({ poolId: pool.id, unit, window })
+  return { pool, connectionId, keys: apiKeys, dim, request: (i = 0) => ({ apiKeyId: apiKeys[i], connectionId, provider: 'adm' }) }
+}
+
+const requestsOnly = (limit) => [{ unit: 'requests', window: 'hourly', limit }]
+
+/** Avoids an hour boundary inside a test (buckets would turn into `prev`). */
+async function awayFromHourEnd() {
+  const left = HOUR - (Date.now() % HOUR)
+  if (left < 10_000) await new Promise((resolve) => setTimeout(resolve, left + 10))
+}
+
+/** 64 concurrent enforce → upstream → record cycles; resolves to how many were admitted. */
+async function burst(p, cycles = 64) {
+  let admitted = 0
+  await Promise.all(
+    Array.from({ length: cycles }, async (_, i) => {
+      const request = p.request(i % p.keys.length)
+      const decision = await enforceQuotaShare(request)
+      if (decision.kind !== 'allow') return
+      admitted++
+      await new Promise((resolve) => setTimeout(resolve, 2))
+      await recordConsumption({ ...request, cost: { requests: 1 }, reservation: decision.reservation })
+    }),
+  )
+  return admitted
+}
+
+const drivers = [
+  { name: 'SQLite', skip: false },
+  { name: 'Redis', skip: REDIS_SKIP },
+]
+
+for (const driver of drivers) {
+  describe(`admission on ${driver.name}`, { skip: driver.skip }, () => {
+    let store
+    let server
+    let plain
+
+    /** The value of one bucket of `apiKeyId` (0 when absent). */
+    async function bucket(apiKeyId, dim, index) {
+      const dimensionKey = `${dim.poolId}:${dim.unit}:${dim.window}`
+      if (!plain) return getBucket(apiKeyId, dimensionKey, index)
+      const value = await plain.get(`omniroute:quota:${apiKeyId}:${dimensionKey}:${index}`)
+      return value === null ? 0 : Number(value)
+    }
+
+    /** Sets one bucket of `apiKeyId` to `value`. */
+    async function setBucket(apiKeyId, dim, index, value) {
+      const dimensionKey = `${dim.poolId}:${dim.unit}:${dim.window}`
+      if (!plain) return incrementBucket(apiKeyId, dimensionKey, index, value - getBucket(apiKeyId, dimensionKey, index), Date.now())
+      await plain.set(`omniroute:quota:${apiKeyId}:${dimensionKey}:${index}`, String(value), 'EX', 7200)
+    }
+
+    /** The driver's reserve crossing at an injected time. */
+    async function reserveAt(p, now, { usd, tokens } = {}) {
+      const r = p.request()
+      const args = [r.apiKeyId, r.connectionId, r.provider, undefined, 0.5, usd, tokens, now]
+      return server ? native.redisReserveStep(server.url, ...args) : native.reserveStep(...args)
+    }
+
+    before(async () => {
+      if (driver.name === 'Redis') {
+        server = await startRedis()
+        plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
+        process.env.QUOTA_STORE_DRIVER = 'redis'
+        process.env.QUOTA_STORE_REDIS_URL = server.url
+        resetQuotaStoreSingleton()
+        store = await getQuotaStore()
+        assert.ok(store instanceof RedisQuotaStore)
+      } else {
+        delete process.env.QUOTA_STORE_DRIVER
+        resetQuotaStoreSingleton()
+        store = await getQuotaStore()
+        assert.ok(store === getSqliteQuotaStore())
+      }
+    })
+
+    after(async () => {
+      delete process.env.QUOTA_STORE_DRIVER
+      delete process.env.QUOTA_STORE_REDIS_URL
+      resetQuotaStoreSingleton()
+      if (server) {
+        resetRedisClient()
+        plain.disconnect()
+        await server.stop()
+      }
+    })
+
+    test('the default mode over-admits near the limit (the problem reserve mode solves)', async () => {
+      process.env.QUOTA_ADMISSION = 'default'
+      await awayFromHourEnd()
+      const p = makePool(requestsOnly(100))
+      await store.consume(p.keys[0], p.dim('requests'), 99)
+      const admitted = await burst(p)
+      const total = await store.poolConsumedTotal(p.pool.id, p.dim('requests'))
+      assert.ok(total - 100 > 1, `default mode ended ${total - 100} past the limit`)
+      assert.equal(admitted, 64)
+    })
+
+    test('reserve mode ends at most one request past the limit', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool(requestsOnly(100))
+      await store.consume(p.keys[0], p.dim('requests'), 99)
+      const admitted = await burst(p)
+      const total = await store.poolConsumedTotal(p.pool.id, p.dim('requests'))
+      assert.ok(total <= 101, `reserve mode ended ${total - 100} past the limit`)
+      assert.equal(admitted, 1)
+      assert.equal(total, 100)
+      // Under the limit, reserve mode admits as the default mode does.
+      const fresh = makePool(requestsOnly(100))
+      assert.equal(await burst(fresh, 64), 64)
+      assert.equal(await store.poolConsumedTotal(fresh.pool.id, fresh.dim('requests')), 64)
+    })
+
+    test('a reserve-mode allow carries a reservation; the default mode has none', async () => {
+      const p = makePool(requestsOnly(100))
+      process.env.QUOTA_ADMISSION = 'default'
+      const plainAllow = await enforceQuotaShare(p.request())
+      assert.deepEqual(plainAllow, { kind: 'allow', deprioritize: false })
+      process.env.QUOTA_ADMISSION = 'reserve'
+      const reserved = await enforceQuotaShare(p.request())
+      assert.equal(reserved.kind, 'allow')
+      assert.equal(typeof reserved.reservation, 'string')
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
+      // A record without a reservation adds the full cost, as today.
+      await recordConsumption({ ...p.request(), cost: { requests: 1 } })
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 2)
+    })
+
+    test('all or none: a reservation blocked on the second dimension writes nothing on the first', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 1000 },
+      ])
+      await store.consume(p.keys[1], p.dim('tokens'), 1000)
+      const decision = await enforceQuotaShare({ ...p.request(), estimatedTokens: 10 })
+      assert.equal(decision.kind, 'block')
+      assert.match(decision.reason, /saturated/)
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 0)
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 0)
+      assert.equal(await store.poolConsumedTotal(p.pool.id, p.dim('requests')), 0)
+    })
+
+    test('settling with a smaller and a larger actual cost gives exactly the actual totals', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 100_000 },
+        { unit: 'usd', window: 'hourly', limit: 100 },
+      ])
+      const values = async () => [
+        await store.peek(p.keys[0], p.dim('requests')),
+        await store.peek(p.keys[0], p.dim('tokens')),
+        await store.peek(p.keys[0], p.dim('usd')),
+      ]
+      const first = await enforceQuotaShare({ ...p.request(), estimatedCost: 0.5, estimatedTokens: 500 })
+      assert.deepEqual(await values(), [1, 500, 0.5])
+      await recordConsumption({ ...p.request(), cost: { tokens: 200, usd: 0.25, requests: 1 }, reservation: first.reservation })
+      assert.deepEqual(await values(), [1, 200, 0.25])
+      const second = await enforceQuotaShare({ ...p.request(), estimatedCost: 0.5, estimatedTokens: 500 })
+      assert.deepEqual(await values(), [2, 700, 0.75])
+      await recordConsumption({ ...p.request(), cost: { tokens: 900, usd: 1.5, requests: 1 }, reservation: second.reservation })
+      assert.deepEqual(await values(), [2, 1100, 1.75])
+      assert.equal(await store.poolConsumedTotal(p.pool.id, p.dim('tokens')), 1100)
+    })
+
+    test('releasing returns the counters to where they were', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 100_000 },
+      ])
+      await store.consume(p.keys[0], p.dim('requests'), 5)
+      await store.consume(p.keys[0], p.dim('tokens'), 50)
+      const decision = await enforceQuotaShare({ ...p.request(), estimatedTokens: 300 })
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 6)
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 350)
+      await releaseReservation(decision.reservation)
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 5)
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 50)
+      assert.equal(await store.poolConsumedTotal(p.pool.id, p.dim('requests')), 5)
+    })
+
+    test('a stream\'s reservation is settled with its cost, or released when it failed', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 100_000 },
+      ])
+      const tokens = () => store.peek(p.keys[0], p.dim('tokens'))
+      const ok = await enforceQuotaShare({ ...p.request(), estimatedTokens: 1000 })
+      const failed = await enforceQuotaShare({ ...p.request(), estimatedTokens: 1000 })
+      assert.equal(await tokens(), 2000)
+      const scheduled = []
+      const deps = { calculateCost: async () => 0.1, schedule: (input) => scheduled.push(input) }
+      const stream = { ...p.request(), model: 'm', streamUsage: { prompt_tokens: 30, completion_tokens: 70 } }
+      await recordStreamingConsumption({ ...stream, streamStatus: 500, reservation: failed.reservation }, deps)
+      assert.equal(await tokens(), 1000)
+      await recordStreamingConsumption({ ...stream, streamStatus: 200, reservation: ok.reservation }, deps)
+      assert.equal(scheduled.length, 1)
+      assert.equal(scheduled[0].reservation, ok.reservation)
+      await recordConsumption(scheduled[0])
+      assert.equal(await tokens(), 100)
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
+    })
+
+    test('a malformed reservation is rejected and writes nothing', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool(requestsOnly(100))
+      const decision = await enforceQuotaShare(p.request())
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
+      for (const bad of ['garbage', `${decision.reservation}x`, 'qr1.e30', decision.reservation.slice(0, -8)]) {
+        await assert.rejects(releaseReservation(bad), (err) => err.code === 'ERR_QUOTA_INVALID_ARG' && /reservation/.test(err.message), bad)
+      }
+      await assert.rejects(releaseReservation(42), (err) => err instanceof TypeError && err.code === 'ERR_QUOTA_INVALID_ARG')
+      // recordConsumption never rejects: it warns and writes nothing — also for a
+      // reservation made for another API key.
+      await recordConsumption({ ...p.request(), cost: { requests: 1 }, reservation: 'garbage' })
+      await recordConsumption({ ...p.request(1), cost: { requests: 3 }, reservation: decision.reservation })
+      // Logged once per distinct error within 10 s (the Redis run repeats the SQLite run's).
+      if (driver.name === 'SQLite') {
+        assert.equal(warnings.filter((w) => w.msg === 'settling a quota reservation failed').length, 2)
+      }
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
+      assert.equal(await store.peek(p.keys[1], p.dim('requests')), 0)
+    })
+
+    test('the atomic check weighs the previous bucket as the decision does', async () => {
+      const p = makePool(requestsOnly(100))
+      const hour = Math.floor(Date.now() / HOUR)
+      const now = hour * HOUR + HOUR / 2 // the previous bucket weighs 0.5
+      await setBucket(p.keys[1], p.dim('requests'), hour - 1, 100)
+      await setBucket(p.keys[1], p.dim('requests'), hour, 49)
+      const first = await reserveAt(p, now) // 100 × 0.5 + 49 = 99 < 100
+      assert.equal(first.kind, 'allow')
+      const second = await reserveAt(p, now) // 100
+      assert.equal(second.kind, 'block')
+      assert.equal(second.code, 'global-saturated')
+      // Exactly at the threshold: the next millisecond of decay clears it.
+      assert.equal(second.retryAfterSeconds, 1)
+      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 1)
+    })
+
+    test('reserve mode blocks for the same reasons: the absolute cap, soft deprioritizing', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const capped = makePool(requestsOnly(100), 2, { capValue: 2, capUnit: 'requests', policy: 'burst' })
+      assert.equal((await enforceQuotaShare(capped.request())).kind, 'allow')
+      assert.equal((await enforceQuotaShare(capped.request())).kind, 'allow')
+      const third = await enforceQuotaShare(capped.request())
+      assert.equal(third.kind, 'block')
+      assert.equal(third.reason, 'Absolute quota cap reached for your API key on adm')
+      assert.equal(await store.peek(capped.keys[0], capped.dim('requests')), 2)
+      const soft = makePool(requestsOnly(10), 2, { policy: 'soft' })
+      const seen = []
+      for (let i = 0; i < 6; i++) seen.push((await enforceQuotaShare(soft.request())).deprioritize)
+      // Fair share 5: deprioritized once the key's own count reached it.
+      assert.deepEqual(seen, [false, false, false, false, false, true])
+    })
+
+    test('settling after the window turned lands in the reservation\'s bucket', async () => {
+      const p = makePool([
+        { unit: 'requests', window: 'hourly', limit: 100 },
+        { unit: 'tokens', window: 'hourly', limit: 100_000 },
+      ])
+      const hour = Math.floor(Date.now() / HOUR) - 1
+      const step = await reserveAt(p, (hour + 1) * HOUR - 1000, { tokens: 400 })
+      assert.equal(step.kind, 'allow')
+      assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 400)
+      // Settled now, an hour later: the actual cost replaces the estimate in that bucket.
+      await recordConsumption({ ...p.request(), cost: { tokens: 150, requests: 1 }, reservation: step.reservation })
+      assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 150)
+      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 1)
+      assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour + 1), 0)
+      // A release never takes a bucket below 0.
+      await releaseReservation(step.reservation)
+      assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 0)
+      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 0)
+    })
+  })
+}

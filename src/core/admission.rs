@@ -1,0 +1,597 @@
+//! Atomic admission (`QUOTA_ADMISSION=reserve`, beyond the contract): enforce reserves
+//! the request's estimated cost in the same atomic step that decides, and record settles
+//! the difference with the actual cost later.
+//!
+//! - [`compile_checks`]: every §3 rule that blocks compares this key's or the pool's
+//!   effective value with a threshold fixed by metadata and saturation (a cap, a fair
+//!   share, a limit), so an [`EnforcePlan`] compiles to an ordered list of
+//!   `(counter, threshold, reason)` checks a store can evaluate where the counters live
+//!   (a Lua script on Redis). [`evaluate`] is that evaluation; it agrees with
+//!   [`EnforcePlan::decide`] on every input (a property test checks it).
+//! - [`Reservation`]: what was reserved — the API key and, per counter, the dimension key,
+//!   the bucket and the amount — encoded as a self-describing string, so settling needs
+//!   no server-side table and lands in the reservation's bucket even after the window
+//!   rotated.
+//!
+//! The admission rule: a reservation is made when the default rule allows on the values
+//! just before it. The store serializes check-and-add, so each admitted request saw the
+//! pool under its limit, and the pool ends at most one request's cost past it.
+
+use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
+use crate::core::enforce::{BlockReason, Buckets, ConsumptionCost, EnforcePlan};
+use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
+use crate::error::{QuotaError, Result};
+
+/// What a check compares with its threshold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CheckSide {
+  /// The effective value of `reads()[i]` (this key's or the pool's buckets).
+  Read(usize),
+  /// A value fixed when the plan was made (a percent dimension's pool total, which is
+  /// `globalUsedPercent × limit`) that already reaches its threshold: always blocks.
+  Always,
+}
+
+/// One blocking rule: `effective(side) >= threshold` blocks with `reason`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdmissionCheck {
+  pub side: CheckSide,
+  /// The window of the counter read (for the weight of its previous bucket).
+  pub window_ms: i64,
+  pub threshold: f64,
+  pub reason: BlockReason,
+}
+
+impl AdmissionCheck {
+  /// Whether the check blocks on `values` (parallel to the plan's reads) at `now_ms`.
+  pub fn blocks(&self, values: &[Buckets], now_ms: i64) -> bool {
+    match self.side {
+      CheckSide::Always => true,
+      CheckSide::Read(i) => {
+        let b = values.get(i).copied().unwrap_or_default();
+        b.effective(now_ms, self.window_ms) >= self.threshold
+      }
+    }
+  }
+
+  /// The weight of the previous bucket at `now_ms`: `effective = prev × w + curr`, the
+  /// same product and sum the sliding-window formula computes.
+  pub fn prev_weight(&self, now_ms: i64) -> f64 {
+    prev_weight(elapsed_in_bucket(now_ms, self.window_ms), self.window_ms)
+  }
+}
+
+/// A plan compiled to checks: the blocking rules in §3 order, and the soft-policy
+/// penalty rules (`effective >= fair share` marks the allow `deprioritize`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompiledAdmission {
+  pub checks: Vec<AdmissionCheck>,
+  pub penalties: Vec<AdmissionCheck>,
+  /// Whether an allow carries `deprioritize` (some limited dimension was decided on).
+  pub ruled: bool,
+}
+
+/// What [`evaluate`] found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Admission {
+  /// Every check passes; `deprioritize` as the default decision would say it.
+  Allow { deprioritize: Option<bool> },
+  /// Check `index` blocked first.
+  Block { index: usize, reason: BlockReason },
+}
+
+/// Compiles `plan` to checks, or `None` while its saturation is not known (the plan then
+/// reads nothing but the model bucket, and the caller fetches saturation first).
+pub fn compile_checks(plan: &EnforcePlan) -> Option<CompiledAdmission> {
+  if !plan.missing.is_empty() && !plan.dimensions.is_empty() {
+    return None;
+  }
+  let mut checks = Vec::new();
+  let mut penalties = Vec::new();
+  let mut next = 0;
+  if let Some(cap) = plan.model_cap {
+    checks.push(AdmissionCheck {
+      side: CheckSide::Read(next),
+      window_ms: QuotaWindow::Hourly.ms(),
+      threshold: cap.value,
+      reason: BlockReason::ModelCap,
+    });
+    next += 1;
+  }
+  let allocation = &plan.allocation;
+  for dim in &plan.dimensions {
+    let window_ms = dim.key.window.ms();
+    let key_side = CheckSide::Read(next);
+    next += 1;
+    let pool_check = if dim.key.unit == QuotaUnit::Percent {
+      // Rule 5 on a constant: blocks now or never (NaN never blocks).
+      (dim.global_used_percent * dim.limit >= dim.limit).then_some(CheckSide::Always)
+    } else {
+      next += 1;
+      Some(CheckSide::Read(next - 1))
+    };
+    let check = |side, threshold, reason| AdmissionCheck {
+      side,
+      window_ms,
+      threshold,
+      reason,
+    };
+    let fair_share = allocation.weight / 100.0 * dim.limit;
+    // Rule 4: the absolute cap.
+    if let (Some(cap), Some(unit)) = (allocation.cap_value, allocation.cap_unit) {
+      if unit == dim.key.unit {
+        checks.push(check(key_side, cap, BlockReason::CapAbsolute));
+      }
+    }
+    // Rule 5: the pool ceiling.
+    if let Some(side) = pool_check {
+      checks.push(check(side, dim.limit, BlockReason::GlobalSaturated));
+    }
+    // Rules 6 and 7.
+    let strict = dim.global_used_percent >= plan.saturation_threshold;
+    match allocation.policy {
+      Policy::Hard if strict => checks.push(check(key_side, fair_share, BlockReason::FairShare)),
+      Policy::Hard => checks.push(check(key_side, dim.limit, BlockReason::GlobalSaturated)),
+      Policy::Soft => penalties.push(check(key_side, fair_share, BlockReason::FairShare)),
+      Policy::Burst => {}
+    }
+  }
+  Some(CompiledAdmission {
+    checks,
+    penalties,
+    ruled: !plan.dimensions.is_empty(),
+  })
+}
+
+/// The compiled decision on `values` at `now_ms`: the first blocking check, else an allow.
+pub fn evaluate(compiled: &CompiledAdmission, values: &[Buckets], now_ms: i64) -> Admission {
+  if let Some((index, check)) = compiled
+    .checks
+    .iter()
+    .enumerate()
+    .find(|(_, c)| c.blocks(values, now_ms))
+  {
+    return Admission::Block {
+      index,
+      reason: check.reason,
+    };
+  }
+  let penalized = compiled.penalties.iter().any(|c| c.blocks(values, now_ms));
+  Admission::Allow {
+    deprioritize: compiled.ruled.then_some(penalized),
+  }
+}
+
+/// `(dimension key, bucket index, delta)`: an amount to add to one bucket of a key.
+pub type BucketDelta = (DimensionKey, i64, f64);
+
+/// One reserved counter: `amount` added to `key`'s bucket `bucket`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservedEntry {
+  pub key: DimensionKey,
+  pub bucket: i64,
+  pub amount: f64,
+}
+
+/// A reservation: what enforce added, per counter, for one API key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reservation {
+  pub api_key_id: String,
+  pub entries: Vec<ReservedEntry>,
+}
+
+/// The version prefix of an encoded reservation.
+const PREFIX: &str = "qr1.";
+/// At most this many counters in one reservation (a plan has a handful).
+const MAX_ENTRIES: usize = 64;
+/// At most this long, encoded.
+const MAX_LEN: usize = 16 * 1024;
+
+/// The estimated cost enforce reserves: one request, `estimatedCost` USD,
+/// `estimatedTokens` tokens (absent, negative or non-finite → 0), nothing for percent.
+pub fn estimated_cost(usd: Option<f64>, tokens: Option<f64>) -> ConsumptionCost {
+  let clean = |v: Option<f64>| v.filter(|v| v.is_finite() && *v > 0.0).or(Some(0.0));
+  ConsumptionCost {
+    tokens: clean(tokens),
+    usd: clean(usd),
+    requests: Some(1.0),
+  }
+}
+
+impl Reservation {
+  /// The reservation of `writes` (from [`crate::core::enforce::planned_writes`]) made at
+  /// `now_ms`; non-finite or negative amounts reserve 0.
+  pub fn new(api_key_id: &str, writes: Vec<(DimensionKey, f64)>, now_ms: i64) -> Self {
+    Reservation {
+      api_key_id: api_key_id.to_string(),
+      entries: writes
+        .into_iter()
+        .map(|(key, amount)| ReservedEntry {
+          bucket: crate::core::sliding_window::bucket_index(now_ms, key.window.ms()),
+          amount: if amount.is_finite() && amount > 0.0 {
+            amount
+          } else {
+            0.0
+          },
+          key,
+        })
+        .collect(),
+    }
+  }
+
+  /// The counters to add now: every entry with an amount > 0.
+  pub fn additions(&self) -> Vec<BucketDelta> {
+    self
+      .entries
+      .iter()
+      .filter(|e| e.amount > 0.0)
+      .map(|e| (e.key.clone(), e.bucket, e.amount))
+      .collect()
+  }
+
+  /// Settling with the actual cost: `actual − reserved` per entry, into the entry's own
+  /// bucket (zero deltas left out). The caller floors every bucket at 0.
+  pub fn settle_deltas(&self, actual: &ConsumptionCost) -> Vec<BucketDelta> {
+    self
+      .entries
+      .iter()
+      .map(|e| {
+        let amount = actual.amount(e.key.unit);
+        let amount = if amount.is_finite() && amount > 0.0 {
+          amount
+        } else {
+          0.0
+        };
+        (e.key.clone(), e.bucket, amount - e.amount)
+      })
+      .filter(|(_, _, delta)| *delta != 0.0)
+      .collect()
+  }
+
+  /// Releasing (the request failed): `−reserved` per entry.
+  pub fn release_deltas(&self) -> Vec<BucketDelta> {
+    self
+      .entries
+      .iter()
+      .filter(|e| e.amount > 0.0)
+      .map(|e| (e.key.clone(), e.bucket, -e.amount))
+      .collect()
+  }
+
+  /// `"qr1." + base64url(JSON { k: apiKeyId, e: [[dimensionKey, bucket, amount], …] })`.
+  pub fn encode(&self) -> String {
+    let entries: Vec<serde_json::Value> = self
+      .entries
+      .iter()
+      .map(|e| serde_json::json!([e.key.to_string(), e.bucket, e.amount]))
+      .collect();
+    let json = serde_json::json!({ "k": self.api_key_id, "e": entries });
+    format!("{PREFIX}{}", base64url::encode(json.to_string().as_bytes()))
+  }
+
+  /// Parses and validates an encoded reservation: a `RangeError` naming `field` on
+  /// anything malformed.
+  pub fn decode(text: &str, field: &str) -> Result<Self> {
+    let bad = |why: &str| QuotaError::range_error(field, format!("not a valid reservation: {why}"));
+    if text.len() > MAX_LEN {
+      return Err(bad("too long"));
+    }
+    let body = text
+      .strip_prefix(PREFIX)
+      .ok_or_else(|| bad("unknown format"))?;
+    let bytes = base64url::decode(body).ok_or_else(|| bad("not base64url"))?;
+    let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| bad("not JSON"))?;
+    let api_key_id = json
+      .get("k")
+      .and_then(|v| v.as_str())
+      .filter(|k| !k.is_empty())
+      .ok_or_else(|| bad("no API key id"))?;
+    let list = json
+      .get("e")
+      .and_then(|v| v.as_array())
+      .filter(|e| !e.is_empty() && e.len() <= MAX_ENTRIES)
+      .ok_or_else(|| bad("no counters"))?;
+    let mut entries = Vec::with_capacity(list.len());
+    for item in list {
+      let triple = item
+        .as_array()
+        .filter(|t| t.len() == 3)
+        .ok_or_else(|| bad("a counter is not [key, bucket, amount]"))?;
+      let key_text = triple[0]
+        .as_str()
+        .ok_or_else(|| bad("a dimension key is not a string"))?;
+      let mut parts = key_text.rsplitn(3, ':');
+      let (window, unit, pool) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+      );
+      let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
+        return Err(bad("a dimension key has no valid unit and window"));
+      };
+      if pool.is_empty() || unit == QuotaUnit::Percent {
+        return Err(bad("a dimension key has no pool or counts percent"));
+      }
+      let bucket = triple[1]
+        .as_i64()
+        .filter(|b| *b >= 0)
+        .ok_or_else(|| bad("a bucket is not a non-negative integer"))?;
+      let amount = triple[2]
+        .as_f64()
+        .filter(|a| a.is_finite() && *a >= 0.0)
+        .ok_or_else(|| bad("an amount is not a finite number >= 0"))?;
+      entries.push(ReservedEntry {
+        key: DimensionKey::new(pool, unit, window),
+        bucket,
+        amount,
+      });
+    }
+    Ok(Reservation {
+      api_key_id: api_key_id.to_string(),
+      entries,
+    })
+  }
+}
+
+/// RFC 4648 §5 base64url without padding.
+mod base64url {
+  const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+  pub fn encode(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+      let n = chunk
+        .iter()
+        .enumerate()
+        .fold(0u32, |n, (i, b)| n | (u32::from(*b) << (16 - 8 * i)));
+      for i in 0..=chunk.len() {
+        out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+      }
+    }
+    out
+  }
+
+  pub fn decode(text: &str) -> Option<Vec<u8>> {
+    let digits: Vec<u32> = text
+      .bytes()
+      .map(|c| ALPHABET.iter().position(|a| *a == c).map(|p| p as u32))
+      .collect::<Option<_>>()?;
+    if digits.len() % 4 == 1 {
+      return None;
+    }
+    let mut out = Vec::with_capacity(digits.len() * 3 / 4);
+    for chunk in digits.chunks(4) {
+      let n = chunk
+        .iter()
+        .enumerate()
+        .fold(0u32, |n, (i, d)| n | (d << (18 - 6 * i)));
+      for i in 0..chunk.len() - 1 {
+        out.push((n >> (16 - 8 * i)) as u8);
+      }
+    }
+    Some(out)
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn key(unit: QuotaUnit) -> DimensionKey {
+    DimensionKey::new("p", unit, QuotaWindow::Hourly)
+  }
+
+  #[test]
+  fn base64url_round_trips() {
+    for text in ["", "a", "ab", "abc", "abcd", "{\"k\":\"é\"}"] {
+      let encoded = base64url::encode(text.as_bytes());
+      assert_eq!(base64url::decode(&encoded).unwrap(), text.as_bytes());
+    }
+    assert_eq!(base64url::encode(b"\xfb\xff"), "-_8");
+    assert!(base64url::decode("a").is_none());
+    assert!(base64url::decode("ab=c").is_none());
+  }
+
+  #[test]
+  fn a_reservation_round_trips_and_settles_per_entry() {
+    let writes = vec![
+      (key(QuotaUnit::Requests), 1.0),
+      (key(QuotaUnit::Tokens), 100.0),
+      (
+        DimensionKey::new("p:model:m", QuotaUnit::Usd, QuotaWindow::Hourly),
+        0.0,
+      ),
+    ];
+    let r = Reservation::new("k", writes, 10 * 3_600_000 + 5);
+    let decoded = Reservation::decode(&r.encode(), "reservation").unwrap();
+    assert_eq!(decoded, r);
+    assert_eq!(r.entries[0].bucket, 10);
+    let actual = ConsumptionCost {
+      tokens: Some(40.0),
+      usd: Some(0.5),
+      requests: None,
+    };
+    let deltas: Vec<(String, i64, f64)> = r
+      .settle_deltas(&actual)
+      .into_iter()
+      .map(|(k, b, d)| (k.to_string(), b, d))
+      .collect();
+    assert_eq!(
+      deltas,
+      vec![
+        ("p:tokens:hourly".to_string(), 10, -60.0),
+        ("p:model:m:usd:hourly".to_string(), 10, 0.5),
+      ]
+    );
+    assert_eq!(r.release_deltas().len(), 2);
+    assert_eq!(r.additions().len(), 2);
+  }
+
+  #[test]
+  fn malformed_reservations_are_range_errors() {
+    let good = Reservation::new("k", vec![(key(QuotaUnit::Requests), 1.0)], 0).encode();
+    let forged = |json: &str| format!("{PREFIX}{}", base64url::encode(json.as_bytes()));
+    for text in [
+      String::new(),
+      "nope".to_string(),
+      format!("{good}!"),
+      "qr1.e30".to_string(),
+      forged(r#"{"k":"","e":[["p:requests:hourly",1,1]]}"#),
+      forged(r#"{"k":"k","e":[]}"#),
+      forged(r#"{"k":"k","e":[["p:requests:never",1,1]]}"#),
+      forged(r#"{"k":"k","e":[["p:percent:hourly",1,1]]}"#),
+      forged(r#"{"k":"k","e":[["p:requests:hourly",-1,1]]}"#),
+      forged(r#"{"k":"k","e":[["p:requests:hourly",1.5,1]]}"#),
+      forged(r#"{"k":"k","e":[["p:requests:hourly",1,-1]]}"#),
+      forged(r#"{"k":"k","e":[["p:requests:hourly",1]]}"#),
+    ] {
+      let err = Reservation::decode(&text, "reservation").unwrap_err();
+      assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG", "{text}");
+      assert!(err.to_string().starts_with("reservation: "), "{err}");
+    }
+    assert!(Reservation::decode(&good, "reservation").is_ok());
+  }
+
+  #[test]
+  fn the_estimate_is_one_request_and_the_given_usd_and_tokens() {
+    let cost = estimated_cost(Some(0.25), None);
+    assert_eq!(cost.amount(QuotaUnit::Requests), 1.0);
+    assert_eq!(cost.amount(QuotaUnit::Usd), 0.25);
+    assert_eq!(cost.amount(QuotaUnit::Tokens), 0.0);
+    assert_eq!(cost.amount(QuotaUnit::Percent), 0.0);
+    let cost = estimated_cost(Some(f64::NAN), Some(-3.0));
+    assert_eq!(cost.amount(QuotaUnit::Usd), 0.0);
+    assert_eq!(cost.amount(QuotaUnit::Tokens), 0.0);
+  }
+
+  mod agreement {
+    use super::super::*;
+    use crate::core::dimensions::{PoolAllocation, QuotaPool};
+    use crate::core::enforce::{EnforceOutcome, ModelCapLimit, PlannedDimension, QuotaRequest};
+    use crate::core::fair_share::AllocationInput;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    const NOW: i64 = 1_000 * 3_600_000 + 1_234_567;
+
+    fn unit() -> impl Strategy<Value = QuotaUnit> {
+      prop_oneof![
+        Just(QuotaUnit::Requests),
+        Just(QuotaUnit::Tokens),
+        Just(QuotaUnit::Usd),
+        Just(QuotaUnit::Percent)
+      ]
+    }
+
+    fn window() -> impl Strategy<Value = QuotaWindow> {
+      prop_oneof![
+        Just(QuotaWindow::Hourly),
+        Just(QuotaWindow::FiveHours),
+        Just(QuotaWindow::Daily),
+        Just(QuotaWindow::Weekly),
+        Just(QuotaWindow::Monthly)
+      ]
+    }
+
+    fn policy() -> impl Strategy<Value = Policy> {
+      prop_oneof![Just(Policy::Hard), Just(Policy::Soft), Just(Policy::Burst)]
+    }
+
+    /// Small integers often land exactly on a threshold (the `>=` edges).
+    fn amount() -> impl Strategy<Value = f64> {
+      prop_oneof![
+        (0u32..20).prop_map(f64::from),
+        0.0f64..2_000.0,
+        Just(f64::NAN),
+      ]
+    }
+
+    fn buckets() -> impl Strategy<Value = Buckets> {
+      (amount(), amount()).prop_map(|(curr, prev)| Buckets { curr, prev })
+    }
+
+    fn plan(
+      dims: Vec<(QuotaUnit, QuotaWindow, f64, f64)>,
+      weight: f64,
+      cap: Option<(f64, QuotaUnit)>,
+      policy: Policy,
+      model_cap: Option<f64>,
+      threshold: f64,
+    ) -> EnforcePlan {
+      EnforcePlan {
+        pool: Arc::new(QuotaPool {
+          id: "p".into(),
+          connection_id: "c".into(),
+          connection_ids: vec!["c".into()],
+          name: "p".into(),
+          group_id: "g".into(),
+          created_at: String::new(),
+          allocations: vec![PoolAllocation {
+            api_key_id: "a".into(),
+            weight,
+            cap_value: None,
+            cap_unit: None,
+            policy,
+          }],
+        }),
+        allocation: AllocationInput {
+          weight,
+          cap_value: cap.map(|c| c.0),
+          cap_unit: cap.map(|c| c.1),
+          policy,
+        },
+        model_cap: model_cap.map(|value| ModelCapLimit {
+          value,
+          unit: QuotaUnit::Requests,
+        }),
+        dimensions: dims
+          .into_iter()
+          .map(|(unit, window, limit, gup)| PlannedDimension {
+            key: DimensionKey::new("p", unit, window),
+            limit,
+            global_used_percent: gup,
+          })
+          .collect(),
+        missing: Vec::new(),
+        reads: Vec::new(),
+        saturation_threshold: threshold,
+        now_ms: NOW,
+      }
+    }
+
+    proptest! {
+      #![proptest_config(ProptestConfig::with_cases(4000))]
+
+      /// For every rule of §3 (and the model cap of §7), the compiled checks decide what
+      /// `decide` decides: the same block reason, or the same `deprioritize`.
+      #[test]
+      fn compiled_checks_agree_with_the_decision(
+        dims in prop::collection::vec(
+          (unit(), window(), prop_oneof![(1u32..40).prop_map(f64::from), 0.5f64..3_000.0],
+           prop_oneof![Just(0.0), Just(0.5), Just(1.0), 0.0f64..1.2]),
+          0..4,
+        ),
+        weight in prop_oneof![Just(0.0), Just(50.0), Just(100.0), 0.0f64..100.0],
+        cap in prop::option::of(((1u32..30).prop_map(f64::from), unit())),
+        policy in policy(),
+        model_cap in prop::option::of((1u32..20).prop_map(f64::from)),
+        threshold in prop_oneof![Just(0.5), 0.0f64..1.0],
+        values in prop::collection::vec(buckets(), 9),
+      ) {
+        let plan = plan(dims, weight, cap, policy, model_cap, threshold);
+        let request = QuotaRequest { api_key_id: "a", connection_id: "c", provider: "x", model: Some("m") };
+        let compiled = compile_checks(&plan).expect("saturation is known");
+        let expected = plan.decide(&request, &values);
+        match (evaluate(&compiled, &values, NOW), expected) {
+          (Admission::Allow { deprioritize: a }, EnforceOutcome::Allow { deprioritize: b }) => {
+            prop_assert_eq!(a, b)
+          }
+          (Admission::Block { reason: a, .. }, EnforceOutcome::Block { reason: b, .. }) => {
+            prop_assert_eq!(a, b)
+          }
+          (got, want) => prop_assert!(false, "compiled {:?}, decided {:?}", got, want),
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,88 @@
+-- enforce in reserve mode: read every counter the decision needs, evaluate the compiled
+-- checks, and — when none blocks — add the reservation, all in one atomic step.
+--
+-- KEYS: first the read's (read.lua's members sets), then two per write: the bucket, the
+--   bucket's members set.
+-- ARGV[1]: r, the number of read arguments; ARGV[2 .. 1 + r]: read.lua's ARGV exactly.
+-- Then c, the number of checks, and three per check: the group (1-based; 0 = always
+--   blocks, -1 = never), the weight of the group's previous bucket, the threshold. A check blocks
+--   when prev × weight + curr >= threshold.
+-- Then the API key id, and two per write: the amount (a decimal string), the TTL (s).
+-- Returns: the first blocking check (1-based, "0" when admitted and written), then two
+-- per group, the summed current and previous buckets as "%.17g" strings.
+local r = tonumber(ARGV[1])
+local prefix = ARGV[2]
+local n = tonumber(ARGV[3])
+local ids, is_id = {}, {}
+for i = 1, n do
+  ids[i] = ARGV[3 + i]
+  is_id[ARGV[3 + i]] = true
+end
+
+local function sum(names)
+  local total = 0
+  for first = 1, #names, 512 do
+    local values = redis.call('MGET', unpack(names, first, math.min(first + 511, #names)))
+    for i = 1, #values do
+      local value = values[i] and tonumber(values[i])
+      if value then total = total + value end
+    end
+  end
+  return total
+end
+
+local currs, prevs = {}, {}
+for g = 4 + n, 1 + r, 4 do
+  local dim, curr, prev, who = ARGV[g], ARGV[g + 1], ARGV[g + 2], tonumber(ARGV[g + 3])
+  local owners
+  if who > 0 then
+    owners = { ids[who] }
+  else
+    owners = {}
+    for i = 1, n do owners[i] = ids[i] end
+    local members = redis.call('SUNION', KEYS[-who], KEYS[1 - who])
+    for i = 1, #members do
+      if not is_id[members[i]] then owners[#owners + 1] = members[i] end
+    end
+  end
+  local cn, pn = {}, {}
+  for i = 1, #owners do
+    cn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. curr
+    pn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. prev
+  end
+  currs[#currs + 1] = sum(cn)
+  prevs[#prevs + 1] = sum(pn)
+end
+
+local at = 2 + r
+local checks = tonumber(ARGV[at])
+local blocked = 0
+for c = 1, checks do
+  local base = at + 3 * (c - 1)
+  local group = tonumber(ARGV[base + 1])
+  if group == 0 or group > 0 and prevs[group] * tonumber(ARGV[base + 2]) + currs[group] >= tonumber(ARGV[base + 3]) then
+    blocked = c
+    break
+  end
+end
+
+if blocked == 0 then
+  local w = at + 3 * checks + 1
+  local id = ARGV[w]
+  local first = #KEYS - 2 * ((#ARGV - w) / 2)
+  for k = 0, (#ARGV - w) / 2 - 1 do
+    local bucket, members = KEYS[first + 1 + 2 * k], KEYS[first + 2 + 2 * k]
+    local ttl = ARGV[w + 2 + 2 * k]
+    redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
+    redis.call('EXPIRE', bucket, ttl)
+    redis.call('SADD', members, id)
+    redis.call('EXPIRE', members, ttl)
+  end
+end
+
+local out = { tostring(blocked) }
+for g = 1, #currs do
+  out[#out + 1] = string.format('%.17g', currs[g])
+  out[#out + 1] = string.format('%.17g', prevs[g])
+end
+return out
