@@ -215,9 +215,17 @@ async function recordConsumption(input) {
       } catch (err) {
         error = err
       }
-      if (error) {
+      if (error && error.code === 'ERR_QUOTA_INVALID_ARG') {
+        // The host's bug, not a store fault: said every time, never counted as a fault.
+        host.log('warn', 'quota:enforce', 'settling a quota reservation failed', {
+          apiKeyId: input.apiKeyId,
+          error: String(error.message),
+        })
+      } else if (error) {
         metrics.storeError('record')
-        failOpen('quota:enforce', 'settling a quota reservation failed', error, { apiKeyId: input.apiKeyId })
+        failOpen('record', 'settling a quota reservation failed', error, { apiKeyId: input.apiKeyId })
+      } else {
+        succeeded('record')
       }
       return
     }
@@ -257,7 +265,9 @@ async function releaseReservation(reservation) {
   const error = await settle(reservation, undefined, {}, true)
   if (error) {
     metrics.storeError('record')
-    failOpen('quota:enforce', 'releasing a quota reservation failed', error, {})
+    failOpen('record', 'releasing a quota reservation failed', error, {})
+  } else {
+    succeeded('record')
   }
 }
 
