@@ -79,3 +79,20 @@ test('hostile rate-limit headers neither panic nor throw (found by the fuzzer: r
   })
   assert.deepEqual(getTokenHeaderSaturation('anthropic', 'hostile'), { saturation: 1, resetAt: null })
 })
+
+test('every native function of src/binding/ catches panics (a new one cannot forget it)', async () => {
+  const fs = await import('node:fs')
+  const path = await import('node:path')
+  const dir = new URL('../src/binding/', import.meta.url)
+  const missing = []
+  for (const file of fs.readdirSync(dir).filter((f) => f.endsWith('.rs'))) {
+    const source = fs.readFileSync(new URL(file, dir), 'utf8')
+    // An attribute `#[napi…]` (possibly spanning lines), then the next item.
+    for (const match of source.matchAll(/#\[napi(?:\((?:[^()]|\([^()]*\))*\))?\]\s*(?:#\[[^\]]*\]\s*|\/\/\/[^\n]*\n\s*)*(pub(?:\(crate\))?\s+(?:async\s+)?fn\s+\w+|pub\s+(?:struct|enum|const)\s+\w+)/g)) {
+      const [attribute, item] = [match[0].slice(0, match[0].indexOf(']') + 1), match[1]]
+      if (!/\bfn\b/.test(item) || /module_exports/.test(match[0])) continue
+      if (!/catch_unwind/.test(match[0])) missing.push(`${path.basename(file)}: ${item}`)
+    }
+  }
+  assert.deepEqual(missing, [])
+})

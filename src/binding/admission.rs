@@ -4,7 +4,7 @@
 
 use super::db::with_store;
 use super::errors::or_throw;
-use super::hot_path::{request_time, step_of, with_saturation, EnforceStep, Lookup};
+use super::hot_path::{quota_request, request_time, step_of, with_saturation, EnforceStep, Lookup};
 use super::promise::ensure_runtime;
 use super::redis_hot_path::redis_enforce_step;
 use super::redis_store::backend_for;
@@ -34,7 +34,7 @@ fn with_reservation(mut step: EnforceStep, reservation: Option<Reservation>) -> 
 /// added to every counter `recordConsumption` would write — in one IMMEDIATE
 /// transaction. An allow carries `reservation`, to pass to `recordConsumption` or
 /// `releaseReservation`.
-#[napi]
+#[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn reserve_step(
   env: Env,
@@ -48,12 +48,7 @@ pub fn reserve_step(
   now: Option<f64>,
 ) -> EnforceStep {
   let now = request_time(now);
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref().filter(|m| !m.is_empty()),
-  };
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   let estimate = estimated_cost(estimated_usd, estimated_tokens);
   let result = with_store(&env, |db| {
     with_saturation(|state| {
@@ -125,7 +120,7 @@ fn reserved_outcome(
 /// The reserve-mode enforce crossing on Redis: metadata on the JS thread (as the default
 /// crossing), then one `reserve.lua` call that reads every counter, evaluates the compiled
 /// checks and — when none blocks — adds the reservation, atomically.
-#[napi(ts_return_type = "EnforceStep | Promise<EnforceStep>")]
+#[napi(catch_unwind, ts_return_type = "EnforceStep | Promise<EnforceStep>")]
 #[allow(clippy::too_many_arguments)]
 pub fn redis_reserve_step<'env>(
   env: &'env Env,
@@ -249,7 +244,7 @@ fn reservation_deltas(
 /// a reservation on SQLite, in one transaction; buckets never go below 0. Throws a
 /// `RangeError` (`ERR_QUOTA_INVALID_ARG`) for a malformed reservation, or one made for
 /// another `apiKeyId`, writing nothing; returns a store error's message, or `null`.
-#[napi]
+#[napi(catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn settle_step(
   env: Env,
@@ -278,7 +273,10 @@ pub fn settle_step(
 /// `settleStep` on Redis: one `settle.lua` call. Throws for a malformed reservation (as
 /// `settleStep`); else `null` when there is nothing to write, or a promise of `null` or
 /// the error message.
-#[napi(ts_return_type = "string | null | Promise<string | null>")]
+#[napi(
+  catch_unwind,
+  ts_return_type = "string | null | Promise<string | null>"
+)]
 #[allow(clippy::too_many_arguments)]
 pub fn redis_settle_step<'env>(
   env: &'env Env,

@@ -148,6 +148,21 @@ pub(crate) fn step_of(outcome: crate::error::Result<EnforceOutcome>) -> EnforceS
 }
 
 /// The request time: `now` when given (tests), else the clock.
+/// The request of a hot-path crossing; an empty model counts as none.
+pub(crate) fn quota_request<'a>(
+  api_key_id: &'a str,
+  connection_id: &'a str,
+  provider: &'a str,
+  model: &'a Option<String>,
+) -> QuotaRequest<'a> {
+  QuotaRequest {
+    api_key_id,
+    connection_id,
+    provider,
+    model: model.as_deref().filter(|m| !m.is_empty()),
+  }
+}
+
 pub(crate) fn request_time(now: Option<f64>) -> i64 {
   now
     .filter(|t| t.is_finite())
@@ -167,12 +182,7 @@ pub fn enforce_step(
   now: Option<f64>,
 ) -> EnforceStep {
   let now = request_time(now);
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref().filter(|m| !m.is_empty()),
-  };
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   // One read transaction for every statement of the decision: one set of lock calls.
   step_of(with_store(&env, |db| {
     db.read_scope(|db| {
@@ -204,15 +214,8 @@ pub fn record_step(
   requests: Option<f64>,
   now: Option<f64>,
 ) -> Option<String> {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref().filter(|m| !m.is_empty()),
-  };
+  let now = request_time(now);
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   let cost = ConsumptionCost {
     tokens,
     usd,
@@ -246,9 +249,7 @@ pub fn put_saturation(
   value: f64,
   now: Option<f64>,
 ) -> f64 {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
+  let now = request_time(now);
   let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
     return 0.0;
   };
@@ -268,9 +269,7 @@ pub fn cached_saturation(
   window: String,
   now: Option<f64>,
 ) -> Option<f64> {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
+  let now = request_time(now);
   let (unit, window) = (QuotaUnit::parse(&unit)?, QuotaWindow::parse(&window)?);
   with_saturation(|state| {
     state
@@ -299,9 +298,7 @@ pub fn store_rate_limit_header_pairs(
   pairs: Vec<Vec<String>>,
   now: Option<f64>,
 ) {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
+  let now = request_time(now);
   let parsed = parse_rate_limit_headers(
     pairs
       .iter()
@@ -333,9 +330,7 @@ pub fn token_header_saturation_of(
   connection_id: String,
   now: Option<f64>,
 ) -> Option<TokenHeaderSaturationJs> {
-  let now = now
-    .filter(|t| t.is_finite())
-    .map_or_else(now_ms, |t| t as i64);
+  let now = request_time(now);
   with_saturation(|state| {
     let snapshot = state.headers.get(&(provider, connection_id))?;
     let value = token_header_saturation(snapshot, now)?;

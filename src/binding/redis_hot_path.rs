@@ -11,7 +11,7 @@
 //! open; the promises never reject.
 
 use super::db::with_store;
-use super::hot_path::{request_time, step_of, with_saturation, EnforceStep, Lookup};
+use super::hot_path::{quota_request, request_time, step_of, with_saturation, EnforceStep, Lookup};
 use super::promise::ensure_runtime;
 use super::redis_store::backend_for;
 use crate::core::enforce::{
@@ -110,12 +110,7 @@ pub fn redis_record_step<'env>(
   now: Option<f64>,
 ) -> napi::Result<Either<Option<String>, PromiseRaw<'env, Option<String>>>> {
   let now = request_time(now);
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref().filter(|m| !m.is_empty()),
-  };
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   let cost = ConsumptionCost {
     tokens,
     usd,
