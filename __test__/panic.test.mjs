@@ -89,7 +89,7 @@ test('every native function of src/binding/ catches panics (a new one cannot for
     const source = fs.readFileSync(new URL(file, dir), 'utf8')
     // An attribute `#[napi…]` (possibly spanning lines), then the next item.
     for (const match of source.matchAll(/#\[napi(?:\((?:[^()]|\([^()]*\))*\))?\]\s*(?:#\[[^\]]*\]\s*|\/\/\/[^\n]*\n\s*)*(pub(?:\(crate\))?\s+(?:async\s+)?fn\s+\w+|pub\s+(?:struct|enum|const)\s+\w+)/g)) {
-      const [attribute, item] = [match[0].slice(0, match[0].indexOf(']') + 1), match[1]]
+      const item = match[1]
       if (!/\bfn\b/.test(item) || /module_exports/.test(match[0])) continue
       if (!/catch_unwind/.test(match[0])) missing.push(`${path.basename(file)}: ${item}`)
     }
