@@ -12,6 +12,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
+import { measurer } from './measure.mjs'
 import { openBaseline } from './baseline/store.mjs'
 
 const arg = (name, fallback) => {
@@ -35,49 +36,7 @@ const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
 const store = engine.getSqliteQuotaStore()
 
 const HOUR = 3_600_000
-const hr = () => process.hrtime.bigint()
-
-function summarize(latNs, count, totalNs) {
-  const sorted = Float64Array.from(latNs).sort()
-  const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] / 1e3
-  return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
-}
-
-async function measureSerial(fn) {
-  for (let i = 0; i < WARMUP; i++) await fn(i)
-  const lat = []
-  const start = hr()
-  const deadline = start + BigInt(MAX_MS) * 1_000_000n
-  let i = 0
-  for (; i < MAX_OPS; i++) {
-    const t0 = hr()
-    await fn(i)
-    const t1 = hr()
-    lat.push(Number(t1 - t0))
-    if (t1 > deadline) { i++; break }
-  }
-  return summarize(lat, i, hr() - start)
-}
-
-async function measureConcurrent(fn) {
-  const batch = async (base, lat) => {
-    const t0 = hr()
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, (_, j) => fn(base + j).then(() => lat && lat.push(Number(hr() - t0)))),
-    )
-  }
-  for (let i = 0; i < WARMUP; i += CONCURRENCY) await batch(i, null)
-  const lat = []
-  const start = hr()
-  const deadline = start + BigInt(MAX_MS) * 1_000_000n
-  let i = 0
-  while (i < MAX_OPS) {
-    await batch(i, lat)
-    i += CONCURRENCY
-    if (hr() > deadline) break
-  }
-  return summarize(lat, i, hr() - start)
-}
+const { serial: measureSerial, concurrent: measureConcurrent } = measurer({ maxOps: MAX_OPS, maxMs: MAX_MS, warmup: WARMUP, concurrency: CONCURRENCY })
 
 const rows = []
 async function compare(operation, size, engineFn, baselineFn, mode = 'serial') {

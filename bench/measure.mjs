@@ -1,0 +1,53 @@
+// How every bench measures: a warm-up, then up to `maxOps` operations or `maxMs`
+// milliseconds, whichever comes first; latency per operation from process.hrtime.bigint
+// (for concurrent runs: from the batch's start to the operation's resolution).
+
+const hr = () => process.hrtime.bigint()
+
+/** `{ opsPerSec, p50, p99 }` (µs) of latencies in ns. */
+export function summarize(latNs, count, totalNs) {
+  const sorted = Float64Array.from(latNs).sort()
+  const pct = (p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] / 1e3
+  return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
+}
+
+/** A measurer for the given limits: `serial(fn)` and `concurrent(fn)`, `fn(i)` async. */
+export function measurer({ maxOps, maxMs, warmup, concurrency }) {
+  async function serial(fn) {
+    for (let i = 0; i < warmup; i++) await fn(i)
+    const lat = []
+    const start = hr()
+    const deadline = start + BigInt(maxMs) * 1_000_000n
+    let i = 0
+    for (; i < maxOps; i++) {
+      const t0 = hr()
+      await fn(i)
+      const t1 = hr()
+      lat.push(Number(t1 - t0))
+      if (t1 > deadline) { i++; break }
+    }
+    return summarize(lat, i, hr() - start)
+  }
+
+  async function concurrent(fn) {
+    const batch = async (base, lat) => {
+      const t0 = hr()
+      await Promise.all(
+        Array.from({ length: concurrency }, (_, j) => fn(base + j).then(() => lat && lat.push(Number(hr() - t0)))),
+      )
+    }
+    for (let i = 0; i < warmup; i += concurrency) await batch(i, null)
+    const lat = []
+    const start = hr()
+    const deadline = start + BigInt(maxMs) * 1_000_000n
+    let i = 0
+    while (i < maxOps) {
+      await batch(i, lat)
+      i += concurrency
+      if (hr() > deadline) break
+    }
+    return summarize(lat, i, hr() - start)
+  }
+
+  return { serial, concurrent }
+}
