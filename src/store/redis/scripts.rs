@@ -23,10 +23,19 @@ use std::sync::LazyLock;
 /// `write.lua`.
 pub static WRITE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/write.lua")));
 /// `read.lua`.
-pub static READ: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/read.lua")));
+pub static READ: LazyLock<Script> = LazyLock::new(|| {
+  Script::new(concat!(
+    include_str!("lua/groups.lua"),
+    include_str!("lua/read.lua")
+  ))
+});
 /// `reserve.lua`.
-pub static RESERVE: LazyLock<Script> =
-  LazyLock::new(|| Script::new(include_str!("lua/reserve.lua")));
+pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+  Script::new(concat!(
+    include_str!("lua/groups.lua"),
+    include_str!("lua/reserve.lua")
+  ))
+});
 /// `settle.lua`.
 pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
 

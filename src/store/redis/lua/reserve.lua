@@ -3,7 +3,8 @@
 --
 -- KEYS: first the read's (read.lua's members sets), then two per write: the bucket, the
 --   bucket's members set.
--- ARGV[1]: r, the number of read arguments; ARGV[2 .. 1 + r]: read.lua's ARGV exactly.
+-- ARGV[1]: r, the number of read arguments; ARGV[2 .. 1 + r]: read.lua's ARGV exactly
+--   (read by groups.lua's read_groups).
 -- Then c, the number of checks, and three per check: the group (1-based; 0 = always
 --   blocks, -1 = never), the weight of the group's previous bucket, the threshold. A check blocks
 --   when prev × weight + curr >= threshold.
@@ -11,48 +12,7 @@
 -- Returns: the first blocking check (1-based, "0" when admitted and written), then two
 -- per group, the summed current and previous buckets as "%.17g" strings.
 local r = tonumber(ARGV[1])
-local prefix = ARGV[2]
-local n = tonumber(ARGV[3])
-local ids, is_id = {}, {}
-for i = 1, n do
-  ids[i] = ARGV[3 + i]
-  is_id[ARGV[3 + i]] = true
-end
-
-local function sum(names)
-  local total = 0
-  for first = 1, #names, 512 do
-    local values = redis.call('MGET', unpack(names, first, math.min(first + 511, #names)))
-    for i = 1, #values do
-      local value = values[i] and tonumber(values[i])
-      if value then total = total + value end
-    end
-  end
-  return total
-end
-
-local currs, prevs = {}, {}
-for g = 4 + n, 1 + r, 4 do
-  local dim, curr, prev, who = ARGV[g], ARGV[g + 1], ARGV[g + 2], tonumber(ARGV[g + 3])
-  local owners
-  if who > 0 then
-    owners = { ids[who] }
-  else
-    owners = {}
-    for i = 1, n do owners[i] = ids[i] end
-    local members = redis.call('SUNION', KEYS[-who], KEYS[1 - who])
-    for i = 1, #members do
-      if not is_id[members[i]] then owners[#owners + 1] = members[i] end
-    end
-  end
-  local cn, pn = {}, {}
-  for i = 1, #owners do
-    cn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. curr
-    pn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. prev
-  end
-  currs[#currs + 1] = sum(cn)
-  prevs[#prevs + 1] = sum(pn)
-end
+local currs, prevs = read_groups(2, 1 + r)
 
 local at = 2 + r
 local checks = tonumber(ARGV[at])
