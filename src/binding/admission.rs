@@ -140,12 +140,7 @@ pub fn redis_reserve_step<'env>(
     Ok(backend) => backend,
     Err(err) => return Ok(Either::A(step_of(Err(err)))),
   };
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref(),
-  };
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   let estimate = estimated_cost(estimated_usd, estimated_tokens);
   let start = with_store(env, |db| {
     db.read_scope(|db| {
@@ -200,12 +195,7 @@ pub fn redis_reserve_step<'env>(
   let promise = env.spawn_future_with_callback(
     async move { Ok(counters::reserve(&backend, &batch, &checks, &key, &additions).await) },
     move |_, result| {
-      let request = QuotaRequest {
-        api_key_id: &api_key_id,
-        connection_id: &connection_id,
-        provider: &provider,
-        model: model.as_deref(),
-      };
+      let request = quota_request(&api_key_id, &connection_id, &provider, &model);
       let outcome = result
         .map(|(blocked, values)| reserved_outcome(&plan, &compiled, &request, blocked, &values));
       Ok(with_reservation(step_of(outcome), reservation))

@@ -14,9 +14,7 @@ use super::db::with_store;
 use super::hot_path::{quota_request, request_time, step_of, with_saturation, EnforceStep, Lookup};
 use super::promise::ensure_runtime;
 use super::redis_store::backend_for;
-use crate::core::enforce::{
-  consumption_writes, plan_enforce, ConsumptionCost, EnforceStart, QuotaRequest,
-};
+use crate::core::enforce::{consumption_writes, plan_enforce, ConsumptionCost, EnforceStart};
 use crate::store::redis::counters;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
@@ -42,12 +40,7 @@ pub fn redis_enforce_step<'env>(
     Ok(backend) => backend,
     Err(err) => return Ok(Either::A(step_of(Err(err)))),
   };
-  let request = QuotaRequest {
-    api_key_id: &api_key_id,
-    connection_id: &connection_id,
-    provider: &provider,
-    model: model.as_deref(),
-  };
+  let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   // Metadata in one read transaction, as on SQLite.
   let start = with_store(env, |db| {
     db.read_scope(|db| {
@@ -77,12 +70,7 @@ pub fn redis_enforce_step<'env>(
   let promise = env.spawn_future_with_callback(
     async move { Ok(counters::read(&backend, &batch).await) },
     move |_, values| {
-      let request = QuotaRequest {
-        api_key_id: &api_key_id,
-        connection_id: &connection_id,
-        provider: &provider,
-        model: model.as_deref(),
-      };
+      let request = quota_request(&api_key_id, &connection_id, &provider, &model);
       Ok(step_of(values.map(|v| plan.decide(&request, &v))))
     },
   )?;
