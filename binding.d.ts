@@ -301,6 +301,12 @@ export interface FairShareInput {
 }
 
 /**
+ * Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
+ * (the writes stay buffered on an error, for the next flush).
+ */
+export declare function flushQuotaWrites(): string | null
+
+/**
  * Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
  * number of rows deleted.
  */
@@ -430,6 +436,9 @@ export interface ModelCap {
   capUnit: QuotaUnit
 }
 
+/** How many counters are buffered, not yet committed. */
+export declare function pendingQuotaWrites(): number
+
 /** `{ apiKeyId, weight, capValue?, capUnit?, policy }`. */
 export interface PoolAllocation {
   apiKeyId: string
@@ -518,10 +527,13 @@ export interface QuotaPool {
 export declare function readHostSetting(namespace: string, key: string): string | null
 
 /**
- * One record crossing: every plan dimension and the model bucket, in one transaction.
- * Returns the error message, or `null` when the write committed.
+ * One record crossing: every plan dimension and the model bucket, buffered (committed
+ * with the buffer on the next turn of the event loop, see `store/sqlite/hot.rs`), or
+ * committed at once when `flushAfterMs` is 0. Returns `null` when done, `true` when the
+ * caller must schedule `flushQuotaWrites()`, or the error message (a failed flush keeps
+ * the writes buffered).
  */
-export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null
+export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, flushAfterMs: number, now?: number | undefined | null): null | true | string
 
 /**
  * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a

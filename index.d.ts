@@ -98,6 +98,14 @@ export declare function recordConsumption(input: { apiKeyId: string; connectionI
  * malformed reservation (nothing written); store failures are logged, not rejected.
  */
 export declare function releaseReservation(reservation: string): Promise<void>
+/**
+ * Beyond the contract: commits the records `recordConsumption` buffered (SQLite) now, so
+ * other connections see them; the engine's own reads always include them. They are
+ * committed on the next turn of the event loop anyway (and at exit, and by
+ * `closeQuotaDb()`). Returns `null`, or the error message — the records then stay
+ * buffered for the next flush. Never throws.
+ */
+export declare function flushQuotaWrites(): string | null
 export declare function scheduleRecordConsumption(input: Parameters<typeof recordConsumption>[0], log?: { warn(obj: unknown, msg?: string): void }): void
 export declare function buildConsumptionCost(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined, estimatedCost: number): { tokens: number; usd: number; requests: number }
 export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string; /** Reserve mode: settled, or released on a failed stream. */ reservation?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>

@@ -63,6 +63,7 @@ module.exports.gcOlderThan = native.gcOlderThan
 module.exports.enforceQuotaShare = enforce.enforceQuotaShare
 module.exports.recordConsumption = enforce.recordConsumption
 module.exports.releaseReservation = enforce.releaseReservation
+module.exports.flushQuotaWrites = enforce.flushQuotaWrites
 module.exports.scheduleRecordConsumption = enforce.scheduleRecordConsumption
 module.exports.buildConsumptionCost = enforce.buildConsumptionCost
 module.exports.recordStreamingConsumption = enforce.recordStreamingConsumption

@@ -45,6 +45,7 @@ export const {
   enforceQuotaShare,
   recordConsumption,
   releaseReservation,
+  flushQuotaWrites,
   scheduleRecordConsumption,
   buildConsumptionCost,
   recordStreamingConsumption,

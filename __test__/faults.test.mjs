@@ -23,6 +23,7 @@ import {
   getPool,
   resolvePlan,
   incrementBucket,
+  flushQuotaWrites,
 } from '@omniroute/quota-engine'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -37,6 +38,18 @@ const logger = {
   debug() {},
 }
 const enforceWarnings = () => warnings.filter((w) => w.component === 'quota:enforce')
+/** One turn of the event loop: the buffered records' scheduled flush runs. */
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve))
+/** A counter as committed, read through a connection of its own (as the host would). */
+function committed(dbPath, apiKeyId, dimensionKey) {
+  const db = new Database(dbPath, { readonly: true })
+  try {
+    const row = db.prepare('SELECT consumed FROM quota_consumption WHERE api_key_id = ? AND dimension_key = ? AND bucket_index = ?').get(apiKeyId, dimensionKey, Math.floor(Date.now() / HOUR))
+    return row ? row.consumed : 0
+  } finally {
+    db.close()
+  }
+}
 
 let seq = 0
 /** A folder and database path of its own for one test, installed as the host's dbPath. */
@@ -104,11 +117,12 @@ beforeEach(() => {
   _clearSaturationCache()
 })
 
-test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, record waits out the busy timeout and fails open, one warning, then recovery', async () => {
+test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, records stay buffered and count, one warning, then they land', async () => {
   const { dbPath } = freshDb()
   const p = poolWithPlan('lock', 10)
   for (let i = 0; i < 3; i++) await recordConsumption({ ...p.request, cost: {} })
-  assert.equal(p.bucket(), 3)
+  await nextTurn()
+  assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 3, 'flushed on the next turn')
 
   const holder = holdLockFor(dbPath, 'transaction', 5000)
   await holder.locked
@@ -116,23 +130,57 @@ test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, r
   const [decision, enforceMs] = await timed(() => enforceQuotaShare(p.request))
   assert.deepEqual(decision, { kind: 'allow', deprioritize: false })
   assert.ok(enforceMs < 1000, `enforce took ${enforceMs} ms`)
-  // A write waits for the busy timeout (2 s), then resolves without writing.
+  // Records return at once; their flush waits briefly for the lock, fails, keeps them.
   for (let i = 0; i < 2; i++) {
     const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: {} }))
-    assert.ok(ms >= 1500 && ms < 4000, `record took ${ms} ms`)
+    assert.ok(ms < 500, `record took ${ms} ms`)
   }
+  const [, flushMs] = await timed(nextTurn)
+  assert.ok(flushMs < 1000, `the scheduled flush took ${flushMs} ms`)
   assert.equal(enforceWarnings().length, 1, JSON.stringify(warnings))
   assert.match(enforceWarnings()[0].error, /locked|busy/i)
+  assert.equal(enforceWarnings()[0].buffered, 1, 'one counter (key × dimension × bucket) is buffered')
+  // The engine's own reads include what is buffered: the pool is at 5 of 10.
+  assert.equal(p.bucket(), 5)
+  assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 3)
 
   await holder.released()
-  const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: {} }))
-  assert.ok(ms < 1000, `record after release took ${ms} ms`)
-  assert.equal(p.bucket(), 4, 'the two records during the lock were dropped (fail-open), the next one counted')
+  await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(flushQuotaWrites(), null)
+  assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 6, 'nothing recorded during the lock was lost')
   assert.deepEqual(
-    infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]),
-    [['quota record recovered', 2]],
+    infos.filter((i) => i.component === 'quota:enforce').map((i) => i.msg),
+    ['quota flush recovered'],
   )
   assert.equal(enforceWarnings().length, 1)
+})
+
+test('locked, with QUOTA_RECORD_FLUSH_MS=0 (write-through): each record waits out the busy timeout and warns once; the records are kept and land later', async () => {
+  const { dbPath } = freshDb()
+  const p = poolWithPlan('lock-through', 10)
+  process.env.QUOTA_RECORD_FLUSH_MS = '0'
+  try {
+    await recordConsumption({ ...p.request, cost: {} })
+    assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 1, 'committed inside the call')
+    const holder = holdLockFor(dbPath, 'transaction', 5000)
+    await holder.locked
+    for (let i = 0; i < 2; i++) {
+      const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: {} }))
+      assert.ok(ms >= 1500 && ms < 4000, `record took ${ms} ms`)
+    }
+    assert.equal(enforceWarnings().length, 1, JSON.stringify(warnings))
+    assert.match(enforceWarnings()[0].error, /locked|busy/i)
+    assert.equal(p.bucket(), 3, 'the failed records are still counted by the engine')
+    await holder.released()
+    await recordConsumption({ ...p.request, cost: {} })
+    assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 4)
+    assert.deepEqual(
+      infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]),
+      [['quota record recovered', 2]],
+    )
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+  }
 })
 
 test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
@@ -188,6 +236,7 @@ test('the folder replaced by a file (cannot be recreated): fail open with one wa
   fs.rmSync(dataDir)
   assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow' })
   await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(flushQuotaWrites(), null)
   assert.deepEqual(
     infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]).sort(),
     [['quota enforce recovered', 3], ['quota record recovered', 3]],
@@ -209,6 +258,7 @@ test('the disk full (a 512 KiB tmpfs): consume rejects with ERR_QUOTA_STORE, rec
     installHost({ dbPath: path.join(mount, 'storage.sqlite'), logger })
     const p = poolWithPlan('full', 1e9)
     await recordConsumption({ ...p.request, cost: {} })
+    await nextTurn() // committed before the disk fills
     const store = getSqliteQuotaStore()
     const dim = { poolId: 'full', unit: 'tokens', window: 'daily' }
 
@@ -250,19 +300,23 @@ test('the disk full (a 512 KiB tmpfs): consume rejects with ERR_QUOTA_STORE, rec
     for (let i = 0; i < 3; i++) {
       const [, ms] = await timed(() => recordConsumption({ ...p.request, cost: { requests: 1 } }))
       assert.ok(ms < 1000, `record took ${ms} ms`)
+      await nextTurn() // the scheduled flush fails: the records stay buffered
     }
     assert.equal(enforceWarnings().length, 1, JSON.stringify(warnings))
-    // Reads still work: the decision is the real one.
+    assert.match(enforceWarnings()[0].error, /full/i)
+    // Reads still work: the decision is the real one, buffered records included.
     assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow', deprioritize: false })
-    assert.equal(p.bucket(), 1, 'nothing was written while full')
+    assert.equal(p.bucket(), 4)
+    assert.equal(committed(path.join(mount, 'storage.sqlite'), p.request.apiKeyId, p.dimensionKey), 1, 'nothing was committed while full')
 
     fs.rmSync(filler)
     assert.equal(await store.consume('after-full', dim, 2), 2)
     await recordConsumption({ ...p.request, cost: {} })
-    assert.equal(p.bucket(), 2)
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal(committed(path.join(mount, 'storage.sqlite'), p.request.apiKeyId, p.dimensionKey), 5, 'the buffered records landed once there was room')
     assert.deepEqual(
-      infos.filter((i) => i.component === 'quota:enforce').map((i) => [i.msg, i.failedCalls]),
-      [['quota record recovered', 3]],
+      infos.filter((i) => i.component === 'quota:enforce').map((i) => i.msg),
+      ['quota flush recovered'],
     )
   } finally {
     closeQuotaDb()

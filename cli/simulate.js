@@ -270,7 +270,7 @@ function runSimulation(options = {}) {
     s.admitted++
     s.used += chartCost
     if (result.deprioritize) s.deprioritized++
-    const error = native.recordStep(key.id, CONNECTION, provider, null, costs.tokens, costs.usd, costs.requests, now)
+    const error = native.recordStep(key.id, CONNECTION, provider, null, costs.tokens, costs.usd, costs.requests, 0, now)
     if (error) throw new Error(`recordStep failed: ${error}`)
     for (const counter of upstream.values()) counter.add(1, now)
     perKeyPercent[index].add(chartCost, now)

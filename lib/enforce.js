@@ -18,7 +18,7 @@ const ALLOW = Object.freeze({ kind: 'allow' })
 // per request would flood the host's log at request rate. The first failure of an operation
 // warns; the ones after it are counted; its next success logs, at info, that it recovered and
 // how many calls failed open meanwhile — and re-arms the warning for the next fault.
-const faults = { enforce: null, record: null }
+const faults = { enforce: null, record: null, flush: null }
 
 function failOpen(operation, msg, err, context) {
   const fault = faults[operation]
@@ -240,8 +240,12 @@ async function recordConsumption(input) {
     ]
     let url = redisUrl()
     if (isPromise(url)) url = await url
-    let error = url === null ? native.recordStep(...args) : native.redisRecordStep(url, ...args)
+    let error = url === null ? native.recordStep(...args, host.config.recordFlushMs()) : native.redisRecordStep(url, ...args)
     if (isPromise(error)) error = await error
+    if (error === true) {
+      scheduleFlush()
+      error = null
+    }
     if (error) {
       metrics.storeError('record')
       failOpen('record', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
@@ -251,6 +255,61 @@ async function recordConsumption(input) {
   } catch (err) {
     failOpen('record', 'recording quota consumption failed', err, {})
   }
+}
+
+// SQLite records are buffered in the engine (store/sqlite/hot.rs) and committed together:
+// once per turn of the event loop, scheduled here when the engine asks (the first record
+// after a flush), and at exit. A failed flush keeps the records buffered and is retried
+// after a second; it warns once per fault, like the hot path's own failures.
+const flush = { scheduled: false, retry: null, exitHook: false }
+const RETRY_FLUSH_MS = 1000
+
+function scheduleFlush() {
+  if (!flush.exitHook) {
+    flush.exitHook = true
+    process.on('exit', flushQuotaWrites)
+  }
+  if (flush.scheduled || flush.retry) return
+  flush.scheduled = true
+  setImmediate(runScheduledFlush)
+}
+
+function runScheduledFlush() {
+  flush.scheduled = false
+  flush.retry = null
+  const error = flushQuotaWrites()
+  if (error) {
+    flush.retry = setTimeout(runScheduledFlush, RETRY_FLUSH_MS)
+    flush.retry.unref()
+  }
+}
+
+/**
+ * `flushQuotaWrites()` (beyond the contract): commits the records buffered by
+ * `recordConsumption` now, so other connections see them (the engine's own reads always
+ * do). Returns `null`, or the error message (the records stay buffered, for the next
+ * flush); logs a failure once per fault. Never throws.
+ */
+function flushQuotaWrites() {
+  let error
+  try {
+    error = native.flushQuotaWrites()
+  } catch (err) {
+    error = String((err && err.message) || err)
+  }
+  if (error) {
+    metrics.storeError('record')
+    failOpen('flush', 'committing buffered quota records failed; they stay buffered and are retried', error, {
+      buffered: native.pendingQuotaWrites(),
+    })
+    return error
+  }
+  if (flush.retry) {
+    clearTimeout(flush.retry)
+    flush.retry = null
+  }
+  succeeded('flush')
+  return null
 }
 
 /**
@@ -339,6 +398,7 @@ function softPenaltyFactor() {
 module.exports = {
   enforceQuotaShare,
   recordConsumption,
+  flushQuotaWrites,
   releaseReservation,
   scheduleRecordConsumption,
   buildConsumptionCost,

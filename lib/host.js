@@ -113,6 +113,10 @@ const NUMERIC_SETTINGS = {
   saturationThreshold: { name: 'QUOTA_SATURATION_THRESHOLD', fallback: 0.5, min: 0, max: 1 },
   softDeprioritizeFactor: { name: 'QUOTA_SOFT_DEPRIORITIZE_FACTOR', fallback: 0.7, min: 0, max: 1, clamp: true },
   retentionDays: { name: 'QUOTA_CONSUMPTION_RETENTION_DAYS', fallback: 14, min: 0, max: 36500 },
+  // Beyond the contract: how old buffered records may get before a recording call commits
+  // them itself (they are committed on the next turn of the event loop anyway); 0 commits
+  // every record in its own call.
+  recordFlushMs: { name: 'QUOTA_RECORD_FLUSH_MS', fallback: 10, min: 0, max: 60000 },
 }
 
 /**
@@ -151,6 +155,7 @@ const config = {
   // §7: the soft factor is clamped into 0..1; only a non-number falls back (and warns).
   softDeprioritizeFactor: () => numberSetting(NUMERIC_SETTINGS.softDeprioritizeFactor),
   retentionDays: () => numberSetting(NUMERIC_SETTINGS.retentionDays),
+  recordFlushMs: () => numberSetting(NUMERIC_SETTINGS.recordFlushMs),
   admission: () => admissionMode(),
 }
 

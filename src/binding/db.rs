@@ -6,7 +6,9 @@
 //! thread-local of the JS thread that installed it.
 
 use crate::error::Result;
-use crate::store::sqlite::{default_db_path, is_open, with_db, with_open_db, SqliteDb};
+use crate::store::sqlite::{
+  default_db_path, is_open, with_db, with_hot_db, with_open_db, SqliteDb,
+};
 use napi::bindgen_prelude::{Function, FunctionRef, Unknown};
 use napi::{Env, ValueType};
 use std::cell::RefCell;
@@ -66,15 +68,32 @@ fn resolve_path(env: &Env) -> PathBuf {
 
 /// Runs `f` on the process's engine connection, opening it first when needed. The path is
 /// resolved before the connection's lock is taken, and only when it is not open, so a JS
-/// resolver may itself call into the engine.
+/// resolver may itself call into the engine. Buffered records are committed first.
 pub(crate) fn with_store<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
+  open_and_run(env, false, f)
+}
+
+/// [`with_store`] for the hot path's two calls, which read buffered records themselves.
+pub(crate) fn with_hot_store<T>(
+  env: &Env,
+  f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+) -> Result<T> {
+  open_and_run(env, true, f)
+}
+
+fn open_and_run<T>(env: &Env, hot: bool, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
   let path = if needs_open() {
     Some(resolve_path(env))
   } else {
     None
   };
   let opened = path.is_some();
-  let result = with_db(&|| path.clone().unwrap_or_else(resolve_path_without_js), f);
+  let resolve = || path.clone().unwrap_or_else(resolve_path_without_js);
+  let result = if hot {
+    with_hot_db(&resolve, f)
+  } else {
+    with_db(&resolve, f)
+  };
   if opened {
     start_sweeper();
     // Say once, at open, what the lock self-test or the pragmas found wrong.

@@ -5,7 +5,7 @@
 //! `quota.exceeded` event.
 
 use super::burn_rate::now_ms;
-use super::db::with_store;
+use super::db::with_hot_store;
 use super::log_queue::{self, LogRecord};
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::{
@@ -14,10 +14,13 @@ use crate::core::enforce::{
 use crate::core::saturation::{
   parse_rate_limit_headers, token_header_saturation, RateLimitSnapshot, SaturationCache,
 };
+use crate::store::sqlite::Recorded;
+use napi::bindgen_prelude::Either;
 use napi::Env;
 use napi_derive::napi;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::Duration;
 
 pub(crate) struct SaturationState {
   cache: SaturationCache,
@@ -183,9 +186,10 @@ pub fn enforce_step(
 ) -> EnforceStep {
   let now = request_time(now);
   let request = quota_request(&api_key_id, &connection_id, &provider, &model);
-  // One read transaction for every statement of the decision: one set of lock calls.
-  step_of(with_store(&env, |db| {
-    db.read_scope(|db| {
+  // From memory when nothing was committed since the last call, else one read
+  // transaction for every statement of the decision: one set of lock calls.
+  step_of(with_hot_store(&env, |db| {
+    db.hot_scope(|db| {
       with_saturation(|state| {
         enforce(
           db,
@@ -199,9 +203,12 @@ pub fn enforce_step(
   }))
 }
 
-/// One record crossing: every plan dimension and the model bucket, in one transaction.
-/// Returns the error message, or `null` when the write committed.
-#[napi(catch_unwind)]
+/// One record crossing: every plan dimension and the model bucket, buffered (committed
+/// with the buffer on the next turn of the event loop, see `store/sqlite/hot.rs`), or
+/// committed at once when `flushAfterMs` is 0. Returns `null` when done, `true` when the
+/// caller must schedule `flushQuotaWrites()`, or the error message (a failed flush keeps
+/// the writes buffered).
+#[napi(catch_unwind, ts_return_type = "null | true | string")]
 #[allow(clippy::too_many_arguments)]
 pub fn record_step(
   env: Env,
@@ -212,8 +219,9 @@ pub fn record_step(
   tokens: Option<f64>,
   usd: Option<f64>,
   requests: Option<f64>,
+  flush_after_ms: f64,
   now: Option<f64>,
-) -> Option<String> {
+) -> Option<Either<bool, String>> {
   let now = request_time(now);
   let request = quota_request(&api_key_id, &connection_id, &provider, &model);
   let cost = ConsumptionCost {
@@ -221,16 +229,40 @@ pub fn record_step(
     usd,
     requests,
   };
-  let result = with_store(&env, |db| {
-    // Metadata first, in one read; the write then takes the write lock only when there is
-    // something to write.
-    let writes = db.read_scope(|db| consumption_writes(db, &request, &cost))?;
-    if writes.is_empty() {
-      return Ok(());
-    }
-    db.consume_many(&api_key_id, &writes, now)
+  let max_age = Duration::from_secs_f64(if flush_after_ms.is_finite() {
+    flush_after_ms.clamp(0.0, 60_000.0) / 1000.0
+  } else {
+    0.0
   });
-  result.err().map(|e| e.to_string())
+  let result = with_hot_store(&env, |db| {
+    let writes = db.hot_scope(|db| consumption_writes(db, &request, &cost))?;
+    db.record_writes(&api_key_id, &writes, now, max_age)
+  });
+  match result {
+    Ok(Recorded::FlushNeeded) => Some(Either::A(true)),
+    Ok(_) => None,
+    Err(err) => Some(Either::B(err.to_string())),
+  }
+}
+
+/// Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
+/// (the writes stay buffered on an error, for the next flush).
+#[napi(catch_unwind)]
+pub fn flush_quota_writes(env: Env) -> Option<String> {
+  if !crate::store::sqlite::is_open() {
+    return None;
+  }
+  with_hot_store(&env, |db| db.flush_pending(true))
+    .err()
+    .map(|e| e.to_string())
+}
+
+/// How many counters are buffered, not yet committed.
+#[napi(catch_unwind)]
+pub fn pending_quota_writes() -> u32 {
+  crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
+    .and_then(|r| r.ok())
+    .unwrap_or(0) as u32
 }
 
 /// Registers which providers have a host saturation fetcher (`"*"` for all).

@@ -12,7 +12,7 @@ use super::convert::{
   read_allocations, read_dimension, read_strings, ConsumptionRowJs, ModelCapJs, PoolAllocationJs,
   ProviderPlanJs, QuotaPoolJs,
 };
-use super::db::{set_db_path, with_store};
+use super::db::{set_db_path, with_hot_store, with_store};
 use super::dimensions::read_dimension_key;
 use super::errors::or_throw;
 use crate::core::burn_rate::compute_burn_rate_from_window;
@@ -52,7 +52,17 @@ pub fn configure_db_path(db_path: Option<Unknown>) -> napi::Result<()> {
 /// connection (the reset order of the host's tests), or at shutdown.
 #[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db_js(env: Env) -> napi::Result<()> {
-  or_throw(&env, close_quota_db())
+  if let Some(dropped) = or_throw(&env, close_quota_db())? {
+    super::log_queue::warn(
+      "quota:store",
+      format!(
+        "closing the database dropped {} buffered quota counters that could not be committed",
+        dropped.counters
+      ),
+      Some(dropped.error),
+    );
+  }
+  Ok(())
 }
 
 // ---- the QuotaStore operations -------------------------------------------------------
@@ -95,7 +105,9 @@ pub fn store_peek(
   let result = (|| {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let key = read_dimension_key(&arg(dim, "dim")?)?;
-    with_store(&env, |db| db.peek(&api_key_id, &key, clock(now_ms)))
+    with_hot_store(&env, |db| {
+      db.hot_scope(|db| db.peek(&api_key_id, &key, clock(now_ms)))
+    })
   })();
   or_throw(&env, result)
 }
@@ -105,7 +117,9 @@ pub fn store_peek(
 pub fn store_pool_consumed_total(env: Env, dim: Unknown, now_ms: Option<f64>) -> napi::Result<f64> {
   let result = (|| {
     let key = read_dimension_key(&arg(dim, "dim")?)?;
-    with_store(&env, |db| db.pool_consumed_total(&key, clock(now_ms)))
+    with_hot_store(&env, |db| {
+      db.hot_scope(|db| db.pool_consumed_total(&key, clock(now_ms)))
+    })
   })();
   or_throw(&env, result)
 }

@@ -99,6 +99,7 @@ impl SqliteDb {
     let mut cache = self.cache.borrow_mut();
     cache.clear_entries();
     cache.meta_version = None;
+    self.hot.borrow_mut().invalidate();
   }
 
   /// How many metadata entries are cached (diagnostics and tests).

@@ -54,8 +54,8 @@ const SELECT_PER_KEY: &str = "
   GROUP BY api_key_id
   ORDER BY api_key_id";
 
-/// `(curr, prev)` of one key and dimension key string.
-fn pair(
+/// `(curr, prev)` of one key and dimension key string, as committed.
+pub(super) fn pair(
   conn: &Connection,
   api_key_id: &str,
   dimension_key: &str,
@@ -73,8 +73,13 @@ fn pair(
     .ctx("reading a counter")
 }
 
-/// `(curr_total, prev_total)` of a dimension key string, from the totals table.
-fn totals_pair(conn: &Connection, dimension_key: &str, current: i64) -> Result<(f64, f64)> {
+/// `(curr_total, prev_total)` of a dimension key string, from the totals table, as
+/// committed.
+pub(super) fn totals_pair(
+  conn: &Connection,
+  dimension_key: &str,
+  current: i64,
+) -> Result<(f64, f64)> {
   conn
     .prepare_cached(SELECT_TOTALS_PAIR)
     .ctx("reading pool totals")?
@@ -124,12 +129,13 @@ impl CounterStore for SqliteDb {
     validate::cost(cost, "cost")?;
     let window_ms = key.window.ms();
     let current = bucket_index(now_ms, window_ms);
+    let dimension_key = key.to_string();
     let mut stmt = self
       .conn
       .prepare_cached(UPSERT_RETURNING)
       .ctx("consuming")?;
     let mut rows = stmt
-      .query(params![api_key_id, key.to_string(), current, cost, now_ms])
+      .query(params![api_key_id, dimension_key, current, cost, now_ms])
       .ctx("consuming")?;
     let (curr, prev) = match rows.next().ctx("consuming")? {
       Some(row) => (
@@ -151,33 +157,27 @@ impl CounterStore for SqliteDb {
         "consuming: the upsert returned two rows".into(),
       ));
     }
-    Ok(effective(prev, curr, now_ms, window_ms))
+    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, &dimension_key, current);
+    Ok(effective(
+      prev + pending_prev,
+      curr + pending_curr,
+      now_ms,
+      window_ms,
+    ))
   }
 
   fn peek(&self, api_key_id: &str, key: &DimensionKey, now_ms: i64) -> Result<f64> {
     check_key(api_key_id, key)?;
     let window_ms = key.window.ms();
-    let (curr, prev) = pair(
-      &self.conn,
-      api_key_id,
-      &key.to_string(),
-      bucket_index(now_ms, window_ms),
-    )?;
-    Ok(effective(prev, curr, now_ms, window_ms))
+    let pair = self.key_pair_now(api_key_id, key, bucket_index(now_ms, window_ms))?;
+    Ok(pair.effective(now_ms, window_ms))
   }
 
   fn pool_consumed_total(&self, key: &DimensionKey, now_ms: i64) -> Result<f64> {
     validate::non_empty(&key.pool_id, "dim.poolId")?;
-    // A dropped totals trigger (a recreated table) shows as a schema change: re-applied
-    // here, with the totals rebuilt, before they are read.
-    self.refresh_cache()?;
     let window_ms = key.window.ms();
-    let (curr, prev) = totals_pair(
-      &self.conn,
-      &key.to_string(),
-      bucket_index(now_ms, window_ms),
-    )?;
-    Ok(effective(prev, curr, now_ms, window_ms))
+    let totals = self.totals_pair_now(key, bucket_index(now_ms, window_ms))?;
+    Ok(totals.effective(now_ms, window_ms))
   }
 
   fn clear(&self, api_key_id: &str, key: &DimensionKey) -> Result<()> {
@@ -210,9 +210,10 @@ impl SqliteDb {
       .query_row(params![api_key_id, dimension_key, bucket], |row| {
         Ok(f64_of(row.get_ref(0)?))
       });
+    let (pending, _) = self.pending_key_pair(api_key_id, dimension_key, bucket);
     match value {
-      Ok(v) => Ok(v.unwrap_or(0.0)),
-      Err(rusqlite::Error::QueryReturnedNoRows) => Ok(0.0),
+      Ok(v) => Ok(v.unwrap_or(0.0) + pending),
+      Err(rusqlite::Error::QueryReturnedNoRows) => Ok(pending),
       Err(e) => Err(e).ctx("reading a bucket"),
     }
   }
@@ -239,21 +240,28 @@ impl SqliteDb {
     Ok(())
   }
 
-  /// `getPair(apiKeyId, dimensionKey, currentBucket)` → `(curr, prev)`, read together.
+  /// `getPair(apiKeyId, dimensionKey, currentBucket)` → `(curr, prev)`, read together
+  /// (buffered records included).
   pub fn get_pair(
     &self,
     api_key_id: &str,
     dimension_key: &str,
     current: i64,
   ) -> Result<(f64, f64)> {
-    pair(&self.conn, api_key_id, dimension_key, current)
+    let (curr, prev) = pair(&self.conn, api_key_id, dimension_key, current)?;
+    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, dimension_key, current);
+    Ok((curr + pending_curr, prev + pending_prev))
   }
 
   /// `sumPoolDimension(dimensionKey, currentBucket)` → `(currTotal, prevTotal)` over every
   /// API key, read together from the totals table.
   pub fn sum_pool_dimension(&self, dimension_key: &str, current: i64) -> Result<(f64, f64)> {
+    // A dropped totals trigger (a recreated table) shows as a schema change: re-applied
+    // here, with the totals rebuilt, before they are read.
     self.refresh_cache()?;
-    totals_pair(&self.conn, dimension_key, current)
+    let (curr, prev) = totals_pair(&self.conn, dimension_key, current)?;
+    let (pending_curr, pending_prev) = self.pending_totals_pair(dimension_key, current);
+    Ok((curr + pending_curr, prev + pending_prev))
   }
 
   /// `listConsumptionForPool(poolId, limit)`: the pool's rows (dimension keys starting
@@ -310,11 +318,7 @@ impl SqliteDb {
     writes: &[(DimensionKey, f64)],
     now_ms: i64,
   ) -> Result<()> {
-    validate::non_empty(api_key_id, "apiKeyId")?;
-    for (index, (key, cost)) in writes.iter().enumerate() {
-      validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-      validate::cost(*cost, &format!("writes[{index}].cost"))?;
-    }
+    validate_writes(api_key_id, writes)?;
     let tx =
       rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
         .ctx("starting a write")?;
@@ -329,4 +333,14 @@ impl SqliteDb {
     }
     tx.commit().ctx("committing")
   }
+}
+
+/// The checks of a key's batch of writes: a bad one means nothing is written.
+pub(super) fn validate_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
+  validate::non_empty(api_key_id, "apiKeyId")?;
+  for (index, (key, cost)) in writes.iter().enumerate() {
+    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+    validate::cost(*cost, &format!("writes[{index}].cost"))?;
+  }
+  Ok(())
 }

@@ -58,7 +58,19 @@ fn open_options() -> OpenOptions {
 /// `resolve_path()` (called only when opening). Holds the connection's mutex for the
 /// duration of `f`: keep `f` short, and do not call `with_db` from inside it (the mutex
 /// is not reentrant).
+/// Buffered records are committed first (see `hot.rs`), so `f` sees them in the table.
 pub fn with_db<T>(
+  resolve_path: &dyn Fn() -> PathBuf,
+  f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+) -> Result<T> {
+  with_hot_db(resolve_path, |db| {
+    db.flush_before_use();
+    f(db)
+  })
+}
+
+/// [`with_db`] for the hot path, which reads buffered records itself: no flush first.
+pub fn with_hot_db<T>(
   resolve_path: &dyn Fn() -> PathBuf,
   f: impl FnOnce(&mut SqliteDb) -> Result<T>,
 ) -> Result<T> {
@@ -82,7 +94,16 @@ pub fn with_db<T>(
 
 /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For
 /// background work, which must not create a database the host has not asked for.
+/// Buffered records are committed first.
 pub fn with_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option<Result<T>> {
+  with_hot_open_db(|db| {
+    db.flush_before_use();
+    f(db)
+  })
+}
+
+/// [`with_open_db`] without committing buffered records first.
+pub fn with_hot_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option<Result<T>> {
   let mut slot = lock_db();
   if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
@@ -98,12 +119,13 @@ pub fn with_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option<Res
 /// it); the next [`with_db`] reopens. Closing while the host still has the file open is
 /// safe on Linux (the close hook parks the descriptors); the host's reset order closes its
 /// own connection first anyway.
-pub fn close_quota_db() -> Result<()> {
+/// Returns what it could not commit of the buffered records.
+pub fn close_quota_db() -> Result<Option<super::hot::Dropped>> {
   let closed = {
     let mut slot = lock_db();
     OPEN.store(false, Ordering::Release);
     slot.take().map(SqliteDb::close)
   };
   locks::sweep_parked();
-  closed.unwrap_or(Ok(()))
+  closed.unwrap_or(Ok(None))
 }

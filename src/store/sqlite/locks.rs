@@ -84,11 +84,14 @@ mod imp {
 
   /// Lock requests the `fcntl` hook has mapped to OFD requests.
   static LOCK_CALLS: AtomicU64 = AtomicU64::new(0);
+  /// `munmap` calls of the engine's SQLite copy so far; `u64::MAX` until the hook is in.
+  static UNMAPS: AtomicU64 = AtomicU64::new(u64::MAX);
   static STATUS: OnceLock<HookStatus> = OnceLock::new();
   static PARKED: Mutex<Vec<Parked>> = Mutex::new(Vec::new());
 
   type FcntlFn = extern "C" fn(c_int, c_int, *mut c_void) -> c_int;
   type CloseFn = extern "C" fn(c_int) -> c_int;
+  type MunmapFn = extern "C" fn(*mut c_void, libc::size_t) -> c_int;
 
   #[derive(Debug, Clone, Copy)]
   struct Parked {
@@ -124,6 +127,19 @@ mod imp {
     }
     // SAFETY: SQLite owns `fd` and is closing it.
     unsafe { libc::close(fd) }
+  }
+
+  /// Counts, before unmapping, so a pointer into the wal-index taken before the count
+  /// changed is known to be stale (see `wal_index.rs`).
+  extern "C" fn counting_munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
+    UNMAPS.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: SQLite unmaps a region it mapped, as it asked.
+    unsafe { libc::munmap(addr, len) }
+  }
+
+  pub fn unmaps() -> Option<u64> {
+    let count = UNMAPS.load(Ordering::Acquire);
+    (count != u64::MAX).then_some(count)
   }
 
   fn lock_parked() -> std::sync::MutexGuard<'static, Vec<Parked>> {
@@ -239,6 +255,17 @@ mod imp {
       };
       let fcntl = fcntl_rc == ffi::SQLITE_OK;
       let close = fcntl && close_rc == ffi::SQLITE_OK;
+      let munmap_hook: MunmapFn = counting_munmap;
+      let munmap_rc = set(
+        vfs,
+        c"munmap".as_ptr(),
+        Some(std::mem::transmute::<MunmapFn, unsafe extern "C" fn()>(
+          munmap_hook,
+        )),
+      );
+      if munmap_rc == ffi::SQLITE_OK {
+        UNMAPS.store(0, Ordering::Release);
+      }
       HookStatus {
         fcntl,
         close,
@@ -358,6 +385,10 @@ mod imp {
     0
   }
 
+  pub fn unmaps() -> Option<u64> {
+    None
+  }
+
   pub fn probe_shm(_db_path: &Path) -> Option<bool> {
     None
   }
@@ -390,6 +421,13 @@ pub fn installed() -> Option<HookStatus> {
 /// How many lock requests the `fcntl` hook has turned into OFD requests so far.
 pub fn lock_calls() -> u64 {
   imp::lock_calls()
+}
+
+/// How many times the engine's SQLite copy has unmapped memory (the wal-index regions,
+/// when the last connection to a file lets go of them), or `None` when that is not
+/// counted on this platform — then no pointer into the wal-index may be kept.
+pub fn unmaps() -> Option<u64> {
+  imp::unmaps()
 }
 
 /// Whether a classic `F_GETLK` from this process sees a lock on the DMS byte of

@@ -9,6 +9,9 @@
 //! - `usage.rs`: the pool usage snapshot.
 //! - `metadata.rs`: pools, allocations, plans, model caps, settings.
 //! - `cache.rs`: the hot path's metadata cache and its invalidation.
+//! - `hot.rs`: the hot path's reads from memory while nothing was committed, and
+//!   `recordConsumption`'s write buffer; `wal_index.rs`: how "nothing was committed" is
+//!   known.
 //! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
 //!   settling a reservation.
 //! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
@@ -18,6 +21,7 @@ mod cache;
 mod counters;
 mod gc;
 mod handle;
+mod hot;
 pub mod locks;
 mod metadata;
 mod migrations;
@@ -27,10 +31,14 @@ mod quota_source;
 mod sweeper;
 mod usage;
 mod values;
+mod wal_index;
 
 pub use cache::KeyPools;
 pub use gc::TotalsCursor;
-pub use handle::{close_quota_db, is_open, set_open_options, with_db, with_open_db};
+pub use handle::{
+  close_quota_db, is_open, set_open_options, with_db, with_hot_db, with_hot_open_db, with_open_db,
+};
+pub use hot::{Dropped, Recorded, FLUSH_BATCH};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};
@@ -50,8 +58,14 @@ pub struct SqliteDb {
   conn: Connection,
   path: PathBuf,
   file_id: Option<open::FileId>,
+  /// The connection's own descriptor of the file, when known (see `file_replaced`).
+  fd: Option<std::os::raw::c_int>,
+  /// When `file_replaced` last looked the path up.
+  path_checked: std::cell::Cell<std::time::Instant>,
   report: OpenReport,
+  busy_timeout: std::time::Duration,
   cache: RefCell<cache::MetadataCache>,
+  hot: RefCell<hot::HotState>,
 }
 
 impl std::fmt::Debug for SqliteDb {

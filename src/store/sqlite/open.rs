@@ -95,6 +95,68 @@ pub(crate) fn file_id(_path: &Path) -> Option<FileId> {
   None
 }
 
+/// How often [`SqliteDb::file_replaced`] looks the path up when it can `fstat` instead.
+const PATH_CHECK_EVERY: Duration = Duration::from_millis(100);
+
+/// The descriptor of the connection's main database file: the `h` field of SQLite's
+/// `unixFile`, which follows three pointers. Used only when an `fstat` of it finds the
+/// very file just opened (`id`), so a different layout means no descriptor, not a wrong
+/// one.
+#[cfg(unix)]
+fn main_descriptor(conn: &Connection, id: Option<FileId>) -> Option<std::os::raw::c_int> {
+  let id = id?;
+  // SAFETY: FILE_POINTER writes the main database's `sqlite3_file *`, live while the
+  // connection is; the read stays within the unix VFS's `unixFile` (far larger than four
+  // words) and its result is only trusted after the check below.
+  let fd = unsafe {
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    let rc = ffi::sqlite3_file_control(
+      conn.handle(),
+      c"main".as_ptr(),
+      ffi::SQLITE_FCNTL_FILE_POINTER,
+      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+    );
+    if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
+      return None;
+    }
+    *file
+      .cast::<u8>()
+      .add(3 * std::mem::size_of::<*const ()>())
+      .cast::<std::os::raw::c_int>()
+  };
+  (fd >= 0 && matches!(fstat_id(fd), Some((dev, ino, _)) if (dev, ino) == id)).then_some(fd)
+}
+
+#[cfg(not(unix))]
+fn main_descriptor(_conn: &Connection, _id: Option<FileId>) -> Option<std::os::raw::c_int> {
+  None
+}
+
+/// `(st_dev, st_ino, st_nlink)` of a descriptor.
+#[cfg(unix)]
+fn fstat_id(fd: std::os::raw::c_int) -> Option<(u64, u64, u64)> {
+  // SAFETY: fstat writes into a zeroed stat buffer; a bad descriptor fails with EBADF.
+  unsafe {
+    let mut st: libc::stat = std::mem::zeroed();
+    (libc::fstat(fd, &mut st) == 0).then_some((
+      st.st_dev as u64,
+      st.st_ino as u64,
+      st.st_nlink as u64,
+    ))
+  }
+}
+
+/// Whether the file open on `fd` is no longer `id` or has no name left.
+#[cfg(unix)]
+fn descriptor_unlinked(fd: std::os::raw::c_int, id: FileId) -> bool {
+  !matches!(fstat_id(fd), Some((dev, ino, links)) if (dev, ino) == id && links > 0)
+}
+
+#[cfg(not(unix))]
+fn descriptor_unlinked(_fd: std::os::raw::c_int, _id: FileId) -> bool {
+  false
+}
+
 /// Files this process has a [`SqliteDb`] for.
 static OPEN_FILES: Mutex<Option<HashSet<FileId>>> = Mutex::new(None);
 
@@ -147,6 +209,7 @@ impl SqliteDb {
     let migrated = migrations::ensure_schema(&conn)?;
     let lock_check = locks::self_test(path, calls_before);
     let file = file_id(path);
+    let fd = main_descriptor(&conn, file);
     if let Some(id) = file {
       with_open_files(|open| open.insert(id));
     }
@@ -171,28 +234,59 @@ impl SqliteDb {
         journal_mode,
         migrated,
       },
+      fd,
+      path_checked: std::cell::Cell::new(std::time::Instant::now()),
+      busy_timeout: options.busy_timeout,
       cache: RefCell::new(MetadataCache::default()),
+      hot: RefCell::new(Default::default()),
     })
   }
 
   /// Closes the connection. Call it only when the host no longer needs the file, or the
   /// file was deleted: on Linux the close hook keeps the descriptors open (parked) while
   /// the host still has the file open, elsewhere closing drops the process's locks.
-  pub fn close(mut self) -> Result<()> {
+  /// Buffered records are committed first; those that cannot be (the file is gone, or
+  /// locked past a short wait) are dropped and reported.
+  pub fn close(mut self) -> Result<Option<super::hot::Dropped>> {
+    let dropped = self
+      .flush_pending(true)
+      .err()
+      .map(|err| super::hot::Dropped {
+        counters: self.pending_count(),
+        error: err.to_string(),
+      });
+    self.discard_pending();
+    self.hot.get_mut().wal.forget();
     self.forget_file();
     let conn = std::mem::replace(&mut self.conn, Connection::open_in_memory().ctx("closing")?);
     conn
       .close()
-      .map_err(|(_, e)| QuotaError::Store(format!("closing: {e}")))
+      .map_err(|(_, e)| QuotaError::Store(format!("closing: {e}")))?;
+    Ok(dropped)
   }
 
   /// Whether the path now names another file than the one this connection has open (it
-  /// was deleted, or deleted and recreated).
+  /// was deleted, or deleted and recreated, or renamed away).
+  ///
+  /// Asked on every call, so cheaply: when the connection's own descriptor is known, an
+  /// `fstat` of it (no path lookup) says at once whether the file was unlinked — deleted,
+  /// its folder deleted, or replaced by a rename over it — and the path itself is looked
+  /// up at most every [`PATH_CHECK_EVERY`], for a file renamed away with another put in
+  /// its place. Without the descriptor, the path is looked up every time.
   pub fn file_replaced(&self) -> bool {
-    match self.file_id {
-      Some(id) => file_id(&self.path) != Some(id),
-      None => false,
+    let Some(id) = self.file_id else {
+      return false;
+    };
+    if let Some(fd) = self.fd {
+      if descriptor_unlinked(fd, id) {
+        return true;
+      }
+      if self.path_checked.get().elapsed() < PATH_CHECK_EVERY {
+        return false;
+      }
+      self.path_checked.set(std::time::Instant::now());
     }
+    file_id(&self.path) != Some(id)
   }
 
   fn forget_file(&mut self) {

@@ -1,5 +1,6 @@
 //! The hot path's view of the SQLite store (`core::enforce::QuotaSource`): cached
-//! metadata and two-row counter reads.
+//! metadata and two-row counter reads (through `hot.rs`: cached while nothing was
+//! committed, buffered records added).
 
 use super::SqliteDb;
 use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, QuotaPool};
@@ -40,12 +41,10 @@ impl QuotaMetadata for SqliteDb {
 
 impl QuotaSource for SqliteDb {
   fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
-    let (curr, prev) = self.get_pair(api_key_id, &key.to_string(), current)?;
-    Ok(Buckets { curr, prev })
+    self.key_pair_now(api_key_id, key, current)
   }
 
   fn pool_buckets(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
-    let (curr, prev) = self.sum_pool_dimension(&key.to_string(), current)?;
-    Ok(Buckets { curr, prev })
+    self.totals_pair_now(key, current)
   }
 }
