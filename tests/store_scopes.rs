@@ -5,75 +5,9 @@
 
 mod store_support;
 
-use omniroute_quota_engine::core::dimensions::{
-  PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit, QuotaWindow,
-};
-use omniroute_quota_engine::core::enforce::{
-  enforce, EnforceOutcome, QuotaRequest, SaturationLookup,
-};
+use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
 use omniroute_quota_engine::store::sqlite::locks;
-use omniroute_quota_engine::store::NewPool;
-use store_support::{host_conn, temp_db, H};
-
-struct NoSaturation;
-impl SaturationLookup for NoSaturation {
-  fn saturation(&self, _: &str, _: &str, _: QuotaUnit, _: QuotaWindow) -> Option<f64> {
-    Some(0.0)
-  }
-}
-
-const NOW: i64 = 500_000 * H;
-
-fn setup(db: &omniroute_quota_engine::store::SqliteDb, limit: f64) -> String {
-  let pool = db
-    .create_pool(
-      &NewPool {
-        connection_id: "c".into(),
-        name: "p".into(),
-        allocations: vec![PoolAllocation {
-          api_key_id: "k".into(),
-          weight: 100.0,
-          cap_value: None,
-          cap_unit: None,
-          policy: Policy::Hard,
-        }],
-        ..Default::default()
-      },
-      0,
-    )
-    .unwrap();
-  db.upsert_provider_plan(
-    &ProviderPlan {
-      connection_id: Some("c".into()),
-      provider: "acme".into(),
-      dimensions: vec![
-        QuotaDimension {
-          unit: QuotaUnit::Requests,
-          window: QuotaWindow::Hourly,
-          limit,
-        },
-        QuotaDimension {
-          unit: QuotaUnit::Tokens,
-          window: QuotaWindow::Hourly,
-          limit: 1e9,
-        },
-      ],
-      source: PlanSource::Manual,
-    },
-    0,
-  )
-  .unwrap();
-  pool.id
-}
-
-fn request() -> QuotaRequest<'static> {
-  QuotaRequest {
-    api_key_id: "k",
-    connection_id: "c",
-    provider: "acme",
-    model: None,
-  }
-}
+use store_support::{enforce_setup as setup, host_conn, request, temp_db, NoSaturation, H, NOW};
 
 #[test]
 fn an_enforce_takes_one_lock_pair_whatever_it_reads() {

@@ -3,9 +3,12 @@
 #![allow(dead_code)]
 
 use omniroute_quota_engine::core::dimensions::{
-  DimensionKey, Policy, PoolAllocation, QuotaUnit, QuotaWindow,
+  DimensionKey, PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit,
+  QuotaWindow,
 };
+use omniroute_quota_engine::core::enforce::{QuotaRequest, SaturationLookup};
 use omniroute_quota_engine::store::sqlite::locks;
+use omniroute_quota_engine::store::NewPool;
 use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -121,4 +124,69 @@ pub fn schema_names(conn: &Connection, kind: &str) -> Vec<String> {
     .unwrap()
     .collect::<rusqlite::Result<_>>()
     .unwrap()
+}
+
+/// Saturation 0 for every dimension.
+pub struct NoSaturation;
+impl SaturationLookup for NoSaturation {
+  fn saturation(&self, _: &str, _: &str, _: QuotaUnit, _: QuotaWindow) -> Option<f64> {
+    Some(0.0)
+  }
+}
+
+/// A fixed request time, mid-hour.
+pub const NOW: i64 = 500_000 * H;
+
+/// A pool on connection `c` with key `k` (hard, weight 100) and a plan of `limit`
+/// requests and 1e9 tokens per hour; returns the pool id.
+pub fn enforce_setup(db: &omniroute_quota_engine::store::SqliteDb, limit: f64) -> String {
+  let pool = db
+    .create_pool(
+      &NewPool {
+        connection_id: "c".into(),
+        name: "p".into(),
+        allocations: vec![PoolAllocation {
+          api_key_id: "k".into(),
+          weight: 100.0,
+          cap_value: None,
+          cap_unit: None,
+          policy: Policy::Hard,
+        }],
+        ..Default::default()
+      },
+      0,
+    )
+    .unwrap();
+  db.upsert_provider_plan(
+    &ProviderPlan {
+      connection_id: Some("c".into()),
+      provider: "acme".into(),
+      dimensions: vec![
+        QuotaDimension {
+          unit: QuotaUnit::Requests,
+          window: QuotaWindow::Hourly,
+          limit,
+        },
+        QuotaDimension {
+          unit: QuotaUnit::Tokens,
+          window: QuotaWindow::Hourly,
+          limit: 1e9,
+        },
+      ],
+      source: PlanSource::Manual,
+    },
+    0,
+  )
+  .unwrap();
+  pool.id
+}
+
+/// Key `k` on connection `c`, provider `acme`.
+pub fn request() -> QuotaRequest<'static> {
+  QuotaRequest {
+    api_key_id: "k",
+    connection_id: "c",
+    provider: "acme",
+    model: None,
+  }
 }

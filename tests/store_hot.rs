@@ -1,0 +1,291 @@
+//! The hot path's shortcuts (`store/sqlite/hot.rs`): decisions from memory while nothing
+//! was committed — by anyone — and `recordConsumption`'s buffered writes, counted by
+//! every read at once and committed together.
+
+mod store_support;
+
+use omniroute_quota_engine::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
+use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
+use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use std::time::Duration;
+use store_support::{
+  brute_totals, enforce_setup, host_conn, request, temp_db, totals, NoSaturation, H, NOW,
+};
+
+const BUFFERED: Duration = Duration::from_secs(3600);
+
+fn decide(db: &SqliteDb) -> EnforceOutcome {
+  db.hot_scope(|db| enforce(db, &NoSaturation, &request(), 0.5, NOW))
+    .unwrap()
+}
+
+fn requests_key(pool_id: &str) -> DimensionKey {
+  DimensionKey::new(pool_id, QuotaUnit::Requests, QuotaWindow::Hourly)
+}
+
+fn committed(conn: &rusqlite::Connection, api_key_id: &str, dimension_key: &str) -> f64 {
+  conn
+    .query_row(
+      "SELECT coalesce(SUM(consumed), 0) FROM quota_consumption WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3",
+      rusqlite::params![api_key_id, dimension_key, NOW / H],
+      |r| r.get(0),
+    )
+    .unwrap()
+}
+
+const ALLOW: EnforceOutcome = EnforceOutcome::Allow {
+  deprioritize: Some(false),
+};
+
+#[test]
+fn with_nothing_committed_since_the_last_call_an_enforce_takes_no_lock() {
+  let (_dir, _path, db) = temp_db();
+  enforce_setup(&db, 1500.0);
+  // The first call reads in a transaction and maps the wal-index; the second fills the
+  // cache under a known header.
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(decide(&db), ALLOW);
+  assert!(db.hot_cache_current(), "the header has not moved");
+  let before = locks::lock_calls();
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(locks::lock_calls() - before, 0, "decided from memory");
+}
+
+#[test]
+fn another_connections_commit_is_seen_on_the_very_next_call() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 10.0);
+  let host = host_conn(&path);
+  host
+    .execute(
+      "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES ('k', ?1, ?2, 10, 0)",
+      rusqlite::params![format!("{pool_id}:requests:hourly"), NOW / H],
+    )
+    .unwrap();
+  assert!(!db.hot_cache_current(), "the commit moved the header");
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  // A metadata change (a larger plan) is seen next, after the counters were cached again.
+  decide(&db);
+  host
+    .execute(
+      "UPDATE provider_plans SET dimensions_json = '[{\"unit\":\"requests\",\"window\":\"hourly\",\"limit\":100}]' WHERE connection_id = 'c'",
+      [],
+    )
+    .unwrap();
+  assert_eq!(decide(&db), ALLOW);
+}
+
+/// Setup, then two decisions: the cache is warm and current.
+fn setup_warm(db: &SqliteDb, limit: f64) -> String {
+  let pool_id = enforce_setup(db, limit);
+  decide(db);
+  decide(db);
+  assert!(db.hot_cache_current());
+  pool_id
+}
+
+#[test]
+fn an_unmap_by_the_engines_sqlite_retires_the_pointer_until_the_next_full_read() {
+  let (_dir, _path, db) = temp_db();
+  setup_warm(&db, 1500.0);
+  // Another engine connection (another file) closing unmaps its wal-index.
+  let (_other_dir, _other_path, other) = temp_db();
+  other.close().unwrap();
+  assert!(
+    !db.hot_cache_current(),
+    "a pointer taken before an unmap is not used"
+  );
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(decide(&db), ALLOW);
+  assert!(db.hot_cache_current(), "mapped again by the full read");
+}
+
+#[test]
+fn buffered_records_count_at_once_and_land_with_the_flush() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 10.0);
+  let key = requests_key(&pool_id);
+  let host = host_conn(&path);
+  let write = [(key.clone(), 4.0)];
+  assert_eq!(
+    db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
+    Recorded::FlushNeeded
+  );
+  assert_eq!(
+    db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
+    Recorded::Buffered
+  );
+  assert_eq!(
+    db.record_writes("k2", &write, NOW, BUFFERED).unwrap(),
+    Recorded::Buffered
+  );
+  assert_eq!(
+    db.pending_count(),
+    2,
+    "one counter per key, dimension and bucket"
+  );
+  assert_eq!(committed(&host, "k", &key.to_string()), 0.0);
+  // Every read includes them: the key's own counter, the pool total, the decision.
+  let mid_hour = NOW;
+  assert_eq!(db.peek("k", &key, mid_hour).unwrap(), 8.0);
+  assert_eq!(db.pool_consumed_total(&key, mid_hour).unwrap(), 12.0);
+  assert_eq!(
+    db.get_pair("k", &key.to_string(), NOW / H).unwrap(),
+    (8.0, 0.0)
+  );
+  assert_eq!(db.get_bucket("k2", &key.to_string(), NOW / H).unwrap(), 4.0);
+  assert!(
+    matches!(decide(&db), EnforceOutcome::Block { .. }),
+    "12 of 10 used"
+  );
+
+  assert_eq!(db.flush_pending(true).unwrap(), 2);
+  assert_eq!(db.pending_count(), 0);
+  assert_eq!(committed(&host, "k", &key.to_string()), 8.0);
+  assert_eq!(committed(&host, "k2", &key.to_string()), 4.0);
+  // Read again after the flush: counted once, not twice.
+  assert_eq!(db.pool_consumed_total(&key, mid_hour).unwrap(), 12.0);
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  assert_eq!(
+    totals(&host),
+    brute_totals(&host),
+    "the totals triggers saw the flush"
+  );
+  // The next record after a flush asks for a flush again.
+  assert_eq!(
+    db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
+    Recorded::FlushNeeded
+  );
+}
+
+#[test]
+fn write_through_commits_inside_the_call() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 10.0);
+  let key = requests_key(&pool_id);
+  let host = host_conn(&path);
+  let outcome = db
+    .record_writes("k", &[(key.clone(), 3.0)], NOW, Duration::ZERO)
+    .unwrap();
+  assert_eq!(outcome, Recorded::Committed);
+  assert_eq!(committed(&host, "k", &key.to_string()), 3.0);
+  assert_eq!(db.pending_count(), 0);
+}
+
+#[test]
+fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 10.0);
+  let key = requests_key(&pool_id);
+  let host = host_conn(&path);
+  let limit = Duration::from_millis(20);
+  let write = [(key.clone(), 1.0)];
+  assert_eq!(
+    db.record_writes("k", &write, NOW, limit).unwrap(),
+    Recorded::FlushNeeded
+  );
+  std::thread::sleep(Duration::from_millis(30));
+  assert_eq!(
+    db.record_writes("k", &write, NOW, limit).unwrap(),
+    Recorded::Committed
+  );
+  assert_eq!(committed(&host, "k", &key.to_string()), 2.0);
+}
+
+#[test]
+fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 1e9);
+  let key = requests_key(&pool_id);
+  let host = host_conn(&path);
+  for i in 0..FLUSH_BATCH - 1 {
+    let outcome = db
+      .record_writes(&format!("key-{i}"), &[(key.clone(), 1.0)], NOW, BUFFERED)
+      .unwrap();
+    assert_ne!(outcome, Recorded::Committed, "record {i}");
+  }
+  let outcome = db
+    .record_writes("last", &[(key.clone(), 1.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(
+    outcome,
+    Recorded::Committed,
+    "the buffer reached {FLUSH_BATCH} counters"
+  );
+  assert_eq!(db.pending_count(), 0);
+  // More than one batch at once: while the database is locked the buffer grows past a
+  // batch (the recording calls back off after a failed flush); all of it lands after.
+  host.execute_batch("BEGIN IMMEDIATE").unwrap();
+  for i in 0..(2 * FLUSH_BATCH + 7) {
+    let outcome = db
+      .record_writes(&format!("more-{i}"), &[(key.clone(), 2.0)], NOW, BUFFERED)
+      .unwrap();
+    assert_ne!(outcome, Recorded::Committed, "record {i}");
+  }
+  assert_eq!(db.pending_count(), 2 * FLUSH_BATCH + 7);
+  host.execute_batch("COMMIT").unwrap();
+  assert_eq!(db.flush_pending(false).unwrap(), 2 * FLUSH_BATCH + 7);
+  let sum: f64 = host
+    .query_row(
+      "SELECT SUM(consumed) FROM quota_consumption WHERE dimension_key = ?1",
+      [key.to_string()],
+      |r| r.get(0),
+    )
+    .unwrap();
+  assert_eq!(sum, FLUSH_BATCH as f64 + 2.0 * (2 * FLUSH_BATCH + 7) as f64);
+  assert_eq!(totals(&host), brute_totals(&host));
+}
+
+#[test]
+fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 100.0);
+  let key = requests_key(&pool_id);
+  let host = host_conn(&path);
+  db.record_writes("k", &[(key.clone(), 5.0)], NOW, BUFFERED)
+    .unwrap();
+  host.execute_batch("BEGIN IMMEDIATE").unwrap();
+  let started = std::time::Instant::now();
+  let err = db.flush_pending(true).unwrap_err();
+  assert!(err.to_string().contains("locked"), "{err}");
+  assert!(
+    started.elapsed() < Duration::from_millis(1500),
+    "an automatic flush waits briefly, not the whole busy timeout: {:?}",
+    started.elapsed()
+  );
+  assert_eq!(db.pending_count(), 1);
+  // The recording calls hold back their own attempts for a while, and keep buffering.
+  let outcome = db
+    .record_writes("k", &[(key.clone(), 1.0)], NOW, Duration::from_millis(1))
+    .unwrap();
+  assert_eq!(outcome, Recorded::FlushNeeded);
+  assert_eq!(db.peek("k", &key, NOW).unwrap(), 6.0);
+  host.execute_batch("COMMIT").unwrap();
+  db.flush_pending(true).unwrap();
+  assert_eq!(committed(&host, "k", &key.to_string()), 6.0);
+}
+
+#[test]
+fn closing_commits_the_buffer() {
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 100.0);
+  let key = requests_key(&pool_id);
+  db.record_writes("k", &[(key.clone(), 7.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.close().unwrap(), None, "nothing dropped");
+  let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
+  assert_eq!(db.peek("k", &key, NOW).unwrap(), 7.0);
+}
+
+#[test]
+fn a_bad_write_buffers_nothing() {
+  let (_dir, _path, db) = temp_db();
+  let pool_id = setup_warm(&db, 100.0);
+  let writes = [
+    (requests_key(&pool_id), 1.0),
+    (requests_key(&pool_id), f64::NAN),
+  ];
+  assert!(db.record_writes("k", &writes, NOW, BUFFERED).is_err());
+  assert_eq!(db.pending_count(), 0);
+}
