@@ -28,6 +28,14 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare function __checkSchemaForTests(): boolean
 
 /**
+ * The enforce decision made on the addon's tokio worker thread instead of the JS thread,
+ * resolving to its kind (`"allow"`, `"block"`, `"fetch"`, or `"error: …"`): the worker-hop
+ * option of the hot path, for `npm run bench` to set beside the synchronous crossing the
+ * engine uses. The connection must be open (any engine call opens it).
+ */
+export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId: string, provider: string, saturationThreshold: number): Promise<string>
+
+/**
  * Panics inside the edge. `how`:
  * - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
  * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
@@ -228,10 +236,13 @@ export interface DimensionKey {
 export declare function dimensionKeyToString(key: DimensionKey): string
 
 /**
- * One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
- * and logs once, without an exception crossing the boundary.
+ * One enforce crossing. An allow is answered with a number, so the common path builds no
+ * object: `0` allow (not enforced), `1` allow, `2` allow deprioritized — unless log
+ * records wait to be handed over. Everything else is an [`EnforceStep`]; errors come as
+ * `kind: "error"`, so the facade fails open and logs once, without an exception crossing
+ * the boundary.
  */
-export declare function enforceStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): EnforceStep
+export declare function enforceStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): 0 | 1 | 2 | EnforceStep
 
 /**
  * What one enforce crossing found. `kind` is `allow`, `block`, or `fetch` (saturation

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.__checkSchemaForTests = nativeBinding.__checkSchemaForTests
+module.exports.__enforceOnWorkerForBench = nativeBinding.__enforceOnWorkerForBench
 module.exports.__forcePanicForTests = nativeBinding.__forcePanicForTests
 module.exports.__holdReadTransactionForTests = nativeBinding.__holdReadTransactionForTests
 module.exports._bucketCountForTest = nativeBinding._bucketCountForTest

@@ -5,7 +5,8 @@
 //
 // Store operations (consume, peek, poolConsumedTotal) at pools of 10 / 1 000 / 10 000 keys,
 // then the hot path (enforceQuotaShare, recordConsumption) for 8 keys × 2 dimensions,
-// serial and 64 concurrent (Promise.all batches of 64). Each row: warm-up, then up to N
+// serial and 64 concurrent (Promise.all batches of 64), then the crossing options of the
+// hot path side by side (JS thread vs a worker thread; buffered vs per-call commits). Each row: warm-up, then up to N
 // ops or MS milliseconds, whichever comes first; latency per op from process.hrtime.bigint
 // (for the concurrent rows: from the batch's start to the op's resolution).
 import fs from 'node:fs'
@@ -39,6 +40,7 @@ const HOUR = 3_600_000
 const { serial: measureSerial, concurrent: measureConcurrent } = measurer({ maxOps: MAX_OPS, maxMs: MAX_MS, warmup: WARMUP, concurrency: CONCURRENCY })
 
 const rows = []
+const crossings = []
 async function compare(operation, size, engineFn, baselineFn, mode = 'serial') {
   const measure = mode === 'serial' ? measureSerial : measureConcurrent
   const e = await measure(engineFn)
@@ -108,6 +110,34 @@ try {
     await compare(`enforceQuotaShare, ${mode}`, '8 keys × 2 dims', (i) => engine.enforceQuotaShare(req(i)), (i) => baseline.enforceQuotaShare(req(i)), m)
     await compare(`recordConsumption, ${mode}`, '8 keys × 2 dims', (i) => engine.recordConsumption(rec(i)), (i) => baseline.recordConsumption(rec(i)), m)
   }
+  // --- how the hot path crosses: the options #4 asked to measure -------------------------
+  // The same enforce decision made on the JS thread (what the engine does: a synchronous
+  // call, a settled promise) and on the addon's tokio worker thread (a hop each way); the
+  // same record buffered (the engine's default) and committed in its own call.
+  if ((await native.__enforceOnWorkerForBench(hotKeys[0], connectionId, provider, 0.5)) !== 'allow') {
+    throw new Error('the worker-thread enforce does not decide like the engine')
+  }
+  const baselineOf = (operation) => rows.find((r) => r.operation === operation).b.opsPerSec
+  for (const mode of ['serial', `${CONCURRENCY} concurrent`]) {
+    const m = mode === 'serial' ? 'serial' : 'concurrent'
+    const measure = m === 'serial' ? measureSerial : measureConcurrent
+    const option = async (name, call, fn) => {
+      crossings.push({ name, mode, r: await measure(fn), baseline: baselineOf(`${call}, ${mode}`) })
+      process.stderr.write(`  ${name} (${mode}) done\n`)
+    }
+    await option('enforce on the JS thread, settled promise (the engine)', 'enforceQuotaShare', (i) => engine.enforceQuotaShare(req(i)))
+    await option('enforce on a tokio worker thread', 'enforceQuotaShare', (i) =>
+      native.__enforceOnWorkerForBench(hotKeys[i % 8], connectionId, provider, 0.5),
+    )
+    await option('record buffered, committed per turn or every 10 ms (the engine)', 'recordConsumption', (i) => engine.recordConsumption(rec(i)))
+    process.env.QUOTA_RECORD_FLUSH_MS = '0'
+    try {
+      await option('record committed in its own call (QUOTA_RECORD_FLUSH_MS=0)', 'recordConsumption', (i) => engine.recordConsumption(rec(i)))
+    } finally {
+      delete process.env.QUOTA_RECORD_FLUSH_MS
+    }
+  }
+
   // Both sides recorded their own runs; the per-key counters must still agree in kind.
   const dimReq = { poolId: pool.id, unit: 'requests', window: 'hourly' }
   const eTotal = await store.poolConsumedTotal(pool.id, dimReq)
@@ -128,6 +158,12 @@ try {
     console.log(
       `| ${operation} | ${sizeLabel} | ${f0(e.opsPerSec)} | ${f1(e.p50)} | ${f1(e.p99)} | ${f0(b.opsPerSec)} | ${f1(b.p50)} | ${f1(b.p99)} | ${(e.opsPerSec / b.opsPerSec).toFixed(2)}× |`,
     )
+  }
+  console.log('\nHow the hot path crosses (same 8 keys × 2 dims; "vs baseline" against the baseline row of the same call and mode):\n')
+  console.log('| option | mode | ops/s | p50 µs | p99 µs | vs baseline |')
+  console.log('|---|---|---:|---:|---:|---:|')
+  for (const { name, mode, r, baseline: b } of crossings) {
+    console.log(`| ${name} | ${mode} | ${f0(r.opsPerSec)} | ${f1(r.p50)} | ${f1(r.p99)} | ${(r.opsPerSec / b).toFixed(2)}× |`)
   }
   console.log(`\n(speed-up = engine ops/s ÷ baseline ops/s; total ${((Date.now() - started) / 1000).toFixed(1)} s)`)
 } finally {

@@ -79,7 +79,16 @@ function isNonEmptyString(value) {
   return typeof value === 'string' && value !== ''
 }
 
+// The number the SQLite crossing answers an allow with (see `enforceStep`).
+const ALLOW_CODES = ['not-enforced', 'ok', 'deprioritized']
+
+function allowOfCode(code, started) {
+  metrics.decision('allow', ALLOW_CODES[code], started)
+  return code === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: code === 2 }
+}
+
 function toResult(step, input, started) {
+  if (typeof step === 'number') return allowOfCode(step, started)
   if (step.kind === 'allow') {
     if (step.deprioritize === undefined) {
       metrics.decision('allow', 'not-enforced', started)
@@ -138,13 +147,17 @@ async function enforceQuotaShare(input) {
         ? { usd: nonNegativeOrUndefined(input.estimatedCost), tokens: nonNegativeOrUndefined(input.estimatedTokens) }
         : undefined
     let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
+    if (typeof step === 'number') {
+      succeeded('enforce')
+      return allowOfCode(step, started)
+    }
     if (isPromise(step)) step = await step
     if (step.logs) host.forwardLogs(step.logs)
     if (step.kind === 'fetch') {
       await fetchMissing({ ...input, provider }, step)
       step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
       if (isPromise(step)) step = await step
-      if (step.logs) host.forwardLogs(step.logs)
+      if (typeof step === 'object' && step.logs) host.forwardLogs(step.logs)
       // Still missing (a fetcher registered meanwhile): decide without waiting again.
       if (step.kind === 'fetch') {
         metrics.decision('allow', 'saturation-pending', started)

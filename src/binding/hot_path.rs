@@ -14,7 +14,7 @@ use crate::core::enforce::{
 use crate::core::saturation::{
   parse_rate_limit_headers, token_header_saturation, RateLimitSnapshot, SaturationCache,
 };
-use crate::store::sqlite::Recorded;
+use crate::store::sqlite::{Recorded, SqliteDb};
 use napi::bindgen_prelude::Either;
 use napi::Env;
 use napi_derive::napi;
@@ -172,9 +172,12 @@ pub(crate) fn request_time(now: Option<f64>) -> i64 {
     .map_or_else(now_ms, |t| t as i64)
 }
 
-/// One enforce crossing. Errors are returned as `kind: "error"` so the facade fails open
-/// and logs once, without an exception crossing the boundary.
-#[napi(catch_unwind)]
+/// One enforce crossing. An allow is answered with a number, so the common path builds no
+/// object: `0` allow (not enforced), `1` allow, `2` allow deprioritized — unless log
+/// records wait to be handed over. Everything else is an [`EnforceStep`]; errors come as
+/// `kind: "error"`, so the facade fails open and logs once, without an exception crossing
+/// the boundary.
+#[napi(catch_unwind, ts_return_type = "0 | 1 | 2 | EnforceStep")]
 pub fn enforce_step(
   env: Env,
   api_key_id: String,
@@ -183,24 +186,44 @@ pub fn enforce_step(
   model: Option<String>,
   saturation_threshold: f64,
   now: Option<f64>,
-) -> EnforceStep {
+) -> Either<u32, EnforceStep> {
   let now = request_time(now);
   let request = quota_request(&api_key_id, &connection_id, &provider, &model);
-  // From memory when nothing was committed since the last call, else one read
-  // transaction for every statement of the decision: one set of lock calls.
-  step_of(with_hot_store(&env, |db| {
-    db.hot_scope(|db| {
-      with_saturation(|state| {
-        enforce(
-          db,
-          &Lookup { state, now },
-          &request,
-          saturation_threshold,
-          now,
-        )
+  let outcome = with_hot_store(&env, |db| {
+    decide_on(db, &request, saturation_threshold, now)
+  });
+  match outcome {
+    Ok(EnforceOutcome::Allow { deprioritize }) if !log_queue::pending() => {
+      Either::A(match deprioritize {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
       })
+    }
+    outcome => Either::B(step_of(outcome)),
+  }
+}
+
+/// The decision on the engine's connection: from memory when nothing was committed since
+/// the last call, else in one read transaction for every statement of it (one set of lock
+/// calls).
+pub(crate) fn decide_on(
+  db: &SqliteDb,
+  request: &QuotaRequest<'_>,
+  saturation_threshold: f64,
+  now: i64,
+) -> crate::error::Result<EnforceOutcome> {
+  db.hot_scope(|db| {
+    with_saturation(|state| {
+      enforce(
+        db,
+        &Lookup { state, now },
+        request,
+        saturation_threshold,
+        now,
+      )
     })
-  }))
+  })
 }
 
 /// One record crossing: every plan dimension and the model bucket, buffered (committed

@@ -33,6 +33,11 @@ pub(crate) fn warn(component: &str, msg: impl Into<String>, detail: Option<Strin
   PENDING.store(true, Ordering::Release);
 }
 
+/// Whether records are waiting.
+pub(crate) fn pending() -> bool {
+  PENDING.load(Ordering::Acquire)
+}
+
 /// The pending records, if any (cheap when there are none).
 pub(crate) fn take() -> Option<Vec<LogRecord>> {
   if !PENDING.swap(false, Ordering::AcqRel) {

@@ -3,8 +3,13 @@
 
 use super::db::with_store;
 use super::errors::{guard, or_throw};
+use super::hot_path::{decide_on, quota_request};
+use super::promise::spawn_settled;
 use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+use crate::core::enforce::EnforceOutcome;
+use crate::store::sqlite::with_hot_open_db;
 use crate::store::CounterStore;
+use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 
@@ -80,4 +85,42 @@ pub fn hold_read_transaction_for_tests(env: Env, hold: bool) -> napi::Result<()>
 #[napi(catch_unwind, js_name = "__checkSchemaForTests")]
 pub fn check_schema_for_tests(env: Env) -> napi::Result<bool> {
   or_throw(&env, with_store(&env, |db| db.check_schema()))
+}
+
+/// The enforce decision made on the addon's tokio worker thread instead of the JS thread,
+/// resolving to its kind (`"allow"`, `"block"`, `"fetch"`, or `"error: …"`): the worker-hop
+/// option of the hot path, for `npm run bench` to set beside the synchronous crossing the
+/// engine uses. The connection must be open (any engine call opens it).
+#[napi(
+  catch_unwind,
+  js_name = "__enforceOnWorkerForBench",
+  ts_return_type = "Promise<string>"
+)]
+pub fn enforce_on_worker_for_bench<'env>(
+  env: &'env Env,
+  api_key_id: String,
+  connection_id: String,
+  provider: String,
+  saturation_threshold: f64,
+) -> napi::Result<PromiseRaw<'env, String>> {
+  spawn_settled(
+    env,
+    async move {
+      let now = super::burn_rate::now_ms();
+      let request = quota_request(&api_key_id, &connection_id, &provider, &None);
+      let outcome = with_hot_open_db(|db| decide_on(db, &request, saturation_threshold, now))
+        .unwrap_or_else(|| {
+          Err(crate::error::QuotaError::Store(
+            "the database is not open".into(),
+          ))
+        });
+      Ok(match outcome {
+        Ok(EnforceOutcome::Allow { .. }) => "allow".to_string(),
+        Ok(EnforceOutcome::Block { .. }) => "block".to_string(),
+        Ok(EnforceOutcome::NeedSaturation(_)) => "fetch".to_string(),
+        Err(err) => format!("error: {err}"),
+      })
+    },
+    |_, kind| Ok(kind),
+  )
 }

@@ -278,19 +278,14 @@ impl SqliteDb {
     key: &DimensionKey,
     current: i64,
   ) -> Result<Buckets> {
-    let dimension_key = key.to_string();
     let (curr, prev) = self.cached_pair(
       |out| {
-        let _ = write!(out, "k\0{api_key_id}\0{dimension_key}\0{current}");
+        let _ = write!(out, "k\0{api_key_id}\0{key}\0{current}");
       },
-      || super::counters::pair(&self.conn, api_key_id, &dimension_key, current),
+      || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
     let (pending_curr, pending_prev) =
-      self
-        .hot
-        .borrow_mut()
-        .pending
-        .key_pair(api_key_id, &dimension_key, current);
+      self.with_pending(|pending| pending.key_pair(api_key_id, &key.to_string(), current));
     Ok(Buckets {
       curr: curr + pending_curr,
       prev: prev + pending_prev,
@@ -299,25 +294,31 @@ impl SqliteDb {
 
   /// A dimension key's pool totals `(curr, prev)`, like [`SqliteDb::key_pair_now`].
   pub(super) fn totals_pair_now(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
-    let dimension_key = key.to_string();
     let (curr, prev) = self.cached_pair(
       |out| {
-        let _ = write!(out, "p\0{dimension_key}\0{current}");
+        let _ = write!(out, "p\0{key}\0{current}");
       },
       || {
         self.refresh_cache()?;
-        super::counters::totals_pair(&self.conn, &dimension_key, current)
+        super::counters::totals_pair(&self.conn, &key.to_string(), current)
       },
     )?;
-    let (pending_curr, pending_prev) = self
-      .hot
-      .borrow_mut()
-      .pending
-      .totals_pair(&dimension_key, current);
+    let (pending_curr, pending_prev) =
+      self.with_pending(|pending| pending.totals_pair(&key.to_string(), current));
     Ok(Buckets {
       curr: curr + pending_curr,
       prev: prev + pending_prev,
     })
+  }
+
+  /// `read(pending)` when anything is buffered, else `(0, 0)` without calling it.
+  fn with_pending(&self, read: impl FnOnce(&mut PendingWrites) -> (f64, f64)) -> (f64, f64) {
+    let pending = &mut self.hot.borrow_mut().pending;
+    if pending.is_empty() {
+      (0.0, 0.0)
+    } else {
+      read(pending)
+    }
   }
 
   fn cached_pair(
