@@ -5,8 +5,9 @@
 //! resolved then, not at load) and closed by [`close_quota_db`] — the host's
 //! `registerDbStateResetter` hook — after which the next call reopens, resolving the path
 //! again. A path that no longer names the file the connection has open (the data
-//! directory was deleted, maybe recreated) is noticed on the next call by a `stat` and
-//! the connection is replaced: the engine never keeps using a deleted file.
+//! directory was deleted, maybe recreated) is noticed on the next call (an `fstat` of the
+//! connection's descriptor, see `SqliteDb::file_replaced`) and the connection is replaced:
+//! the engine never keeps using a deleted file.
 
 use super::locks;
 use super::open::OpenOptions;

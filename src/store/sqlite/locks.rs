@@ -5,7 +5,7 @@
 //! would not see the host's locks (and rebuild the live wal-index), would release them when
 //! unlocking the same byte range, and would drop every one of them by closing any
 //! descriptor of the file. So, on Linux (x86-64 and AArch64), before the engine's first
-//! open, two of the unix VFS's system calls are replaced in the engine's copy only:
+//! open, three of the unix VFS's system calls are replaced in the engine's copy only:
 //!
 //! - `fcntl`: `F_GETLK`/`F_SETLK`/`F_SETLKW` become the open-file-description variants
 //!   (`F_OFD_*`), which belong to the descriptor: the host's classic locks and the engine's
@@ -18,6 +18,9 @@
 //!   the host holds on that file. Parked descriptors are closed by [`sweep_parked`] once no
 //!   other descriptor of the process refers to their file. `-wal` and `-journal` files are
 //!   never locked by SQLite and are closed normally.
+//! - `munmap`: counted, then done. The hot path keeps a pointer to the wal-index header
+//!   (`wal_index.rs`) and uses it only while this count has not moved, so a region SQLite
+//!   unmapped (when its last connection to a file lets go of the wal-index) is never read.
 //!
 //! When SQLite closes the database or `-shm` descriptor (read in SQLite 3.54.1's unix VFS):
 //! `sqlite3_close` (pager close and `unixShmPurge` when the last connection unmaps the
