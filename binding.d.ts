@@ -313,7 +313,8 @@ export interface FairShareInput {
 
 /**
  * Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
- * (the writes stay buffered on an error, for the next flush).
+ * (the writes stay buffered on an error, for the next flush). Never opens the database:
+ * with none open (closed, or its file deleted) there is nothing to commit.
  */
 export declare function flushQuotaWrites(): string | null
 
@@ -540,9 +541,10 @@ export declare function readHostSetting(namespace: string, key: string): string 
 /**
  * One record crossing: every plan dimension and the model bucket, buffered (committed
  * with the buffer on the next turn of the event loop, see `store/sqlite/hot.rs`), or
- * committed at once when `flushAfterMs` is 0. Returns `null` when done, `true` when the
- * caller must schedule `flushQuotaWrites()`, or the error message (a failed flush keeps
- * the writes buffered).
+ * committed at once when `flushAfterMs` is 0. Returns `null` when committed or when there
+ * was nothing to write, `true` when buffered — the caller then schedules
+ * `flushQuotaWrites()` on its event loop — or the error message (the writes are kept, for
+ * the next flush, unless they were invalid).
  */
 export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, flushAfterMs: number, now?: number | undefined | null): null | true | string
 

@@ -8,6 +8,7 @@ const host = require('./lib/host.js')
 const stores = require('./lib/stores.js')
 const redis = require('./lib/redisQuotaStore.js')
 const enforce = require('./lib/enforce.js')
+const writes = require('./lib/writeBuffer.js')
 const saturation = require('./lib/saturation.js')
 const quotaShareStrategy = require('./lib/quotaShareStrategy.js')
 const quotaShareConcurrency = require('./lib/quotaShareConcurrency.js')
@@ -34,7 +35,7 @@ module.exports.getRedisQuotaStore = redis.getRedisQuotaStore
 module.exports.resetRedisQuotaStore = redis.resetRedisQuotaStore
 module.exports.getRedisClient = redis.getRedisClient
 module.exports.resetRedisClient = redis.resetRedisClient
-module.exports.closeQuotaDb = native.closeQuotaDb
+module.exports.closeQuotaDb = writes.closeQuotaDb
 module.exports.gcConsumption = stores.gcConsumption
 
 // §5: metadata and the counter table.
@@ -63,7 +64,7 @@ module.exports.gcOlderThan = native.gcOlderThan
 module.exports.enforceQuotaShare = enforce.enforceQuotaShare
 module.exports.recordConsumption = enforce.recordConsumption
 module.exports.releaseReservation = enforce.releaseReservation
-module.exports.flushQuotaWrites = enforce.flushQuotaWrites
+module.exports.flushQuotaWrites = writes.flushQuotaWrites
 module.exports.scheduleRecordConsumption = enforce.scheduleRecordConsumption
 module.exports.buildConsumptionCost = enforce.buildConsumptionCost
 module.exports.recordStreamingConsumption = enforce.recordStreamingConsumption

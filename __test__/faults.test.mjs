@@ -183,6 +183,21 @@ test('locked, with QUOTA_RECORD_FLUSH_MS=0 (write-through): each record waits ou
   }
 })
 
+test('closeQuotaDb() waits out the busy timeout to commit the buffer; what it must drop is said before it returns', async () => {
+  const { dbPath } = freshDb()
+  const p = poolWithPlan('close-locked', 100)
+  const holder = holdLockFor(dbPath, 'transaction', 4000)
+  await holder.locked
+  await recordConsumption({ ...p.request, cost: {} }) // buffered; no turn before the close
+  const [, ms] = await timed(async () => closeQuotaDb())
+  assert.ok(ms >= 1500 && ms < 4000, `close took ${ms} ms`)
+  const dropped = warnings.filter((w) => w.component === 'quota:store')
+  assert.equal(dropped.length, 1, JSON.stringify(warnings))
+  assert.match(dropped[0].msg, /closing the database dropped 1 buffered quota counters/)
+  assert.match(dropped[0].detail, /locked/)
+  await holder.released()
+})
+
 test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
   const { dataDir, dbPath } = freshDb()
   const p = poolWithPlan('deleted', 2)

@@ -181,3 +181,44 @@ test('QUOTA_RECORD_FLUSH_MS: a bad value warns once and keeps the default; 0 com
     installHost({})
   }
 })
+
+test('a worker terminated before its flush ran: its records are committed at its teardown', async () => {
+  const p = pool(1e9)
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { recordConsumption } = require(workerData.entry)
+    ;(async () => {
+      for (let i = 0; i < 5; i++) await recordConsumption({ ...workerData.request, cost: { requests: 1 } })
+      parentPort.postMessage('recorded')
+      // Never turn the event loop again: the scheduled flush cannot run here.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10_000)
+    })()
+  `
+  const entry = require.resolve('@omniroute/quota-engine')
+  const worker = new Worker(source, { eval: true, workerData: { entry, request: p.request } })
+  await new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  assert.equal(committed(p.request.apiKeyId, p.requestsKey), 0, 'still buffered')
+  await worker.terminate()
+  assert.equal(committed(p.request.apiKeyId, p.requestsKey), 5)
+})
+
+test('a flush never recreates a deleted data folder', async () => {
+  const dir = fs.mkdtempSync(path.join(path.dirname(dataDir), 'qe-buffer-gone-'))
+  const file = path.join(dir, 'storage.sqlite')
+  installHost({ dbPath: file })
+  try {
+    const p = pool(100)
+    await recordConsumption({ ...p.request, cost: { requests: 1 } })
+    fs.rmSync(dir, { recursive: true, force: true })
+    assert.equal(flushQuotaWrites(), null)
+    await nextTurn()
+    assert.equal(fs.existsSync(dir), false)
+  } finally {
+    installHost({})
+    closeQuotaDb()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})

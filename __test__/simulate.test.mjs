@@ -152,3 +152,13 @@ test('plans with unknown (ε) limits need --limit; with it, the plan is a stored
   assert.equal(badThreshold.code, 1)
   assert.match(badThreshold.stderr, /--threshold must be a number in 0\.\.1/)
 })
+
+test('policy soft: the burst key is deprioritized over its share, never blocked for it', () => {
+  const r = simulate(['--json', '--policy', 'soft', '--out', path.join(dir, 'soft.svg')])
+  assert.equal(r.code, 0, r.stderr)
+  const summary = JSON.parse(r.stdout)
+  const burst = summary.keys.find((k) => k.role === 'burst')
+  assert.equal(burst.blocked['fair-share'], 0)
+  assert.ok(burst.deprioritized > 100, `the burst key was deprioritized: ${burst.deprioritized}`)
+  for (const steady of summary.keys.filter((k) => k.role === 'steady')) assert.equal(steady.deprioritized, 0, steady.id)
+})

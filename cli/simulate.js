@@ -242,15 +242,21 @@ function runSimulation(options = {}) {
     return Math.min(Math.max(total / dim.limit, 0), 1)
   }
 
-  function step(key, now) {
-    let result = native.enforceStep(key.id, CONNECTION, provider, null, threshold, now)
+  // The crossing answers an allow with a number (0 not enforced, 1 allow, 2 deprioritized).
+  const enforceStep = (key, now) => {
+    const result = native.enforceStep(key.id, CONNECTION, provider, null, threshold, now)
+    if (typeof result === 'number') return result === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: result === 2 }
     if (result.logs) host.forwardLogs(result.logs)
+    return result
+  }
+
+  function step(key, now) {
+    let result = enforceStep(key, now)
     if (result.kind === 'fetch') {
       for (const [unit, window] of result.fetch) {
         native.putSaturation(provider, CONNECTION, unit, window, saturationOf(unit, window, now), now)
       }
-      result = native.enforceStep(key.id, CONNECTION, provider, null, threshold, now)
-      if (result.logs) host.forwardLogs(result.logs)
+      result = enforceStep(key, now)
     }
     if (result.kind === 'error') throw new Error(`enforceStep failed: ${result.reason}`)
     return result

@@ -10,38 +10,10 @@ const { getSaturation } = require('./saturation.js')
 const metrics = require('./metrics.js')
 const stores = require('./stores.js')
 const { RedisQuotaStore } = require('./redisQuotaStore.js')
+const { failOpen, succeeded } = require('./faults.js')
+const writes = require('./writeBuffer.js')
 
 const ALLOW = Object.freeze({ kind: 'allow' })
-
-// One warning per fault, not one per call: a store that is down (locked past the busy
-// timeout, its disk full, its folder unusable) fails every call the same way, and a warning
-// per request would flood the host's log at request rate. The first failure of an operation
-// warns; the ones after it are counted; its next success logs, at info, that it recovered and
-// how many calls failed open meanwhile — and re-arms the warning for the next fault.
-const faults = { enforce: null, record: null, flush: null }
-
-function failOpen(operation, msg, err, context) {
-  const fault = faults[operation]
-  if (fault) {
-    fault.count++
-    return
-  }
-  faults[operation] = { count: 1, since: Date.now() }
-  host.log('warn', 'quota:enforce', `${msg} (further failures are counted until it recovers)`, {
-    ...context,
-    error: String((err && err.message) || err),
-  })
-}
-
-function succeeded(operation) {
-  const fault = faults[operation]
-  if (!fault) return
-  faults[operation] = null
-  host.log('info', 'quota:enforce', `quota ${operation} recovered`, {
-    failedCalls: fault.count,
-    failingForMs: Date.now() - fault.since,
-  })
-}
 
 function urlOf(store) {
   return store instanceof RedisQuotaStore ? store.url : null
@@ -256,73 +228,20 @@ async function recordConsumption(input) {
     let error = url === null ? native.recordStep(...args, host.config.recordFlushMs()) : native.redisRecordStep(url, ...args)
     if (isPromise(error)) error = await error
     if (error === true) {
-      scheduleFlush()
+      writes.scheduleFlush()
       error = null
     }
     if (error) {
       metrics.storeError('record')
       failOpen('record', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
+      // SQLite keeps a record it could not commit: it goes with the next flush.
+      if (url === null) writes.scheduleFlush()
     } else {
       succeeded('record')
     }
   } catch (err) {
     failOpen('record', 'recording quota consumption failed', err, {})
   }
-}
-
-// SQLite records are buffered in the engine (store/sqlite/hot.rs) and committed together:
-// once per turn of the event loop, scheduled here when the engine asks (the first record
-// after a flush), and at exit. A failed flush keeps the records buffered and is retried
-// after a second; it warns once per fault, like the hot path's own failures.
-const flush = { scheduled: false, retry: null, exitHook: false }
-const RETRY_FLUSH_MS = 1000
-
-function scheduleFlush() {
-  if (!flush.exitHook) {
-    flush.exitHook = true
-    process.on('exit', flushQuotaWrites)
-  }
-  if (flush.scheduled || flush.retry) return
-  flush.scheduled = true
-  setImmediate(runScheduledFlush)
-}
-
-function runScheduledFlush() {
-  flush.scheduled = false
-  flush.retry = null
-  const error = flushQuotaWrites()
-  if (error) {
-    flush.retry = setTimeout(runScheduledFlush, RETRY_FLUSH_MS)
-    flush.retry.unref()
-  }
-}
-
-/**
- * `flushQuotaWrites()` (beyond the contract): commits the records buffered by
- * `recordConsumption` now, so other connections see them (the engine's own reads always
- * do). Returns `null`, or the error message (the records stay buffered, for the next
- * flush); logs a failure once per fault. Never throws.
- */
-function flushQuotaWrites() {
-  let error
-  try {
-    error = native.flushQuotaWrites()
-  } catch (err) {
-    error = String((err && err.message) || err)
-  }
-  if (error) {
-    metrics.storeError('record')
-    failOpen('flush', 'committing buffered quota records failed; they stay buffered and are retried', error, {
-      buffered: native.pendingQuotaWrites(),
-    })
-    return error
-  }
-  if (flush.retry) {
-    clearTimeout(flush.retry)
-    flush.retry = null
-  }
-  succeeded('flush')
-  return null
 }
 
 /**
@@ -411,7 +330,6 @@ function softPenaltyFactor() {
 module.exports = {
   enforceQuotaShare,
   recordConsumption,
-  flushQuotaWrites,
   releaseReservation,
   scheduleRecordConsumption,
   buildConsumptionCost,

@@ -103,7 +103,8 @@ function installHost(options = {}) {
   }
   syncFetcherProviders()
   if (typeof options.registerDbStateResetter === 'function') {
-    options.registerDbStateResetter(native.closeQuotaDb)
+    // Required here, not at the top: writeBuffer.js requires this module.
+    options.registerDbStateResetter(require('./writeBuffer.js').closeQuotaDb)
   }
 }
 

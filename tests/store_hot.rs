@@ -10,7 +10,7 @@ use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
-  brute_totals, enforce_setup, host_conn, request, temp_db, totals, NoSaturation, H, NOW,
+  brute_totals, enforce_setup, host_conn, request, serial, temp_db, totals, NoSaturation, H, NOW,
 };
 
 const BUFFERED: Duration = Duration::from_secs(3600);
@@ -40,6 +40,7 @@ const ALLOW: EnforceOutcome = EnforceOutcome::Allow {
 
 #[test]
 fn with_nothing_committed_since_the_last_call_an_enforce_takes_no_lock() {
+  let _serial = serial();
   let (_dir, _path, db) = temp_db();
   enforce_setup(&db, 1500.0);
   // The first call reads in a transaction and maps the wal-index; the second fills the
@@ -54,6 +55,7 @@ fn with_nothing_committed_since_the_last_call_an_enforce_takes_no_lock() {
 
 #[test]
 fn another_connections_commit_is_seen_on_the_very_next_call() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 10.0);
   let host = host_conn(&path);
@@ -87,6 +89,7 @@ fn setup_warm(db: &SqliteDb, limit: f64) -> String {
 
 #[test]
 fn an_unmap_by_the_engines_sqlite_retires_the_pointer_until_the_next_full_read() {
+  let _serial = serial();
   let (_dir, _path, db) = temp_db();
   setup_warm(&db, 1500.0);
   // Another engine connection (another file) closing unmaps its wal-index.
@@ -103,6 +106,7 @@ fn an_unmap_by_the_engines_sqlite_retires_the_pointer_until_the_next_full_read()
 
 #[test]
 fn buffered_records_count_at_once_and_land_with_the_flush() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 10.0);
   let key = requests_key(&pool_id);
@@ -110,7 +114,7 @@ fn buffered_records_count_at_once_and_land_with_the_flush() {
   let write = [(key.clone(), 4.0)];
   assert_eq!(
     db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
-    Recorded::FlushNeeded
+    Recorded::Buffered
   );
   assert_eq!(
     db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
@@ -155,12 +159,13 @@ fn buffered_records_count_at_once_and_land_with_the_flush() {
   // The next record after a flush asks for a flush again.
   assert_eq!(
     db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
-    Recorded::FlushNeeded
+    Recorded::Buffered
   );
 }
 
 #[test]
 fn write_through_commits_inside_the_call() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 10.0);
   let key = requests_key(&pool_id);
@@ -175,6 +180,7 @@ fn write_through_commits_inside_the_call() {
 
 #[test]
 fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 10.0);
   let key = requests_key(&pool_id);
@@ -183,7 +189,7 @@ fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
   let write = [(key.clone(), 1.0)];
   assert_eq!(
     db.record_writes("k", &write, NOW, limit).unwrap(),
-    Recorded::FlushNeeded
+    Recorded::Buffered
   );
   std::thread::sleep(Duration::from_millis(30));
   assert_eq!(
@@ -195,6 +201,7 @@ fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
 
 #[test]
 fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 1e9);
   let key = requests_key(&pool_id);
@@ -239,6 +246,7 @@ fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
 
 #[test]
 fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 100.0);
   let key = requests_key(&pool_id);
@@ -259,7 +267,7 @@ fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
   let outcome = db
     .record_writes("k", &[(key.clone(), 1.0)], NOW, Duration::from_millis(1))
     .unwrap();
-  assert_eq!(outcome, Recorded::FlushNeeded);
+  assert_eq!(outcome, Recorded::Buffered);
   assert_eq!(db.peek("k", &key, NOW).unwrap(), 6.0);
   host.execute_batch("COMMIT").unwrap();
   db.flush_pending(true).unwrap();
@@ -268,6 +276,7 @@ fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
 
 #[test]
 fn closing_commits_the_buffer() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup_warm(&db, 100.0);
   let key = requests_key(&pool_id);
@@ -280,6 +289,7 @@ fn closing_commits_the_buffer() {
 
 #[test]
 fn a_bad_write_buffers_nothing() {
+  let _serial = serial();
   let (_dir, _path, db) = temp_db();
   let pool_id = setup_warm(&db, 100.0);
   let writes = [
@@ -288,4 +298,63 @@ fn a_bad_write_buffers_nothing() {
   ];
   assert!(db.record_writes("k", &writes, NOW, BUFFERED).is_err());
   assert_eq!(db.pending_count(), 0);
+}
+
+#[test]
+fn clearing_a_counter_drops_what_is_buffered_for_it() {
+  let _serial = serial();
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 100.0);
+  let key = requests_key(&pool_id);
+  let tokens = DimensionKey::new(pool_id.as_str(), QuotaUnit::Tokens, QuotaWindow::Hourly);
+  db.record_writes(
+    "k",
+    &[(key.clone(), 5.0), (tokens.clone(), 9.0)],
+    NOW,
+    BUFFERED,
+  )
+  .unwrap();
+  db.record_writes("k2", &[(key.clone(), 2.0)], NOW, BUFFERED)
+    .unwrap();
+  db.clear("k", &key).unwrap();
+  assert_eq!(db.peek("k", &key, NOW).unwrap(), 0.0);
+  assert_eq!(
+    db.pool_consumed_total(&key, NOW).unwrap(),
+    2.0,
+    "k2's record stays"
+  );
+  assert_eq!(
+    db.peek("k", &tokens, NOW).unwrap(),
+    9.0,
+    "another dimension stays"
+  );
+  db.flush_pending(false).unwrap();
+  let host = host_conn(&path);
+  assert_eq!(committed(&host, "k", &key.to_string()), 0.0);
+  assert_eq!(committed(&host, "k2", &key.to_string()), 2.0);
+  assert_eq!(totals(&host), brute_totals(&host));
+}
+
+#[test]
+fn closing_waits_out_a_short_lock_to_commit_the_buffer() {
+  let _serial = serial();
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, 100.0);
+  let key = requests_key(&pool_id);
+  db.record_writes("k", &[(key.clone(), 7.0)], NOW, BUFFERED)
+    .unwrap();
+  let host = host_conn(&path);
+  host.execute_batch("BEGIN IMMEDIATE").unwrap();
+  let release = std::thread::spawn(move || {
+    std::thread::sleep(Duration::from_millis(300));
+    host.execute_batch("COMMIT").unwrap();
+    host
+  });
+  assert_eq!(
+    db.close().unwrap(),
+    None,
+    "committed after the lock, within the busy timeout"
+  );
+  let host = release.join().unwrap();
+  assert_eq!(committed(&host, "k", &key.to_string()), 7.0);
 }

@@ -7,10 +7,13 @@ mod store_support;
 
 use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
 use omniroute_quota_engine::store::sqlite::locks;
-use store_support::{enforce_setup as setup, host_conn, request, temp_db, NoSaturation, H, NOW};
+use store_support::{
+  enforce_setup as setup, host_conn, request, serial, temp_db, NoSaturation, H, NOW,
+};
 
 #[test]
 fn an_enforce_takes_one_lock_pair_whatever_it_reads() {
+  let _serial = serial();
   let (_dir, _path, db) = temp_db();
   setup(&db, 1500.0);
   // Warm the metadata cache and the statement cache.
@@ -36,6 +39,7 @@ fn an_enforce_takes_one_lock_pair_whatever_it_reads() {
 
 #[test]
 fn a_scope_sees_what_another_connection_committed_before_it() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup(&db, 10.0);
   db.read_scope(|db| enforce(db, &NoSaturation, &request(), 0.5, NOW))
@@ -74,6 +78,7 @@ fn a_scope_sees_what_another_connection_committed_before_it() {
 
 #[test]
 fn a_trigger_dropped_by_another_connection_is_restored_by_the_next_scope() {
+  let _serial = serial();
   let (_dir, path, db) = temp_db();
   let pool_id = setup(&db, 1500.0);
   db.read_scope(|db| enforce(db, &NoSaturation, &request(), 0.5, NOW))

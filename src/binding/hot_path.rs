@@ -228,9 +228,10 @@ pub(crate) fn decide_on(
 
 /// One record crossing: every plan dimension and the model bucket, buffered (committed
 /// with the buffer on the next turn of the event loop, see `store/sqlite/hot.rs`), or
-/// committed at once when `flushAfterMs` is 0. Returns `null` when done, `true` when the
-/// caller must schedule `flushQuotaWrites()`, or the error message (a failed flush keeps
-/// the writes buffered).
+/// committed at once when `flushAfterMs` is 0. Returns `null` when committed or when there
+/// was nothing to write, `true` when buffered — the caller then schedules
+/// `flushQuotaWrites()` on its event loop — or the error message (the writes are kept, for
+/// the next flush, unless they were invalid).
 #[napi(catch_unwind, ts_return_type = "null | true | string")]
 #[allow(clippy::too_many_arguments)]
 pub fn record_step(
@@ -262,21 +263,41 @@ pub fn record_step(
     db.record_writes(&api_key_id, &writes, now, max_age)
   });
   match result {
-    Ok(Recorded::FlushNeeded) => Some(Either::A(true)),
+    Ok(Recorded::Buffered) => {
+      flush_at_teardown(&env);
+      Some(Either::A(true))
+    }
     Ok(_) => None,
-    Err(err) => Some(Either::B(err.to_string())),
+    Err(err) => {
+      flush_at_teardown(&env);
+      Some(Either::B(err.to_string()))
+    }
   }
 }
 
-/// Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
-/// (the writes stay buffered on an error, for the next flush).
-#[napi(catch_unwind)]
-pub fn flush_quota_writes(env: Env) -> Option<String> {
-  if !crate::store::sqlite::is_open() {
-    return None;
+thread_local! {
+  static TEARDOWN_FLUSH: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Once per JS thread that buffered a record: commit the buffer when its environment is
+/// torn down — a worker terminated (its `exit` event does not run) or the process
+/// exiting by a path that skips the facade's `exit` hook.
+fn flush_at_teardown(env: &Env) {
+  if TEARDOWN_FLUSH.with(|done| done.replace(true)) {
+    return;
   }
-  with_hot_store(&env, |db| db.flush_pending(true))
-    .err()
+  let _ = env.add_env_cleanup_hook((), |()| {
+    let _ = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(false));
+  });
+}
+
+/// Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
+/// (the writes stay buffered on an error, for the next flush). Never opens the database:
+/// with none open (closed, or its file deleted) there is nothing to commit.
+#[napi(catch_unwind)]
+pub fn flush_quota_writes() -> Option<String> {
+  crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(true))
+    .and_then(|result| result.err())
     .map(|e| e.to_string())
 }
 

@@ -190,3 +190,11 @@ pub fn request() -> QuotaRequest<'static> {
     model: None,
   }
 }
+
+/// The lock-call and unmap counters are process-wide, and a binary's tests run on parallel
+/// threads: tests that count them hold this, so no other test's connection moves them
+/// meanwhile.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+  static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+  SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}

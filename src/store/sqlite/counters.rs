@@ -182,12 +182,16 @@ impl CounterStore for SqliteDb {
 
   fn clear(&self, api_key_id: &str, key: &DimensionKey) -> Result<()> {
     check_key(api_key_id, key)?;
+    let dimension_key = key.to_string();
     self
       .conn
       .prepare_cached("DELETE FROM quota_consumption WHERE api_key_id = ?1 AND dimension_key = ?2")
       .ctx("clearing a counter")?
-      .execute(params![api_key_id, key.to_string()])
+      .execute(params![api_key_id, dimension_key])
       .ctx("clearing a counter")?;
+    // Buffered records of the counter go too (they are still buffered when a flush failed
+    // just before), or they would bring it back.
+    self.discard_pending_counter(api_key_id, &dimension_key);
     Ok(())
   }
 

@@ -94,8 +94,6 @@ pub(crate) struct PendingWrites {
   totals: HashMap<String, f64>,
   /// When the oldest buffered amount was added.
   since: Option<Instant>,
-  /// A flush has been asked of the facade and has not run yet.
-  flush_requested: bool,
   /// When the last automatic flush failed.
   failed_at: Option<Instant>,
   scratch: String,
@@ -148,6 +146,26 @@ impl PendingWrites {
       None => {
         self.totals.insert(self.scratch.clone(), delta);
       }
+    }
+  }
+
+  /// Drops every buffered bucket of one key's dimension key (its counter was cleared).
+  fn remove_counter(&mut self, api_key_id: &str, dimension_key: &str) {
+    let totals = &mut self.totals;
+    self.counters.retain(|_, e| {
+      let hit = e.api_key_id == api_key_id && e.dimension_key == dimension_key;
+      if hit {
+        let mut key = String::new();
+        totals_key(&mut key, &e.dimension_key, e.bucket);
+        if let Some(total) = totals.get_mut(&key) {
+          *total -= e.delta;
+        }
+      }
+      !hit
+    });
+    if self.counters.is_empty() {
+      self.totals.clear();
+      self.since = None;
     }
   }
 
@@ -223,10 +241,10 @@ pub enum Recorded {
   Nothing,
   /// Committed (write-through, or the buffer was due and flushed).
   Committed,
-  /// Buffered; a flush is already on its way.
+  /// Buffered: the caller arranges a flush soon ([`SqliteDb::flush_pending`]) on its own
+  /// thread's event loop — every buffering thread does, so a thread that stops turning
+  /// (a worker terminated, a loop blocked) cannot hold records back.
   Buffered,
-  /// Buffered; the caller must arrange a flush soon ([`SqliteDb::flush_pending`]).
-  FlushNeeded,
 }
 
 impl SqliteDb {
@@ -407,13 +425,7 @@ impl SqliteDb {
     if self.hot.borrow().pending.due(max_age) && self.flush_pending(true).is_ok() {
       return Ok(Recorded::Committed);
     }
-    let mut hot = self.hot.borrow_mut();
-    if hot.pending.flush_requested {
-      Ok(Recorded::Buffered)
-    } else {
-      hot.pending.flush_requested = true;
-      Ok(Recorded::FlushNeeded)
-    }
+    Ok(Recorded::Buffered)
   }
 
   fn buffer(&self, api_key_id: &str, writes: &[(DimensionKey, f64)], now_ms: i64) {
@@ -437,7 +449,6 @@ impl SqliteDb {
     let entries: Vec<PendingCounter> = {
       let mut hot = self.hot.borrow_mut();
       let pending = &mut hot.pending;
-      pending.flush_requested = false;
       if pending.counters.is_empty() {
         return Ok(0);
       }
@@ -513,6 +524,15 @@ impl SqliteDb {
     if !skip {
       let _ = self.flush_pending(true);
     }
+  }
+
+  /// Forgets what is buffered for one key's dimension key (`clear` deleted its rows).
+  pub(super) fn discard_pending_counter(&self, api_key_id: &str, dimension_key: &str) {
+    self
+      .hot
+      .borrow_mut()
+      .pending
+      .remove_counter(api_key_id, dimension_key);
   }
 
   /// Drops the buffer (its file is gone); returns how many counters were dropped.

@@ -266,7 +266,10 @@ mod imp {
           munmap_hook,
         )),
       );
-      if munmap_rc == ffi::SQLITE_OK {
+      // Reading the wal-index from memory relies on the OFD locks too (the engine's
+      // SHARED lock keeps the host from rebuilding the wal-index under it): count unmaps,
+      // which turns that path on, only when every hook is in.
+      if munmap_rc == ffi::SQLITE_OK && close {
         UNMAPS.store(0, Ordering::Release);
       }
       HookStatus {

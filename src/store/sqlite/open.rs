@@ -245,11 +245,11 @@ impl SqliteDb {
   /// Closes the connection. Call it only when the host no longer needs the file, or the
   /// file was deleted: on Linux the close hook keeps the descriptors open (parked) while
   /// the host still has the file open, elsewhere closing drops the process's locks.
-  /// Buffered records are committed first; those that cannot be (the file is gone, or
-  /// locked past a short wait) are dropped and reported.
+  /// Buffered records are committed first (waiting up to the busy timeout for a lock);
+  /// those that cannot be (the file is gone, or locked longer) are dropped and reported.
   pub fn close(mut self) -> Result<Option<super::hot::Dropped>> {
     let dropped = self
-      .flush_pending(true)
+      .flush_pending(false)
       .err()
       .map(|err| super::hot::Dropped {
         counters: self.pending_count(),

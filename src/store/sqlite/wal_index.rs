@@ -36,6 +36,9 @@ const WALINDEX_PGSZ: c_int = 32768;
 #[derive(Debug, Default)]
 pub(crate) struct WalIndexView {
   mapped: Option<(*const AtomicU32, u64)>,
+  /// The connection is not in WAL mode: not asked again (its mode does not change while
+  /// it is open; the engine sets WAL at open and warns when it did not take).
+  not_wal: bool,
 }
 
 impl WalIndexView {
@@ -72,14 +75,24 @@ impl WalIndexView {
       return;
     }
     self.mapped = None;
+    if self.not_wal {
+      return;
+    }
     let Some(unmaps) = locks::unmaps() else {
       return;
     };
-    let wal = conn
+    let mode = conn
       .prepare_cached("PRAGMA main.journal_mode")
-      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, String>(0)))
-      .is_ok_and(|mode| mode.eq_ignore_ascii_case("wal"));
-    if !wal || conn.is_autocommit() {
+      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, String>(0)));
+    match mode {
+      Ok(mode) if mode.eq_ignore_ascii_case("wal") => {}
+      Ok(_) => {
+        self.not_wal = true;
+        return;
+      }
+      Err(_) => return,
+    }
+    if conn.is_autocommit() {
       return;
     }
     // SAFETY: the handle is live; FILE_POINTER writes the main database's `sqlite3_file *`;
