@@ -10,7 +10,8 @@ use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
-  brute_totals, enforce_setup, host_conn, request, serial, temp_db, totals, NoSaturation, H, NOW,
+  brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals, NoSaturation,
+  H, NOW,
 };
 
 const BUFFERED: Duration = Duration::from_secs(3600);
@@ -55,16 +56,22 @@ fn with_nothing_committed_since_the_last_call_an_enforce_takes_no_lock() {
 
 #[test]
 fn another_connections_commit_is_seen_on_the_very_next_call() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 10.0);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    pool_id,
+    ..
+  } = warm(10.0);
   let host = host_conn(&path);
-  host
-    .execute(
-      "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES ('k', ?1, ?2, 10, 0)",
-      rusqlite::params![format!("{pool_id}:requests:hourly"), NOW / H],
-    )
-    .unwrap();
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    10.0,
+  );
   assert!(!db.hot_cache_current(), "the commit moved the header");
   assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
   // A metadata change (a larger plan) is seen next, after the counters were cached again.
@@ -87,11 +94,37 @@ fn setup_warm(db: &SqliteDb, limit: f64) -> String {
   pool_id
 }
 
+/// A fresh database set up and warm, its requests dimension key, and the serial lock
+/// (bind `_serial` and `_dir`: they must live as long as the test).
+struct Warm {
+  _serial: std::sync::MutexGuard<'static, ()>,
+  _dir: tempfile::TempDir,
+  path: std::path::PathBuf,
+  db: SqliteDb,
+  pool_id: String,
+  key: DimensionKey,
+}
+
+fn warm(limit: f64) -> Warm {
+  let _serial = serial();
+  let (_dir, path, db) = temp_db();
+  let pool_id = setup_warm(&db, limit);
+  let key = requests_key(&pool_id);
+  Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    pool_id,
+    key,
+  }
+}
+
 #[test]
 fn an_unmap_by_the_engines_sqlite_retires_the_pointer_until_the_next_full_read() {
-  let _serial = serial();
-  let (_dir, _path, db) = temp_db();
-  setup_warm(&db, 1500.0);
+  let Warm {
+    _serial, _dir, db, ..
+  } = warm(1500.0);
   // Another engine connection (another file) closing unmaps its wal-index.
   let (_other_dir, _other_path, other) = temp_db();
   other.close().unwrap();
@@ -106,10 +139,14 @@ fn an_unmap_by_the_engines_sqlite_retires_the_pointer_until_the_next_full_read()
 
 #[test]
 fn buffered_records_count_at_once_and_land_with_the_flush() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 10.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
   let host = host_conn(&path);
   let write = [(key.clone(), 4.0)];
   assert_eq!(
@@ -165,10 +202,14 @@ fn buffered_records_count_at_once_and_land_with_the_flush() {
 
 #[test]
 fn write_through_commits_inside_the_call() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 10.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
   let host = host_conn(&path);
   let outcome = db
     .record_writes("k", &[(key.clone(), 3.0)], NOW, Duration::ZERO)
@@ -180,10 +221,14 @@ fn write_through_commits_inside_the_call() {
 
 #[test]
 fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 10.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
   let host = host_conn(&path);
   let limit = Duration::from_millis(20);
   let write = [(key.clone(), 1.0)];
@@ -201,10 +246,14 @@ fn a_buffer_older_than_its_limit_is_committed_by_the_recording_call() {
 
 #[test]
 fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 1e9);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(1e9);
   let host = host_conn(&path);
   for i in 0..FLUSH_BATCH - 1 {
     let outcome = db
@@ -246,10 +295,14 @@ fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
 
 #[test]
 fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 100.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(100.0);
   let host = host_conn(&path);
   db.record_writes("k", &[(key.clone(), 5.0)], NOW, BUFFERED)
     .unwrap();
@@ -276,10 +329,14 @@ fn a_flush_that_fails_keeps_every_record_for_the_next_one() {
 
 #[test]
 fn closing_commits_the_buffer() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 100.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(100.0);
   db.record_writes("k", &[(key.clone(), 7.0)], NOW, BUFFERED)
     .unwrap();
   assert_eq!(db.close().unwrap(), None, "nothing dropped");
@@ -289,9 +346,13 @@ fn closing_commits_the_buffer() {
 
 #[test]
 fn a_bad_write_buffers_nothing() {
-  let _serial = serial();
-  let (_dir, _path, db) = temp_db();
-  let pool_id = setup_warm(&db, 100.0);
+  let Warm {
+    _serial,
+    _dir,
+    db,
+    pool_id,
+    ..
+  } = warm(100.0);
   let writes = [
     (requests_key(&pool_id), 1.0),
     (requests_key(&pool_id), f64::NAN),
@@ -302,10 +363,14 @@ fn a_bad_write_buffers_nothing() {
 
 #[test]
 fn clearing_a_counter_drops_what_is_buffered_for_it() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 100.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    pool_id,
+    key,
+  } = warm(100.0);
   let tokens = DimensionKey::new(pool_id.as_str(), QuotaUnit::Tokens, QuotaWindow::Hourly);
   db.record_writes(
     "k",
@@ -337,10 +402,14 @@ fn clearing_a_counter_drops_what_is_buffered_for_it() {
 
 #[test]
 fn closing_waits_out_a_short_lock_to_commit_the_buffer() {
-  let _serial = serial();
-  let (_dir, path, db) = temp_db();
-  let pool_id = setup_warm(&db, 100.0);
-  let key = requests_key(&pool_id);
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(100.0);
   db.record_writes("k", &[(key.clone(), 7.0)], NOW, BUFFERED)
     .unwrap();
   let host = host_conn(&path);
@@ -357,4 +426,28 @@ fn closing_waits_out_a_short_lock_to_commit_the_buffer() {
   );
   let host = release.join().unwrap();
   assert_eq!(committed(&host, "k", &key.to_string()), 7.0);
+}
+
+#[test]
+fn a_deleted_file_is_noticed_at_once_and_one_renamed_away_within_100_ms() {
+  let (dir, path, db) = temp_db();
+  if cfg!(target_os = "linux") {
+    assert!(
+      db.watches_descriptor(),
+      "the connection's descriptor was found"
+    );
+  }
+  assert!(!db.file_replaced());
+  // Renamed away, another file put in its place: seen by the path lookup, at most 100 ms on.
+  let moved = dir.path().join("moved.sqlite");
+  std::fs::rename(&path, &moved).unwrap();
+  std::fs::write(&path, b"").unwrap();
+  std::thread::sleep(Duration::from_millis(120));
+  assert!(db.file_replaced());
+  // Deleted: the descriptor's link count says so at once, whatever the path holds.
+  let (other_dir, other_path, other) = temp_db();
+  assert!(!other.file_replaced());
+  std::fs::remove_file(&other_path).unwrap();
+  assert!(other.file_replaced());
+  drop(other_dir);
 }

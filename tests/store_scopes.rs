@@ -8,7 +8,7 @@ mod store_support;
 use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
 use omniroute_quota_engine::store::sqlite::locks;
 use store_support::{
-  enforce_setup as setup, host_conn, request, serial, temp_db, NoSaturation, H, NOW,
+  enforce_setup as setup, host_conn, host_put, request, serial, temp_db, NoSaturation, H, NOW,
 };
 
 #[test]
@@ -45,12 +45,13 @@ fn a_scope_sees_what_another_connection_committed_before_it() {
   db.read_scope(|db| enforce(db, &NoSaturation, &request(), 0.5, NOW))
     .unwrap();
   let host = host_conn(&path);
-  host
-    .execute(
-      "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES ('k', ?1, ?2, 10, 0)",
-      rusqlite::params![format!("{pool_id}:requests:hourly"), NOW / H],
-    )
-    .unwrap();
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    10.0,
+  );
   let outcome = db
     .read_scope(|db| enforce(db, &NoSaturation, &request(), 0.5, NOW))
     .unwrap();

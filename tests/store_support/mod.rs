@@ -198,3 +198,19 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
   static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
   SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// The host writes `consumed` into one counter bucket through its own connection.
+pub fn host_put(
+  host: &Connection,
+  api_key_id: &str,
+  dimension_key: &str,
+  bucket: i64,
+  consumed: f64,
+) {
+  host
+    .execute(
+      "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, ?3, ?4, 0)",
+      rusqlite::params![api_key_id, dimension_key, bucket, consumed],
+    )
+    .unwrap();
+}

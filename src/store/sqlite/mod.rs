@@ -194,6 +194,27 @@ impl SqliteDb {
   }
 }
 
+/// The main database's `sqlite3_file` (SQLITE_FCNTL_FILE_POINTER), valid while `conn` is
+/// open; `None` when SQLite has none or no methods for it.
+pub(crate) fn main_db_file(
+  conn: &Connection,
+) -> Option<std::ptr::NonNull<rusqlite::ffi::sqlite3_file>> {
+  use rusqlite::ffi;
+  let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+  // SAFETY: the handle is live; FILE_POINTER writes a `sqlite3_file *` into `file`.
+  let rc = unsafe {
+    ffi::sqlite3_file_control(
+      conn.handle(),
+      c"main".as_ptr(),
+      ffi::SQLITE_FCNTL_FILE_POINTER,
+      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+    )
+  };
+  let file = std::ptr::NonNull::new(file).filter(|_| rc == ffi::SQLITE_OK)?;
+  // SAFETY: a live `sqlite3_file` SQLite handed out.
+  (!unsafe { file.as_ref() }.pMethods.is_null()).then_some(file)
+}
+
 /// Clears the scope's freshness flag when dropped.
 struct FreshFlag<'a>(&'a SqliteDb);
 

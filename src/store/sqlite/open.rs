@@ -105,21 +105,12 @@ const PATH_CHECK_EVERY: Duration = Duration::from_millis(100);
 #[cfg(unix)]
 fn main_descriptor(conn: &Connection, id: Option<FileId>) -> Option<std::os::raw::c_int> {
   let id = id?;
-  // SAFETY: FILE_POINTER writes the main database's `sqlite3_file *`, live while the
-  // connection is; the read stays within the unix VFS's `unixFile` (far larger than four
-  // words) and its result is only trusted after the check below.
+  let file = super::main_db_file(conn)?;
+  // SAFETY: the read stays within the unix VFS's `unixFile` (far larger than four words),
+  // live while the connection is; its result is only trusted after the check below.
   let fd = unsafe {
-    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-    let rc = ffi::sqlite3_file_control(
-      conn.handle(),
-      c"main".as_ptr(),
-      ffi::SQLITE_FCNTL_FILE_POINTER,
-      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
-    );
-    if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
-      return None;
-    }
     *file
+      .as_ptr()
       .cast::<u8>()
       .add(3 * std::mem::size_of::<*const ()>())
       .cast::<std::os::raw::c_int>()
@@ -287,6 +278,12 @@ impl SqliteDb {
       self.path_checked.set(std::time::Instant::now());
     }
     file_id(&self.path) != Some(id)
+  }
+
+  /// Whether [`SqliteDb::file_replaced`] can `fstat` the connection's own descriptor
+  /// (diagnostics and tests).
+  pub fn watches_descriptor(&self) -> bool {
+    self.fd.is_some()
   }
 
   fn forget_file(&mut self) {

@@ -95,22 +95,16 @@ impl WalIndexView {
     if conn.is_autocommit() {
       return;
     }
-    // SAFETY: the handle is live; FILE_POINTER writes the main database's `sqlite3_file *`;
-    // `xShmMap` (io methods version 2+) with `bExtend = 0` returns region 0, mapped since
-    // this WAL-mode read transaction began, or null.
+    let Some(file) = super::main_db_file(conn) else {
+      return;
+    };
+    // SAFETY: a live `sqlite3_file` with methods; `xShmMap` (io methods version 2+) with
+    // `bExtend = 0` returns region 0, mapped since this WAL-mode read transaction began,
+    // or null.
     unsafe {
-      let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-      let rc = ffi::sqlite3_file_control(
-        conn.handle(),
-        c"main".as_ptr(),
-        ffi::SQLITE_FCNTL_FILE_POINTER,
-        (&mut file as *mut *mut ffi::sqlite3_file).cast(),
-      );
-      if rc != ffi::SQLITE_OK || file.is_null() {
-        return;
-      }
+      let file = file.as_ptr();
       let methods = (*file).pMethods;
-      if methods.is_null() || (*methods).iVersion < 2 {
+      if (*methods).iVersion < 2 {
         return;
       }
       let Some(shm_map) = (*methods).xShmMap else {
