@@ -18,7 +18,16 @@ const RETRY_FLUSH_MS = 1000
 // terminated, or a process killed by a signal without a handler, skips 'exit': the native
 // side commits at the environment's teardown where it still runs; a SIGKILL loses it.)
 process.on('exit', () => {
-  if (native.pendingQuotaWrites() > 0) flushQuotaWrites()
+  const buffered = native.pendingQuotaWrites()
+  if (buffered === 0) return
+  let error
+  try {
+    error = native.flushQuotaWrites()
+  } catch (err) {
+    error = String((err && err.message) || err)
+  }
+  // Said every time, not once per fault: the process is leaving with these records.
+  if (error) host.log('warn', 'quota:enforce', 'buffered quota records could not be committed at exit', { buffered, error })
 })
 
 function scheduleFlush() {
