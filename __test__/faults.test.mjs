@@ -198,6 +198,27 @@ test('closeQuotaDb() waits out the busy timeout to commit the buffer; what it mu
   await holder.released()
 })
 
+test('a process that exits while another holds the write lock says its buffered records could not be committed', async () => {
+  const { dataDir, dbPath } = freshDb()
+  const p = poolWithPlan('exit-locked', 1e9)
+  closeQuotaDb() // the child opens the file through DATA_DIR
+  const holder = holdLockFor(dbPath, 'transaction', 6000)
+  await holder.locked
+  const worker = path.join(here, 'support', 'record-worker.mjs')
+  const { apiKeyId, connectionId, provider } = p.request
+  const child = spawn(process.execPath, [worker, dataDir, '3', apiKeyId, connectionId, provider, 'exit'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (b) => { stderr += b })
+  const code = await new Promise((resolve) => child.on('exit', resolve))
+  assert.equal(code, 0, stderr)
+  const lines = stderr.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const lost = lines.filter((l) => l.msg === 'buffered quota records could not be committed at exit')
+  assert.equal(lost.length, 1, stderr)
+  assert.equal(lost[0].buffered, 1)
+  assert.match(lost[0].error, /locked/)
+  await holder.released()
+})
+
 test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
   const { dataDir, dbPath } = freshDb()
   const p = poolWithPlan('deleted', 2)
