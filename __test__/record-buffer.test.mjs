@@ -222,3 +222,41 @@ test('a flush never recreates a deleted data folder', async () => {
     fs.rmSync(dir, { recursive: true, force: true })
   }
 })
+
+test('decisions from memory are never older than a commit made before the call (the host commits from another thread)', async () => {
+  const dim = { poolId: 'fresh-reads', unit: 'requests', window: 'hourly' }
+  const hour = Math.floor(Date.now() / HOUR)
+  if (Date.now() - hour * HOUR > HOUR - 60_000) await new Promise((resolve) => setTimeout(resolve, 61_000)) // not across an hour
+  const store = engine.getSqliteQuotaStore()
+  await store.peek('writer', dim) // the file and schema exist
+  const shared = new Int32Array(new SharedArrayBuffer(8))
+  // The host's better-sqlite3 (its own SQLite copy) in a worker: commit i, then publish i.
+  const source = `
+    const { workerData } = require('node:worker_threads')
+    const Database = require(workerData.betterSqlite3)
+    const db = new Database(workerData.file)
+    db.pragma('journal_mode = WAL'); db.pragma('busy_timeout = 2000')
+    const put = db.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, 0) ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET consumed = excluded.consumed')
+    const bucket = Math.floor(Date.now() / 3600000)
+    for (let i = 1; i <= workerData.commits; i++) {
+      put.run('writer', 'fresh-reads:requests:hourly', bucket, i)
+      Atomics.store(workerData.shared, 0, i)
+    }
+    Atomics.store(workerData.shared, 1, 1)
+    db.close()
+  `
+  const worker = new Worker(source, { eval: true, workerData: { betterSqlite3: require.resolve('better-sqlite3'), file: dbFile, commits: 3000, shared } })
+  const done = new Promise((resolve, reject) => { worker.once('exit', resolve); worker.once('error', reject) })
+  let reads = 0
+  let stale = 0
+  while (Atomics.load(shared, 1) === 0) {
+    const published = Atomics.load(shared, 0)
+    const seen = await store.peek('writer', dim) // this bucket only: no decay, exactly `curr`
+    if (seen < published) stale++
+    reads++
+  }
+  await done
+  assert.equal(stale, 0, `${stale} of ${reads} reads were older than a commit made before them`)
+  assert.ok(reads > 100, `the reads raced the writer (${reads})`)
+  assert.equal(await store.peek('writer', dim), 3000)
+})
