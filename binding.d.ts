@@ -540,7 +540,7 @@ export declare function readHostSetting(namespace: string, key: string): string 
 
 /**
  * One record crossing: every plan dimension and the model bucket, buffered (committed
- * with the buffer on the next turn of the event loop, see `store/sqlite/hot.rs`), or
+ * with the buffer on the next turn of the event loop, see `store/sqlite/record_buffer.rs`), or
  * committed at once when `flushAfterMs` is 0. Returns `null` when committed or when there
  * was nothing to write, `true` when buffered — the caller then schedules
  * `flushQuotaWrites()` on its event loop — or the error message (the writes are kept, for

@@ -1,4 +1,4 @@
-// recordConsumption's buffered writes (store/sqlite/hot.rs): the engine's own reads count a
+// recordConsumption's buffered writes (store/sqlite/record_buffer.rs): the engine's own reads count a
 // record at once; the host's connection sees it after the next turn of the event loop (or
 // flushQuotaWrites()); a process that ends — normally, by process.exit(), by an uncaught
 // exception — commits what it buffered, so counters stay exact across processes and

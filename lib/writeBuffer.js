@@ -6,7 +6,7 @@ const host = require('./host.js')
 const metrics = require('./metrics.js')
 const { failOpen, succeeded } = require('./faults.js')
 
-// SQLite records are buffered in the engine (store/sqlite/hot.rs) and committed together:
+// SQLite records are buffered in the engine (store/sqlite/record_buffer.rs) and committed together:
 // once per turn of the event loop of every thread that buffered one (scheduled here), and
 // at exit. A failed flush keeps the records buffered and is retried after a second; it
 // warns once per fault, like the hot path's own failures.

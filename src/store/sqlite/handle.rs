@@ -59,7 +59,8 @@ fn open_options() -> OpenOptions {
 /// `resolve_path()` (called only when opening). Holds the connection's mutex for the
 /// duration of `f`: keep `f` short, and do not call `with_db` from inside it (the mutex
 /// is not reentrant).
-/// Buffered records are committed first (see `hot.rs`), so `f` sees them in the table.
+/// Buffered records are committed first (see `record_buffer.rs`), so `f` sees them in the
+/// table.
 pub fn with_db<T>(
   resolve_path: &dyn Fn() -> PathBuf,
   f: impl FnOnce(&mut SqliteDb) -> Result<T>,
@@ -121,7 +122,7 @@ pub fn with_hot_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option
 /// safe on Linux (the close hook parks the descriptors); the host's reset order closes its
 /// own connection first anyway.
 /// Returns what it could not commit of the buffered records.
-pub fn close_quota_db() -> Result<Option<super::hot::Dropped>> {
+pub fn close_quota_db() -> Result<Option<super::record_buffer::Dropped>> {
   let closed = {
     let mut slot = lock_db();
     OPEN.store(false, Ordering::Release);

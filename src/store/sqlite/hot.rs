@@ -1,55 +1,25 @@
-//! The hot path's two shortcuts: reads that skip the database while nothing was
-//! committed, and `recordConsumption`'s writes buffered and committed together.
+//! The hot path's reads from memory while nothing was committed.
 //!
-//! **Reads.** [`SqliteDb::hot_scope`] takes the wal-index header (`wal_index.rs`) before
-//! anything else. Equal to the header taken before the last full read, nothing was
+//! [`SqliteDb::hot_scope`] takes the wal-index header (`wal_index.rs`) before anything
+//! else. Equal to the header taken before the last full read, nothing was
 //! committed since — by anyone — so the metadata cache and the counters that read left
 //! in [`HotState`] are current: the decision runs from memory, without a transaction.
 //! Otherwise it runs in one read transaction, as before, and refills the counters under
 //! the header taken *before* that transaction began: a commit between that header and the
 //! transaction's snapshot only makes the next check fail, never succeed wrongly.
 //!
-//! **Writes.** `recordConsumption` adds its costs to [`PendingWrites`] (per counter and
-//! bucket, so a burst of records on a few keys stays a few rows) and returns; the buffer
-//! is committed by [`SqliteDb::flush_pending`] in transactions of at most
-//! [`FLUSH_BATCH`] rows — on the next turn of the event loop (the facade schedules it),
-//! from the recording call itself once the buffer is older than its limit or holds
-//! [`FLUSH_BATCH`] counters, before any other store operation, and at close. Every read
-//! of a counter or a pool total adds the buffered amounts, so the engine's own decisions
-//! see a record at once; other connections see it once it is flushed. A flush that fails
-//! keeps the buffer, to be committed later: a locked database delays records instead of
-//! dropping them.
+//! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
 
 use super::wal_index::{WalIndexView, WalToken};
-use super::{SqliteDb, StoreContext};
+use super::SqliteDb;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
-use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
-use rusqlite::params;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::time::{Duration, Instant};
 
-/// Counters committed per flush transaction, and the buffer size that makes a recording
-/// call flush at once: a transaction this size holds the write lock for about a
-/// millisecond.
-pub const FLUSH_BATCH: usize = 256;
-/// After a failed automatic flush, the recording calls wait this long before trying
-/// again themselves (the facade's scheduled retry keeps its own pace).
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
-/// How long an automatic flush waits for another connection's write lock: failing costs
-/// nothing (the buffer is kept), waiting blocks the caller's thread.
-const AUTOMATIC_BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 /// Cached counter entries before the cache is emptied (a bound, not an eviction policy).
 const MAX_CACHED_COUNTERS: usize = 10_000;
-
-const UPSERT: &str = "
-  INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, ?4, ?5)
-  ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = coalesce(consumed, 0) + excluded.consumed,
-    updated_at = max(coalesce(updated_at, 0), excluded.updated_at)";
 
 /// The hot path's state, next to the connection.
 #[derive(Debug, Default)]
@@ -64,7 +34,6 @@ pub(crate) struct HotState {
   /// `k \0 apiKeyId \0 dimensionKey \0 current` or `p \0 dimensionKey \0 current`.
   counters: HashMap<String, (f64, f64)>,
   scratch: String,
-  pub(super) pending: PendingWrites,
 }
 
 impl HotState {
@@ -73,178 +42,6 @@ impl HotState {
     self.token = None;
     self.counters.clear();
   }
-}
-
-/// One buffered counter: the amount to add to one bucket.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PendingCounter {
-  api_key_id: String,
-  dimension_key: String,
-  bucket: i64,
-  delta: f64,
-  updated_at: i64,
-}
-
-/// `recordConsumption`'s buffered additions (see the module documentation).
-#[derive(Debug, Default)]
-pub(crate) struct PendingWrites {
-  /// Keyed by `apiKeyId \0 dimensionKey \0 bucket`.
-  counters: HashMap<String, PendingCounter>,
-  /// The same amounts summed per `dimensionKey \0 bucket`: the pool totals' share.
-  totals: HashMap<String, f64>,
-  /// When the oldest buffered amount was added.
-  since: Option<Instant>,
-  /// When the last automatic flush failed.
-  failed_at: Option<Instant>,
-  scratch: String,
-}
-
-fn counter_key(out: &mut String, api_key_id: &str, dimension_key: &str, bucket: i64) {
-  out.clear();
-  let _ = write!(out, "{api_key_id}\0{dimension_key}\0{bucket}");
-}
-
-fn totals_key(out: &mut String, dimension_key: &str, bucket: i64) {
-  out.clear();
-  let _ = write!(out, "{dimension_key}\0{bucket}");
-}
-
-impl PendingWrites {
-  pub(crate) fn is_empty(&self) -> bool {
-    self.counters.is_empty()
-  }
-
-  /// Buffered counters (distinct buckets).
-  pub(crate) fn len(&self) -> usize {
-    self.counters.len()
-  }
-
-  fn add(&mut self, api_key_id: &str, dimension_key: &str, bucket: i64, delta: f64, now_ms: i64) {
-    self.since.get_or_insert_with(Instant::now);
-    counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
-    match self.counters.get_mut(self.scratch.as_str()) {
-      Some(entry) => {
-        entry.delta += delta;
-        entry.updated_at = entry.updated_at.max(now_ms);
-      }
-      None => {
-        self.counters.insert(
-          self.scratch.clone(),
-          PendingCounter {
-            api_key_id: api_key_id.to_string(),
-            dimension_key: dimension_key.to_string(),
-            bucket,
-            delta,
-            updated_at: now_ms,
-          },
-        );
-      }
-    }
-    totals_key(&mut self.scratch, dimension_key, bucket);
-    match self.totals.get_mut(self.scratch.as_str()) {
-      Some(total) => *total += delta,
-      None => {
-        self.totals.insert(self.scratch.clone(), delta);
-      }
-    }
-  }
-
-  /// Drops every buffered bucket of one key's dimension key (its counter was cleared).
-  fn remove_counter(&mut self, api_key_id: &str, dimension_key: &str) {
-    let totals = &mut self.totals;
-    self.counters.retain(|_, e| {
-      let hit = e.api_key_id == api_key_id && e.dimension_key == dimension_key;
-      if hit {
-        let mut key = String::new();
-        totals_key(&mut key, &e.dimension_key, e.bucket);
-        if let Some(total) = totals.get_mut(&key) {
-          *total -= e.delta;
-        }
-      }
-      !hit
-    });
-    if self.counters.is_empty() {
-      self.totals.clear();
-      self.since = None;
-    }
-  }
-
-  fn restore(&mut self, entries: impl IntoIterator<Item = PendingCounter>) {
-    for e in entries {
-      self.add(
-        &e.api_key_id,
-        &e.dimension_key,
-        e.bucket,
-        e.delta,
-        e.updated_at,
-      );
-    }
-  }
-
-  /// `(curr, prev)` buffered for one key's counter.
-  fn key_pair(&mut self, api_key_id: &str, dimension_key: &str, current: i64) -> (f64, f64) {
-    if self.counters.is_empty() {
-      return (0.0, 0.0);
-    }
-    let mut at = |bucket| {
-      counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
-      self
-        .counters
-        .get(self.scratch.as_str())
-        .map_or(0.0, |e| e.delta)
-    };
-    (at(current), at(current - 1))
-  }
-
-  /// `(curr, prev)` buffered for a dimension key over every API key.
-  fn totals_pair(&mut self, dimension_key: &str, current: i64) -> (f64, f64) {
-    if self.totals.is_empty() {
-      return (0.0, 0.0);
-    }
-    let mut at = |bucket| {
-      totals_key(&mut self.scratch, dimension_key, bucket);
-      self
-        .totals
-        .get(self.scratch.as_str())
-        .copied()
-        .unwrap_or(0.0)
-    };
-    (at(current), at(current - 1))
-  }
-
-  /// Whether a recording call should flush now: the buffer is full, or older than
-  /// `max_age` — unless an automatic flush failed within the last second.
-  fn due(&self, max_age: Duration) -> bool {
-    if self
-      .failed_at
-      .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
-    {
-      return false;
-    }
-    self.counters.len() >= FLUSH_BATCH || self.since.is_some_and(|t| t.elapsed() >= max_age)
-  }
-}
-
-/// Buffered records a close could not commit.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dropped {
-  /// Counters (distinct buckets) dropped.
-  pub counters: usize,
-  /// Why the flush failed.
-  pub error: String,
-}
-
-/// What a recording call did with its writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recorded {
-  /// Nothing to write (no pool, no positive amount).
-  Nothing,
-  /// Committed (write-through, or the buffer was due and flushed).
-  Committed,
-  /// Buffered: the caller arranges a flush soon ([`SqliteDb::flush_pending`]) on its own
-  /// thread's event loop — every buffering thread does, so a thread that stops turning
-  /// (a worker terminated, a loop blocked) cannot hold records back.
-  Buffered,
 }
 
 impl SqliteDb {
@@ -329,16 +126,6 @@ impl SqliteDb {
     })
   }
 
-  /// `read(pending)` when anything is buffered, else `(0, 0)` without calling it.
-  fn with_pending(&self, read: impl FnOnce(&mut PendingWrites) -> (f64, f64)) -> (f64, f64) {
-    let pending = &mut self.hot.borrow_mut().pending;
-    if pending.is_empty() {
-      (0.0, 0.0)
-    } else {
-      read(pending)
-    }
-  }
-
   fn cached_pair(
     &self,
     key: impl FnOnce(&mut String),
@@ -369,178 +156,6 @@ impl SqliteDb {
     }
     counters.insert(scratch.clone(), value);
     Ok(value)
-  }
-
-  /// Buffered amounts of one key's bucket pair (for reads outside the hot path).
-  pub(super) fn pending_key_pair(
-    &self,
-    api_key_id: &str,
-    dimension_key: &str,
-    current: i64,
-  ) -> (f64, f64) {
-    self
-      .hot
-      .borrow_mut()
-      .pending
-      .key_pair(api_key_id, dimension_key, current)
-  }
-
-  /// Buffered amounts of a dimension key's pool totals.
-  pub(super) fn pending_totals_pair(&self, dimension_key: &str, current: i64) -> (f64, f64) {
-    self
-      .hot
-      .borrow_mut()
-      .pending
-      .totals_pair(dimension_key, current)
-  }
-
-  /// `recordConsumption`'s writes for one key: buffered, or committed at once when
-  /// `max_age` is zero (write-through), or committed with the whole buffer when it is due.
-  /// Validates every write first: a bad one writes nothing. Writes that fail to commit
-  /// stay buffered, for the next flush; write-through then returns the error.
-  pub fn record_writes(
-    &self,
-    api_key_id: &str,
-    writes: &[(DimensionKey, f64)],
-    now_ms: i64,
-    max_age: Duration,
-  ) -> Result<Recorded> {
-    super::counters::validate_writes(api_key_id, writes)?;
-    if writes.is_empty() {
-      return Ok(Recorded::Nothing);
-    }
-    let write_through = max_age.is_zero();
-    if write_through && self.hot.borrow().pending.is_empty() {
-      if let Err(err) = self.consume_many(api_key_id, writes, now_ms) {
-        self.buffer(api_key_id, writes, now_ms);
-        return Err(err);
-      }
-      return Ok(Recorded::Committed);
-    }
-    self.buffer(api_key_id, writes, now_ms);
-    if write_through {
-      self.flush_pending(false)?;
-      return Ok(Recorded::Committed);
-    }
-    if self.hot.borrow().pending.due(max_age) && self.flush_pending(true).is_ok() {
-      return Ok(Recorded::Committed);
-    }
-    Ok(Recorded::Buffered)
-  }
-
-  fn buffer(&self, api_key_id: &str, writes: &[(DimensionKey, f64)], now_ms: i64) {
-    let pending = &mut self.hot.borrow_mut().pending;
-    for (key, cost) in writes {
-      let bucket = bucket_index(now_ms, key.window.ms());
-      pending.add(api_key_id, &key.to_string(), bucket, *cost, now_ms);
-    }
-  }
-
-  /// Buffered counters not yet committed.
-  pub fn pending_count(&self) -> usize {
-    self.hot.borrow().pending.len()
-  }
-
-  /// Commits the buffered writes, [`FLUSH_BATCH`] counters per transaction; returns how
-  /// many counters were committed. A failed transaction's counters, and those after it,
-  /// stay buffered. `automatic` (the scheduled flush and the recording calls): a failure
-  /// holds back the recording calls' own attempts for a second.
-  pub fn flush_pending(&self, automatic: bool) -> Result<usize> {
-    let entries: Vec<PendingCounter> = {
-      let mut hot = self.hot.borrow_mut();
-      let pending = &mut hot.pending;
-      if pending.counters.is_empty() {
-        return Ok(0);
-      }
-      pending.totals.clear();
-      pending.since = None;
-      pending.counters.drain().map(|(_, e)| e).collect()
-    };
-    let short_wait = automatic && self.busy_timeout > AUTOMATIC_BUSY_TIMEOUT;
-    if short_wait {
-      let _ = self.conn.busy_timeout(AUTOMATIC_BUSY_TIMEOUT);
-    }
-    let result = self.commit_entries(entries, automatic);
-    if short_wait {
-      let _ = self.conn.busy_timeout(self.busy_timeout);
-    }
-    result
-  }
-
-  fn commit_entries(&self, entries: Vec<PendingCounter>, automatic: bool) -> Result<usize> {
-    let mut committed = 0;
-    let mut rest = entries.into_iter().peekable();
-    while rest.peek().is_some() {
-      let batch: Vec<PendingCounter> = rest.by_ref().take(FLUSH_BATCH).collect();
-      if let Err(err) = self.commit_batch(&batch) {
-        let mut hot = self.hot.borrow_mut();
-        hot.pending.restore(batch.into_iter().chain(rest));
-        if automatic {
-          hot.pending.failed_at = Some(Instant::now());
-        }
-        return Err(err);
-      }
-      committed += batch.len();
-    }
-    let mut hot = self.hot.borrow_mut();
-    hot.pending.failed_at = None;
-    hot.invalidate();
-    Ok(committed)
-  }
-
-  fn commit_batch(&self, batch: &[PendingCounter]) -> Result<()> {
-    let tx =
-      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
-        .ctx("starting a write")?;
-    {
-      let mut stmt = tx.prepare_cached(UPSERT).ctx("recording")?;
-      for e in batch {
-        stmt
-          .execute(params![
-            e.api_key_id,
-            e.dimension_key,
-            e.bucket,
-            e.delta,
-            e.updated_at
-          ])
-          .ctx("recording")?;
-      }
-    }
-    tx.commit().ctx("committing")
-  }
-
-  /// Before a store operation other than the hot path's: commits the buffer, so the
-  /// operation sees every record in the table — unless an automatic flush failed within
-  /// the last second (the reads that matter add the buffer anyway). Failure keeps the
-  /// buffer and is not the operation's failure.
-  pub(super) fn flush_before_use(&self) {
-    let skip = {
-      let pending = &self.hot.borrow().pending;
-      pending.is_empty()
-        || pending
-          .failed_at
-          .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
-    };
-    if !skip {
-      let _ = self.flush_pending(true);
-    }
-  }
-
-  /// Forgets what is buffered for one key's dimension key (`clear` deleted its rows).
-  pub(super) fn discard_pending_counter(&self, api_key_id: &str, dimension_key: &str) {
-    self
-      .hot
-      .borrow_mut()
-      .pending
-      .remove_counter(api_key_id, dimension_key);
-  }
-
-  /// Drops the buffer (its file is gone); returns how many counters were dropped.
-  pub(super) fn discard_pending(&self) -> usize {
-    let mut hot = self.hot.borrow_mut();
-    let dropped = hot.pending.len();
-    hot.pending = PendingWrites::default();
-    dropped
   }
 }
 

@@ -9,9 +9,9 @@
 //! - `usage.rs`: the pool usage snapshot.
 //! - `metadata.rs`: pools, allocations, plans, model caps, settings.
 //! - `cache.rs`: the hot path's metadata cache and its invalidation.
-//! - `hot.rs`: the hot path's reads from memory while nothing was committed, and
-//!   `recordConsumption`'s write buffer; `wal_index.rs`: how "nothing was committed" is
-//!   known.
+//! - `hot.rs`: the hot path's reads from memory while nothing was committed;
+//!   `wal_index.rs`: how "nothing was committed" is known.
+//! - `record_buffer.rs`: `recordConsumption`'s writes, buffered and committed together.
 //! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
 //!   settling a reservation.
 //! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
@@ -28,6 +28,7 @@ mod migrations;
 mod open;
 mod path;
 mod quota_source;
+mod record_buffer;
 mod sweeper;
 mod usage;
 mod values;
@@ -38,11 +39,11 @@ pub use gc::TotalsCursor;
 pub use handle::{
   close_quota_db, is_open, set_open_options, with_db, with_hot_db, with_hot_open_db, with_open_db,
 };
-pub use hot::{Dropped, Recorded, FLUSH_BATCH};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
+pub use record_buffer::{Dropped, Recorded, FLUSH_BATCH};
 pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};
 
 use crate::error::QuotaError;
@@ -66,6 +67,7 @@ pub struct SqliteDb {
   busy_timeout: std::time::Duration,
   cache: RefCell<cache::MetadataCache>,
   hot: RefCell<hot::HotState>,
+  buffer: RefCell<record_buffer::PendingWrites>,
 }
 
 impl std::fmt::Debug for SqliteDb {

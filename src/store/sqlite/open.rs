@@ -230,6 +230,7 @@ impl SqliteDb {
       busy_timeout: options.busy_timeout,
       cache: RefCell::new(MetadataCache::default()),
       hot: RefCell::new(Default::default()),
+      buffer: RefCell::new(Default::default()),
     })
   }
 
@@ -238,11 +239,11 @@ impl SqliteDb {
   /// the host still has the file open, elsewhere closing drops the process's locks.
   /// Buffered records are committed first (waiting up to the busy timeout for a lock);
   /// those that cannot be (the file is gone, or locked longer) are dropped and reported.
-  pub fn close(mut self) -> Result<Option<super::hot::Dropped>> {
+  pub fn close(mut self) -> Result<Option<super::record_buffer::Dropped>> {
     let dropped = self
       .flush_pending(false)
       .err()
-      .map(|err| super::hot::Dropped {
+      .map(|err| super::record_buffer::Dropped {
         counters: self.pending_count(),
         error: err.to_string(),
       });
