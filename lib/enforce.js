@@ -1,7 +1,8 @@
 'use strict'
 // The hot path (CONTRACT §7): each call is one crossing into Rust, which does the pool
-// lookup, the plan and every dimension — synchronous on SQLite, a promise after one Redis
-// round trip on Redis (the store `getQuotaStore()` chose). This file turns the result into
+// lookup, the plan and every dimension — synchronous on SQLite (where records are buffered
+// and committed together, see writeBuffer.js), a promise after one Redis round trip on Redis
+// (the store `getQuotaStore()` chose). This file turns the result into
 // the host's shapes, fetches saturation through the host's async fetchers on a cache miss,
 // emits `quota.exceeded`, and fails open on the engine's own faults.
 const native = require('../binding.js')
