@@ -60,7 +60,7 @@ function allowOfCode(code, started) {
   return code === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: code === 2 }
 }
 
-function toResult(step, input, started) {
+function toResult(step, input, provider, started) {
   if (typeof step === 'number') return allowOfCode(step, started)
   if (step.kind === 'allow') {
     if (step.deprioritize === undefined) {
@@ -75,7 +75,7 @@ function toResult(step, input, started) {
   metrics.decision('block', step.code, started)
   const result = { kind: 'block', reason: step.reason, httpStatus: 429 }
   if (step.retryAfterSeconds !== undefined) result.retryAfterSeconds = step.retryAfterSeconds
-  const payload = { apiKeyId: input.apiKeyId, provider: input.provider, connectionId: input.connectionId, reason: step.code }
+  const payload = { apiKeyId: input.apiKeyId, provider, connectionId: input.connectionId, reason: step.code }
   if (step.code === 'model-cap') payload.model = input.model
   host.emitQuotaEvent('quota.exceeded', payload)
   return result
@@ -120,17 +120,13 @@ async function enforceQuotaShare(input) {
         ? { usd: nonNegativeOrUndefined(input.estimatedCost), tokens: nonNegativeOrUndefined(input.estimatedTokens) }
         : undefined
     let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
-    if (typeof step === 'number') {
-      succeeded('enforce')
-      return allowOfCode(step, started)
-    }
     if (isPromise(step)) step = await step
     if (step.logs) host.forwardLogs(step.logs)
     if (step.kind === 'fetch') {
       await fetchMissing({ ...input, provider }, step)
       step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
       if (isPromise(step)) step = await step
-      if (typeof step === 'object' && step.logs) host.forwardLogs(step.logs)
+      if (step.logs) host.forwardLogs(step.logs)
       // Still missing (a fetcher registered meanwhile): decide without waiting again.
       if (step.kind === 'fetch') {
         metrics.decision('allow', 'saturation-pending', started)
@@ -146,7 +142,7 @@ async function enforceQuotaShare(input) {
       return allowFailingOpen(started)
     }
     succeeded('enforce')
-    return toResult(step, { ...input, provider }, started)
+    return toResult(step, input, provider, started)
   } catch (err) {
     failOpen('enforce', 'quota enforcement failed; allowing the request', err, {})
     return allowFailingOpen(started)

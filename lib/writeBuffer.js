@@ -20,15 +20,19 @@ const RETRY_FLUSH_MS = 1000
 process.on('exit', () => {
   const buffered = native.pendingQuotaWrites()
   if (buffered === 0) return
-  let error
-  try {
-    error = native.flushQuotaWrites()
-  } catch (err) {
-    error = String((err && err.message) || err)
-  }
+  const error = commit()
   // Said every time, not once per fault: the process is leaving with these records.
   if (error) host.log('warn', 'quota:enforce', 'buffered quota records could not be committed at exit', { buffered, error })
 })
+
+/** The native flush: `null`, or the error message. */
+function commit() {
+  try {
+    return native.flushQuotaWrites()
+  } catch (err) {
+    return String((err && err.message) || err)
+  }
+}
 
 function scheduleFlush() {
   if (flush.scheduled || flush.retry) return
@@ -53,12 +57,7 @@ function runScheduledFlush() {
  * flush); logs a failure once per fault. Never throws.
  */
 function flushQuotaWrites() {
-  let error
-  try {
-    error = native.flushQuotaWrites()
-  } catch (err) {
-    error = String((err && err.message) || err)
-  }
+  const error = commit()
   if (error) {
     metrics.storeError('record')
     failOpen('flush', 'committing buffered quota records failed; they stay buffered and are retried', error, {

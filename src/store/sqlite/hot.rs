@@ -99,8 +99,7 @@ impl SqliteDb {
       },
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
-    let (pending_curr, pending_prev) =
-      self.with_pending(|pending| pending.key_pair(api_key_id, &key.to_string(), current));
+    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, key, current);
     Ok(Buckets {
       curr: curr + pending_curr,
       prev: prev + pending_prev,
@@ -118,8 +117,7 @@ impl SqliteDb {
         super::counters::totals_pair(&self.conn, &key.to_string(), current)
       },
     )?;
-    let (pending_curr, pending_prev) =
-      self.with_pending(|pending| pending.totals_pair(&key.to_string(), current));
+    let (pending_curr, pending_prev) = self.pending_totals_pair(key, current);
     Ok(Buckets {
       curr: curr + pending_curr,
       prev: prev + pending_prev,

@@ -16,7 +16,7 @@ use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use rusqlite::params;
 use std::collections::HashMap;
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::time::{Duration, Instant};
 
 /// Counters committed per flush transaction, and the buffer size that makes a recording
@@ -60,12 +60,19 @@ pub(crate) struct PendingWrites {
   scratch: String,
 }
 
-fn counter_key(out: &mut String, api_key_id: &str, dimension_key: &str, bucket: i64) {
+/// Keys are formatted into a reused buffer: a `DimensionKey` is written without building
+/// its string first.
+fn counter_key(
+  out: &mut String,
+  api_key_id: &str,
+  dimension_key: &(impl Display + ?Sized),
+  bucket: i64,
+) {
   out.clear();
   let _ = write!(out, "{api_key_id}\0{dimension_key}\0{bucket}");
 }
 
-fn totals_key(out: &mut String, dimension_key: &str, bucket: i64) {
+fn totals_key(out: &mut String, dimension_key: &(impl Display + ?Sized), bucket: i64) {
   out.clear();
   let _ = write!(out, "{dimension_key}\0{bucket}");
 }
@@ -143,10 +150,10 @@ impl PendingWrites {
   }
 
   /// `(curr, prev)` buffered for one key's counter.
-  pub(super) fn key_pair(
+  fn key_pair(
     &mut self,
     api_key_id: &str,
-    dimension_key: &str,
+    dimension_key: &(impl Display + ?Sized),
     current: i64,
   ) -> (f64, f64) {
     if self.counters.is_empty() {
@@ -163,7 +170,7 @@ impl PendingWrites {
   }
 
   /// `(curr, prev)` buffered for a dimension key over every API key.
-  pub(super) fn totals_pair(&mut self, dimension_key: &str, current: i64) -> (f64, f64) {
+  fn totals_pair(&mut self, dimension_key: &(impl Display + ?Sized), current: i64) -> (f64, f64) {
     if self.totals.is_empty() {
       return (0.0, 0.0);
     }
@@ -181,13 +188,15 @@ impl PendingWrites {
   /// Whether a recording call should flush now: the buffer is full, or older than
   /// `max_age` — unless an automatic flush failed within the last second.
   fn due(&self, max_age: Duration) -> bool {
-    if self
+    !self.backing_off()
+      && (self.counters.len() >= FLUSH_BATCH || self.since.is_some_and(|t| t.elapsed() >= max_age))
+  }
+
+  /// An automatic flush failed within the last second: automatic attempts wait.
+  fn backing_off(&self) -> bool {
+    self
       .failed_at
       .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
-    {
-      return false;
-    }
-    self.counters.len() >= FLUSH_BATCH || self.since.is_some_and(|t| t.elapsed() >= max_age)
   }
 }
 
@@ -218,7 +227,7 @@ impl SqliteDb {
   pub(super) fn pending_key_pair(
     &self,
     api_key_id: &str,
-    dimension_key: &str,
+    dimension_key: &(impl Display + ?Sized),
     current: i64,
   ) -> (f64, f64) {
     self
@@ -228,7 +237,11 @@ impl SqliteDb {
   }
 
   /// Buffered amounts of a dimension key's pool totals.
-  pub(super) fn pending_totals_pair(&self, dimension_key: &str, current: i64) -> (f64, f64) {
+  pub(super) fn pending_totals_pair(
+    &self,
+    dimension_key: &(impl Display + ?Sized),
+    current: i64,
+  ) -> (f64, f64) {
     self.buffer.borrow_mut().totals_pair(dimension_key, current)
   }
 
@@ -352,10 +365,7 @@ impl SqliteDb {
   pub(super) fn flush_before_use(&self) {
     let skip = {
       let pending = &*self.buffer.borrow();
-      pending.is_empty()
-        || pending
-          .failed_at
-          .is_some_and(|t| t.elapsed() < RETRY_AFTER_FAILURE)
+      pending.is_empty() || pending.backing_off()
     };
     if !skip {
       let _ = self.flush_pending(true);
@@ -373,18 +383,5 @@ impl SqliteDb {
   /// Drops the buffer (its file is gone); returns how many counters were dropped.
   pub(super) fn discard_pending(&self) -> usize {
     std::mem::take(&mut *self.buffer.borrow_mut()).len()
-  }
-
-  /// `read(pending)` when anything is buffered, else `(0, 0)` without calling it.
-  pub(super) fn with_pending(
-    &self,
-    read: impl FnOnce(&mut PendingWrites) -> (f64, f64),
-  ) -> (f64, f64) {
-    let pending = &mut *self.buffer.borrow_mut();
-    if pending.is_empty() {
-      (0.0, 0.0)
-    } else {
-      read(pending)
-    }
   }
 }
