@@ -22,6 +22,35 @@ export declare const WINDOW_MS: Readonly<Record<QuotaWindow, number>>
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
+ * The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
+ * `RedisQuotaStore(url)`'s.
+ */
+export declare class StoreDriver {
+  /**
+   * SQLite without `url`; Redis at `url` (checked now: a `RangeError` naming `url`, its
+   * password masked, for one the engine cannot use; nothing connects yet).
+   */
+  constructor(url?: string | undefined | null)
+  /** `"sqlite"` or `"redis"`. */
+  get driver(): string
+  /** The Redis URL, as given; `null` on SQLite. */
+  get url(): string | null
+  /** `consume`: adds `cost` to the current bucket; the new effective value. */
+  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): Answer<number>
+  /** `peek`: the effective value, no write. */
+  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<number>
+  /** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
+  poolConsumedTotal(dim: DimensionKey, nowMs?: number): Answer<number>
+  /** `clear`: zeroes the key's counter (curr and prev). */
+  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<undefined>
+  /**
+   * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
+   * borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
+   */
+  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): Answer<PoolUsageSnapshotJs>
+}
+
+/**
  * Runs the engine's migration check on its connection now (what it does at open and when
  * another connection changed the schema); whether anything was created.
  */
@@ -109,13 +138,26 @@ export interface BurnRate {
   timeToExhaustionMs: number | null
 }
 
-/** The cached saturation, or `null` on a miss. */
-export declare function cachedSaturation(provider: string, connectionId: string, unit: string, window: string, now?: number | undefined | null): number | null
+/**
+ * `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
+ * environment, then SQLite; Redis only when it answers a PING. Never fails.
+ */
+export declare function chooseStore(): ChosenStore | Promise<ChosenStore>
+
+/** The driver `getQuotaStore()` chose: `{ driver, url? }`. */
+export interface ChosenStore {
+  driver: 'sqlite' | 'redis'
+  url?: string
+}
+
+/** The driver chosen, or `null` while none is. */
+export declare function chosenStoreNow(): ChosenStore | null
 
 /**
- * Closes the engine's connection (prepared statements and cached rows go with it); the
- * next call reopens, resolving the path again. Call it after the host closed its own
- * connection (the reset order of the host's tests), or at shutdown.
+ * Closes the engine's connection (prepared statements and cached rows go with it),
+ * committing the buffered records first (waiting up to the busy timeout for a lock); the
+ * next call reopens, resolving the path again. What cannot be committed is dropped with
+ * a warning.
  */
 export declare function closeQuotaDb(): void
 
@@ -132,8 +174,10 @@ export declare function computeBurnRate(history: Array<{ ts: number; consumed: n
 export declare function computeBurnRateFromWindow(consumedTotal: number, windowMs: number, remaining?: number): BurnRate
 
 /**
- * Sets where the database is: a path, a function returning one (called when the database
- * is opened), or `undefined` for `$DATA_DIR/storage.sqlite` / the host's default.
+ * Sets where the database is: a path, a function returning one (called now, and again
+ * whenever this thread is about to open the database), or `undefined` for
+ * `$DATA_DIR/storage.sqlite` / the host's default. Takes effect at the next open, for
+ * every thread of the process: other threads use the path the function last returned.
  */
 export declare function configureDbPath(dbPath?: string | (() => string)): void
 
@@ -175,7 +219,7 @@ export interface DatabaseInspection {
 }
 
 /**
- * The work-conserving fair-share decision (CONTRACT §3), synchronous and pure.
+ * The work-conserving fair-share decision (docs/contract.md §3), synchronous and pure.
  *
  * For each dimension in order (the first block wins): an absolute cap in the dimension's
  * unit blocks at `consumed >= capValue` (`cap-absolute`); a full pool blocks at
@@ -205,9 +249,12 @@ export declare function decrementInflight(connectionId: string, nowMs?: number):
  */
 export declare const DEFAULT_LEASE_MS: number
 
+/** The default database path (`$DATA_DIR/storage.sqlite`, or the host's default data dir). */
+export declare function defaultDbPath(): string
+
 /**
  * Where the engine opens the database when no `dbPath` is installed:
- * `$DATA_DIR/storage.sqlite`, else the host's default data directory (CONTRACT §4).
+ * `$DATA_DIR/storage.sqlite`, else the host's default data directory (docs/contract.md §4).
  */
 export declare function defaultDbPath(): string
 
@@ -215,10 +262,13 @@ export declare function defaultDbPath(): string
 export declare function deleteModelCap(poolId: string, apiKeyId: string, model: string): boolean
 
 /** Deletes a pool with its allocations, membership and model caps. */
-export declare function deletePoolSync(id: string): boolean
+export declare function deletePoolNow(id: string): boolean
 
 /** Deletes a connection's stored plan; whether one existed. */
 export declare function deleteProviderPlan(connectionId: string): boolean
+
+/** Every numeric setting as the environment has it, without warning. */
+export declare function describeSettings(): Array<SettingInfo>
 
 /** `{ poolId, unit, window }`; its string form is `"<poolId>:<unit>:<window>"`. */
 export interface DimensionKey {
@@ -235,18 +285,13 @@ export interface DimensionKey {
  */
 export declare function dimensionKeyToString(key: DimensionKey): string
 
-/**
- * One enforce crossing. An allow is answered with a number, so the common path builds no
- * object: `0` allow (not enforced), `1` allow, `2` allow deprioritized — unless log
- * records wait to be handed over. Everything else is an [`EnforceStep`]; errors come as
- * `kind: "error"`, so the facade fails open and logs once, without an exception crossing
- * the boundary.
- */
-export declare function enforceStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): 0 | 1 | 2 | EnforceStep
+/** `enforceQuotaShare`'s crossing. Empty or absent ids are not enforced. */
+export declare function enforce(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, afterFetch?: number | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 2 | 3 | EnforceStep | Promise<0 | 1 | 2 | 3 | EnforceStep>
 
 /**
- * What one enforce crossing found. `kind` is `allow`, `block`, or `fetch` (saturation
- * of `fetch` must be fetched, stored with `putSaturation`, and the call repeated).
+ * What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
+ * `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
+ * cross again with `afterFetch: startedMs`).
  */
 export interface EnforceStep {
   kind: 'allow' | 'block' | 'fetch'
@@ -258,10 +303,12 @@ export interface EnforceStep {
   retryAfterSeconds?: number
   /** `[unit, window]` pairs to fetch. */
   fetch?: Array<Array<string>>
-  /** Log records produced since the last crossing. */
-  logs?: Array<LogRecord>
-  /** Reserve mode only: the reservation an allow made (see `reserveStep`). */
+  /** When the decision began (monotonic ms), to pass back after the fetch. */
+  startedMs?: number
+  /** Reserve mode: the reservation an allow made. */
   reservation?: string
+  /** Log records produced since the last crossing. */
+  logs?: Array<LogRecordJs>
 }
 
 /** The key's allocation as the decision sees it. */
@@ -312,17 +359,17 @@ export interface FairShareInput {
 }
 
 /**
- * Commits `recordConsumption`'s buffered writes now. Returns the error message, or `null`
- * (the writes stay buffered on an error, for the next flush). Never opens the database:
- * with none open (closed, or its file deleted) there is nothing to commit.
+ * Commits `recordConsumption`'s buffered records now. Returns `null`, or the error
+ * message (the records stay buffered, for the next flush; the fault is logged once).
+ * Never opens the database.
  */
 export declare function flushQuotaWrites(): string | null
 
 /**
- * Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
- * number of rows deleted.
+ * `gcConsumption()`: runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`,
+ * default 14, or `retentionDays`); the number of rows deleted.
  */
-export declare function gcConsumptionSync(retentionDays: number, nowMs?: number): number
+export declare function gcConsumption(retentionDays?: number | undefined | null, nowMs?: number | undefined | null): number
 
 /** Deletes rows whose `updated_at` is strictly older; returns how many. */
 export declare function gcOlderThan(maxUpdatedAtMs: number): number
@@ -422,13 +469,19 @@ export declare function listConsumptionForPool(poolId: string, limit?: number): 
 /** A page of pools in creation order. */
 export declare function listPools(options?: { limit?: number; offset?: number }): PoolPage
 
-/** One record: `{ level, component, msg, detail? }`. */
-export interface LogRecord {
+/**
+ * One log record: `{ level, component, msg, fields }` (`fields`: spread into the logged
+ * object).
+ */
+export interface LogRecordJs {
   level: 'warn' | 'info' | 'debug'
   component: string
   msg: string
-  detail?: string
+  fields: Record<string, string | number>
 }
+
+/** `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4). */
+export declare function metrics(): string
 
 /** One migration file and whether the database has every object it creates. */
 export interface MigrationStatus {
@@ -508,8 +561,17 @@ export interface ProviderPlan {
   source: 'auto' | 'manual'
 }
 
-/** Stores a fetched saturation (clamped 0..1, NaN → 0) for 30 s; returns the stored value. */
-export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value: number, now?: number | undefined | null): number
+/**
+ * Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header
+ * fallback, else 0) and returns the stored value.
+ */
+export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value?: number | undefined | null, nowMs?: number | undefined | null): number
+
+/** The stand-in for "no connection" in the selection buffer. */
+export declare const QUOTA_SHARE_NO_CONNECTION: number
+
+/** Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`). */
+export declare const QUOTA_SHARE_SELECT_STRIDE: number
 
 /** The strategy's name in a combo's configuration: `"quota-share"`. */
 export declare const QUOTA_SHARE_STRATEGY: string
@@ -535,18 +597,12 @@ export interface QuotaPool {
   allocations: Array<PoolAllocation>
 }
 
-/** A host setting (`key_value` table), or `null`. */
-export declare function readHostSetting(namespace: string, key: string): string | null
-
 /**
- * One record crossing: every plan dimension and the model bucket, buffered (committed
- * with the buffer on the next turn of the event loop, see `store/sqlite/record_buffer.rs`), or
- * committed at once when `flushAfterMs` is 0. Returns `null` when committed or when there
- * was nothing to write, `true` when buffered — the caller then schedules
- * `flushQuotaWrites()` on its event loop — or the error message (the writes are kept, for
- * the next flush, unless they were invalid).
+ * `recordConsumption`'s crossing: `0` done, `1` buffered (schedule `flushQuotaWrites()`
+ * on this thread's event loop), `3` call again — now or as a promise. With a reservation
+ * (reserve mode), settles it with the cost instead.
  */
-export declare function recordStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, flushAfterMs: number, now?: number | undefined | null): null | true | string
+export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 3 | Promise<0 | 1 | 3>
 
 /**
  * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
@@ -569,61 +625,10 @@ export declare function recordUsage(connectionId: string, windowKey: string, use
 export declare function redisCommand(url: string, args: Array<string | number>): Promise<unknown>
 
 /**
- * The enforce crossing on Redis: the step itself when metadata decides (or fails), else a
- * promise of it after one Redis round trip.
- */
-export declare function redisEnforceStep(url: string, apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, now?: number | undefined | null): EnforceStep | Promise<EnforceStep>
-
-/**
  * Drops the shared connection of `url` (every URL's without one); the next operation
  * connects again.
  */
 export declare function redisForget(url?: string | null): void
-
-/**
- * The record crossing on Redis: `null` when there is nothing to write, an error message
- * when the metadata could not be read, else a promise of `null` (written) or the error
- * message, after one Redis round trip.
- */
-export declare function redisRecordStep(url: string, apiKeyId: string, connectionId: string, provider: string, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, now?: number | undefined | null): string | null | Promise<string | null>
-
-/**
- * The reserve-mode enforce crossing on Redis: metadata on the JS thread (as the default
- * crossing), then one `reserve.lua` call that reads every counter, evaluates the compiled
- * checks and — when none blocks — adds the reservation, atomically.
- */
-export declare function redisReserveStep(url: string, apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, now?: number | undefined | null): EnforceStep | Promise<EnforceStep>
-
-/**
- * `settleStep` on Redis: one `settle.lua` call. Throws for a malformed reservation (as
- * `settleStep`); else `null` when there is nothing to write, or a promise of `null` or
- * the error message.
- */
-export declare function redisSettleStep(url: string, reservation: string, apiKeyId: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, release: boolean): string | null | Promise<string | null>
-
-/** `clear` on Redis: deletes the key's current and previous buckets. */
-export declare function redisStoreClear(url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number): Promise<void>
-
-/**
- * `consume` on Redis: one script adds `cost` to the current bucket (INCRBYFLOAT +
- * EXPIRE) and reads the previous one; resolves to the new effective value.
- */
-export declare function redisStoreConsume(url: string, apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): Promise<number>
-
-/** `peek` on Redis: the effective value, no write. */
-export declare function redisStorePeek(url: string, apiKeyId: string, dim: DimensionKey, nowMs?: number): Promise<number>
-
-/**
- * `poolConsumedTotal` on Redis: the summed buckets of the pool's allocations (from
- * SQLite) and of every key this engine wrote under the dimension key, in one script.
- */
-export declare function redisStorePoolConsumedTotal(url: string, dim: DimensionKey, nowMs?: number): Promise<number>
-
-/**
- * `poolUsage` / `poolUsageWithDimensions` on Redis: the allocations from SQLite, every
- * key's buckets of every plan dimension from one script.
- */
-export declare function redisStorePoolUsage(url: string, poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): Promise<PoolUsageSnapshot>
 
 /**
  * Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
@@ -642,13 +647,14 @@ export interface RedisTargetInfo {
 }
 
 /**
- * The reserve-mode enforce crossing on SQLite: the default decision and, on an allow,
- * the estimated cost (`requests` 1, `usd` = `estimatedUsd`, `tokens` = `estimatedTokens`)
- * added to every counter `recordConsumption` would write — in one IMMEDIATE
- * transaction. An allow carries `reservation`, to pass to `recordConsumption` or
- * `releaseReservation`.
+ * `releaseReservation(reservation)`'s crossing: subtracts what the reservation reserved
+ * (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
+ * that is not a reservation, writing nothing; a store failure is logged.
  */
-export declare function reserveStep(apiKeyId: string, connectionId: string, provider: string, model: string | undefined | null, saturationThreshold: number, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, now?: number | undefined | null): EnforceStep
+export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): 0 | 3 | Promise<0 | 3>
+
+/** `resetQuotaStoreSingleton()`: the next use chooses again. */
+export declare function resetStoreChoice(): void
 
 /**
  * `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it
@@ -659,29 +665,35 @@ export declare function resolvePlan(connectionId: string, provider: string): Pro
 /** A window is saturated at or above this used percentage: 100. */
 export declare const SATURATION_THRESHOLD_PCT: number
 
+/**
+ * `getSaturation`'s first step: the value (a cache hit, or the fallback when no fetcher
+ * serves the provider), or the name of the fetcher to call (`"host:<p>"`, `"seam:<p>"`).
+ */
+export declare function saturationLookup(provider: string, connectionId: string, unit: string, window: string, nowMs?: number | undefined | null): number | string
+
 /** Sets a model cap (insert or replace). */
 export declare function setModelCap(cap: ModelCap): ModelCap
 
-/** Registers which providers have a host saturation fetcher (`"*"` for all). */
-export declare function setSaturationFetcherProviders(providers: Array<string>): void
-
 /**
- * Settles (`release: false`: adds `actual − reserved` per counter, into the
- * reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
- * a reservation on SQLite, in one transaction; buckets never go below 0. Throws a
- * `RangeError` (`ERR_QUOTA_INVALID_ARG`) for a malformed reservation, or one made for
- * another `apiKeyId`, writing nothing; returns a store error's message, or `null`.
+ * Replaces the providers that `tier` (`"host"` or `"seam"`) has saturation fetchers for
+ * (`"*"`: every provider).
  */
-export declare function settleStep(reservation: string, apiKeyId: string | undefined | null, tokens: number | undefined | null, usd: number | undefined | null, requests: number | undefined | null, release: boolean, now?: number | undefined | null): string | null
+export declare function setSaturationFetchers(tier: 'host' | 'seam', providers: string[]): void
 
-/** `clear`: zeroes the key's counter (curr and prev). */
-export declare function storeClear(apiKeyId: string, dim: DimensionKey): void
+/** One numeric setting as the environment has it (for `quota-engine doctor`). */
+export interface SettingInfo {
+  name: string
+  raw?: string
+  value: number
+  default: number
+  min: number
+  max: number
+  valid: boolean
+  clamped: boolean
+}
 
-/**
- * `consume`: adds `cost` to the current bucket and returns the new effective value,
- * committed before it returns.
- */
-export declare function storeConsume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number
+/** `softPenaltyFactor()`: `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1). */
+export declare function softPenaltyFactor(): number
 
 /** A `provider_plans` row, as stored. */
 export interface StoredPlanRow {
@@ -692,20 +704,8 @@ export interface StoredPlanRow {
   dimensionCount: number
 }
 
-/** `peek`: the effective value, no write. */
-export declare function storePeek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number
-
-/** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
-export declare function storePoolConsumedTotal(dim: DimensionKey, nowMs?: number): number
-
-/**
- * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
- * for each plan dimension (unknown windows skipped; an unknown pool has none).
- */
-export declare function storePoolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot
-
 /** Records an upstream response's rate-limit headers (`[name, value]` pairs). */
-export declare function storeRateLimitHeaderPairs(connectionId: string, provider: string, pairs: Array<Array<string>>, now?: number | undefined | null): void
+export declare function storeRateLimitHeaderPairs(connectionId: string, provider: string, pairs: Array<Array<string>>, nowMs?: number | undefined | null): void
 
 /**
  * The pool's summed current and previous buckets (read from the totals table: constant
@@ -713,8 +713,8 @@ export declare function storeRateLimitHeaderPairs(connectionId: string, provider
  */
 export declare function sumPoolDimension(dimensionKey: string, currentBucket: number): PoolBucketTotals
 
-/** Hands over the log records produced in Rust since the last call. */
-export declare function takeLogs(): Array<LogRecord>
+/** The log records produced since the last call, or `null` when there are none. */
+export declare function takeLogs(): Array<LogRecordJs> | null
 
 /** `{ saturation, resetAt }` (resetAt as epoch ms, or null). */
 export interface TokenHeaderSaturationJs {
@@ -723,7 +723,7 @@ export interface TokenHeaderSaturationJs {
 }
 
 /** The token-header fallback signal: `used / limit` from headers at most 5 min old. */
-export declare function tokenHeaderSaturationOf(provider: string, connectionId: string, now?: number | undefined | null): TokenHeaderSaturationJs | null
+export declare function tokenHeaderSaturationOf(provider: string, connectionId: string, nowMs?: number | undefined | null): TokenHeaderSaturationJs | null
 
 /**
  * Applies a usage reading of a connection, as the host's usage fetchers return it
@@ -753,6 +753,13 @@ export declare function upsertAllocations(poolId: string, allocations: PoolAlloc
 
 /** Stores a connection's plan (insert or replace). */
 export declare function upsertProviderPlan(plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }): ProviderPlan
+
+/**
+ * The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
+ * for 5h, `quotas["weekly (7d)"]` for weekly): `100 − remainingPercentage`, else
+ * `used / total`; `null` when the usage says nothing about it.
+ */
+export declare function usageSaturation(usage: unknown, window: string): number | null
 
 /** This key's and the pool's two sliding-window buckets at `nowMs`. */
 export interface WindowBuckets {

@@ -1,18 +1,24 @@
-// Types of the main entry: everything binding.d.ts declares (generated from the Rust doc
-// comments), plus the JavaScript-side functions of lib/.
+// Types of the main entry: exactly what index.js exports (the export lists are generated
+// from lib/surface.js by scripts/surface.js), plus the types of their arguments.
 import type { DimensionKey, PoolUsageSnapshot, QuotaUnit, QuotaWindow } from './binding'
 
+// <surface: native>
 export {
   WINDOW_MS, dimensionKeyToString, decideFairShare, getKnownPlan, knownProviders, resolvePlan,
-  computeBurnRate, computeBurnRateFromWindow, closeQuotaDb, createPool, getPool, listPools,
-  updatePool, upsertAllocations, listAllocationsForApiKey, getProviderPlan, upsertProviderPlan,
+  computeBurnRate, computeBurnRateFromWindow, createPool, getPool, listPools, updatePool,
+  upsertAllocations, listAllocationsForApiKey, getProviderPlan, upsertProviderPlan,
   deleteProviderPlan, getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket,
   incrementBucket, getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan,
-  _clearSaturationCache, _clearRateLimitHeaders,
+  _clearSaturationCache, _clearRateLimitHeaders, metrics, QUOTA_SHARE_STRATEGY,
+  DEFAULT_LEASE_MS, incrementInflight, decrementInflight, getInflight, _clearInflightForTest,
+  _inflightSizeForTest, SATURATION_THRESHOLD_PCT, recordUsage, isBucketSaturated,
+  updateAccountBuckets, _clearBucketsForTest, _bucketCountForTest, _clearDrrStateForTest,
+  _getDrrDeficitForTest,
 } from './binding'
+// </surface: native>
 export type * from './binding'
 
-/** The QuotaStore interface (CONTRACT §4). */
+/** The QuotaStore interface (docs/contract.md §4). */
 export interface QuotaStore {
   consume(apiKeyId: string, dim: DimensionKey, cost: number): Promise<number>
   peek(apiKeyId: string, dim: DimensionKey): Promise<number>
@@ -32,7 +38,7 @@ export declare class SqliteQuotaStore implements QuotaStore {
 }
 export declare function getSqliteQuotaStore(): SqliteQuotaStore
 /**
- * Counters on Redis (CONTRACT §4, Redis), shared by every replica; metadata stays in SQLite.
+ * Counters on Redis (docs/contract.md §4, Redis), shared by every replica; metadata stays in SQLite.
  * Keys `omniroute:quota:<apiKeyId>:<dimensionKey>:<bucketIndex>` (hash-tagged per pool on a
  * cluster), values INCRBYFLOAT decimal strings, TTL `ceil(2 × windowMs / 1000)` s. Every
  * operation is one round trip, bounded by `QUOTA_STORE_REDIS_TIMEOUT_MS` (default 1000 ms);
@@ -106,6 +112,11 @@ export declare function releaseReservation(reservation: string): Promise<void>
  * buffered for the next flush. Never throws.
  */
 export declare function flushQuotaWrites(): string | null
+/**
+ * Commits the buffered records (waiting up to the busy timeout for a lock), then closes the
+ * engine's connection; the next call reopens, resolving the path again.
+ */
+export declare function closeQuotaDb(): void
 export declare function scheduleRecordConsumption(input: Parameters<typeof recordConsumption>[0], log?: { warn(obj: unknown, msg?: string): void }): void
 export declare function buildConsumptionCost(usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | null | undefined, estimatedCost: number): { tokens: number; usd: number; requests: number }
 export declare function recordStreamingConsumption(params: { apiKeyId?: string; connectionId?: string; provider?: string; model: string; streamUsage: unknown; streamStatus: number; serviceTier?: string; /** Reserve mode: settled, or released on a failed stream. */ reservation?: string }, deps: { calculateCost(provider: string, model: string, usage: unknown, opts: { serviceTier?: string }): Promise<number>; schedule?: typeof scheduleRecordConsumption; log?: { warn(obj: unknown, msg?: string): void } }): Promise<void>
@@ -140,8 +151,9 @@ export declare function setQuotaEventListener(listener: ((event: string, payload
  * and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
  */
 export declare function metrics(): string
-// Types of the main entry: everything binding.d.ts (generated from the Rust doc comments)
-// declares, plus the JavaScript-side functions of lib/.
-export * from './binding'
-export * from './lib/quotaShareStrategy'
-export * from './lib/quotaShareConcurrency'
+// <surface: lib declarations>
+export { selectQuotaShareTarget } from './lib/quotaShareStrategy'
+export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'
+export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from './lib/quotaShareConcurrency'
+export type { QuotaShareQueueOptions, QuotaShareLogger } from './lib/quotaShareConcurrency'
+// </surface: lib declarations>

@@ -1,4 +1,4 @@
-// Account buckets (CONTRACT §10) through the host's import path.
+// Account buckets (docs/contract.md §10) through the host's import path.
 import { test, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
 import {

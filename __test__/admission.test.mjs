@@ -123,8 +123,15 @@ for (const driver of drivers) {
     /** The driver's reserve crossing at an injected time. */
     async function reserveAt(p, now, { usd, tokens } = {}) {
       const r = p.request()
-      const args = [r.apiKeyId, r.connectionId, r.provider, undefined, 0.5, usd, tokens, now]
-      return server ? native.redisReserveStep(server.url, ...args) : native.reserveStep(...args)
+      const saved = process.env.QUOTA_ADMISSION
+      process.env.QUOTA_ADMISSION = 'reserve'
+      try {
+        // The chosen driver (Redis in the Redis suite) decides and reserves.
+        return await native.enforce(r.apiKeyId, r.connectionId, r.provider, undefined, usd, tokens, undefined, now)
+      } finally {
+        if (saved === undefined) delete process.env.QUOTA_ADMISSION
+        else process.env.QUOTA_ADMISSION = saved
+      }
     }
 
     before(async () => {

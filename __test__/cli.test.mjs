@@ -144,7 +144,7 @@ test('a missing database is an error with exit code 2, and nothing is created', 
   const doctor = cli(['--db', missing, 'doctor'])
   assert.equal(doctor.code, 2)
   assert.match(doctor.stdout, /✗ no database at/)
-  assert.match(doctor.stdout, /Configuration \(CONTRACT §11\)/, 'doctor still reports the configuration')
+  assert.match(doctor.stdout, /Configuration \(docs\/contract\.md §11\)/, 'doctor still reports the configuration')
   assert.equal(fs.existsSync(missingDir), false)
 })
 

@@ -74,7 +74,7 @@ test('sync functions return plain values, not promises', async () => {
   for (const result of results) assert.ok(!(result instanceof Promise))
 })
 
-test('the main entry exports every name of CONTRACT §10 through import and require', async () => {
+test('the main entry exports every name of docs/contract.md §10 through import and require', async () => {
   const expected = [
     'QUOTA_SHARE_STRATEGY',
     'DEFAULT_LEASE_MS',

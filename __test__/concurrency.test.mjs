@@ -1,4 +1,4 @@
-// The quota-share backlog queue (CONTRACT §10) through the host's import path. Timeouts
+// The quota-share backlog queue (docs/contract.md §10) through the host's import path. Timeouts
 // run on node:test's mocked timers, so no case waits on the clock or depends on speed.
 import { test, mock, afterEach } from 'node:test'
 import assert from 'node:assert/strict'

@@ -1,4 +1,4 @@
-// In-flight leases (CONTRACT §10) through the host's import path.
+// In-flight leases (docs/contract.md §10) through the host's import path.
 import { test, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
 import {

@@ -69,7 +69,7 @@ test('the packed tarballs install into an empty project without cargo, offline, 
     const files = mainInfo.files.map((f) => f.path)
     assert.deepEqual(files.filter((f) => f.endsWith('.node')), [], 'the main tarball carries no binary')
     assert.ok(!files.includes('Cargo.toml'), 'nor the Rust sources')
-    for (const f of ['index.js', 'binding.js', 'bin/quota-engine.js', 'scripts/install.js', 'lib/metrics.js']) assert.ok(files.includes(f), f)
+    for (const f of ['index.js', 'binding.js', 'bin/quota-engine.js', 'scripts/install.js', 'lib/surface.js']) assert.ok(files.includes(f), f)
     const manifest = JSON.parse(fs.readFileSync(path.join(repo, 'package.json'), 'utf8'))
     assert.equal(manifest.optionalDependencies[`@omniroute/quota-engine-${suffix}`], manifest.version)
 

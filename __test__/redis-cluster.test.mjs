@@ -53,9 +53,9 @@ storeSuite(
   () => ({
     store: new RedisQuotaStore(cluster.url),
     at: {
-      consume: (apiKeyId, dim, cost, nowMs) => native.redisStoreConsume(cluster.url, apiKeyId, dim, cost, nowMs),
-      peek: (apiKeyId, dim, nowMs) => native.redisStorePeek(cluster.url, apiKeyId, dim, nowMs),
-      poolConsumedTotal: (dim, nowMs) => native.redisStorePoolConsumedTotal(cluster.url, dim, nowMs),
+      consume: (apiKeyId, dim, cost, nowMs) => new native.StoreDriver(cluster.url).consume(apiKeyId, dim, cost, nowMs),
+      peek: (apiKeyId, dim, nowMs) => new native.StoreDriver(cluster.url).peek(apiKeyId, dim, nowMs),
+      poolConsumedTotal: (dim, nowMs) => new native.StoreDriver(cluster.url).poolConsumedTotal(dim, nowMs),
     },
     countWrites: dbsize,
   }),

@@ -1,4 +1,4 @@
-// enforceQuotaShare / recordConsumption (CONTRACT §7) on the Redis driver, end to end:
+// enforceQuotaShare / recordConsumption (docs/contract.md §7) on the Redis driver, end to end:
 // chosen by the factory, pools and plans written by the "host" through its own SQLite
 // connection, counters on a real redis-server — some of them written by a plain client in
 // the host's TypeScript driver's format (a mixed fleet) — and fail-open while the server

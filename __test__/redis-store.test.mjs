@@ -1,4 +1,4 @@
-// RedisQuotaStore (CONTRACT §4, Redis; appendix `redisQuotaStore`) against real
+// RedisQuotaStore (docs/contract.md §4, Redis; appendix `redisQuotaStore`) against real
 // `redis-server` processes started here: the shared store suite, interop with the host's
 // TypeScript driver's key format through a plain client (ioredis), TTLs, NOSCRIPT
 // recovery, a server killed and restarted mid-run, a stalled server, 8 processes on one
@@ -55,9 +55,9 @@ storeSuite(
   () => ({
     store: getRedisQuotaStore(server.url),
     at: {
-      consume: (apiKeyId, dim, cost, nowMs) => native.redisStoreConsume(server.url, apiKeyId, dim, cost, nowMs),
-      peek: (apiKeyId, dim, nowMs) => native.redisStorePeek(server.url, apiKeyId, dim, nowMs),
-      poolConsumedTotal: (dim, nowMs) => native.redisStorePoolConsumedTotal(server.url, dim, nowMs),
+      consume: (apiKeyId, dim, cost, nowMs) => new native.StoreDriver(server.url).consume(apiKeyId, dim, cost, nowMs),
+      peek: (apiKeyId, dim, nowMs) => new native.StoreDriver(server.url).peek(apiKeyId, dim, nowMs),
+      poolConsumedTotal: (dim, nowMs) => new native.StoreDriver(server.url).poolConsumedTotal(dim, nowMs),
     },
     countWrites: () => plain.dbsize(),
   }),
@@ -130,7 +130,7 @@ test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver wr
   const now = (bucketOf('hourly') + 1) * W + W / 4
   const prevKey = keyOf('old-replica-key', d, bucketOf('hourly', now) - 1)
   assert.equal(await plain.get(prevKey), '130.5')
-  assert.equal(await native.redisStorePeek(server.url, 'old-replica-key', d, now), 130.5 * 0.75)
+  assert.equal(await new native.StoreDriver(server.url).peek('old-replica-key', d, now), 130.5 * 0.75)
 })
 
 test('NOSCRIPT: after SCRIPT FLUSH the next call reloads the script and succeeds', { skip }, async () => {

@@ -1,5 +1,5 @@
 // Differential test: over seeded random scenarios the native selection makes exactly the
-// choices of bench/baseline/quotaShareStrategy.js — a plain-JavaScript reading of CONTRACT
+// choices of bench/baseline/quotaShareStrategy.js — a plain-JavaScript reading of docs/contract.md
 // §10 — with the same in-flight counts and DRR deficits afterwards, while the targets
 // arrays are reused, alternated, and changed in place (the JavaScript side caches what it
 // read from an array, so this also checks that a change is always seen). Deterministic: the

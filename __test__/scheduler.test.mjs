@@ -1,4 +1,4 @@
-// selectQuotaShareTarget (CONTRACT §10) through the host's import paths: one case per rule.
+// selectQuotaShareTarget (docs/contract.md §10) through the host's import paths: one case per rule.
 // Time is always injected (nowMs); no case depends on the clock or on speed.
 import { test, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'

@@ -1,4 +1,4 @@
-// SqliteQuotaStore (CONTRACT §2, §4) and the shared metadata tables (§5) against a real
+// SqliteQuotaStore (docs/contract.md §2, §4) and the shared metadata tables (§5) against a real
 // storage.sqlite that the "host" also holds through better-sqlite3. What every driver must
 // do is in the shared suite (support/store-suite.mjs, run by store-suite.test.mjs); this
 // file keeps what is SQLite's own: rows, the host's connection, the counter functions.
@@ -13,6 +13,7 @@ const dataDir = makeDataDir('store')
 const dbFile = path.join(dataDir, 'storage.sqlite')
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
+const sqliteDriver = new native.StoreDriver()
 const qe = loadEngine()
 const { getSqliteQuotaStore, closeQuotaDb, WINDOW_MS } = qe
 
@@ -56,21 +57,21 @@ test('bucket rotation and decay with injected time', () => {
   const W = WINDOW_MS.hourly
   const b = 500_000 // bucket index
   const start = b * W
-  assert.equal(native.storeConsume('dk', d, 100, start + 10), 100)
-  assert.equal(native.storeConsume('dk', d, 20, start + W - 1), 120)
+  assert.equal(sqliteDriver.consume('dk', d, 100, start + 10), 100)
+  assert.equal(sqliteDriver.consume('dk', d, 20, start + W - 1), 120)
   assert.equal(qe.getBucket('dk', key(d), b), 120)
   // next bucket: prev weight 1 at its start, 0.5 halfway, ~0 at its end
-  assert.equal(native.storePeek('dk', d, start + W), 120)
-  assert.equal(native.storePeek('dk', d, start + W + W / 2), 60)
-  assert.ok(Math.abs(native.storePeek('dk', d, start + 2 * W - 1) - 120 / W) < 1e-9)
-  assert.equal(native.storeConsume('dk', d, 10, start + W + W / 2), 70) // 60 + 10
+  assert.equal(sqliteDriver.peek('dk', d, start + W), 120)
+  assert.equal(sqliteDriver.peek('dk', d, start + W + W / 2), 60)
+  assert.ok(Math.abs(sqliteDriver.peek('dk', d, start + 2 * W - 1) - 120 / W) < 1e-9)
+  assert.equal(sqliteDriver.consume('dk', d, 10, start + W + W / 2), 70) // 60 + 10
   assert.deepEqual(qe.getPair('dk', key(d), b + 1), { curr: 10, prev: 120 })
   // two buckets later the old one no longer counts; only the b+1 bucket as prev, at 0 weight at end
-  assert.equal(native.storePeek('dk', d, start + 2 * W), 10)
-  assert.equal(native.storePeek('dk', d, start + 3 * W), 0)
+  assert.equal(sqliteDriver.peek('dk', d, start + 2 * W), 10)
+  assert.equal(sqliteDriver.peek('dk', d, start + 3 * W), 0)
   // pool total applies the same formula to the summed buckets
-  native.storeConsume('dk2', d, 30, start + 10)
-  assert.equal(native.storePoolConsumedTotal(d, start + W + W / 2), (120 + 30) / 2 + 10)
+  sqliteDriver.consume('dk2', d, 30, start + 10)
+  assert.equal(sqliteDriver.poolConsumedTotal(d, start + W + W / 2), (120 + 30) / 2 + 10)
   assert.deepEqual(qe.sumPoolDimension(key(d), b + 1), { currTotal: 10, prevTotal: 150 })
 })
 

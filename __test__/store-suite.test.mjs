@@ -8,6 +8,7 @@ import { storeSuite } from './support/store-suite.mjs'
 const dataDir = makeDataDir('suite-sqlite')
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
+const sqliteDriver = new native.StoreDriver()
 const { getSqliteQuotaStore, closeQuotaDb } = require('@omniroute/quota-engine')
 
 after(() => closeQuotaDb())
@@ -15,9 +16,9 @@ after(() => closeQuotaDb())
 storeSuite('sqlite', () => ({
   store: getSqliteQuotaStore(),
   at: {
-    consume: (apiKeyId, dim, cost, nowMs) => native.storeConsume(apiKeyId, dim, cost, nowMs),
-    peek: (apiKeyId, dim, nowMs) => native.storePeek(apiKeyId, dim, nowMs),
-    poolConsumedTotal: (dim, nowMs) => native.storePoolConsumedTotal(dim, nowMs),
+    consume: (apiKeyId, dim, cost, nowMs) => sqliteDriver.consume(apiKeyId, dim, cost, nowMs),
+    peek: (apiKeyId, dim, nowMs) => sqliteDriver.peek(apiKeyId, dim, nowMs),
+    poolConsumedTotal: (dim, nowMs) => sqliteDriver.poolConsumedTotal(dim, nowMs),
   },
   countWrites: () => {
     const host = openHost(`${dataDir}/storage.sqlite`)

@@ -1,4 +1,4 @@
-// Two SQLite copies in one process (CONTRACT §4, ../shared/TWO-SQLITES.md): the host's
+// Two SQLite copies in one process (docs/contract.md §4, docs/two-sqlites.md): the host's
 // better-sqlite3 and the engine's bundled SQLite share storage.sqlite; neither may drop the
 // other's locks. An external python3 process is the witness (its checkpoint must be busy
 // while a read transaction is open here).

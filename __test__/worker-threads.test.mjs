@@ -42,3 +42,42 @@ test('4 worker threads × 2 500 consumes and 2 500 on the main thread give exact
   engine.closeQuotaDb()
   fs.rmSync(dataDir, { recursive: true, force: true })
 })
+
+test('a worker that never called installHost uses the database and configuration the process installed', async () => {
+  const engine = require('@omniroute/quota-engine')
+  const installed = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-installed-'))
+  const elsewhere = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-elsewhere-'))
+  const dbPath = path.join(installed, 'storage.sqlite')
+  const saved = { DATA_DIR: process.env.DATA_DIR, factor: process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR }
+  // DATA_DIR names another folder: a worker falling back to it would write there.
+  process.env.DATA_DIR = elsewhere
+  process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = '0.25'
+  engine.closeQuotaDb()
+  for (const dbPathOption of [dbPath, () => dbPath]) {
+    engine.installHost({ dbPath: dbPathOption })
+    engine.closeQuotaDb()
+    const source = `
+      const { parentPort, workerData } = require('node:worker_threads')
+      const engine = require(workerData.entry)
+      engine.closeQuotaDb() // the worker opens the database itself
+      engine.incrementBucket('worker-key', 'workers:requests:daily', 7, 3, Date.now())
+      parentPort.postMessage({ factor: engine.softPenaltyFactor() })
+    `
+    const entry = require.resolve('@omniroute/quota-engine')
+    const answer = await new Promise((resolve, reject) => {
+      const worker = new Worker(source, { eval: true, workerData: { entry } })
+      worker.once('message', resolve)
+      worker.once('error', reject)
+    })
+    assert.equal(answer.factor, 0.25)
+    assert.equal(engine.getBucket('worker-key', 'workers:requests:daily', 7), 3 * (typeof dbPathOption === 'string' ? 1 : 2))
+    assert.ok(fs.existsSync(dbPath))
+    assert.ok(!fs.existsSync(path.join(elsewhere, 'storage.sqlite')), 'nothing written under DATA_DIR')
+  }
+  engine.closeQuotaDb()
+  engine.installHost({})
+  if (saved.DATA_DIR === undefined) delete process.env.DATA_DIR
+  else process.env.DATA_DIR = saved.DATA_DIR
+  if (saved.factor === undefined) delete process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR
+  else process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = saved.factor
+})

@@ -33,6 +33,7 @@ process.env.DATA_DIR = engineDir // before the first engine call
 const require = createRequire(import.meta.url)
 const engine = require('@omniroute/quota-engine')
 const native = require('../binding.js') // only to seed counters at a chosen time
+const sqliteDriver = new native.StoreDriver()
 const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
 const store = engine.getSqliteQuotaStore()
 
@@ -70,7 +71,7 @@ try {
       seed.push([k, dim, Math.floor((now - HOUR) / HOUR), 5, now - HOUR])
       seed.push([k, dim, Math.floor(now / HOUR), 3, now])
     }
-    for (const [k, , , cost, t] of seed) native.storeConsume(k, dim, cost, t)
+    for (const [k, , , cost, t] of seed) sqliteDriver.consume(k, dim, cost, t)
     baseline.setup.seed(seed)
     assertClose(`poolConsumedTotal(${size})`, await store.poolConsumedTotal(dim.poolId, dim), await baseline.store.poolConsumedTotal(dim.poolId, dim))
 

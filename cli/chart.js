@@ -159,7 +159,7 @@ function renderChart(result) {
   reference(result.strictAt, COLORS.threshold, '2 4', strictLabel, 'threshold')
   reference(result.fairShare, COLORS.fair, '10 3 2 3', `fair share per key ${formatNumber(result.fairShare, 1)}${unitSuffix}`, 'fair-share')
 
-  // Window boundaries: the sliding window's buckets turn over here (CONTRACT §2).
+  // Window boundaries: the sliding window's buckets turn over here (docs/contract.md §2).
   for (let w = 1; w < result.windows; w++) {
     const wx = x(w * chart.windowMs).toFixed(1)
     push(

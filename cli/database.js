@@ -17,7 +17,7 @@ class CliError extends Error {
 
 /**
  * The database path and where it came from: `--db`, `$DATA_DIR/storage.sqlite`, or the
- * host's default data directory (CONTRACT §4).
+ * host's default data directory (docs/contract.md §4).
  */
 function resolveDatabase(dbOption) {
   if (dbOption) return { path: path.resolve(dbOption), source: '--db' }
@@ -77,7 +77,7 @@ function openEngine(db) {
   }
   host.installHost({ dbPath: db.path, logger: cliLogger })
   try {
-    native.readHostSetting('settings', 'quotaStore')
+    native.listPools({ limit: 1 })
   } catch (err) {
     throw new CliError(`cannot open ${db.path}: ${err.message.replace(/^quota store error: /, '')}`, 2)
   }

@@ -1,7 +1,7 @@
 'use strict'
 // `quota-engine doctor`: what the engine would use and what is wrong with it — the
 // database (path, schema, without writing to it), the store driver and why it is chosen
-// (CONTRACT §4), Redis reachability, and the effective configuration of CONTRACT §11.
+// (docs/contract.md §4), Redis reachability, and the effective configuration of docs/contract.md §11.
 // Exit code: 0 healthy, 1 problems found, 2 database missing or unreadable.
 const fs = require('node:fs')
 const net = require('node:net')
@@ -123,7 +123,8 @@ function describeDriverSetting(env) {
 
 /** Every §11 setting as the environment has it: `{ name, raw, value, valid, rule }`. */
 function describeConfig(env = process.env) {
-  const numeric = host.describeNumericSettings(env).map((s) => ({
+  // The engine's own reading of the settings (it parses and validates them, in one place).
+  const numeric = native.describeSettings().map((s) => ({
     name: s.name,
     raw: s.raw,
     value: s.value,
@@ -234,7 +235,7 @@ async function collectDoctor(database, { timeoutMs = 1000, env = process.env } =
   }
 
   report.config = describeConfig(env)
-  // The host's setting wins over the environment field by field (CONTRACT §4).
+  // The host's setting wins over the environment field by field (docs/contract.md §4).
   for (const [name, picked] of [
     ['QUOTA_STORE_DRIVER', choice.driver],
     ['QUOTA_STORE_REDIS_URL', choice.redisUrl],
@@ -305,7 +306,7 @@ function renderDoctor(report) {
     out.push(`  redis         ${redis.inUse ? '✗ ' : ''}unreachable at ${redis.host}:${redis.port}: ${redis.error}${unused}`)
   }
   out.push('')
-  out.push('Configuration (CONTRACT §11)')
+  out.push('Configuration (docs/contract.md §11)')
   out.push(
     ...table(
       [{ title: 'variable' }, { title: 'set to' }, { title: 'in effect' }, { title: 'check' }],

@@ -1,8 +1,7 @@
 'use strict'
-// `quota-engine gc`: the retention sweep now (CONTRACT §4): counter rows not updated for
+// `quota-engine gc`: the retention sweep now (docs/contract.md §4): counter rows not updated for
 // `--days` (default QUOTA_CONSUMPTION_RETENTION_DAYS, 14) are deleted.
 const native = require('../binding.js')
-const host = require('../lib/host.js')
 const db = require('./database.js')
 const { formatNumber } = require('./format.js')
 
@@ -11,9 +10,10 @@ function gcCommand(options, dbOption) {
   const database = db.resolveDatabase(dbOption)
   const fromEnv = options.days === undefined
   db.openEngine(database)
-  const days = fromEnv ? host.config.retentionDays() : options.days
+  // The engine reads and validates QUOTA_CONSUMPTION_RETENTION_DAYS (docs/contract.md §11).
+  const days = fromEnv ? native.describeSettings().find((s) => s.name === 'QUOTA_CONSUMPTION_RETENTION_DAYS').value : options.days
   const before = db.inspect(database).counterRows ?? 0
-  const deleted = native.gcConsumptionSync(days, Date.now())
+  const deleted = native.gcConsumption(days, Date.now())
   if (options.json) {
     process.stdout.write(`${JSON.stringify({ database: database.path, retentionDays: days, rowsBefore: before, deleted })}\n`)
     return 0

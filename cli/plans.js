@@ -1,5 +1,5 @@
 'use strict'
-// `quota-engine plans`: the plan `resolvePlan` gives each connection (CONTRACT §6) and
+// `quota-engine plans`: the plan `resolvePlan` gives each connection (docs/contract.md §6) and
 // where it came from — a stored `provider_plans` row, the catalog, or none.
 const db = require('./database.js')
 const { formatDimension, table } = require('./format.js')

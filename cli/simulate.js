@@ -6,7 +6,7 @@
 // second.
 //
 // Saturation. The hot path asks the host's saturation fetcher how full the upstream is
-// (CONTRACT §8) and is strict only at or above the threshold (§3 rule 6). Here a fetcher
+// (docs/contract.md §8) and is strict only at or above the threshold (§3 rule 6). Here a fetcher
 // plays the upstream, answering on the simulated clock (its answers are cached 30 s of
 // simulated time, as in production):
 // - requests / tokens / usd plans: the upstream has seen what the pool consumed, so it
@@ -20,6 +20,7 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const native = require('../binding.js')
+const sqliteDriver = new native.StoreDriver()
 const host = require('../lib/host.js')
 
 const { WINDOW_MS } = native
@@ -40,7 +41,7 @@ function prng(seed) {
   }
 }
 
-/** The two-bucket sliding window of CONTRACT §2, for the simulated upstream. */
+/** The two-bucket sliding window of docs/contract.md §2, for the simulated upstream. */
 class SlidingCounter {
   constructor(windowMs) {
     this.windowMs = windowMs
@@ -167,10 +168,16 @@ function describeOutcome(keys, policy) {
  * key's rate, in pools per window), `burstAt` (0.15 of the first window), `seed` (1),
  * `points` (240 chart samples), `onProgress(fraction)`.
  */
+/** A numeric setting's value in effect (the engine reads and validates the environment). */
+function setting(name) {
+  return native.describeSettings().find((s) => s.name === name).value
+}
+
 function runSimulation(options = {}) {
   const provider = options.provider || 'kimi'
   const windows = options.windows ?? 1
-  const threshold = options.threshold ?? host.config.saturationThreshold()
+  const threshold = options.threshold ?? setting('QUOTA_SATURATION_THRESHOLD')
+  const savedThreshold = process.env.QUOTA_SATURATION_THRESHOLD
   const policy = options.policy || 'hard'
   const calls = options.calls ?? 1500
   const steady = options.steady ?? 0.8
@@ -238,13 +245,13 @@ function runSimulation(options = {}) {
     }
     const dim = plan.enforced.find((d) => d.unit === unit && d.window === window)
     if (!dim) return 0
-    const total = native.storePoolConsumedTotal({ poolId: chartKey.poolId, unit, window }, now)
+    const total = sqliteDriver.poolConsumedTotal({ poolId: chartKey.poolId, unit, window }, now)
     return Math.min(Math.max(total / dim.limit, 0), 1)
   }
 
   // The crossing answers an allow with a number (0 not enforced, 1 allow, 2 deprioritized).
   const enforceStep = (key, now) => {
-    const result = native.enforceStep(key.id, CONNECTION, provider, null, threshold, now)
+    const result = native.enforce(key.id, CONNECTION, provider, null, undefined, undefined, undefined, now)
     if (typeof result === 'number') return result === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: result === 2 }
     if (result.logs) host.forwardLogs(result.logs)
     return result
@@ -276,8 +283,7 @@ function runSimulation(options = {}) {
     s.admitted++
     s.used += chartCost
     if (result.deprioritize) s.deprioritized++
-    const error = native.recordStep(key.id, CONNECTION, provider, null, costs.tokens, costs.usd, costs.requests, 0, now)
-    if (error) throw new Error(`recordStep failed: ${error}`)
+    native.record(key.id, CONNECTION, provider, null, costs.tokens, costs.usd, costs.requests, undefined, now)
     for (const counter of upstream.values()) counter.add(1, now)
     perKeyPercent[index].add(chartCost, now)
   }
@@ -286,7 +292,7 @@ function runSimulation(options = {}) {
     const now = t0 + offset
     series.t.push(offset)
     keys.forEach((key, i) => {
-      const use = percent ? perKeyPercent[i].value(now) : native.storePeek(key.id, chartKey, now)
+      const use = percent ? perKeyPercent[i].value(now) : sqliteDriver.peek(key.id, chartKey, now)
       series.keys[i].push(use)
       series.blocked[i].push(interval[i].blocked)
       series.attempted[i].push(interval[i].attempted)
@@ -294,7 +300,7 @@ function runSimulation(options = {}) {
       interval[i].attempted = 0
     })
     const saturation = saturationOf(chart.unit, chart.window, now)
-    series.pool.push(percent ? saturation * 100 : native.storePoolConsumedTotal(chartKey, now))
+    series.pool.push(percent ? saturation * 100 : sqliteDriver.poolConsumedTotal(chartKey, now))
     series.saturation.push(saturation)
     series.strict.push(saturation >= threshold)
   }
@@ -303,6 +309,8 @@ function runSimulation(options = {}) {
   try {
     native.configureDbPath(path.join(dir, 'storage.sqlite'))
     native.closeQuotaDb()
+    // The engine reads the threshold from the environment: the simulation's, for its run.
+    process.env.QUOTA_SATURATION_THRESHOLD = String(threshold)
     // The simulated upstream is this provider's saturation fetcher; the loop below answers
     // the hot path's `fetch` steps with it on the simulated clock.
     host.registerSaturationFetcher(provider, async (connectionId, dim) => saturationOf(dim.unit, dim.window, Date.now()))
@@ -337,9 +345,11 @@ function runSimulation(options = {}) {
   } finally {
     host.state.fetchers.clear()
     for (const [name, fetcher] of previousFetchers) host.state.fetchers.set(name, fetcher)
-    host.syncFetcherProviders()
+    native.setSaturationFetchers('host', [...host.state.fetchers.keys()])
     native.closeQuotaDb()
     native.configureDbPath(undefined)
+    if (savedThreshold === undefined) delete process.env.QUOTA_SATURATION_THRESHOLD
+    else process.env.QUOTA_SATURATION_THRESHOLD = savedThreshold
     fs.rmSync(dir, { recursive: true, force: true })
   }
 

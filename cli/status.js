@@ -1,8 +1,9 @@
 'use strict'
 // `quota-engine status`: each pool's plan dimensions and every key's use, fair share,
-// deficit and borrowing — the PoolUsageSnapshot the dashboard shows (CONTRACT §4), with
-// the limits the hot path enforces (plan limit × member connections, CONTRACT §7 step 4).
+// deficit and borrowing — the PoolUsageSnapshot the dashboard shows (docs/contract.md §4), with
+// the limits the hot path enforces (plan limit × member connections, docs/contract.md §7 step 4).
 const native = require('../binding.js')
+const sqliteDriver = new native.StoreDriver()
 const { WINDOW_MS } = native
 const db = require('./database.js')
 const { EPSILON, formatNumber, formatPercent, formatLimit, table } = require('./format.js')
@@ -21,7 +22,7 @@ function collectStatus({ poolId, nowMs = Date.now(), inspection }) {
     const members = Math.max(pool.connectionIds.length, 1)
     const enforced = plan.dimensions.filter((d) => d.limit > EPSILON && WINDOW_MS[d.window] !== undefined)
     const unconfigured = plan.dimensions.filter((d) => d.limit <= EPSILON)
-    const snapshot = native.storePoolUsage(
+    const snapshot = sqliteDriver.poolUsage(
       pool.id,
       enforced.map((d) => ({ unit: d.unit, window: d.window, limit: d.limit * members })),
       nowMs,

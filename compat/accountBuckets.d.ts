@@ -1,9 +1,1 @@
-export {
-  SATURATION_THRESHOLD_PCT,
-  isBucketSaturated,
-  recordUsage,
-  updateAccountBuckets,
-  _clearBucketsForTest,
-  _bucketCountForTest,
-} from '../binding'
-export type { AccountQuota } from '../binding'
+export { SATURATION_THRESHOLD_PCT, isBucketSaturated, recordUsage, updateAccountBuckets, _clearBucketsForTest, _bucketCountForTest } from '../binding'

@@ -1,2 +1,1 @@
 export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from '../lib/quotaShareConcurrency'
-export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'

@@ -1,3 +1,6 @@
 import entry from './quotaShareConcurrency.js'
 
-export const { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } = entry
+export const {
+  quotaShareConcurrencyKey,
+  acquireQuotaShareConcurrencySlot,
+} = entry

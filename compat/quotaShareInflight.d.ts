@@ -1,8 +1,1 @@
-export {
-  DEFAULT_LEASE_MS,
-  incrementInflight,
-  decrementInflight,
-  getInflight,
-  _clearInflightForTest,
-  _inflightSizeForTest,
-} from '../binding'
+export { DEFAULT_LEASE_MS, incrementInflight, decrementInflight, getInflight, _clearInflightForTest, _inflightSizeForTest } from '../binding'

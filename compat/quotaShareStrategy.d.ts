@@ -1,3 +1,2 @@
 export { selectQuotaShareTarget } from '../lib/quotaShareStrategy'
-export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'
 export { _clearDrrStateForTest, _getDrrDeficitForTest } from '../binding'

@@ -1,3 +1,7 @@
 import entry from './quotaShareStrategy.js'
 
-export const { selectQuotaShareTarget, _clearDrrStateForTest, _getDrrDeficitForTest } = entry
+export const {
+  selectQuotaShareTarget,
+  _clearDrrStateForTest,
+  _getDrrDeficitForTest,
+} = entry

@@ -1,4 +1,4 @@
-//! How far the two-bucket sliding-window estimate (CONTRACT §2) is from an exact sliding
+//! How far the two-bucket sliding-window estimate (docs/contract.md §2) is from an exact sliding
 //! log, on synthetic traffic: prints a markdown table of the error distribution
 //! (`estimate − exact`), as a percentage of the scenario's peak window count (the limit a
 //! pool sized for that traffic would have) and of the exact count at that instant.

@@ -1,9 +1,9 @@
 'use strict'
-// Drop-in for the host's src/lib/quota/dimensions.ts: the zod 4 schemas of CONTRACT §1
+// The zod schemas of the host's src/lib/quota/dimensions.ts (compat/dimensions): the zod 4 schemas of docs/contract.md §1
 // (zod is a peer dependency: the host brings its own), plus WINDOW_MS and
 // dimensionKeyToString from the native core.
 const { z } = require('zod')
-const native = require('../binding.js')
+const native = require('./native.js')
 
 const QuotaUnitSchema = z.enum(['percent', 'requests', 'tokens', 'usd'])
 const QuotaWindowSchema = z.enum(['5h', 'hourly', 'daily', 'weekly', 'monthly'])

@@ -1,78 +1,49 @@
 'use strict'
-// The hot path (CONTRACT §7): each call is one crossing into Rust, which does the pool
-// lookup, the plan and every dimension — synchronous on SQLite (where records are buffered
-// and committed together, see writeBuffer.js), a promise after one Redis round trip on Redis
-// (the store `getQuotaStore()` chose). This file turns the result into
-// the host's shapes, fetches saturation through the host's async fetchers on a cache miss,
-// emits `quota.exceeded`, and fails open on the engine's own faults.
-const native = require('../binding.js')
+// The hot path (docs/contract.md §7): each call is one crossing into the engine, which
+// picks the driver, does the pool lookup, the plan and every dimension, decides, counts
+// and fails open on its own faults. This file turns its answers into the host's shapes,
+// awaits the host's saturation fetchers when the engine asks, schedules the buffered
+// records' commit, and emits `quota.exceeded`.
+const native = require('./native.js')
 const host = require('./host.js')
 const { getSaturation } = require('./saturation.js')
-const metrics = require('./metrics.js')
-const stores = require('./stores.js')
-const { RedisQuotaStore } = require('./redisQuotaStore.js')
-const { failOpen, succeeded } = require('./faults.js')
 const writes = require('./writeBuffer.js')
 
-const ALLOW = Object.freeze({ kind: 'allow' })
-
-function urlOf(store) {
-  return store instanceof RedisQuotaStore ? store.url : null
-}
-
-/**
- * The Redis URL of the chosen store, `null` for SQLite: a value once chosen (no extra
- * await on the SQLite path), a promise for the first call, which chooses.
- */
-function redisUrl() {
-  const store = stores.chosenStore()
-  return store ? urlOf(store) : stores.getQuotaStore().then(urlOf)
-}
-
-/**
- * One crossing: the step on SQLite, the step or a promise of it on Redis. With `estimate`
- * (reserve mode, `{ usd, tokens }`), the crossing that decides and reserves atomically.
- */
-function enforceStep(url, apiKeyId, connectionId, provider, model, threshold, estimate) {
-  if (estimate) {
-    if (url === null) {
-      return native.reserveStep(apiKeyId, connectionId, provider, model, threshold, estimate.usd, estimate.tokens)
-    }
-    return native.redisReserveStep(url, apiKeyId, connectionId, provider, model, threshold, estimate.usd, estimate.tokens)
-  }
-  if (url === null) return native.enforceStep(apiKeyId, connectionId, provider, model, threshold)
-  return native.redisEnforceStep(url, apiKeyId, connectionId, provider, model, threshold)
-}
+// The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, a record
+// left buffered, and "call again" (the driver was being chosen).
+const BUFFERED = 1
+const RETRY = 3
+const ALLOWS = [() => ({ kind: 'allow' }), () => ({ kind: 'allow', deprioritize: false }), () => ({ kind: 'allow', deprioritize: true })]
 
 function isPromise(value) {
   return value !== null && typeof value === 'object' && typeof value.then === 'function'
 }
 
-function isNonEmptyString(value) {
-  return typeof value === 'string' && value !== ''
+const text = (value) => (typeof value === 'string' ? value : undefined)
+const number = (value) => (typeof value === 'number' ? value : undefined)
+
+/** One crossing, awaited when the engine answers with a promise, repeated on RETRY. */
+async function cross(call) {
+  let answer = call()
+  if (isPromise(answer)) answer = await answer
+  for (let tries = 0; answer === RETRY && tries < 3; tries++) {
+    answer = call()
+    if (isPromise(answer)) answer = await answer
+  }
+  return answer
 }
 
-// The number the SQLite crossing answers an allow with (see `enforceStep`).
-const ALLOW_CODES = ['not-enforced', 'ok', 'deprioritized']
-
-function allowOfCode(code, started) {
-  metrics.decision('allow', ALLOW_CODES[code], started)
-  return code === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: code === 2 }
+function failed(msg, err) {
+  host.log('warn', 'quota:enforce', msg, { error: String((err && err.message) || err) })
 }
 
-function toResult(step, input, provider, started) {
-  if (typeof step === 'number') return allowOfCode(step, started)
+function shape(step, input, provider) {
+  if (step.logs) host.forwardLogs(step.logs)
   if (step.kind === 'allow') {
-    if (step.deprioritize === undefined) {
-      metrics.decision('allow', 'not-enforced', started)
-      return { kind: 'allow' }
-    }
-    metrics.decision('allow', step.deprioritize ? 'deprioritized' : 'ok', started)
-    const result = { kind: 'allow', deprioritize: step.deprioritize }
+    const result = step.deprioritize === undefined ? { kind: 'allow' } : { kind: 'allow', deprioritize: step.deprioritize }
     if (step.reservation !== undefined) result.reservation = step.reservation
     return result
   }
-  metrics.decision('block', step.code, started)
   const result = { kind: 'block', reason: step.reason, httpStatus: 429 }
   if (step.retryAfterSeconds !== undefined) result.retryAfterSeconds = step.retryAfterSeconds
   const payload = { apiKeyId: input.apiKeyId, provider, connectionId: input.connectionId, reason: step.code }
@@ -81,181 +52,76 @@ function toResult(step, input, provider, started) {
   return result
 }
 
-async function fetchMissing(input, step) {
-  await Promise.all(
-    step.fetch.map(([unit, window]) => getSaturation(input.connectionId, input.provider, { unit, window })),
-  )
-}
-
-function allowFailingOpen(started) {
-  metrics.failOpen()
-  metrics.decision('allow', 'fail-open', started)
-  return { kind: 'allow' }
-}
-
 /**
  * `enforceQuotaShare({ apiKeyId, connectionId, provider, model?, estimatedCost? })` →
  * `{ kind: "allow", deprioritize? } | { kind: "block", reason, httpStatus: 429,
  * retryAfterSeconds? }`. Never rejects: any internal error allows and logs a warning.
  *
- * With `QUOTA_ADMISSION=reserve` (beyond the contract) the same decision is made and, on
- * an allow, the estimated cost — 1 request, `estimatedCost` USD, `estimatedTokens` tokens
- * — is added in the same atomic step; the allow then carries `reservation`, for
- * `recordConsumption({ …, reservation })` or `releaseReservation(reservation)`.
+ * With `QUOTA_ADMISSION=reserve` (beyond the contract) the allow also reserves the
+ * estimated cost — 1 request, `estimatedCost` USD, `estimatedTokens` tokens — and carries
+ * `reservation`, for `recordConsumption({ …, reservation })` or `releaseReservation`.
  */
 async function enforceQuotaShare(input) {
-  const started = metrics.start()
   try {
-    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) {
-      metrics.decision('allow', 'not-enforced', started)
-      return ALLOW
-    }
-    const provider = String(input.provider ?? '')
-    const model = typeof input.model === 'string' ? input.model : undefined
-    const threshold = host.config.saturationThreshold()
-    let url = redisUrl()
-    if (isPromise(url)) url = await url
-    const estimate =
-      host.config.admission() === 'reserve'
-        ? { usd: nonNegativeOrUndefined(input.estimatedCost), tokens: nonNegativeOrUndefined(input.estimatedTokens) }
-        : undefined
-    let step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
-    if (isPromise(step)) step = await step
-    if (step.logs) host.forwardLogs(step.logs)
-    if (step.kind === 'fetch') {
-      await fetchMissing({ ...input, provider }, step)
-      step = enforceStep(url, input.apiKeyId, input.connectionId, provider, model, threshold, estimate)
-      if (isPromise(step)) step = await step
+    const provider = input && input.provider != null ? String(input.provider) : ''
+    const args = input
+      ? [text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(input.estimatedCost), number(input.estimatedTokens)]
+      : []
+    let step = await cross(() => native.enforce(...args))
+    if (typeof step === 'object' && step.kind === 'fetch') {
       if (step.logs) host.forwardLogs(step.logs)
-      // Still missing (a fetcher registered meanwhile): decide without waiting again.
-      if (step.kind === 'fetch') {
-        metrics.decision('allow', 'saturation-pending', started)
-        return ALLOW
-      }
+      await Promise.all(step.fetch.map(([unit, window]) => getSaturation(input.connectionId, provider, { unit, window })))
+      const startedMs = step.startedMs
+      step = await cross(() => native.enforce(...args, startedMs))
     }
-    if (step.kind === 'error') {
-      metrics.storeError('enforce')
-      failOpen('enforce', 'quota enforcement failed; allowing the request', step.reason, {
-        apiKeyId: input.apiKeyId,
-        connectionId: input.connectionId,
-      })
-      return allowFailingOpen(started)
-    }
-    succeeded('enforce')
-    return toResult(step, input, provider, started)
+    return typeof step === 'number' ? ALLOWS[step]() : shape(step, input, provider)
   } catch (err) {
-    failOpen('enforce', 'quota enforcement failed; allowing the request', err, {})
-    return allowFailingOpen(started)
+    failed('quota enforcement failed; allowing the request', err)
+    return { kind: 'allow' }
   }
-}
-
-function finiteOrUndefined(value) {
-  return typeof value === 'number' && Number.isFinite(value) ? value : undefined
-}
-
-function nonNegativeOrUndefined(value) {
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined
-}
-
-function invalidReservation(message) {
-  const err = new TypeError(message)
-  err.code = 'ERR_QUOTA_INVALID_ARG'
-  return err
-}
-
-/**
- * Settles or releases a reservation on the chosen store: one crossing, one transaction
- * (SQLite) or one script (Redis). Throws (synchronously or as a rejection of the awaited
- * crossing) `ERR_QUOTA_INVALID_ARG` for a malformed reservation; resolves to a store
- * error's message or `null`.
- */
-async function settle(reservation, apiKeyId, cost, release) {
-  if (typeof reservation !== 'string') throw invalidReservation('reservation: must be a string')
-  let url = redisUrl()
-  if (isPromise(url)) url = await url
-  const args = [reservation, apiKeyId, finiteOrUndefined(cost.tokens), finiteOrUndefined(cost.usd), finiteOrUndefined(cost.requests), release]
-  let error = url === null ? native.settleStep(...args) : native.redisSettleStep(url, ...args)
-  if (isPromise(error)) error = await error
-  return error
 }
 
 /**
  * `recordConsumption({ apiKeyId, connectionId, provider, model?, cost: { tokens?, usd?,
  * requests? } })`: adds the cost to every plan dimension of the matching pool (and the
- * model bucket), in one transaction (SQLite) or one script (Redis). Never rejects.
+ * model bucket) — buffered on SQLite, one script on Redis. Never rejects. With a
+ * `reservation` (reserve mode), settles it with the cost instead.
  */
 async function recordConsumption(input) {
   try {
-    if (!input || !isNonEmptyString(input.apiKeyId) || !isNonEmptyString(input.connectionId)) return
+    if (!input) return
     const cost = input.cost || {}
-    if (input.reservation !== undefined && input.reservation !== null) {
-      // Reserve mode: `actual − reserved` per counter, into the reservation's buckets. A
-      // malformed reservation (or another key's) writes nothing and is logged.
-      let error
-      try {
-        error = await settle(input.reservation, input.apiKeyId, cost, false)
-      } catch (err) {
-        error = err
-      }
-      if (error && error.code === 'ERR_QUOTA_INVALID_ARG') {
-        // The host's bug, not a store fault: said every time, never counted as a fault.
-        host.log('warn', 'quota:enforce', 'settling a quota reservation failed', {
-          apiKeyId: input.apiKeyId,
-          error: String(error.message),
-        })
-      } else if (error) {
-        metrics.storeError('record')
-        failOpen('record', 'settling a quota reservation failed', error, { apiKeyId: input.apiKeyId })
-      } else {
-        succeeded('record')
-      }
+    const reservation = input.reservation ?? undefined
+    if (reservation !== undefined && typeof reservation !== 'string') {
+      host.log('warn', 'quota:enforce', 'settling a quota reservation failed', {
+        apiKeyId: input.apiKeyId,
+        error: 'reservation: must be a string',
+      })
       return
     }
-    const args = [
-      input.apiKeyId,
-      input.connectionId,
-      String(input.provider ?? ''),
-      typeof input.model === 'string' ? input.model : undefined,
-      finiteOrUndefined(cost.tokens),
-      finiteOrUndefined(cost.usd),
-      finiteOrUndefined(cost.requests),
-    ]
-    let url = redisUrl()
-    if (isPromise(url)) url = await url
-    let error = url === null ? native.recordStep(...args, host.config.recordFlushMs()) : native.redisRecordStep(url, ...args)
-    if (isPromise(error)) error = await error
-    if (error === true) {
-      writes.scheduleFlush()
-      error = null
-    }
-    if (error) {
-      metrics.storeError('record')
-      failOpen('record', 'recording quota consumption failed', error, { apiKeyId: input.apiKeyId })
-      // SQLite keeps a record it could not commit: it goes with the next flush.
-      if (url === null) writes.scheduleFlush()
-    } else {
-      succeeded('record')
-    }
+    const provider = input.provider != null ? String(input.provider) : ''
+    const answer = await cross(() =>
+      native.record(text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation),
+    )
+    if (answer === BUFFERED) writes.scheduleFlush()
+    host.drainLogs()
   } catch (err) {
-    failOpen('record', 'recording quota consumption failed', err, {})
+    failed('recording quota consumption failed', err)
   }
 }
 
 /**
  * `releaseReservation(reservation)` (reserve mode, beyond the contract): the request an
- * allow reserved for did not happen (the upstream call failed, the client went away) —
- * subtracts what was reserved from the reservation's own buckets (never below 0). Call it
- * instead of `recordConsumption`, once. Rejects with a `TypeError`/`RangeError`
- * (`ERR_QUOTA_INVALID_ARG`) for a value that is not a reservation, writing nothing; a
- * store failure is logged (`quota:enforce`) and resolves, like `recordConsumption`.
+ * allow reserved for did not happen — subtracts what was reserved from the reservation's
+ * own buckets (never below 0). Call it instead of `recordConsumption`, once. Rejects with
+ * a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value that is not a
+ * reservation, writing nothing; a store failure is logged and resolves.
  */
 async function releaseReservation(reservation) {
-  const error = await settle(reservation, undefined, {}, true)
-  if (error) {
-    metrics.storeError('record')
-    failOpen('record', 'releasing a quota reservation failed', error, {})
-  } else {
-    succeeded('record')
+  try {
+    await cross(() => native.releaseReservation(reservation))
+  } finally {
+    host.drainLogs()
   }
 }
 
@@ -271,22 +137,25 @@ function scheduleRecordConsumption(input, log) {
 
 /** `{ tokens: prompt + completion (non-numeric → 0), usd: max(estimatedCost, 0), requests: 1 }`. */
 function buildConsumptionCost(usage, estimatedCost) {
-  const number = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
-  const tokens = number(usage && usage.prompt_tokens) + number(usage && usage.completion_tokens)
-  return { tokens, usd: Math.max(number(estimatedCost), 0), requests: 1 }
+  const finite = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
+  const tokens = finite(usage && usage.prompt_tokens) + finite(usage && usage.completion_tokens)
+  return { tokens, usd: Math.max(finite(estimatedCost), 0), requests: 1 }
 }
 
 /**
  * Records a finished stream: nothing without an apiKeyId and connectionId or when
  * `streamStatus !== 200`; a throwing `calculateCost` counts as 0. Never rejects. Reserve
- * mode (beyond the contract): `params.reservation` is passed on to the record (settled),
- * or released when `streamStatus !== 200`.
+ * mode (beyond the contract): `params.reservation` is settled with the stream's cost, or
+ * released when `streamStatus !== 200`.
  */
 async function recordStreamingConsumption(params, deps = {}) {
+  const warn = (err) =>
+    (deps.log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }).warn(
+      { err: String(err && err.message) },
+      'streaming quota record failed',
+    )
   try {
     if (!params || !params.apiKeyId || !params.connectionId) return
-    // Reserve mode (beyond the contract): a stream's reservation is settled with its cost,
-    // or released when the stream failed.
     const reservation = typeof params.reservation === 'string' ? params.reservation : undefined
     if (params.streamStatus !== 200) {
       if (reservation !== undefined) await releaseReservation(reservation)
@@ -312,16 +181,15 @@ async function recordStreamingConsumption(params, deps = {}) {
       deps.log,
     )
   } catch (err) {
-    ;(deps.log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }).warn(
-      { err: String(err && err.message) },
-      'streaming quota record failed',
-    )
+    warn(err)
   }
 }
 
-/** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, 0..1). */
+/** `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1); a bad value warns once. */
 function softPenaltyFactor() {
-  return host.config.softDeprioritizeFactor()
+  const factor = native.softPenaltyFactor()
+  host.drainLogs()
+  return factor
 }
 
 module.exports = {

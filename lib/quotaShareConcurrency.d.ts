@@ -1,4 +1,4 @@
-// Types of lib/quotaShareConcurrency.js (CONTRACT §10, the backlog queue).
+// Types of lib/quotaShareConcurrency.js (docs/contract.md §10, the backlog queue).
 
 /** Options of `acquireQuotaShareConcurrencySlot`. */
 export interface QuotaShareQueueOptions {

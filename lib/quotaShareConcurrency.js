@@ -1,5 +1,5 @@
 'use strict'
-// The quota-share backlog queue (CONTRACT §10): a FIFO semaphore per connection, with a
+// The quota-share backlog queue (docs/contract.md §10): a FIFO semaphore per connection, with a
 // bounded queue and a queue timeout, that fails open.
 //
 // Why JavaScript and not Rust: this is the queueing of JavaScript promises on the event
@@ -77,7 +77,7 @@ function handOff(key, lane) {
 
 /**
  * Waits FIFO for one of `cap` slots on the target's connection: see index.d.ts
- * (CONTRACT §10).
+ * (docs/contract.md §10).
  */
 async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
   const connectionId = target === null || target === undefined ? undefined : target.connectionId

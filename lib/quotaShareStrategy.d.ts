@@ -1,4 +1,4 @@
-// Types of lib/quotaShareStrategy.js (CONTRACT §10). The test helpers it re-exports are
+// Types of lib/quotaShareStrategy.js (docs/contract.md §10). The test helpers it re-exports are
 // native and declared in binding.d.ts.
 
 /**

@@ -1,5 +1,5 @@
 'use strict'
-// selectQuotaShareTarget (CONTRACT §10): the JavaScript shell of the native selection.
+// selectQuotaShareTarget (docs/contract.md §10): the JavaScript shell of the native selection.
 //
 // The host's API needs two JavaScript idioms — the result holds the host's own target
 // objects, and `decrementInflight` is a closure — so this thin wrapper exists. It holds no
@@ -18,7 +18,7 @@
 //   (identity compares, no hashing), re-reading any that changed, so mutating the array or
 //   its objects in place is always seen. Caps are read fresh on every call.
 
-const native = require('../binding.js')
+const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
 const internSymbol = native.__quotaShareSymbol
@@ -27,8 +27,8 @@ const { select: selectNative, release: releaseNative } = native.__quotaShareCros
 // Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
 // weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
 // the order (n indices).
-const STRIDE = 4
-const NO_CONNECTION = -1
+const STRIDE = native.QUOTA_SHARE_SELECT_STRIDE
+const NO_CONNECTION = native.QUOTA_SHARE_NO_CONNECTION
 
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()
@@ -180,7 +180,7 @@ function readCaps(options) {
 }
 
 /**
- * Chooses among a pool combo's targets: see lib/quotaShareStrategy.d.ts (CONTRACT §10).
+ * Chooses among a pool combo's targets: see lib/quotaShareStrategy.d.ts (docs/contract.md §10).
  */
 function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now(), options = undefined) {
   if (!Array.isArray(targets)) throw typeError('targets', 'an array', targets)

@@ -1,11 +1,10 @@
 'use strict'
-// The Redis driver (CONTRACT §4, Redis; appendix `redisQuotaStore`): `RedisQuotaStore(url)`
-// and the ioredis-like client, both over the engine's one multiplexed connection per URL
-// (src/store/redis/). Each method is one native call that validates its arguments and
-// returns a promise settled from Rust after one Redis round trip; a thrown validation
-// error becomes a rejection here, so async stays async.
-const native = require('../binding.js')
+// The Redis driver's JavaScript side (docs/contract.md §4; appendix `redisQuotaStore`):
+// the ioredis-like client over the engine's one multiplexed connection per URL
+// (src/store/redis/), and the store classes' Redis half (lib/stores.js).
+const native = require('./native.js')
 const { typeError } = require('./invalidArg.js')
+const { RedisQuotaStore, getRedisQuotaStore, resetRedisQuotaStore } = require('./stores.js')
 
 function settle(fn) {
   try {
@@ -18,49 +17,6 @@ function settle(fn) {
 function checkUrl(url) {
   if (typeof url !== 'string' || url === '') throw typeError('url', 'a redis:// URL string', url)
   return url
-}
-
-/**
- * Counters on Redis, shared by every replica; metadata (pools, allocations, plans) stays in
- * SQLite. Keys, values and TTLs are the host's TypeScript driver's, so replicas running
- * either read each other's counters.
- */
-class RedisQuotaStore {
-  /** @param {string} url `redis://…`, or `redis+cluster://host:port[,host:port…]`. */
-  constructor(url) {
-    /** The URL this store's counters live at. */
-    this.url = checkUrl(url)
-  }
-
-  /** Adds `cost` to the current bucket; resolves to the new effective value. */
-  consume(apiKeyId, dim, cost) {
-    return settle(() => native.redisStoreConsume(this.url, apiKeyId, dim, cost))
-  }
-
-  /** The effective value, no write. */
-  peek(apiKeyId, dim) {
-    return settle(() => native.redisStorePeek(this.url, apiKeyId, dim))
-  }
-
-  /** The sliding formula over the summed buckets of every key of the pool. */
-  poolConsumedTotal(poolId, dim) {
-    return settle(() => native.redisStorePoolConsumedTotal(this.url, dim))
-  }
-
-  /** A pool with no plan: `{ poolId, generatedAt, dimensions: [] }`. */
-  poolUsage(poolId) {
-    return settle(() => native.redisStorePoolUsage(this.url, poolId, null))
-  }
-
-  /** Per-key use, fair share, deficit and borrowing for each plan dimension. */
-  poolUsageWithDimensions(poolId, planDims) {
-    return settle(() => native.redisStorePoolUsage(this.url, poolId, planDims ?? null))
-  }
-
-  /** Zeroes the key's counter (deletes its current and previous buckets). */
-  clear(apiKeyId, dim) {
-    return settle(() => native.redisStoreClear(this.url, apiKeyId, dim))
-  }
 }
 
 function closedError() {
@@ -132,7 +88,6 @@ class RedisClient {
 }
 
 const clients = new Map()
-const stores = new Map()
 
 /**
  * The client of `url` (one per URL until `quit()` or `resetRedisClient()`). Connects
@@ -155,22 +110,6 @@ function resetRedisClient() {
   for (const client of clients.values()) client.status = 'end'
   clients.clear()
   native.redisForget(null)
-}
-
-/** The RedisQuotaStore of `url` (one instance per URL). */
-function getRedisQuotaStore(url) {
-  checkUrl(url)
-  let store = stores.get(url)
-  if (!store) {
-    store = new RedisQuotaStore(url)
-    stores.set(url, store)
-  }
-  return store
-}
-
-/** Forgets the RedisQuotaStore instances (connections stay; see `resetRedisClient`). */
-function resetRedisQuotaStore() {
-  stores.clear()
 }
 
 module.exports = {

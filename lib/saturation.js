@@ -1,11 +1,13 @@
 'use strict'
-// Saturation signals (CONTRACT §8). The cache, the header parsing and the fallback are in
-// Rust; this file only calls the host's async fetchers, which are JavaScript.
-const native = require('../binding.js')
+// Saturation signals (docs/contract.md §8). The cache, the fetcher registry, the header
+// parsing and the fallback are the engine's; this file only calls the fetcher the engine
+// names, since fetchers are the host's async JavaScript.
+const native = require('./native.js')
 const host = require('./host.js')
-const metrics = require('./metrics.js')
 
-const testSeams = { anthropic: null, generic: null }
+// The test seams (`__set…ForTests`): host-side usage fetches, read through the engine's
+// `usageSaturation`. The engine consults them only for providers no host fetcher serves.
+const seams = { anthropic: null, generic: null }
 
 function headerPairs(headers) {
   if (!headers) return []
@@ -33,31 +35,18 @@ function getTokenHeaderSaturation(provider, connectionId) {
   }
 }
 
-/** The used share (0..1) of a usage result's quota for `window`, or `null`. */
-function usageSaturation(usage, window) {
-  const quotas = usage && usage.quotas
-  if (!quotas || typeof quotas !== 'object') return null
-  const name = window === '5h' ? 'session (5h)' : window === 'weekly' ? 'weekly (7d)' : null
-  const entry = name ? quotas[name] : null
-  if (!entry || typeof entry !== 'object') return null
-  if (Number.isFinite(entry.remainingPercentage)) return (100 - entry.remainingPercentage) / 100
-  if (Number.isFinite(entry.used) && Number.isFinite(entry.total) && entry.total > 0) return entry.used / entry.total
-  return null
-}
-
-function fetcherFor(provider) {
-  return host.state.fetchers.get(provider) || host.state.fetchers.get('*') || null
-}
-
-async function fetchSaturation(connectionId, provider, dim) {
-  const fetcher = fetcherFor(provider)
-  if (fetcher) return Number(await fetcher(connectionId, dim))
-  if ((provider === 'anthropic' || provider === 'claude') && testSeams.anthropic) {
-    const connection = await testSeams.anthropic.loadConnection(connectionId)
-    return usageSaturation(await testSeams.anthropic.fetchUsage(connection), dim.window)
+/** Calls the fetcher the engine named (`host:<provider>` or `seam:<provider>`). */
+async function callFetcher(name, connectionId, provider, dim) {
+  const [tier, key] = [name.slice(0, 4), name.slice(5)]
+  if (tier === 'host') {
+    const fetcher = host.state.fetchers.get(key)
+    return fetcher ? Number(await fetcher(connectionId, dim)) : null
   }
-  if (testSeams.generic) return usageSaturation(await testSeams.generic(connectionId, provider), dim.window)
-  return null
+  const usage =
+    key === '*'
+      ? await seams.generic(connectionId, provider)
+      : await seams.anthropic.fetchUsage(await seams.anthropic.loadConnection(connectionId))
+  return native.usageSaturation(usage, dim.window)
 }
 
 /**
@@ -65,17 +54,14 @@ async function fetchSaturation(connectionId, provider, dim) {
  * `(provider, connectionId, unit, window)`; any error → 0.
  */
 async function getSaturation(connectionId, provider, dim) {
-  const unit = dim && dim.unit
-  const window = dim && dim.window
-  const cached = native.cachedSaturation(String(provider), String(connectionId), String(unit), String(window))
-  if (cached !== null && cached !== undefined) {
-    metrics.saturationLookup(true)
-    return cached
-  }
-  metrics.saturationLookup(false)
-  let value = null
+  const unit = String(dim && dim.unit)
+  const window = String(dim && dim.window)
+  const [p, c] = [String(provider), String(connectionId)]
+  const found = native.saturationLookup(p, c, unit, window)
+  if (typeof found === 'number') return found
+  let value
   try {
-    value = await fetchSaturation(connectionId, provider, { unit, window })
+    value = await callFetcher(found, connectionId, provider, { unit, window })
   } catch (err) {
     host.log('warn', 'quota:saturation', 'saturation fetch failed; treating as 0', {
       provider,
@@ -84,30 +70,25 @@ async function getSaturation(connectionId, provider, dim) {
     })
     value = 0
   }
-  if (value === null || value === undefined || Number.isNaN(value)) {
-    const fallback = getTokenHeaderSaturation(provider, connectionId)
-    value = fallback ? fallback.saturation : 0
-  }
-  return native.putSaturation(String(provider), String(connectionId), String(unit), String(window), value)
+  return native.putSaturation(p, c, unit, window, typeof value === 'number' ? value : null)
 }
 
 function syncSeams() {
   const providers = []
-  if (testSeams.anthropic) providers.push('anthropic', 'claude')
-  if (testSeams.generic) providers.push('*')
-  host.state.seamProviders = providers
-  host.syncFetcherProviders()
+  if (seams.anthropic) providers.push('anthropic', 'claude')
+  if (seams.generic) providers.push('*')
+  native.setSaturationFetchers('seam', providers)
 }
 
 /** Test seam: replaces the host-side fetch used for anthropic/claude. */
 function __setAnthropicSaturationDepsForTests(deps) {
-  testSeams.anthropic = deps || null
+  seams.anthropic = deps || null
   syncSeams()
 }
 
 /** Test seam: replaces the host-side usage fetch used for every other provider. */
 function __setGenericUsageFetcherForTests(fn) {
-  testSeams.generic = typeof fn === 'function' ? fn : null
+  seams.generic = typeof fn === 'function' ? fn : null
   syncSeams()
 }
 

@@ -1,10 +1,11 @@
 'use strict'
-// The QuotaStore interface (CONTRACT §4) over the native SQLite driver, and the driver
-// factory (SQLite or Redis, lib/redisQuotaStore.js). Each SQLite method is one synchronous
-// native call returned as a settled promise: `consume` resolves after its write committed.
-const native = require('../binding.js')
+// The QuotaStore interface (docs/contract.md §4) and the driver factory. Both store
+// classes are one native `StoreDriver` each (SQLite, or Redis at a URL); the engine
+// dispatches on the driver and chooses the process's (getQuotaStore). Every method
+// returns a promise: SQLite's settled at once, Redis's after one round trip.
+const native = require('./native.js')
 const host = require('./host.js')
-const { getRedisClient, getRedisQuotaStore } = require('./redisQuotaStore.js')
+const { typeError } = require('./invalidArg.js')
 
 function settle(fn) {
   try {
@@ -14,36 +15,68 @@ function settle(fn) {
   }
 }
 
-/** The default driver: counters in the host's storage.sqlite. */
-class SqliteQuotaStore {
+const DRIVER = Symbol('driver')
+
+/** The methods both stores share; `driver()` gives the native driver. */
+class CounterStore {
   /** Adds `cost` to the current bucket; resolves to the new effective value. */
   consume(apiKeyId, dim, cost) {
-    return settle(() => native.storeConsume(apiKeyId, dim, cost))
+    return settle(() => this[DRIVER]().consume(apiKeyId, dim, cost))
   }
 
   /** The effective value, no write. */
   peek(apiKeyId, dim) {
-    return settle(() => native.storePeek(apiKeyId, dim))
+    return settle(() => this[DRIVER]().peek(apiKeyId, dim))
   }
 
   /** The sliding formula over every key's summed buckets of `dim`. */
   poolConsumedTotal(poolId, dim) {
-    return settle(() => native.storePoolConsumedTotal(dim))
+    return settle(() => this[DRIVER]().poolConsumedTotal(dim))
   }
 
   /** A pool with no plan: `{ poolId, generatedAt, dimensions: [] }`. */
   poolUsage(poolId) {
-    return settle(() => native.storePoolUsage(poolId, null))
+    return settle(() => this[DRIVER]().poolUsage(poolId, null))
   }
 
   /** Per-key use, fair share, deficit and borrowing for each plan dimension. */
   poolUsageWithDimensions(poolId, planDims) {
-    return settle(() => native.storePoolUsage(poolId, planDims ?? null))
+    return settle(() => this[DRIVER]().poolUsage(poolId, planDims ?? null))
   }
 
   /** Zeroes the key's counter. */
   clear(apiKeyId, dim) {
-    return settle(() => native.storeClear(apiKeyId, dim))
+    return settle(() => this[DRIVER]().clear(apiKeyId, dim))
+  }
+}
+
+const sqliteDriver = new native.StoreDriver()
+
+/** The default driver: counters in the host's storage.sqlite. */
+class SqliteQuotaStore extends CounterStore {
+  [DRIVER]() {
+    return sqliteDriver
+  }
+}
+
+/**
+ * Counters on Redis, shared by every replica; metadata (pools, allocations, plans) stays in
+ * SQLite. Keys, values and TTLs are the host's TypeScript driver's, so replicas running
+ * either read each other's counters.
+ */
+class RedisQuotaStore extends CounterStore {
+  /** @param {string} url `redis://…`, or `redis+cluster://host:port[,host:port…]`. */
+  constructor(url) {
+    super()
+    if (typeof url !== 'string' || url === '') throw typeError('url', 'a redis:// URL string', url)
+    /** The URL this store's counters live at. */
+    this.url = url
+  }
+
+  // Made on first use, so a URL the engine cannot use rejects the operation, as a
+  // connection failure would, rather than throwing from the constructor.
+  [DRIVER]() {
+    return new native.StoreDriver(this.url)
   }
 }
 
@@ -55,117 +88,69 @@ function getSqliteQuotaStore() {
   return sqliteStore
 }
 
-let singleton = null
-let pending = null
+const redisStores = new Map()
 
-function readDriverSetting() {
-  try {
-    const raw = native.readHostSetting('settings', 'quotaStore')
-    if (!raw) return {}
-    const value = JSON.parse(raw)
-    return value && typeof value === 'object' ? value : {}
-  } catch (err) {
-    host.log('warn', 'quota:factory', 'could not read the quotaStore setting; using the environment', {
-      error: String(err && err.message),
-    })
-    return {}
+/** The RedisQuotaStore of `url` (one instance per URL). */
+function getRedisQuotaStore(url) {
+  if (typeof url !== 'string' || url === '') throw typeError('url', 'a redis:// URL string', url)
+  let store = redisStores.get(url)
+  if (!store) {
+    store = new RedisQuotaStore(url)
+    redisStores.set(url, store)
   }
+  return store
 }
 
-/**
- * Redis when it answers a PING within the timeout; otherwise `null` and a warning (the
- * URL's password masked).
- */
-async function connectRedis(redisUrl) {
-  try {
-    const client = await getRedisClient(redisUrl)
-    await client.ping()
-    const store = getRedisQuotaStore(redisUrl)
-    host.log('info', 'quota:factory', `quota counters on Redis at ${host.maskSecrets(redisUrl)}`)
-    return store
-  } catch (err) {
-    host.log(
-      'warn',
-      'quota:factory',
-      `Redis quota store unavailable at ${host.maskSecrets(redisUrl)}; falling back to SQLite`,
-      { error: String((err && err.message) || err), code: err && err.code },
-    )
-    return null
-  }
+/** Forgets the RedisQuotaStore instances (connections stay; see `resetRedisClient`). */
+function resetRedisQuotaStore() {
+  redisStores.clear()
 }
 
-/** §4: the host's DB setting, then the environment, then SQLite; never rejects. */
-async function chooseStore() {
-  const setting = readDriverSetting()
-  const driver = setting.driver || process.env.QUOTA_STORE_DRIVER || 'sqlite'
-  const redisUrl = setting.redisUrl || process.env.QUOTA_STORE_REDIS_URL || ''
-  if (driver === 'redis') {
-    if (!redisUrl) {
-      host.log('warn', 'quota:factory', 'QUOTA_STORE_DRIVER=redis without a Redis URL; falling back to SQLite')
-      return getSqliteQuotaStore()
-    }
-    return (await connectRedis(redisUrl)) || getSqliteQuotaStore()
-  }
-  if (driver !== 'sqlite') {
-    host.log('warn', 'quota:factory', `unknown quota store driver ${JSON.stringify(driver)}; using SQLite`)
-  }
-  return getSqliteQuotaStore()
+function storeOf(chosen) {
+  return chosen.driver === 'redis' ? getRedisQuotaStore(chosen.url) : getSqliteQuotaStore()
 }
 
 /** The process's store: the host's DB setting, then the environment, then SQLite. Never rejects. */
-function getQuotaStore() {
-  if (singleton) return Promise.resolve(singleton)
-  if (!pending) {
-    const attempt = chooseStore()
-      .catch((err) => {
-        host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })
-        return getSqliteQuotaStore()
-      })
-      .then((store) => {
-        // A reset while choosing discards this choice.
-        if (pending === attempt) {
-          singleton = store
-          pending = null
-        }
-        return store
-      })
-    pending = attempt
+async function getQuotaStore() {
+  try {
+    return storeOf(await settle(() => native.chooseStore()))
+  } catch (err) {
+    host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })
+    return getSqliteQuotaStore()
+  } finally {
+    host.drainLogs()
   }
-  return pending
-}
-
-/** The chosen store, or `null` while none is (no I/O; for the hot path). */
-function chosenStore() {
-  return singleton
 }
 
 /** The store chosen by `getQuotaStore()`; throws before that first resolved. */
 function getQuotaStoreSync() {
-  if (!singleton) throw new Error('getQuotaStoreSync() called before getQuotaStore() resolved')
-  return singleton
+  const chosen = native.chosenStoreNow()
+  if (!chosen) throw new Error('getQuotaStoreSync() called before getQuotaStore() resolved')
+  return storeOf(chosen)
 }
 
 /** Forgets the chosen store (the next `getQuotaStore()` chooses again). */
 function resetQuotaStoreSingleton() {
-  singleton = null
-  pending = null
+  native.resetStoreChoice()
 }
 
 /** Runs the retention sweep now; resolves to the number of rows deleted. */
 function gcConsumption() {
-  return settle(() => native.gcConsumptionSync(host.config.retentionDays()))
+  return settle(() => native.gcConsumption())
 }
 
 /** `deletePool(id)` → Promise<boolean>. */
 function deletePool(id) {
-  return settle(() => native.deletePoolSync(id))
+  return settle(() => native.deletePoolNow(id))
 }
 
 module.exports = {
   SqliteQuotaStore,
+  RedisQuotaStore,
   getSqliteQuotaStore,
+  getRedisQuotaStore,
+  resetRedisQuotaStore,
   getQuotaStore,
-  chosenStore,
   getQuotaStoreSync,
   resetQuotaStoreSingleton,
   gcConsumption,

@@ -1,38 +1,25 @@
 'use strict'
-// recordConsumption's buffer, as JavaScript sees it: when it is committed, and the close
-// that commits it last.
-const native = require('../binding.js')
+// recordConsumption's buffer, as the event loop sees it: when it is committed, and the
+// close that commits it last. The buffer itself, its bounds and its fault log are the
+// engine's (store/sqlite/record_buffer.rs, engine/hot_path.rs).
+const native = require('./native.js')
 const host = require('./host.js')
-const metrics = require('./metrics.js')
-const { failOpen, succeeded } = require('./faults.js')
 
-// SQLite records are buffered in the engine (store/sqlite/record_buffer.rs) and committed together:
-// once per turn of the event loop of every thread that buffered one (scheduled here), and
-// at exit. A failed flush keeps the records buffered and is retried after a second; it
-// warns once per fault, like the hot path's own failures.
+// Every thread that buffered a record commits on its next event-loop turn (scheduled
+// here) and when it exits — normally, by process.exit() or by an uncaught exception. (A
+// worker that is terminated, or a process killed by a signal without a handler, skips
+// 'exit': the native side commits at the environment's teardown where it still runs.) A
+// failed commit keeps the records and is retried after a second.
 const flush = { scheduled: false, retry: null }
 const RETRY_FLUSH_MS = 1000
 
-// Every thread that loads the engine commits the buffer when it exits — normally, by
-// process.exit() or by an uncaught exception — whoever buffered it. (A worker that is
-// terminated, or a process killed by a signal without a handler, skips 'exit': the native
-// side commits at the environment's teardown where it still runs; a SIGKILL loses it.)
 process.on('exit', () => {
   const buffered = native.pendingQuotaWrites()
   if (buffered === 0) return
-  const error = commit()
+  const error = native.flushQuotaWrites()
   // Said every time, not once per fault: the process is leaving with these records.
   if (error) host.log('warn', 'quota:enforce', 'buffered quota records could not be committed at exit', { buffered, error })
 })
-
-/** The native flush: `null`, or the error message. */
-function commit() {
-  try {
-    return native.flushQuotaWrites()
-  } catch (err) {
-    return String((err && err.message) || err)
-  }
-}
 
 function scheduleFlush() {
   if (flush.scheduled || flush.retry) return
@@ -43,10 +30,16 @@ function scheduleFlush() {
 function runScheduledFlush() {
   flush.scheduled = false
   flush.retry = null
-  const error = flushQuotaWrites()
-  if (error) {
+  if (flushQuotaWrites()) {
     flush.retry = setTimeout(runScheduledFlush, RETRY_FLUSH_MS)
     flush.retry.unref()
+  }
+}
+
+function stopRetrying() {
+  if (flush.retry) {
+    clearTimeout(flush.retry)
+    flush.retry = null
   }
 }
 
@@ -54,40 +47,31 @@ function runScheduledFlush() {
  * `flushQuotaWrites()` (beyond the contract): commits the records buffered by
  * `recordConsumption` now, so other connections see them (the engine's own reads always
  * do). Returns `null`, or the error message (the records stay buffered, for the next
- * flush); logs a failure once per fault. Never throws.
+ * flush; the failure is logged once per fault). Never throws.
  */
 function flushQuotaWrites() {
-  const error = commit()
-  if (error) {
-    metrics.storeError('record')
-    failOpen('flush', 'committing buffered quota records failed; they stay buffered and are retried', error, {
-      buffered: native.pendingQuotaWrites(),
-    })
-    return error
+  let error
+  try {
+    error = native.flushQuotaWrites()
+  } catch (err) {
+    error = String((err && err.message) || err)
   }
-  if (flush.retry) {
-    clearTimeout(flush.retry)
-    flush.retry = null
-  }
-  succeeded('flush')
-  return null
+  host.drainLogs()
+  if (!error) stopRetrying()
+  return error || null
 }
 
 /**
  * `closeQuotaDb()`: commits the buffered records (waiting up to the busy timeout for a
  * lock), then closes the engine's connection; the next call reopens. Records that cannot
  * be committed (the file is gone) are dropped with a warning, logged before it returns.
- * Throws what closing itself throws.
  */
 function closeQuotaDb() {
-  if (flush.retry) {
-    clearTimeout(flush.retry)
-    flush.retry = null
-  }
+  stopRetrying()
   try {
     native.closeQuotaDb()
   } finally {
-    host.forwardLogs(native.takeLogs())
+    host.drainLogs()
   }
 }
 

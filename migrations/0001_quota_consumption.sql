@@ -1,4 +1,4 @@
--- Sliding-window counters (CONTRACT §4): one row per (API key, dimension key, bucket).
+-- Sliding-window counters (docs/contract.md §4): one row per (API key, dimension key, bucket).
 -- `dimension_key` is "<poolId>:<unit>:<window>", `updated_at` epoch ms.
 CREATE TABLE IF NOT EXISTS quota_consumption (
   api_key_id TEXT NOT NULL,

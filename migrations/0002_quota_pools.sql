@@ -1,4 +1,4 @@
--- Pools, their API-key allocations and their member connections (CONTRACT §5).
+-- Pools, their API-key allocations and their member connections (docs/contract.md §5).
 CREATE TABLE IF NOT EXISTS quota_pools (
   id TEXT PRIMARY KEY,
   connection_id TEXT NOT NULL,

@@ -1,4 +1,4 @@
--- Per-connection plan overrides (CONTRACT §5, §6); dimensions_json is a QuotaDimension[].
+-- Per-connection plan overrides (docs/contract.md §5, §6); dimensions_json is a QuotaDimension[].
 CREATE TABLE IF NOT EXISTS provider_plans (
   connection_id TEXT PRIMARY KEY,
   provider TEXT NOT NULL,

@@ -1,4 +1,4 @@
--- Per-model caps of one API key inside one pool (CONTRACT §5, §7 step 2).
+-- Per-model caps of one API key inside one pool (docs/contract.md §5, §7 step 2).
 CREATE TABLE IF NOT EXISTS quota_allocation_model_caps (
   pool_id TEXT NOT NULL,
   api_key_id TEXT NOT NULL,

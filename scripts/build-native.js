@@ -21,9 +21,15 @@ function platformSuffix() {
   return `${platform}-${arch}`
 }
 
-function build({ release }) {
+/**
+ * Builds the addon; returns where it put it. `testHooks`: with the test and bench hooks
+ * (Cargo feature `test-hooks`), in its own target dir and placed under it — never where
+ * the package's loader looks, so the binary that ships never carries them.
+ */
+function build({ release, testHooks = false }) {
   const args = ['build', '--lib', '--message-format=json-render-diagnostics']
   if (release) args.push('--release')
+  if (testHooks) args.push('--features', 'test-hooks', '--target-dir', path.join('target', 'test-hooks'))
   const result = spawnSync('cargo', args, {
     cwd: root,
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -43,7 +49,9 @@ function build({ release }) {
     }
   }
   if (!artifact) throw new Error('cargo did not report the cdylib artifact')
-  const destination = path.join(root, `quota-engine.${platformSuffix()}.node`)
+  const destination = testHooks
+    ? path.join(root, 'target', 'test-hooks', `quota-engine.${platformSuffix()}.node`)
+    : path.join(root, `quota-engine.${platformSuffix()}.node`)
   // Copy to a temporary name and rename, so a process that has the old binary loaded
   // keeps its mapping and a reader never sees a half-written file.
   const temporary = `${destination}.${process.pid}.tmp`
@@ -56,6 +64,6 @@ module.exports = { build, platformSuffix }
 
 if (require.main === module) {
   const release = !process.argv.includes('--debug')
-  const destination = build({ release })
+  const destination = build({ release, testHooks: process.argv.includes('--test-hooks') })
   console.log(`built ${path.relative(root, destination)} (${release ? 'release' : 'debug'})`)
 }

@@ -2,6 +2,7 @@
 //! OmniRoute's quota-sharing engine: a pure core, storage drivers, and a thin napi edge.
 
 pub mod core;
+pub mod engine;
 pub mod error;
 pub mod store;
 

@@ -1,4 +1,4 @@
-//! Property tests of the DRR scheduler (CONTRACT §10, step 4): over `n` selections with
+//! Property tests of the DRR scheduler (docs/contract.md §10, step 4): over `n` selections with
 //! weights `wᵢ` and no saturation or load, how far each target's count strays from its
 //! share `n · wᵢ / Σw`.
 //!

@@ -1,4 +1,4 @@
-//! Property tests of the fair-share decision (CONTRACT §3) and its `retry_after_ms`.
+//! Property tests of the fair-share decision (docs/contract.md §3) and its `retry_after_ms`.
 
 use omniroute_quota_engine::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::core::fair_share::{

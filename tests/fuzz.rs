@@ -1,5 +1,5 @@
 //! Fuzzing the pure core with generated input: none of these may panic, whatever they are
-//! given (CONTRACT §3 "never panics"; the header and plan parsers read what upstreams and
+//! given (docs/contract.md §3 "never panics"; the header and plan parsers read what upstreams and
 //! the host's database hold). Each target also checks the few properties that hold for
 //! *every* input (a parsed plan has only valid limits, a decision's kind matches its
 //! reason, …), so a target that silently returned garbage would fail too.

@@ -1,4 +1,4 @@
-//! The SQLite counters (CONTRACT §2, §4, §5): sums, bucket rotation and decay with
+//! The SQLite counters (docs/contract.md §2, §4, §5): sums, bucket rotation and decay with
 //! injected time, clear, pool totals against brute-force sums with a second writer, the
 //! host's `quotaConsumption` functions, retention, and exactness under concurrency.
 

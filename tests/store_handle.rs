@@ -1,4 +1,4 @@
-//! The process-wide connection (CONTRACT §0, §4): lazy open with the path resolved at open
+//! The process-wide connection (docs/contract.md §0, §4): lazy open with the path resolved at open
 //! time, `closeQuotaDb` and reopen, a deleted-and-recreated data directory, and the
 //! retention sweep through the same connection.
 

@@ -1,4 +1,4 @@
-//! The lock hooks (../shared/TWO-SQLITES.md) on Linux: the engine's locks are
+//! The lock hooks (docs/two-sqlites.md) on Linux: the engine's locks are
 //! open-file-description locks, so the host's classic POSIX locks (taken here through raw
 //! descriptors, like better-sqlite3's copy of SQLite would) exclude the engine, survive
 //! the engine's activity, and survive the engine closing its connection.

@@ -1,4 +1,4 @@
-//! The metadata tables (CONTRACT §5): pools, allocations, membership, plans, model caps,
+//! The metadata tables (docs/contract.md §5): pools, allocations, membership, plans, model caps,
 //! settings; validation that writes nothing; lenient reads of rows other writers made;
 //! the hot-path cache seeing the host's commits on the next call; the usage snapshot.
 

@@ -1,4 +1,4 @@
-//! Opening (CONTRACT §4, §5): pragmas, idempotent migrations on fresh and host-migrated
+//! Opening (docs/contract.md §4, §5): pragmas, idempotent migrations on fresh and host-migrated
 //! files (existing rows untouched, totals backfilled exactly, no duplicate indexes), one
 //! connection per file.
 

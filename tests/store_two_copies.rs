@@ -1,5 +1,5 @@
-//! Two copies of SQLite in one process, as in production (CONTRACT §4,
-//! ../shared/TWO-SQLITES.md): the system's `libsqlite3.so.0`, loaded with `dlopen`, plays
+//! Two copies of SQLite in one process, as in production (docs/contract.md §4,
+//! docs/two-sqlites.md): the system's `libsqlite3.so.0`, loaded with `dlopen`, plays
 //! the host's better-sqlite3 (classic POSIX locks); the engine's bundled copy runs with
 //! its hooks; a `python3` process is the outside checkpointer. Skipped (with a note) where
 //! the system library or `python3` is missing.

@@ -1,4 +1,4 @@
-//! What can be proven about the two-bucket estimate (CONTRACT §2) against an exact sliding
+//! What can be proven about the two-bucket estimate (docs/contract.md §2) against an exact sliding
 //! log of the same requests. `examples/window_accuracy.rs` prints the measured error
 //! distribution (the README table); this file asserts the properties behind it:
 //!

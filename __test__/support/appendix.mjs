@@ -1,4 +1,4 @@
-// The CONTRACT appendix: each drop-in entry and exactly the runtime names it exports.
+// The docs/contract.md appendix: each drop-in entry and exactly the runtime names it exports.
 export const APPENDIX = {
   fairShare: ['decideFairShare'],
   dimensions: [

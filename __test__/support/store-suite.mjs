@@ -1,4 +1,4 @@
-// The QuotaStore suite (CONTRACT §2, §4), one suite for every driver: SQLite
+// The QuotaStore suite (docs/contract.md §2, §4), one suite for every driver: SQLite
 // (store-suite.test.mjs), Redis (redis-store.test.mjs) and Redis Cluster
 // (redis-cluster.test.mjs) each call `storeSuite` with a factory.
 //

@@ -1,5 +1,5 @@
 'use strict'
-// The benchmark's baseline: the quota-share scheduler of CONTRACT §10 in plain JavaScript,
+// The benchmark's baseline: the quota-share scheduler of docs/contract.md §10 in plain JavaScript,
 // written the way the host's TypeScript modules are (Maps keyed by strings, one object per
 // slot or bucket), with the same rules and the same tie-breaks as the native engine — the
 // DRR rank order for the rest with room, lazy bucket resets in 5h, 7d, 7d:<model> order,

@@ -1,4 +1,4 @@
-//! CONTRACT §10: account buckets — which usage windows of a connection are saturated
+//! docs/contract.md §10: account buckets — which usage windows of a connection are saturated
 //! (`compat/accountBuckets`).
 
 use super::args::Arg;

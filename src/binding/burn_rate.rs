@@ -1,4 +1,4 @@
-//! CONTRACT §9: `computeBurnRate`, `computeBurnRateFromWindow`.
+//! docs/contract.md §9: `computeBurnRate`, `computeBurnRateFromWindow`.
 
 use super::args::Arg;
 use super::errors::or_throw;

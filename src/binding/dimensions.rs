@@ -1,4 +1,4 @@
-//! CONTRACT §1: `WINDOW_MS` and `dimensionKeyToString`.
+//! docs/contract.md §1: `WINDOW_MS` and `dimensionKeyToString`.
 
 use super::args::Arg;
 use super::errors::or_throw;

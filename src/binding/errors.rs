@@ -31,6 +31,7 @@ pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::R
 }
 
 /// The stable `err.code` of a panic turned into a JavaScript error.
+#[cfg(feature = "test-hooks")]
 pub(crate) const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 
 /// Runs `f`, turning a panic inside it into a thrown `Error` whose `code` is
@@ -41,6 +42,7 @@ pub(crate) const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 /// `code: "GenericFailure"` and the panic message. Either way no panic unwinds into Node
 /// (which would abort the process), and state behind a poisoned mutex is recovered by its
 /// next user (see `store::sqlite::handle`).
+#[cfg(feature = "test-hooks")]
 pub(crate) fn guard<T>(
   env: &Env,
   what: &str,

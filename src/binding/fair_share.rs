@@ -1,4 +1,4 @@
-//! CONTRACT §3: `decideFairShare`.
+//! docs/contract.md §3: `decideFairShare`.
 
 use super::args::Arg;
 use super::dimensions::read_dimension_key;
@@ -112,7 +112,7 @@ fn read_and_decide(input: &Arg) -> Result<FairShareDecision> {
   }))
 }
 
-/// The work-conserving fair-share decision (CONTRACT §3), synchronous and pure.
+/// The work-conserving fair-share decision (docs/contract.md §3), synchronous and pure.
 ///
 /// For each dimension in order (the first block wins): an absolute cap in the dimension's
 /// unit blocks at `consumed >= capValue` (`cap-absolute`); a full pool blocks at

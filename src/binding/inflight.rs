@@ -1,4 +1,4 @@
-//! CONTRACT §10: in-flight leases per connection (`compat/quotaShareInflight`).
+//! docs/contract.md §10: in-flight leases per connection (`compat/quotaShareInflight`).
 
 use super::args::Arg;
 use super::errors::or_throw;

@@ -264,7 +264,7 @@ pub fn inspect_database(env: Env, path: String) -> napi::Result<DatabaseInspecti
 }
 
 /// Where the engine opens the database when no `dbPath` is installed:
-/// `$DATA_DIR/storage.sqlite`, else the host's default data directory (CONTRACT §4).
+/// `$DATA_DIR/storage.sqlite`, else the host's default data directory (docs/contract.md §4).
 #[napi(catch_unwind, js_name = "defaultDbPath")]
 pub fn default_db_path_js() -> String {
   let path: PathBuf =

@@ -1,10 +1,7 @@
-//! The SQLite store at the edge: the counter operations behind `SqliteQuotaStore` (CONTRACT
-//! §4), the host's counter-table functions (§5, `db/quotaConsumption.ts`), the metadata
-//! API (§5), `resolvePlan` (§6), `closeQuotaDb` and the retention sweep.
-//!
-//! Every function runs synchronously on the calling JS thread: a SQLite read costs a few
-//! microseconds, far less than a hop to a worker and back. The JS facade (lib/) turns the
-//! ones the contract makes async into settled promises.
+//! The host's tables at the edge: the counter-table functions (docs/contract.md §5, the
+//! host's `db/quotaConsumption.ts`), the metadata API (§5), `resolvePlan` (§6) and the
+//! retention sweep. Every function runs synchronously on the calling JS thread: a SQLite
+//! read costs a few microseconds, far less than a hop to a worker and back.
 
 use super::args::Arg;
 use super::burn_rate::now_ms;
@@ -12,251 +9,18 @@ use super::convert::{
   read_allocations, read_dimension, read_strings, ConsumptionRowJs, ModelCapJs, PoolAllocationJs,
   ProviderPlanJs, QuotaPoolJs,
 };
-use super::db::{set_db_path, with_hot_store, with_store};
-use super::dimensions::read_dimension_key;
 use super::errors::or_throw;
-use crate::core::burn_rate::compute_burn_rate_from_window;
+use super::with_db;
 use crate::core::dimensions::{PlanSource, ProviderPlan, QuotaUnit};
 use crate::core::plans::{resolve_plan, PlanOverrides};
 use crate::error::{QuotaError, Result};
-use crate::store::iso_time::iso_from_ms;
-use crate::store::{
-  close_quota_db, CounterStore, LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate,
-  PoolUsageSnapshot,
-};
+use crate::store::{LegacyPool, ModelCap, NewPool, PoolUpdate};
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
 
-pub(crate) fn clock(now_ms: Option<f64>) -> i64 {
-  now_ms
-    .filter(|t| t.is_finite())
-    .map_or_else(super::burn_rate::now_ms, |t| t as i64)
-}
-
 pub(crate) fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
   Arg::new(value, path)
-}
-
-// ---- host services -------------------------------------------------------------------
-
-/// Sets where the database is: a path, a function returning one (called when the database
-/// is opened), or `undefined` for `$DATA_DIR/storage.sqlite` / the host's default.
-#[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
-pub fn configure_db_path(db_path: Option<Unknown>) -> napi::Result<()> {
-  set_db_path(db_path)
-}
-
-/// Closes the engine's connection (prepared statements and cached rows go with it); the
-/// next call reopens, resolving the path again. Call it after the host closed its own
-/// connection (the reset order of the host's tests), or at shutdown.
-#[napi(catch_unwind, js_name = "closeQuotaDb")]
-pub fn close_quota_db_js(env: Env) -> napi::Result<()> {
-  if let Some(dropped) = or_throw(&env, close_quota_db())? {
-    super::log_queue::warn(
-      "quota:store",
-      format!(
-        "closing the database dropped {} buffered quota counters that could not be committed",
-        dropped.counters
-      ),
-      Some(dropped.error),
-    );
-  }
-  Ok(())
-}
-
-// ---- the QuotaStore operations -------------------------------------------------------
-
-/// `consume`: adds `cost` to the current bucket and returns the new effective value,
-/// committed before it returns.
-#[napi(
-  catch_unwind,
-  ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number"
-)]
-pub fn store_consume(
-  env: Env,
-  api_key_id: Unknown,
-  dim: Unknown,
-  cost: Unknown,
-  now_ms: Option<f64>,
-) -> napi::Result<f64> {
-  let result = (|| {
-    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
-    let key = read_dimension_key(&arg(dim, "dim")?)?;
-    let cost = arg(cost, "cost")?.number()?;
-    with_store(&env, |db| {
-      db.consume(&api_key_id, &key, cost, clock(now_ms))
-    })
-  })();
-  or_throw(&env, result)
-}
-
-/// `peek`: the effective value, no write.
-#[napi(
-  catch_unwind,
-  ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
-)]
-pub fn store_peek(
-  env: Env,
-  api_key_id: Unknown,
-  dim: Unknown,
-  now_ms: Option<f64>,
-) -> napi::Result<f64> {
-  let result = (|| {
-    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
-    let key = read_dimension_key(&arg(dim, "dim")?)?;
-    with_hot_store(&env, |db| {
-      db.hot_scope(|db| db.peek(&api_key_id, &key, clock(now_ms)))
-    })
-  })();
-  or_throw(&env, result)
-}
-
-/// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
-#[napi(catch_unwind, ts_args_type = "dim: DimensionKey, nowMs?: number")]
-pub fn store_pool_consumed_total(env: Env, dim: Unknown, now_ms: Option<f64>) -> napi::Result<f64> {
-  let result = (|| {
-    let key = read_dimension_key(&arg(dim, "dim")?)?;
-    with_hot_store(&env, |db| {
-      db.hot_scope(|db| db.pool_consumed_total(&key, clock(now_ms)))
-    })
-  })();
-  or_throw(&env, result)
-}
-
-/// `clear`: zeroes the key's counter (curr and prev).
-#[napi(catch_unwind, ts_args_type = "apiKeyId: string, dim: DimensionKey")]
-pub fn store_clear(env: Env, api_key_id: Unknown, dim: Unknown) -> napi::Result<()> {
-  let result = (|| {
-    let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
-    let key = read_dimension_key(&arg(dim, "dim")?)?;
-    with_store(&env, |db| db.clear(&api_key_id, &key))
-  })();
-  or_throw(&env, result)
-}
-
-/// One key of a snapshot dimension.
-#[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
-pub struct KeyUsageJs {
-  pub api_key_id: String,
-  pub consumed: f64,
-  pub fair_share: f64,
-  pub deficit: f64,
-  pub borrowing: bool,
-}
-
-/// One dimension of a snapshot.
-#[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
-pub struct DimensionUsageJs {
-  #[napi(ts_type = "QuotaUnit")]
-  pub unit: String,
-  #[napi(ts_type = "QuotaWindow")]
-  pub window: String,
-  pub limit: f64,
-  pub consumed_total: f64,
-  pub per_key: Vec<KeyUsageJs>,
-}
-
-/// `PoolUsageSnapshot`.
-#[napi(object, object_from_js = false, js_name = "PoolUsageSnapshot")]
-pub struct PoolUsageSnapshotJs {
-  pub pool_id: String,
-  /// ISO-8601.
-  pub generated_at: String,
-  pub dimensions: Vec<DimensionUsageJs>,
-  pub burn_rate: Option<super::burn_rate::BurnRateJs>,
-}
-
-/// Reads `planDims` (`null`/absent: none). Units and windows stay strings: unknown ones
-/// are skipped by the snapshot, not rejected.
-pub(crate) fn read_plan_dimensions(plan_dims: Option<Unknown>) -> Result<Vec<PlanDimension>> {
-  let Some(value) = plan_dims else {
-    return Ok(Vec::new());
-  };
-  let list = arg(value, "planDims")?;
-  if list.is_nullish() {
-    return Ok(Vec::new());
-  }
-  list
-    .elements()?
-    .iter()
-    .map(|d| {
-      Ok(PlanDimension {
-        unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
-        window: d.field("window")?.opt_string()?.unwrap_or_default(),
-        limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
-      })
-    })
-    .collect()
-}
-
-/// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
-/// from the first `tokens` dimension that has consumption.
-pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
-  let burn_rate = snapshot
-    .dimensions
-    .iter()
-    .find(|d| d.unit == QuotaUnit::Tokens)
-    .filter(|d| d.consumed_total > 0.0)
-    .map(|d| {
-      compute_burn_rate_from_window(
-        d.consumed_total,
-        d.window.ms(),
-        now,
-        Some(d.limit - d.consumed_total),
-      )
-      .into()
-    });
-  PoolUsageSnapshotJs {
-    pool_id: snapshot.pool_id,
-    generated_at: iso_from_ms(now),
-    dimensions: snapshot
-      .dimensions
-      .into_iter()
-      .map(|d| DimensionUsageJs {
-        unit: d.unit.as_str().to_string(),
-        window: d.window.as_str().to_string(),
-        limit: d.limit,
-        consumed_total: d.consumed_total,
-        per_key: d
-          .per_key
-          .into_iter()
-          .map(|k| KeyUsageJs {
-            api_key_id: k.api_key_id,
-            consumed: k.consumed,
-            fair_share: k.fair_share,
-            deficit: k.deficit,
-            borrowing: k.borrowing,
-          })
-          .collect(),
-      })
-      .collect(),
-    burn_rate,
-  }
-}
-
-/// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and borrowing
-/// for each plan dimension (unknown windows skipped; an unknown pool has none).
-#[napi(
-  catch_unwind,
-  ts_args_type = "poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number"
-)]
-pub fn store_pool_usage(
-  env: Env,
-  pool_id: Unknown,
-  plan_dims: Option<Unknown>,
-  now_ms: Option<f64>,
-) -> napi::Result<PoolUsageSnapshotJs> {
-  let result = (|| {
-    let pool_id = arg(pool_id, "poolId")?.string()?;
-    let dims = read_plan_dimensions(plan_dims)?;
-    let now = clock(now_ms);
-    let snapshot = with_store(&env, |db| {
-      db.pool_usage_with_dimensions(&pool_id, &dims, now)
-    })?;
-    Ok(snapshot_js(snapshot, now))
-  })();
-  or_throw(&env, result)
 }
 
 // ---- db/quotaConsumption.ts ----------------------------------------------------------
@@ -276,7 +40,7 @@ pub fn get_bucket(
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
-    with_store(&env, |db| {
+    with_db(&env, |db| {
       db.get_bucket(&api_key_id, &dimension_key, bucket)
     })
   })();
@@ -303,16 +67,12 @@ pub fn increment_bucket(
     let delta = arg(delta, "delta")?.number()?;
     let now = arg(now_ms, "nowMs")?
       .opt_number()?
-      .map_or_else(now_ms_fallback, |t| t as i64);
-    with_store(&env, |db| {
+      .map_or_else(super::burn_rate::now_ms, |t| t as i64);
+    with_db(&env, |db| {
       db.increment_bucket(&api_key_id, &dimension_key, bucket, delta, now)
     })
   })();
   or_throw(&env, result)
-}
-
-fn now_ms_fallback() -> i64 {
-  now_ms()
 }
 
 /// `{ curr, prev }` of the key's counter around `currentBucket`.
@@ -337,7 +97,7 @@ pub fn get_pair(
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
-    with_store(&env, |db| db.get_pair(&api_key_id, &dimension_key, bucket))
+    with_db(&env, |db| db.get_pair(&api_key_id, &dimension_key, bucket))
   })();
   or_throw(&env, result).map(|(curr, prev)| BucketPair { curr, prev })
 }
@@ -363,7 +123,7 @@ pub fn sum_pool_dimension(
   let result = (|| {
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
-    with_store(&env, |db| db.sum_pool_dimension(&dimension_key, bucket))
+    with_db(&env, |db| db.sum_pool_dimension(&dimension_key, bucket))
   })();
   or_throw(&env, result).map(|(curr_total, prev_total)| PoolBucketTotals {
     curr_total,
@@ -385,7 +145,7 @@ pub fn list_consumption_for_pool(
       None => 100.0,
     };
     let limit = if limit.is_finite() { limit as i64 } else { 500 };
-    with_store(&env, |db| db.list_consumption_for_pool(&pool_id, limit))
+    with_db(&env, |db| db.list_consumption_for_pool(&pool_id, limit))
   })();
   or_throw(&env, result).map(|rows| rows.iter().map(ConsumptionRowJs::from).collect())
 }
@@ -395,23 +155,25 @@ pub fn list_consumption_for_pool(
 pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> {
   let result = (|| {
     let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.number()? as i64;
-    with_store(&env, |db| db.gc_older_than(max))
+    with_db(&env, |db| db.gc_older_than(max))
   })();
   or_throw(&env, result).map(|n| n as f64)
 }
 
-/// Runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`, default 14); the
-/// number of rows deleted.
-#[napi(catch_unwind, ts_args_type = "retentionDays: number, nowMs?: number")]
-pub fn gc_consumption_sync(
+/// `gcConsumption()`: runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`,
+/// default 14, or `retentionDays`); the number of rows deleted.
+#[napi(catch_unwind)]
+pub fn gc_consumption(
   env: Env,
-  retention_days: f64,
+  retention_days: Option<f64>,
   now_ms: Option<f64>,
 ) -> napi::Result<f64> {
-  let now = clock(now_ms);
+  let now = super::store::clock(now_ms);
+  let retention_days = retention_days
+    .unwrap_or_else(|| super::engine().number(&crate::engine::config::RETENTION_DAYS));
   or_throw(
     &env,
-    with_store(&env, |db| db.gc_consumption(retention_days, now)),
+    with_db(&env, |db| db.gc_consumption(retention_days, now)),
   )
   .map(|n| n as f64)
 }
@@ -453,7 +215,7 @@ pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
         read_strings(&connection_ids)?
       },
     };
-    with_store(&env, |db| db.create_pool(&pool, now_ms()))
+    with_db(&env, |db| db.create_pool(&pool, now_ms()))
   })();
   or_throw(&env, result).map(|p| QuotaPoolJs::from(&p))
 }
@@ -463,7 +225,7 @@ pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
 pub fn get_pool(env: Env, id: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
   let result = (|| {
     let id = arg(id, "id")?.string()?;
-    with_store(&env, |db| db.get_pool(&id))
+    with_db(&env, |db| db.get_pool(&id))
   })();
   or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
 }
@@ -491,7 +253,7 @@ pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> 
     };
     let limit = limit.map(|l| l.clamp(0.0, u32::MAX as f64) as u32);
     let offset = offset.map(|o| o.clamp(0.0, u32::MAX as f64) as u32);
-    with_store(&env, |db| db.list_pools(limit, offset))
+    with_db(&env, |db| db.list_pools(limit, offset))
   })();
   or_throw(&env, result).map(|page| PoolPage {
     items: page.items.iter().map(QuotaPoolJs::from).collect(),
@@ -525,17 +287,17 @@ pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option
         Some(read_strings(&connection_ids)?)
       },
     };
-    with_store(&env, |db| db.update_pool(&id, &update, now_ms()))
+    with_db(&env, |db| db.update_pool(&id, &update, now_ms()))
   })();
   or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
 }
 
 /// Deletes a pool with its allocations, membership and model caps.
-#[napi(catch_unwind, ts_args_type = "id: string")]
-pub fn delete_pool_sync(env: Env, id: Unknown) -> napi::Result<bool> {
+#[napi(catch_unwind, js_name = "deletePoolNow", ts_args_type = "id: string")]
+pub fn delete_pool_now(env: Env, id: Unknown) -> napi::Result<bool> {
   let result = (|| {
     let id = arg(id, "id")?.string()?;
-    with_store(&env, |db| db.delete_pool(&id))
+    with_db(&env, |db| db.delete_pool(&id))
   })();
   or_throw(&env, result)
 }
@@ -549,7 +311,7 @@ pub fn upsert_allocations(env: Env, pool_id: Unknown, allocations: Unknown) -> n
   let result = (|| {
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let allocations = read_allocations(&arg(allocations, "allocations")?)?;
-    with_store(&env, |db| db.upsert_allocations(&pool_id, &allocations))
+    with_db(&env, |db| db.upsert_allocations(&pool_id, &allocations))
   })();
   or_throw(&env, result)
 }
@@ -569,7 +331,7 @@ pub fn list_allocations_for_api_key(
 ) -> napi::Result<Vec<KeyAllocation>> {
   let result = (|| {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
-    with_store(&env, |db| db.list_allocations_for_api_key(&api_key_id))
+    with_db(&env, |db| db.list_allocations_for_api_key(&api_key_id))
   })();
   or_throw(&env, result).map(|list| {
     list
@@ -587,7 +349,7 @@ pub fn list_allocations_for_api_key(
 pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Option<ProviderPlanJs>> {
   let result = (|| {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
-    with_store(&env, |db| db.get_provider_plan(&connection_id))
+    with_db(&env, |db| db.get_provider_plan(&connection_id))
   })();
   or_throw(&env, result).map(|p| p.as_ref().map(ProviderPlanJs::from))
 }
@@ -620,7 +382,7 @@ pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPla
         None => PlanSource::Manual,
       },
     };
-    with_store(&env, |db| db.upsert_provider_plan(&plan, now_ms()))
+    with_db(&env, |db| db.upsert_provider_plan(&plan, now_ms()))
   })();
   or_throw(&env, result).map(|p| ProviderPlanJs::from(&p))
 }
@@ -630,7 +392,7 @@ pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPla
 pub fn delete_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<bool> {
   let result = (|| {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
-    with_store(&env, |db| db.delete_provider_plan(&connection_id))
+    with_db(&env, |db| db.delete_provider_plan(&connection_id))
   })();
   or_throw(&env, result)
 }
@@ -650,7 +412,7 @@ pub fn get_model_cap(
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let model = arg(model, "model")?.string()?;
-    with_store(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model))
+    with_db(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model))
   })();
   or_throw(&env, result).map(|c| c.as_ref().map(ModelCapJs::from))
 }
@@ -668,7 +430,7 @@ pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
       cap_value: cap.field("capValue")?.number()?,
       cap_unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
     };
-    with_store(&env, |db| db.set_model_cap(&cap))
+    with_db(&env, |db| db.set_model_cap(&cap))
   })();
   or_throw(&env, result).map(|c| ModelCapJs::from(&c))
 }
@@ -688,7 +450,7 @@ pub fn delete_model_cap(
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let model = arg(model, "model")?.string()?;
-    with_store(&env, |db| {
+    with_db(&env, |db| {
       db.delete_model_cap(&pool_id, &api_key_id, &model)
     })
   })();
@@ -728,7 +490,7 @@ pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
         })
       })
       .collect::<Result<Vec<_>>>()?;
-    with_store(&env, |db| db.import_legacy_pools(&pools, now_ms()))
+    with_db(&env, |db| db.import_legacy_pools(&pools, now_ms()))
   })();
   or_throw(&env, result).map(|n| n as f64)
 }
@@ -748,7 +510,7 @@ pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> P
     ))
   })();
   let (connection_id, provider) = read.unwrap_or_default();
-  let stored = with_store(&env, |db| db.get_provider_plan(&connection_id)).unwrap_or(None);
+  let stored = with_db(&env, |db| db.get_provider_plan(&connection_id)).unwrap_or(None);
   struct Stored(Option<ProviderPlan>);
   impl PlanOverrides for Stored {
     fn provider_plan(&self, _: &str) -> Result<Option<ProviderPlan>> {
@@ -757,13 +519,4 @@ pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> P
   }
   let plan = resolve_plan(&Stored(stored), &connection_id, &provider);
   ProviderPlanJs::from(&plan)
-}
-
-/// A host setting (`key_value` table), or `null`.
-#[napi(catch_unwind, ts_args_type = "namespace: string, key: string")]
-pub fn read_host_setting(env: Env, namespace: String, key: String) -> napi::Result<Option<String>> {
-  or_throw(
-    &env,
-    with_store(&env, |db| db.read_setting(&namespace, &key)),
-  )
 }

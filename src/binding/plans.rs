@@ -1,4 +1,4 @@
-//! CONTRACT §6: the plan catalog (`getKnownPlan`, `knownProviders`).
+//! docs/contract.md §6: the plan catalog (`getKnownPlan`, `knownProviders`).
 
 use super::args::Arg;
 use super::errors::or_throw;

@@ -1,4 +1,4 @@
-//! CONTRACT §10: the `quota-share` selection (`compat/quotaShareStrategy`).
+//! docs/contract.md §10: the `quota-share` selection (`compat/quotaShareStrategy`).
 //!
 //! `selectQuotaShareTarget` itself is `lib/quotaShareStrategy.js`: it takes the host's
 //! target objects and must return those very objects and a closure, which are JavaScript
@@ -10,8 +10,8 @@ use super::args::Arg;
 use super::errors::or_throw;
 use super::raw_call::{arguments, float64_array, number, optional_string, throw_internal};
 use super::scheduler_state::{state, time_from_f64, Sym};
-use crate::core::scheduler::select::Target;
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
+use crate::engine::scheduler::{NO_CONNECTION, SELECT_STRIDE};
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, Error, JsValue, Status};
 use napi_derive::napi;
@@ -21,8 +21,13 @@ use std::ptr;
 #[napi]
 pub const QUOTA_SHARE_STRATEGY: &str = CORE_STRATEGY;
 
-/// Per target, the `Float64Array` of `__quotaShareSelect` holds these four numbers.
-const STRIDE: usize = 4;
+/// Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`).
+#[napi]
+pub const QUOTA_SHARE_SELECT_STRIDE: u32 = SELECT_STRIDE as u32;
+
+/// The stand-in for "no connection" in the selection buffer.
+#[napi]
+pub const QUOTA_SHARE_NO_CONNECTION: f64 = NO_CONNECTION;
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
 /// connection id, an execution key or a combo name — interned on first sight. Symbols are
@@ -36,9 +41,6 @@ pub fn quota_share_symbol(name: String) -> Sym {
 // (`raw_call.rs`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
 // ~85 ns more on a call that has arguments (its borrow-scope bookkeeping) and ~100 ns
 // turning a string into a `String`: more than the whole selection costs at 2 targets.
-
-/// The stand-in for "no connection" in the buffer.
-const NO_CONNECTION: f64 = -1.0;
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`):
 /// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)` runs one selection.
@@ -75,39 +77,16 @@ unsafe extern "C" fn quota_share_select(
   let Ok(now_ms) = time_from_f64(now_ms, "nowMs") else {
     return unsafe { throw_internal(env, c"__quotaShareSelect: nowMs is not finite") };
   };
-  if buffer.len() < count * (STRIDE + 1) {
+  if buffer.len() < count * (SELECT_STRIDE + 1) {
     return unsafe { throw_internal(env, c"__quotaShareSelect: buffer too small") };
   }
   let selected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-    select_into(combo as Sym, model_str.as_deref(), now_ms, count, buffer)
+    state().select_into(combo as Sym, model_str.as_deref(), now_ms, count, buffer)
   }));
   match selected {
     Ok(()) => ptr::null_mut(),
     // Never expected; a panic must not unwind into Node.
     Err(_) => unsafe { throw_internal(env, c"__quotaShareSelect: internal error") },
-  }
-}
-
-fn select_into(combo: Sym, model_str: Option<&str>, now_ms: i64, count: usize, buffer: &mut [f64]) {
-  let mut guard = state();
-  let state = &mut *guard;
-  state.targets.clear();
-  state.targets.extend(
-    buffer[..count * STRIDE]
-      .chunks_exact(STRIDE)
-      .map(|t| Target {
-        execution_key: t[0] as Sym,
-        connection: (t[1] != NO_CONNECTION).then_some(t[1] as Sym),
-        weight: t[2],
-        max_concurrent: t[3],
-      }),
-  );
-  state
-    .scheduler
-    .select(&state.targets, &combo, model_str, now_ms, &mut state.order);
-  let out = &mut buffer[count * STRIDE..count * (STRIDE + 1)];
-  for (slot, &index) in out.iter_mut().zip(&state.order) {
-    *slot = index as f64;
   }
 }
 

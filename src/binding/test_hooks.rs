@@ -1,12 +1,14 @@
+//! Compiled only with the `test-hooks` Cargo feature (`npm test` and `npm run bench`
+//! build it; the release build that ships does not).
 //! Test-only exports (not in the main entry: `require('./binding.js')` reaches them), so
 //! the JavaScript suites can show what happens when the engine has a bug.
 
-use super::db::with_store;
 use super::errors::{guard, or_throw};
-use super::hot_path::{decide_on, quota_request};
 use super::promise::spawn_settled;
+use super::{engine, with_db as with_store};
 use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
-use crate::core::enforce::EnforceOutcome;
+use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
+use crate::engine::saturation::DecisionLookup;
 use crate::store::sqlite::with_hot_open_db;
 use crate::store::CounterStore;
 use napi::bindgen_prelude::PromiseRaw;
@@ -107,13 +109,27 @@ pub fn enforce_on_worker_for_bench<'env>(
     env,
     async move {
       let now = super::burn_rate::now_ms();
-      let request = quota_request(&api_key_id, &connection_id, &provider, &None);
-      let outcome = with_hot_open_db(|db| decide_on(db, &request, saturation_threshold, now))
-        .unwrap_or_else(|| {
-          Err(crate::error::QuotaError::Store(
-            "the database is not open".into(),
-          ))
-        });
+      let request = QuotaRequest {
+        api_key_id: &api_key_id,
+        connection_id: &connection_id,
+        provider: &provider,
+        model: None,
+      };
+      let outcome = with_hot_open_db(|db| {
+        db.hot_scope(|db| {
+          let saturation = engine().saturation();
+          let lookup = DecisionLookup {
+            state: &saturation,
+            now_ms: now,
+          };
+          enforce(db, &lookup, &request, saturation_threshold, now)
+        })
+      })
+      .unwrap_or_else(|| {
+        Err(crate::error::QuotaError::Store(
+          "the database is not open".into(),
+        ))
+      });
       Ok(match outcome {
         Ok(EnforceOutcome::Allow { .. }) => "allow".to_string(),
         Ok(EnforceOutcome::Block { .. }) => "block".to_string(),

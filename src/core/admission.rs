@@ -162,6 +162,42 @@ pub fn evaluate(compiled: &CompiledAdmission, values: &[Buckets], now_ms: i64) -
   }
 }
 
+/// The outcome of an atomic reserve check (`blocked`: the index of the check that
+/// blocked, if any): the default decision on the values the check read, which agrees with
+/// the compiled checks (tested against it); should they ever disagree, the check's
+/// admission — what was written — wins.
+pub fn reserved_outcome(
+  plan: &EnforcePlan,
+  compiled: &CompiledAdmission,
+  request: &crate::core::enforce::QuotaRequest<'_>,
+  blocked: Option<usize>,
+  values: &[Buckets],
+) -> crate::core::enforce::EnforceOutcome {
+  use crate::core::enforce::EnforceOutcome;
+  let decided = plan.decide(request, values);
+  match (blocked, decided) {
+    (None, allow @ EnforceOutcome::Allow { .. }) => allow,
+    (None, _) => EnforceOutcome::Allow {
+      deprioritize: Some(false),
+    },
+    (Some(_), block @ EnforceOutcome::Block { .. }) => block,
+    (Some(index), _) => {
+      let reason = compiled
+        .checks
+        .get(index)
+        .map_or(BlockReason::GlobalSaturated, |c| c.reason);
+      let model = (reason == BlockReason::ModelCap)
+        .then_some(request.model)
+        .flatten();
+      EnforceOutcome::Block {
+        reason,
+        message: reason.message(request.provider, model),
+        retry_after_seconds: None,
+      }
+    }
+  }
+}
+
 /// `(dimension key, bucket index, delta)`: an amount to add to one bucket of a key.
 pub type BucketDelta = (DimensionKey, i64, f64);
 

@@ -1,4 +1,4 @@
-//! Burn rate of CONTRACT §9: how fast a pool consumes, and when it would run out.
+//! Burn rate of docs/contract.md §9: how fast a pool consumes, and when it would run out.
 
 use crate::core::sliding_window::elapsed_in_bucket;
 

@@ -1,4 +1,4 @@
-//! Vocabulary of CONTRACT §1: units, windows, policies, dimensions and keys.
+//! Vocabulary of docs/contract.md §1: units, windows, policies, dimensions and keys.
 
 use crate::error::{QuotaError, Result};
 use std::fmt;
@@ -135,7 +135,7 @@ impl Policy {
   }
 
   /// The decision's reading of a stored policy: anything unknown is `hard`
-  /// (fail-safe, never a silent allow — CONTRACT §3 rule 2).
+  /// (fail-safe, never a silent allow — docs/contract.md §3 rule 2).
   pub fn parse_lenient(s: &str) -> Self {
     Self::parse(s).unwrap_or(Policy::Hard)
   }

@@ -1,4 +1,4 @@
-//! The hot path of CONTRACT §7 as pure logic: `enforceQuotaShare`'s decision and
+//! The hot path of docs/contract.md §7 as pure logic: `enforceQuotaShare`'s decision and
 //! `recordConsumption`'s writes. Data comes through [`QuotaSource`] (implemented by the
 //! stores) and saturation through [`SaturationLookup`]; time is a parameter.
 

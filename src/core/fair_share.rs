@@ -1,4 +1,4 @@
-//! The fair-share decision of CONTRACT §3: pure, synchronous, and total — it never panics,
+//! The fair-share decision of docs/contract.md §3: pure, synchronous, and total — it never panics,
 //! whatever `f64` it is given.
 //!
 //! NaN semantics: every rule is a `>=` comparison, and a comparison with NaN is false, so a
@@ -151,7 +151,7 @@ enum Side {
   Pool,
 }
 
-/// CONTRACT §3, rules 1–8, for each dimension in input order; the first block wins.
+/// docs/contract.md §3, rules 1–8, for each dimension in input order; the first block wins.
 pub fn decide_fair_share(input: &FairShareInput<'_>) -> FairShareDecision {
   let allocation = input.allocation;
   let mut penalized = false;

@@ -1,4 +1,4 @@
-//! Plans of CONTRACT §6: the catalog of known provider plans (`planRegistry`), the
+//! Plans of docs/contract.md §6: the catalog of known provider plans (`planRegistry`), the
 //! resolver that prefers a stored override (`planResolver`), and the parsers of the
 //! `provider_plans.dimensions_json` column.
 

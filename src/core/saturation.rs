@@ -1,4 +1,4 @@
-//! Saturation signals of CONTRACT §8, as pure data: the 30 s cache, the upstream
+//! Saturation signals of docs/contract.md §8, as pure data: the 30 s cache, the upstream
 //! rate-limit headers (anthropic and openai families) and the token-header fallback.
 //! Fetching is the host's (its fetchers call provider APIs); time is a parameter.
 
@@ -19,6 +19,34 @@ pub fn clamp_saturation(value: f64) -> f64 {
   } else {
     value.clamp(0.0, 1.0)
   }
+}
+
+/// The used share (0..1) a usage result's quota entry reports: `100 − remainingPercentage`
+/// (as a share), else `used / total` when `total > 0`; `None` when it says neither.
+pub fn usage_saturation(
+  remaining_percentage: Option<f64>,
+  used: Option<f64>,
+  total: Option<f64>,
+) -> Option<f64> {
+  if let Some(remaining) = remaining_percentage {
+    return Some((100.0 - remaining) / 100.0);
+  }
+  match (used, total) {
+    (Some(used), Some(total)) if total > 0.0 => Some(used / total),
+    _ => None,
+  }
+}
+
+#[cfg(test)]
+#[test]
+fn usage_saturation_prefers_the_remaining_percentage() {
+  assert_eq!(
+    usage_saturation(Some(25.0), Some(1.0), Some(2.0)),
+    Some(0.75)
+  );
+  assert_eq!(usage_saturation(None, Some(1.0), Some(4.0)), Some(0.25));
+  assert_eq!(usage_saturation(None, Some(1.0), Some(0.0)), None);
+  assert_eq!(usage_saturation(None, None, None), None);
 }
 
 type CacheKey = (String, String, QuotaUnit, QuotaWindow);

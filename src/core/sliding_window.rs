@@ -1,4 +1,4 @@
-//! The two-bucket sliding-window counter of CONTRACT §2.
+//! The two-bucket sliding-window counter of docs/contract.md §2.
 
 /// The bucket `now` falls in: `floor(now / window_ms)`.
 pub fn bucket_index(now_ms: i64, window_ms: i64) -> i64 {

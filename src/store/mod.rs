@@ -2,7 +2,7 @@
 //! model caps) and the migrations. No `napi` here: the edge in `src/binding/` calls these
 //! functions synchronously from the JS thread.
 //!
-//! - [`CounterStore`]: the sliding-window counters of CONTRACT §2/§4, implemented by
+//! - [`CounterStore`]: the sliding-window counters of docs/contract.md §2/§4, implemented by
 //!   [`sqlite::SqliteDb`]; the Redis driver ([`redis`]) has the same operations, async.
 //! - [`sqlite`]: the SQLite driver — one long-lived connection per database file, shared
 //!   process-wide ([`sqlite::with_db`]), with locks that cannot hurt the host's own SQLite
@@ -27,7 +27,7 @@ pub use usage::{DimensionUsage, KeyUsage, PlanDimension, PoolUsageSnapshot};
 use crate::core::dimensions::DimensionKey;
 use crate::error::Result;
 
-/// The sliding-window counters (CONTRACT §2, §4), whatever holds them.
+/// The sliding-window counters (docs/contract.md §2, §4), whatever holds them.
 ///
 /// Every method takes the time as `now_ms` (epoch ms) instead of reading a clock, so tests
 /// can rotate buckets without sleeping. Invalid input is a `RangeError` naming the field

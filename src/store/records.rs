@@ -1,4 +1,4 @@
-//! The plain values the metadata and counter-table functions take and return (CONTRACT §5).
+//! The plain values the metadata and counter-table functions take and return (docs/contract.md §5).
 
 use crate::core::dimensions::{PoolAllocation, QuotaPool, QuotaUnit};
 

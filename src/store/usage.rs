@@ -1,4 +1,4 @@
-//! `PoolUsageSnapshot` (CONTRACT §4) and the pure arithmetic that builds one dimension of
+//! `PoolUsageSnapshot` (docs/contract.md §4) and the pure arithmetic that builds one dimension of
 //! it from the pool's allocations and each key's effective consumption.
 
 use crate::core::dimensions::{PoolAllocation, QuotaUnit, QuotaWindow};

@@ -1,4 +1,4 @@
-//! The two-bucket sliding-window estimate (CONTRACT §2, `core::sliding_window::effective`)
+//! The two-bucket sliding-window estimate (docs/contract.md §2, `core::sliding_window::effective`)
 //! against an exact sliding log, on synthetic traffic. Shared by `tests/window_accuracy.rs`
 //! (the properties) and `examples/window_accuracy.rs` (the table).
 #![allow(dead_code)] // Each includer uses a different part.

@@ -1,11 +1,11 @@
-//! Account buckets (CONTRACT §10): which of a connection's upstream usage windows — the
+//! Account buckets (docs/contract.md §10): which of a connection's upstream usage windows — the
 //! 5-hour session, the 7-day week, a 7-day per-model week — are used up, and until when.
 //!
 //! An entry exists only while its window is saturated; it carries the window's reset time
 //! (or none: saturated until a later reading clears it) and is dropped lazily by the first
 //! look at or after that time.
 
-use super::fast_hash::FxHashMap;
+use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
 /// A window is saturated at or above this used percentage.

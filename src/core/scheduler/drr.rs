@@ -1,4 +1,4 @@
-//! Deficit round robin over a combo's targets (CONTRACT §10, step 4), with its state per
+//! Deficit round robin over a combo's targets (docs/contract.md §10, step 4), with its state per
 //! combo: each target's deficit, keyed by its execution key.
 //!
 //! A round credits every target `w / Σw` (`w` = its weight when finite and > 0, else 1),
@@ -12,7 +12,7 @@
 //!
 //! At most [`MAX_COMBOS`] combos keep state; a new one evicts the oldest inserted.
 
-use super::fast_hash::FxHashMap;
+use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::hash::Hash;
 

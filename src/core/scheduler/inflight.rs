@@ -1,4 +1,4 @@
-//! In-flight leases per connection (CONTRACT §10): how many requests the scheduler has
+//! In-flight leases per connection (docs/contract.md §10): how many requests the scheduler has
 //! sent to a connection and not yet seen finish.
 //!
 //! One slot per connection holds a count and an expiry. Every increment refreshes the
@@ -6,7 +6,7 @@
 //! forgotten callback) drops back to 0 once the lease runs out — a lease, not a
 //! reference count. A slot is expired when `now >= expires_at`.
 
-use super::fast_hash::FxHashMap;
+use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
 /// The lease of a selection: two minutes.

@@ -1,4 +1,4 @@
-//! The combo scheduler of CONTRACT §10 — the internal `quota-share` routing strategy that
+//! The combo scheduler of docs/contract.md §10 — the internal `quota-share` routing strategy that
 //! chooses among the upstream connections of an auto-minted pool combo.
 //!
 //! One concept per file: [`inflight`] leases, [`account_buckets`] (saturation per usage
@@ -8,7 +8,6 @@
 
 pub mod account_buckets;
 pub mod drr;
-pub mod fast_hash;
 pub mod inflight;
 pub mod select;
 

@@ -1,4 +1,4 @@
-//! The `quota-share` selection (CONTRACT §10, `selectQuotaShareTarget`): saturation gating,
+//! The `quota-share` selection (docs/contract.md §10, `selectQuotaShareTarget`): saturation gating,
 //! the concurrency-cap partition, DRR, power-of-two-choices on in-flight counts, the
 //! in-flight lease of the winner, and the four-tier fallback order.
 //!

@@ -31,28 +31,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::OnceCell;
 
-/// The default of `QUOTA_STORE_REDIS_TIMEOUT_MS`.
-pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
-
-/// `QUOTA_STORE_REDIS_TIMEOUT_MS` from its raw value: an integer 1..=60000, else the
-/// default and `false` (the caller warns).
-pub fn timeout_from_env(raw: Option<&str>) -> (Duration, bool) {
-  match raw.map(str::trim).filter(|v| !v.is_empty()) {
-    None => (Duration::from_millis(DEFAULT_TIMEOUT_MS), true),
-    Some(value) => match value.parse::<f64>() {
-      Ok(ms) if ms.is_finite() && (1.0..=60_000.0).contains(&ms) => {
-        (Duration::from_millis(ms.round() as u64), true)
-      }
-      _ => (Duration::from_millis(DEFAULT_TIMEOUT_MS), false),
-    },
-  }
-}
-
-/// `QUOTA_STORE_REDIS_CLUSTER`: `1`, `true` or `yes` (any case).
-pub fn cluster_switch_from_env(raw: Option<&str>) -> bool {
-  raw.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
-}
-
 #[derive(Clone)]
 enum Conn {
   Single(ConnectionManager),
@@ -100,6 +78,8 @@ pub enum Retry {
 
 /// The connection to one Redis URL.
 pub struct RedisBackend {
+  /// The URL as given (password included): the backend's name.
+  url: String,
   target: RedisTarget,
   timeout: Duration,
   conn: OnceCell<Conn>,
@@ -118,6 +98,7 @@ impl RedisBackend {
   /// A backend for `target`; nothing connects until the first operation.
   pub fn new(target: RedisTarget, timeout: Duration) -> Self {
     RedisBackend {
+      url: String::new(),
       target,
       timeout,
       conn: OnceCell::new(),
@@ -130,6 +111,12 @@ impl RedisBackend {
   }
 
   /// The URL, password masked.
+  /// The URL this backend was created for, as given (password included).
+  pub fn url(&self) -> &str {
+    &self.url
+  }
+
+  /// The URL with its password masked.
   pub fn display(&self) -> &str {
     &self.target.display
   }
@@ -267,27 +254,19 @@ fn retryable(err: &RedisError, retry: Retry) -> bool {
 
 static BACKENDS: Mutex<Option<HashMap<String, Arc<RedisBackend>>>> = Mutex::new(None);
 
-/// The backend of `url` (one per URL string, created on first use with the timeout and
-/// cluster switch read from the environment now). Invalid URLs are a `RangeError` naming
-/// `url`.
-pub fn backend(
-  url: &str,
-  env: &dyn Fn(&str) -> Option<String>,
-  on_bad_timeout: &dyn Fn(&str),
-) -> Result<Arc<RedisBackend>> {
+/// The backend of `url` (one per URL string, created on first use with `cluster` and
+/// `timeout`, which the engine's configuration gives). Invalid URLs are a `RangeError`
+/// naming `url`.
+pub fn backend(url: &str, cluster: bool, timeout: Duration) -> Result<Arc<RedisBackend>> {
   let mut guard = BACKENDS.lock().unwrap_or_else(|e| e.into_inner());
   let map = guard.get_or_insert_with(HashMap::new);
   if let Some(found) = map.get(url) {
     return Ok(found.clone());
   }
-  let cluster = cluster_switch_from_env(env("QUOTA_STORE_REDIS_CLUSTER").as_deref());
   let target = parse_target(url, cluster)?;
-  let raw_timeout = env("QUOTA_STORE_REDIS_TIMEOUT_MS");
-  let (timeout, valid) = timeout_from_env(raw_timeout.as_deref());
-  if !valid {
-    on_bad_timeout(raw_timeout.as_deref().unwrap_or_default());
-  }
-  let created = Arc::new(RedisBackend::new(target, timeout));
+  let mut created = RedisBackend::new(target, timeout);
+  created.url = url.to_string();
+  let created = Arc::new(created);
   map.insert(url.to_string(), created.clone());
   Ok(created)
 }
@@ -311,50 +290,17 @@ mod tests {
   use super::*;
 
   #[test]
-  fn timeout_setting() {
-    assert_eq!(timeout_from_env(None), (Duration::from_millis(1000), true));
-    assert_eq!(
-      timeout_from_env(Some(" ")),
-      (Duration::from_millis(1000), true)
-    );
-    assert_eq!(
-      timeout_from_env(Some("250")),
-      (Duration::from_millis(250), true)
-    );
-    assert_eq!(
-      timeout_from_env(Some("0")),
-      (Duration::from_millis(1000), false)
-    );
-    assert_eq!(
-      timeout_from_env(Some("fast")),
-      (Duration::from_millis(1000), false)
-    );
-    assert_eq!(
-      timeout_from_env(Some("1e9")),
-      (Duration::from_millis(1000), false)
-    );
-  }
-
-  #[test]
-  fn cluster_switch() {
-    assert!(cluster_switch_from_env(Some("1")));
-    assert!(cluster_switch_from_env(Some("TRUE")));
-    assert!(cluster_switch_from_env(Some(" yes ")));
-    assert!(!cluster_switch_from_env(Some("0")));
-    assert!(!cluster_switch_from_env(None));
-  }
-
-  #[test]
   fn one_backend_per_url_until_forgotten() {
-    let env = |_: &str| None;
     let url = "redis://127.0.0.1:1/15";
-    let a = backend(url, &env, &|_| {}).unwrap();
-    let b = backend(url, &env, &|_| {}).unwrap();
+    let timeout = Duration::from_millis(1000);
+    let a = backend(url, false, timeout).unwrap();
+    let b = backend(url, false, timeout).unwrap();
+    assert_eq!(a.url(), url);
     assert!(Arc::ptr_eq(&a, &b));
     forget_backend(Some(url));
-    let c = backend(url, &env, &|_| {}).unwrap();
+    let c = backend(url, false, timeout).unwrap();
     assert!(!Arc::ptr_eq(&a, &c));
-    assert!(backend("nope", &env, &|_| {}).is_err());
+    assert!(backend("nope", false, timeout).is_err());
   }
 
   #[test]

@@ -1,4 +1,4 @@
-//! The sliding-window counters on Redis (CONTRACT §2, §4): each operation is one round
+//! The sliding-window counters on Redis (docs/contract.md §2, §4): each operation is one round
 //! trip. Input is validated synchronously (a bad argument never reaches the server);
 //! what is returned is the future that does the I/O.
 

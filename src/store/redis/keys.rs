@@ -1,4 +1,4 @@
-//! Redis key names and TTLs (CONTRACT §4, Redis).
+//! Redis key names and TTLs (docs/contract.md §4, Redis).
 //!
 //! - A bucket: `omniroute:quota:<apiKeyId>:<dimensionKey>:<bucketIndex>`, value a decimal
 //!   string (INCRBYFLOAT's), TTL `ceil(2 × windowMs / 1000)` s — exactly the host's

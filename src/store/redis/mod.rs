@@ -1,4 +1,4 @@
-//! The Redis driver (CONTRACT §4, Redis): counters on Redis, shared by every replica;
+//! The Redis driver (docs/contract.md §4, Redis): counters on Redis, shared by every replica;
 //! metadata stays in SQLite.
 //!
 //! - `keys.rs`: key names and TTLs — the host's exact names, or hash-tagged per pool in a

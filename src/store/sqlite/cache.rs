@@ -220,7 +220,7 @@ impl SqliteDb {
     Ok(pools)
   }
 
-  /// CONTRACT §7 step 1: the first of the key's pools whose member connections include
+  /// docs/contract.md §7 step 1: the first of the key's pools whose member connections include
   /// `connection_id` (legacy pools: whose primary is it), with the key's allocation.
   pub fn match_pool(
     &self,

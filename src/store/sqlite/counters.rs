@@ -1,4 +1,4 @@
-//! The sliding-window counters in `quota_consumption` (CONTRACT §2, §4) and the host's
+//! The sliding-window counters in `quota_consumption` (docs/contract.md §2, §4) and the host's
 //! `db/quotaConsumption.ts` functions on the same table.
 //!
 //! An increment is one upsert statement that also returns the new `curr` and the `prev`

@@ -1,4 +1,4 @@
-//! Retention of `quota_consumption` (CONTRACT §4) and the reconciliation of
+//! Retention of `quota_consumption` (docs/contract.md §4) and the reconciliation of
 //! `quota_consumption_totals`.
 //!
 //! Deletes run in chunks, each its own short statement, so a large sweep never holds the

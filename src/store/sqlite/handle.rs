@@ -1,4 +1,4 @@
-//! The engine's one connection, process-wide (CONTRACT §0, §4).
+//! The engine's one connection, process-wide (docs/contract.md §0, §4).
 //!
 //! Every worker thread that loads the addon shares these statics, so there is exactly one
 //! engine connection per process, behind a mutex, opened lazily on first use (the path is

@@ -1,4 +1,4 @@
-//! Locks that cannot hurt the host's SQLite copy (CONTRACT §4, ../shared/TWO-SQLITES.md).
+//! Locks that cannot hurt the host's SQLite copy (docs/contract.md §4, docs/two-sqlites.md).
 //!
 //! The host's better-sqlite3 and this crate's bundled SQLite open the same WAL database in
 //! one process. Classic POSIX `fcntl` locks belong to the *process*: the engine's copy

@@ -1,4 +1,4 @@
-//! The host's metadata tables (CONTRACT §5): pools, allocations, membership, provider
+//! The host's metadata tables (docs/contract.md §5): pools, allocations, membership, provider
 //! plans, per-model caps and settings — the same shapes as the host's modules,
 //! synchronous.
 //!

@@ -1,4 +1,4 @@
-//! `migrations/*.sql`, embedded in the binary and applied idempotently (CONTRACT §5).
+//! `migrations/*.sql`, embedded in the binary and applied idempotently (docs/contract.md §5).
 //!
 //! Every object is `CREATE … IF NOT EXISTS`, so a fresh file gets the whole schema and a
 //! file the host already migrated keeps its tables and rows. Before taking a write lock the

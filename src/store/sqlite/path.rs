@@ -1,4 +1,4 @@
-//! Where the host keeps `storage.sqlite` (CONTRACT §4).
+//! Where the host keeps `storage.sqlite` (docs/contract.md §4).
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,4 @@
-//! The background retention sweep (CONTRACT §4): a plain detached thread (it never keeps
+//! The background retention sweep (docs/contract.md §4): a plain detached thread (it never keeps
 //! Node's event loop alive) that, every interval, deletes counter rows older than the
 //! retention and reconciles the pool totals — through the same single connection,
 //! taking its mutex for one short chunk at a time, never on the request path. It never

@@ -1,4 +1,4 @@
-//! `poolUsageWithDimensions(poolId, planDims)` (CONTRACT §4): the pool's allocations and
+//! `poolUsageWithDimensions(poolId, planDims)` (docs/contract.md §4): the pool's allocations and
 //! every key's effective consumption per plan dimension, read in one transaction.
 
 use super::counters::per_key;

@@ -1,0 +1,373 @@
+//! Host services at the edge (docs/contract.md §0, §8, §11, §12): where the database is,
+//! which providers have saturation fetchers, the saturation cache and rate-limit headers,
+//! the configuration the host reads, the log records and the metrics text.
+
+use super::engine;
+use super::store::clock;
+use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::saturation::{parse_rate_limit_headers, token_header_saturation};
+use crate::engine::config;
+use crate::engine::database::PathSource;
+use crate::engine::logs::{LogRecord, LogValue};
+use crate::engine::saturation::{FetcherTier, Lookup};
+use napi::bindgen_prelude::{Either, Function, FunctionRef, Object, Unknown};
+use napi::{Env, ValueType};
+use napi_derive::napi;
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+thread_local! {
+  /// The `dbPath` resolver, on the JS thread that installed it.
+  static RESOLVER: RefCell<Option<FunctionRef<(), Unknown<'static>>>> = const { RefCell::new(None) };
+}
+
+/// Sets where the database is: a path, a function returning one (called now, and again
+/// whenever this thread is about to open the database), or `undefined` for
+/// `$DATA_DIR/storage.sqlite` / the host's default. Takes effect at the next open, for
+/// every thread of the process: other threads use the path the function last returned.
+#[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
+pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()> {
+  let (source, resolver) = match db_path {
+    None => (PathSource::Default, None),
+    Some(value) => match value.get_type()? {
+      ValueType::Undefined | ValueType::Null => (PathSource::Default, None),
+      // SAFETY: the type was checked.
+      ValueType::String => (
+        PathSource::Fixed(PathBuf::from(unsafe { value.cast::<String>() }?)),
+        None,
+      ),
+      ValueType::Function => {
+        // SAFETY: the type was checked.
+        let function = unsafe { value.cast::<Function<(), Unknown>>() }?;
+        (
+          PathSource::Resolver { last: None },
+          Some(function.create_ref()?),
+        )
+      }
+      _ => {
+        return Err(napi::Error::new(
+          napi::Status::InvalidArg,
+          "dbPath: expected a string or a function returning one",
+        ))
+      }
+    },
+  };
+  let has_resolver = resolver.is_some();
+  RESOLVER.with(|slot| *slot.borrow_mut() = resolver);
+  engine().database.set_source(source);
+  if has_resolver {
+    resolve_now(&env);
+  }
+  Ok(())
+}
+
+/// Before a call that may open the database: with a resolver on this thread, ask it for
+/// the path (only when the database is about to be opened).
+pub(crate) fn prepare_db(env: &Env) {
+  let database = &engine().database;
+  if !database.has_resolver() || !database.needs_open() {
+    return;
+  }
+  resolve_now(env);
+}
+
+/// Asks this thread's resolver for the path, if this thread has one.
+fn resolve_now(env: &Env) {
+  let database = &engine().database;
+  let answer = RESOLVER.with(|slot| {
+    let slot = slot.borrow();
+    let resolver = slot.as_ref()?;
+    let returned = resolver.borrow_back(env).and_then(|f| f.call(()));
+    Some(match returned {
+      Err(err) => Err(format!("threw: {}", err.reason)),
+      Ok(value) => match value.get_type() {
+        // SAFETY: the type was checked.
+        Ok(ValueType::String) => unsafe { value.cast::<String>() }.map_err(|e| e.reason),
+        Ok(kind) => Err(format!("returned {} instead of a string", type_word(kind))),
+        Err(err) => Err(err.reason),
+      },
+    })
+  });
+  if let Some(answer) = answer {
+    database.resolved(&engine().logs, answer);
+  }
+}
+
+fn type_word(kind: ValueType) -> &'static str {
+  match kind {
+    ValueType::Undefined => "undefined",
+    ValueType::Null => "null",
+    ValueType::Number => "a number",
+    ValueType::Boolean => "a boolean",
+    ValueType::Object => "an object",
+    ValueType::Function => "a function",
+    _ => "a non-string",
+  }
+}
+
+/// The default database path (`$DATA_DIR/storage.sqlite`, or the host's default data dir).
+#[napi(catch_unwind)]
+pub fn default_db_path() -> String {
+  crate::engine::database::default_path()
+    .to_string_lossy()
+    .into_owned()
+}
+
+fn tier(name: &str) -> napi::Result<FetcherTier> {
+  match name {
+    "host" => Ok(FetcherTier::Host),
+    "seam" => Ok(FetcherTier::Seam),
+    _ => Err(napi::Error::new(
+      napi::Status::InvalidArg,
+      "tier: expected \"host\" or \"seam\"",
+    )),
+  }
+}
+
+/// Replaces the providers that `tier` (`"host"` or `"seam"`) has saturation fetchers for
+/// (`"*"`: every provider).
+#[napi(
+  catch_unwind,
+  ts_args_type = "tier: 'host' | 'seam', providers: string[]"
+)]
+pub fn set_saturation_fetchers(tier_name: String, providers: Vec<String>) -> napi::Result<()> {
+  let tier = tier(&tier_name)?;
+  engine().saturation().set_fetchers(tier, providers);
+  Ok(())
+}
+
+/// `getSaturation`'s first step: the value (a cache hit, or the fallback when no fetcher
+/// serves the provider), or the name of the fetcher to call (`"host:<p>"`, `"seam:<p>"`).
+#[napi(catch_unwind)]
+pub fn saturation_lookup(
+  provider: String,
+  connection_id: String,
+  unit: String,
+  window: String,
+  now_ms: Option<f64>,
+) -> Either<f64, String> {
+  let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
+    return Either::A(0.0);
+  };
+  let lookup = engine()
+    .saturation()
+    .lookup(&provider, &connection_id, unit, window, clock(now_ms));
+  match lookup {
+    Lookup::Known { value, cached } => {
+      engine().metrics.saturation_lookup(cached);
+      Either::A(value)
+    }
+    Lookup::Fetch { name } => {
+      engine().metrics.saturation_lookup(false);
+      Either::B(name)
+    }
+  }
+}
+
+/// Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header
+/// fallback, else 0) and returns the stored value.
+#[napi(catch_unwind)]
+pub fn put_saturation(
+  provider: String,
+  connection_id: String,
+  unit: String,
+  window: String,
+  value: Option<f64>,
+  now_ms: Option<f64>,
+) -> f64 {
+  let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
+    return 0.0;
+  };
+  engine().saturation().store(
+    &provider,
+    &connection_id,
+    unit,
+    window,
+    value,
+    clock(now_ms),
+  )
+}
+
+/// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
+/// for 5h, `quotas["weekly (7d)"]` for weekly): `100 − remainingPercentage`, else
+/// `used / total`; `null` when the usage says nothing about it.
+#[napi(catch_unwind, ts_args_type = "usage: unknown, window: string")]
+pub fn usage_saturation(usage: Unknown, window: String) -> Option<f64> {
+  let name = match window.as_str() {
+    "5h" => "session (5h)",
+    "weekly" => "weekly (7d)",
+    _ => return None,
+  };
+  let number = |object: &Object, key: &str| -> Option<f64> {
+    object
+      .get::<Unknown>(key)
+      .ok()
+      .flatten()
+      .filter(|v| v.get_type().ok() == Some(ValueType::Number))
+      .and_then(|v| unsafe { v.cast::<f64>() }.ok())
+      .filter(|v| v.is_finite())
+  };
+  let object_of = |value: Unknown| -> Option<Object> {
+    (value.get_type().ok()? == ValueType::Object)
+      .then(|| unsafe { value.cast::<Object>() }.ok())
+      .flatten()
+  };
+  let entry = object_of(
+    object_of(object_of(usage)?.get::<Unknown>("quotas").ok()??)?
+      .get::<Unknown>(name)
+      .ok()??,
+  )?;
+  crate::core::saturation::usage_saturation(
+    number(&entry, "remainingPercentage"),
+    number(&entry, "used"),
+    number(&entry, "total"),
+  )
+}
+
+/// `_clearSaturationCache()`.
+#[napi(catch_unwind, js_name = "_clearSaturationCache")]
+pub fn clear_saturation_cache() {
+  engine().saturation().clear_cache();
+}
+
+/// `_clearRateLimitHeaders()`.
+#[napi(catch_unwind, js_name = "_clearRateLimitHeaders")]
+pub fn clear_rate_limit_headers() {
+  engine().saturation().clear_headers();
+}
+
+/// Records an upstream response's rate-limit headers (`[name, value]` pairs).
+#[napi(catch_unwind)]
+pub fn store_rate_limit_header_pairs(
+  connection_id: String,
+  provider: String,
+  pairs: Vec<Vec<String>>,
+  now_ms: Option<f64>,
+) {
+  let parsed = parse_rate_limit_headers(
+    pairs
+      .iter()
+      .filter(|p| p.len() == 2)
+      .map(|p| (p[0].as_str(), p[1].as_str())),
+    clock(now_ms),
+  );
+  if let Some(snapshot) = parsed {
+    engine()
+      .saturation()
+      .store_headers(provider, connection_id, snapshot);
+  }
+}
+
+/// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
+#[napi(object, object_from_js = false)]
+pub struct TokenHeaderSaturationJs {
+  pub saturation: f64,
+  pub reset_at_ms: Option<f64>,
+}
+
+/// The token-header fallback signal: `used / limit` from headers at most 5 min old.
+#[napi(catch_unwind)]
+pub fn token_header_saturation_of(
+  provider: String,
+  connection_id: String,
+  now_ms: Option<f64>,
+) -> Option<TokenHeaderSaturationJs> {
+  let state = engine().saturation();
+  let value = token_header_saturation(state.headers(&provider, &connection_id)?, clock(now_ms))?;
+  Some(TokenHeaderSaturationJs {
+    saturation: value.saturation,
+    reset_at_ms: value.reset_at_ms.map(|t| t as f64),
+  })
+}
+
+/// `softPenaltyFactor()`: `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1).
+#[napi(catch_unwind)]
+pub fn soft_penalty_factor() -> f64 {
+  engine().number(&config::SOFT_DEPRIORITIZE_FACTOR)
+}
+
+/// One numeric setting as the environment has it (for `quota-engine doctor`).
+#[napi(object, object_from_js = false)]
+pub struct SettingInfo {
+  pub name: String,
+  pub raw: Option<String>,
+  pub value: f64,
+  pub default: f64,
+  pub min: f64,
+  pub max: f64,
+  pub valid: bool,
+  pub clamped: bool,
+}
+
+/// Every numeric setting as the environment has it, without warning.
+#[napi(catch_unwind)]
+pub fn describe_settings() -> Vec<SettingInfo> {
+  engine()
+    .config
+    .describe()
+    .into_iter()
+    .map(|r| SettingInfo {
+      name: r.spec.name.to_string(),
+      raw: r.raw,
+      value: r.evaluated.value,
+      default: r.spec.default,
+      min: r.spec.min,
+      max: r.spec.max,
+      valid: r.evaluated.valid,
+      clamped: r.evaluated.clamped,
+    })
+    .collect()
+}
+
+/// One log record: `{ level, component, msg, fields }` (`fields`: spread into the logged
+/// object).
+#[napi(object, object_from_js = false)]
+pub struct LogRecordJs {
+  #[napi(ts_type = "'warn' | 'info' | 'debug'")]
+  pub level: String,
+  pub component: String,
+  pub msg: String,
+  #[napi(ts_type = "Record<string, string | number>")]
+  pub fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl From<LogRecord> for LogRecordJs {
+  fn from(record: LogRecord) -> Self {
+    LogRecordJs {
+      level: record.level.to_string(),
+      component: record.component.to_string(),
+      msg: record.msg,
+      fields: record
+        .fields
+        .into_iter()
+        .map(|(name, value)| {
+          let value = match value {
+            LogValue::Text(text) => serde_json::Value::String(text),
+            LogValue::Number(n) => serde_json::Number::from_f64(n)
+              .map_or(serde_json::Value::Null, serde_json::Value::Number),
+          };
+          (name.to_string(), value)
+        })
+        .collect(),
+    }
+  }
+}
+
+/// The log records produced since the last call, or `null` when there are none.
+#[napi(catch_unwind)]
+pub fn take_logs() -> Option<Vec<LogRecordJs>> {
+  take_records()
+}
+
+pub(crate) fn take_records() -> Option<Vec<LogRecordJs>> {
+  engine()
+    .logs
+    .take()
+    .map(|records| records.into_iter().map(LogRecordJs::from).collect())
+}
+
+/// `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4).
+#[napi(catch_unwind)]
+pub fn metrics() -> String {
+  engine().metrics.render()
+}

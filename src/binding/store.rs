@@ -1,0 +1,483 @@
+//! The counter stores at the edge (docs/contract.md §4): one native class, `StoreDriver`,
+//! behind both `SqliteQuotaStore` and `RedisQuotaStore(url)`; the driver choice of
+//! `getQuotaStore()`; the ioredis-like client's raw commands; and `closeQuotaDb`.
+//!
+//! Each method answers with the value (SQLite, on this thread) or a promise of it (Redis,
+//! after one round trip); the JS facade makes both a promise, so async stays async.
+
+use super::args::Arg;
+use super::dimensions::read_dimension_key;
+use super::errors::or_throw;
+use super::metadata::arg;
+use super::promise::spawn_settled;
+use super::{engine, host};
+use crate::core::burn_rate::compute_burn_rate_from_window;
+use crate::core::dimensions::QuotaUnit;
+use crate::engine::driver::Driver;
+use crate::engine::Step;
+use crate::error::Result;
+use crate::store::iso_time::iso_from_ms;
+use crate::store::redis::Retry;
+use crate::store::{PlanDimension, PoolUsageSnapshot};
+use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
+use napi::Env;
+use napi_derive::napi;
+
+/// The request time: `nowMs` when given (tests), else the clock.
+pub(crate) fn clock(now_ms: Option<f64>) -> i64 {
+  now_ms
+    .filter(|t| t.is_finite())
+    .map_or_else(super::burn_rate::now_ms, |t| t as i64)
+}
+
+/// A value now, or a promise of it.
+pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
+
+/// A store step as JS sees it: the value (or the thrown error) now, or a promise.
+pub(crate) fn answer<'env, T, V>(
+  env: &'env Env,
+  step: Step<Result<T>>,
+  map: impl FnOnce(T) -> V + Send + 'static,
+) -> napi::Result<Answer<'env, V>>
+where
+  T: Send + 'static,
+  V: ToNapiValue + Send + 'static,
+{
+  match step {
+    Step::Now(result) => or_throw(env, result).map(|v| Either::A(map(v))),
+    Step::Later(future) => spawn_settled(env, future, move |_, v| Ok(map(v))).map(Either::B),
+  }
+}
+
+/// The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
+/// `RedisQuotaStore(url)`'s.
+#[napi]
+pub struct StoreDriver {
+  driver: Driver,
+}
+
+#[napi]
+impl StoreDriver {
+  /// SQLite without `url`; Redis at `url` (checked now: a `RangeError` naming `url`, its
+  /// password masked, for one the engine cannot use; nothing connects yet).
+  #[napi(constructor, catch_unwind)]
+  pub fn new(env: Env, url: Option<String>) -> napi::Result<Self> {
+    let driver = match url {
+      None => Driver::Sqlite,
+      Some(url) => Driver::Redis(or_throw(&env, engine().redis_backend(&url))?),
+    };
+    Ok(StoreDriver { driver })
+  }
+
+  /// `"sqlite"` or `"redis"`.
+  #[napi(getter, catch_unwind)]
+  pub fn driver(&self) -> &'static str {
+    self.driver.name()
+  }
+
+  /// The Redis URL, as given; `null` on SQLite.
+  #[napi(getter, catch_unwind)]
+  pub fn url(&self) -> Option<String> {
+    self.driver.url().map(str::to_string)
+  }
+
+  /// `consume`: adds `cost` to the current bucket; the new effective value.
+  #[napi(
+    catch_unwind,
+    ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number"
+  )]
+  pub fn consume<'env>(
+    &self,
+    env: &'env Env,
+    api_key_id: Unknown,
+    dim: Unknown,
+    cost: Unknown,
+    now_ms: Option<f64>,
+  ) -> napi::Result<Answer<'env, f64>> {
+    let read = (|| {
+      Ok((
+        arg(api_key_id, "apiKeyId")?.string()?,
+        read_dimension_key(&arg(dim, "dim")?)?,
+        arg(cost, "cost")?.number()?,
+      ))
+    })();
+    let (api_key_id, key, cost) = or_throw(env, read)?;
+    host::prepare_db(env);
+    answer(
+      env,
+      engine().consume(&self.driver, api_key_id, key, cost, clock(now_ms)),
+      |v| v,
+    )
+  }
+
+  /// `peek`: the effective value, no write.
+  #[napi(
+    catch_unwind,
+    ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
+  )]
+  pub fn peek<'env>(
+    &self,
+    env: &'env Env,
+    api_key_id: Unknown,
+    dim: Unknown,
+    now_ms: Option<f64>,
+  ) -> napi::Result<Answer<'env, f64>> {
+    let read = (|| {
+      Ok((
+        arg(api_key_id, "apiKeyId")?.string()?,
+        read_dimension_key(&arg(dim, "dim")?)?,
+      ))
+    })();
+    let (api_key_id, key) = or_throw(env, read)?;
+    host::prepare_db(env);
+    answer(
+      env,
+      engine().peek(&self.driver, api_key_id, key, clock(now_ms)),
+      |v| v,
+    )
+  }
+
+  /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
+  #[napi(catch_unwind, ts_args_type = "dim: DimensionKey, nowMs?: number")]
+  pub fn pool_consumed_total<'env>(
+    &self,
+    env: &'env Env,
+    dim: Unknown,
+    now_ms: Option<f64>,
+  ) -> napi::Result<Answer<'env, f64>> {
+    let key = or_throw(env, arg(dim, "dim").and_then(|d| read_dimension_key(&d)))?;
+    host::prepare_db(env);
+    answer(
+      env,
+      engine().pool_consumed_total(&self.driver, key, clock(now_ms)),
+      |v| v,
+    )
+  }
+
+  /// `clear`: zeroes the key's counter (curr and prev).
+  #[napi(
+    catch_unwind,
+    ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
+  )]
+  pub fn clear<'env>(
+    &self,
+    env: &'env Env,
+    api_key_id: Unknown,
+    dim: Unknown,
+    now_ms: Option<f64>,
+  ) -> napi::Result<Answer<'env, ()>> {
+    let read = (|| {
+      Ok((
+        arg(api_key_id, "apiKeyId")?.string()?,
+        read_dimension_key(&arg(dim, "dim")?)?,
+      ))
+    })();
+    let (api_key_id, key) = or_throw(env, read)?;
+    host::prepare_db(env);
+    answer(
+      env,
+      engine().clear(&self.driver, api_key_id, key, clock(now_ms)),
+      |v| v,
+    )
+  }
+
+  /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
+  /// borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
+  #[napi(
+    catch_unwind,
+    ts_args_type = "poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number"
+  )]
+  pub fn pool_usage<'env>(
+    &self,
+    env: &'env Env,
+    pool_id: Unknown,
+    plan_dims: Option<Unknown>,
+    now_ms: Option<f64>,
+  ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
+    let read = (|| {
+      Ok((
+        arg(pool_id, "poolId")?.string()?,
+        read_plan_dimensions(plan_dims)?,
+      ))
+    })();
+    let (pool_id, dims) = or_throw(env, read)?;
+    let now = clock(now_ms);
+    host::prepare_db(env);
+    answer(
+      env,
+      engine().pool_usage(&self.driver, pool_id, dims, now),
+      move |s| snapshot_js(s, now),
+    )
+  }
+}
+
+/// The driver `getQuotaStore()` chose: `{ driver, url? }`.
+#[napi(object, object_from_js = false)]
+pub struct ChosenStore {
+  #[napi(ts_type = "'sqlite' | 'redis'")]
+  pub driver: String,
+  pub url: Option<String>,
+}
+
+fn chosen_store(driver: Driver) -> ChosenStore {
+  ChosenStore {
+    driver: driver.name().to_string(),
+    url: driver.url().map(str::to_string),
+  }
+}
+
+/// `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
+/// environment, then SQLite; Redis only when it answers a PING. Never fails.
+#[napi(catch_unwind, ts_return_type = "ChosenStore | Promise<ChosenStore>")]
+pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_, ChosenStore>>> {
+  host::prepare_db(env);
+  match engine().choose_driver() {
+    Step::Now(driver) => Ok(Either::A(chosen_store(driver))),
+    Step::Later(future) => spawn_settled(env, async move { Ok(future.await) }, |_, d| {
+      Ok(chosen_store(d))
+    })
+    .map(Either::B),
+  }
+}
+
+/// The driver chosen, or `null` while none is.
+#[napi(catch_unwind)]
+pub fn chosen_store_now() -> Option<ChosenStore> {
+  engine().chosen_driver().map(chosen_store)
+}
+
+/// `resetQuotaStoreSingleton()`: the next use chooses again.
+#[napi(catch_unwind)]
+pub fn reset_store_choice() {
+  engine().forget_driver();
+}
+
+/// Closes the engine's connection (prepared statements and cached rows go with it),
+/// committing the buffered records first (waiting up to the busy timeout for a lock); the
+/// next call reopens, resolving the path again. What cannot be committed is dropped with
+/// a warning.
+#[napi(catch_unwind, js_name = "closeQuotaDb")]
+pub fn close_quota_db(env: Env) -> napi::Result<()> {
+  if let Some(dropped) = or_throw(&env, crate::store::close_quota_db())? {
+    engine().logs.warn(
+      "quota:store",
+      format!(
+        "closing the database dropped {} buffered quota counters that could not be committed",
+        dropped.counters
+      ),
+      Some(dropped.error),
+    );
+  }
+  Ok(())
+}
+
+/// A Redis reply as JSON-like JS: nil → `null`, integers and doubles → numbers, bulk and
+/// status strings → strings, arrays, sets and pushes → arrays, maps → `[key, value]` pairs,
+/// a server error inside an array → its message.
+fn reply_json(value: redis::Value) -> serde_json::Value {
+  use redis::Value as V;
+  use serde_json::Value as J;
+  match value {
+    V::Nil => J::Null,
+    V::Int(n) => J::from(n),
+    V::Double(n) => serde_json::Number::from_f64(n).map_or(J::Null, J::Number),
+    V::Boolean(b) => J::Bool(b),
+    V::BulkString(bytes) => J::String(String::from_utf8_lossy(&bytes).into_owned()),
+    V::SimpleString(s) => J::String(s),
+    V::Okay => J::String("OK".into()),
+    V::VerbatimString { text, .. } => J::String(text),
+    V::BigNumber(n) => J::String(String::from_utf8_lossy(&n).into_owned()),
+    V::Array(items) | V::Set(items) | V::Push { data: items, .. } => {
+      J::Array(items.into_iter().map(reply_json).collect())
+    }
+    V::Map(pairs) => J::Array(
+      pairs
+        .into_iter()
+        .map(|(k, v)| J::Array(vec![reply_json(k), reply_json(v)]))
+        .collect(),
+    ),
+    V::Attribute { data, .. } => reply_json(*data),
+    V::ServerError(err) => J::String(format!("{err:?}")),
+    _ => J::Null,
+  }
+}
+
+/// A number argument as JavaScript's `String(n)` would give it, for integers at least.
+fn format_number(n: f64) -> String {
+  if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
+    format!("{}", n as i64)
+  } else {
+    format!("{n}")
+  }
+}
+
+/// Sends one command (`args[0]` is its name) on the URL's shared connection, within the
+/// timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
+/// `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
+#[napi(
+  catch_unwind,
+  ts_args_type = "url: string, args: Array<string | number>",
+  ts_return_type = "Promise<unknown>"
+)]
+pub fn redis_command<'env>(
+  env: &'env Env,
+  url: Unknown,
+  args: Unknown,
+) -> napi::Result<PromiseRaw<'env, serde_json::Value>> {
+  let prepared = (|| {
+    let backend = engine().redis_backend(&arg(url, "url")?.string()?)?;
+    let args = Arg::new(args, "args")?
+      .elements()?
+      .iter()
+      .map(|a| match a.opt_number() {
+        Ok(Some(n)) => Ok(format_number(n)),
+        _ => a.string(),
+      })
+      .collect::<Result<Vec<String>>>()?;
+    // Reads are retried after a dropped connection; everything else only when refused.
+    let retry = match args.first().map(|c| c.to_ascii_uppercase()).as_deref() {
+      Some("GET" | "MGET" | "PING" | "TTL" | "PTTL" | "EXISTS" | "SMEMBERS") => Retry::Read,
+      _ => Retry::Write,
+    };
+    Ok((backend, args, retry))
+  })();
+  let (backend, args, retry) = or_throw(env, prepared)?;
+  spawn_settled(
+    env,
+    async move { backend.command(&args, retry).await.map(reply_json) },
+    |_, value| Ok(value),
+  )
+}
+
+/// Drops the shared connection of `url` (every URL's without one); the next operation
+/// connects again.
+#[napi(catch_unwind, ts_args_type = "url?: string | null")]
+pub fn redis_forget(url: Option<String>) {
+  crate::store::redis::forget_backend(url.as_deref());
+}
+
+/// What a Redis URL names.
+#[napi(object, object_from_js = false)]
+pub struct RedisTargetInfo {
+  /// The URL, password masked.
+  pub url: String,
+  /// Whether it is a Redis Cluster (hash-tagged key names).
+  pub cluster: bool,
+  /// The bound on every operation (`QUOTA_STORE_REDIS_TIMEOUT_MS`).
+  pub timeout_ms: f64,
+}
+
+/// Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
+/// masked) when the engine cannot use it.
+#[napi(catch_unwind, ts_args_type = "url: string")]
+pub fn redis_target(env: Env, url: Unknown) -> napi::Result<RedisTargetInfo> {
+  let target = arg(url, "url")
+    .and_then(|u| u.string())
+    .and_then(|u| engine().redis_target(&u));
+  let (url, cluster, timeout) = or_throw(&env, target)?;
+  Ok(RedisTargetInfo {
+    url,
+    cluster,
+    timeout_ms: timeout.as_millis() as f64,
+  })
+}
+
+/// One key of a snapshot dimension.
+#[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
+pub struct KeyUsageJs {
+  pub api_key_id: String,
+  pub consumed: f64,
+  pub fair_share: f64,
+  pub deficit: f64,
+  pub borrowing: bool,
+}
+
+/// One dimension of a snapshot.
+#[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
+pub struct DimensionUsageJs {
+  #[napi(ts_type = "QuotaUnit")]
+  pub unit: String,
+  #[napi(ts_type = "QuotaWindow")]
+  pub window: String,
+  pub limit: f64,
+  pub consumed_total: f64,
+  pub per_key: Vec<KeyUsageJs>,
+}
+
+/// `PoolUsageSnapshot`.
+#[napi(object, object_from_js = false, js_name = "PoolUsageSnapshot")]
+pub struct PoolUsageSnapshotJs {
+  pub pool_id: String,
+  /// ISO-8601.
+  pub generated_at: String,
+  pub dimensions: Vec<DimensionUsageJs>,
+  pub burn_rate: Option<super::burn_rate::BurnRateJs>,
+}
+
+/// Reads `planDims` (`null`/absent: none). Units and windows stay strings: unknown ones
+/// are skipped by the snapshot, not rejected.
+pub(crate) fn read_plan_dimensions(plan_dims: Option<Unknown>) -> Result<Vec<PlanDimension>> {
+  let Some(value) = plan_dims else {
+    return Ok(Vec::new());
+  };
+  let list = arg(value, "planDims")?;
+  if list.is_nullish() {
+    return Ok(Vec::new());
+  }
+  list
+    .elements()?
+    .iter()
+    .map(|d| {
+      Ok(PlanDimension {
+        unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
+        window: d.field("window")?.opt_string()?.unwrap_or_default(),
+        limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
+      })
+    })
+    .collect()
+}
+
+/// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
+/// from the first `tokens` dimension that has consumption.
+pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
+  let burn_rate = snapshot
+    .dimensions
+    .iter()
+    .find(|d| d.unit == QuotaUnit::Tokens)
+    .filter(|d| d.consumed_total > 0.0)
+    .map(|d| {
+      compute_burn_rate_from_window(
+        d.consumed_total,
+        d.window.ms(),
+        now,
+        Some(d.limit - d.consumed_total),
+      )
+      .into()
+    });
+  PoolUsageSnapshotJs {
+    pool_id: snapshot.pool_id,
+    generated_at: iso_from_ms(now),
+    dimensions: snapshot
+      .dimensions
+      .into_iter()
+      .map(|d| DimensionUsageJs {
+        unit: d.unit.as_str().to_string(),
+        window: d.window.as_str().to_string(),
+        limit: d.limit,
+        consumed_total: d.consumed_total,
+        per_key: d
+          .per_key
+          .into_iter()
+          .map(|k| KeyUsageJs {
+            api_key_id: k.api_key_id,
+            consumed: k.consumed,
+            fair_share: k.fair_share,
+            deficit: k.deficit,
+            borrowing: k.borrowing,
+          })
+          .collect(),
+      })
+      .collect(),
+    burn_rate,
+  }
+}

@@ -1,0 +1,311 @@
+//! Every setting the engine reads from the environment, parsed and validated here and
+//! nowhere else (docs/contract.md §11). Values are read when they are used, not at load
+//! (the host's tests change `process.env` between cases, and Node's main thread writes
+//! `process.env` through to the process environment, which every thread reads), and a bad
+//! value falls back to its default with one warning per distinct bad value.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// A numeric setting: its variable, default and valid range.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NumberSpec {
+  pub name: &'static str,
+  pub default: f64,
+  pub min: f64,
+  pub max: f64,
+  /// An out-of-range number is clamped into the range instead of replaced by the default.
+  pub clamp: bool,
+}
+
+/// `QUOTA_SATURATION_THRESHOLD`: at or above it a pool is in strict mode.
+pub const SATURATION_THRESHOLD: NumberSpec = NumberSpec {
+  name: "QUOTA_SATURATION_THRESHOLD",
+  default: 0.5,
+  min: 0.0,
+  max: 1.0,
+  clamp: false,
+};
+/// `QUOTA_SOFT_DEPRIORITIZE_FACTOR`: the soft-policy score multiplier (clamped into 0..1).
+pub const SOFT_DEPRIORITIZE_FACTOR: NumberSpec = NumberSpec {
+  name: "QUOTA_SOFT_DEPRIORITIZE_FACTOR",
+  default: 0.7,
+  min: 0.0,
+  max: 1.0,
+  clamp: true,
+};
+/// `QUOTA_CONSUMPTION_RETENTION_DAYS`: counter rows older than this are swept.
+pub const RETENTION_DAYS: NumberSpec = NumberSpec {
+  name: "QUOTA_CONSUMPTION_RETENTION_DAYS",
+  default: 14.0,
+  min: 0.0,
+  max: 36_500.0,
+  clamp: false,
+};
+/// `QUOTA_RECORD_FLUSH_MS` (beyond the contract): how old buffered records may get before
+/// a recording call commits them itself; 0 commits every record in its own call.
+pub const RECORD_FLUSH_MS: NumberSpec = NumberSpec {
+  name: "QUOTA_RECORD_FLUSH_MS",
+  default: 10.0,
+  min: 0.0,
+  max: 60_000.0,
+  clamp: false,
+};
+/// `QUOTA_STORE_REDIS_TIMEOUT_MS`: the bound on every Redis operation.
+pub const REDIS_TIMEOUT_MS: NumberSpec = NumberSpec {
+  name: "QUOTA_STORE_REDIS_TIMEOUT_MS",
+  default: 1000.0,
+  min: 1.0,
+  max: 60_000.0,
+  clamp: false,
+};
+/// `QUOTA_STORE_REDIS_THREADS`: worker threads of the addon's I/O runtime.
+pub const REDIS_THREADS: NumberSpec = NumberSpec {
+  name: "QUOTA_STORE_REDIS_THREADS",
+  default: 1.0,
+  min: 1.0,
+  max: 16.0,
+  clamp: false,
+};
+
+/// Every numeric setting, in the order `quota-engine doctor` lists them.
+pub const NUMBERS: [NumberSpec; 6] = [
+  SATURATION_THRESHOLD,
+  SOFT_DEPRIORITIZE_FACTOR,
+  RETENTION_DAYS,
+  RECORD_FLUSH_MS,
+  REDIS_TIMEOUT_MS,
+  REDIS_THREADS,
+];
+
+/// `QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`, `QUOTA_STORE_REDIS_CLUSTER`,
+/// `QUOTA_ADMISSION`, `DATA_DIR`: the settings that are not numbers.
+pub const STORE_DRIVER: &str = "QUOTA_STORE_DRIVER";
+pub const STORE_REDIS_URL: &str = "QUOTA_STORE_REDIS_URL";
+pub const STORE_REDIS_CLUSTER: &str = "QUOTA_STORE_REDIS_CLUSTER";
+pub const ADMISSION: &str = "QUOTA_ADMISSION";
+pub const DATA_DIR: &str = "DATA_DIR";
+
+/// What a raw value of a numeric setting means.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Evaluated {
+  /// The value in effect.
+  pub value: f64,
+  /// Unset, empty, or a number within the range.
+  pub valid: bool,
+  /// An out-of-range number was clamped (rather than replaced by the default).
+  pub clamped: bool,
+}
+
+/// The value a raw setting stands for (see [`Evaluated`]).
+pub fn evaluate(spec: &NumberSpec, raw: Option<&str>) -> Evaluated {
+  let trimmed = raw.map(str::trim).unwrap_or_default();
+  if trimmed.is_empty() {
+    return Evaluated {
+      value: spec.default,
+      valid: true,
+      clamped: false,
+    };
+  }
+  match trimmed.parse::<f64>() {
+    Ok(v) if v.is_finite() && v >= spec.min && v <= spec.max => Evaluated {
+      value: v,
+      valid: true,
+      clamped: false,
+    },
+    Ok(v) if spec.clamp && v.is_finite() => Evaluated {
+      value: v.clamp(spec.min, spec.max),
+      valid: false,
+      clamped: true,
+    },
+    _ => Evaluated {
+      value: spec.default,
+      valid: false,
+      clamped: false,
+    },
+  }
+}
+
+/// `QUOTA_ADMISSION` (beyond the contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionMode {
+  /// The contract's peek, then record.
+  Default,
+  /// Enforce reserves the estimated cost atomically; record settles it.
+  Reserve,
+}
+
+/// The admission mode of a raw value, and whether the value was valid.
+pub fn admission_of(raw: Option<&str>) -> (AdmissionMode, bool) {
+  match raw.map(str::trim).unwrap_or_default() {
+    "" | "default" => (AdmissionMode::Default, true),
+    "reserve" => (AdmissionMode::Reserve, true),
+    _ => (AdmissionMode::Default, false),
+  }
+}
+
+/// `QUOTA_STORE_REDIS_CLUSTER`: `1`, `true` or `yes` (any case).
+pub fn cluster_switch(raw: Option<&str>) -> bool {
+  raw.is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+/// One numeric setting as the environment has it, for `quota-engine doctor`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SettingReport {
+  pub spec: NumberSpec,
+  pub raw: Option<String>,
+  pub evaluated: Evaluated,
+}
+
+/// The environment the engine reads: the process's, or a fixed map in tests.
+pub type EnvReader = fn(&str) -> Option<String>;
+
+/// The process environment; an empty value counts as unset.
+pub fn process_env(name: &str) -> Option<String> {
+  std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The process's configuration: reads the environment on use and warns once per bad value.
+pub struct Config {
+  env: EnvReader,
+  warned: Mutex<HashSet<String>>,
+}
+
+impl Default for Config {
+  fn default() -> Self {
+    Self::new(process_env)
+  }
+}
+
+impl Config {
+  /// A configuration over `env` (the process environment in production).
+  pub fn new(env: EnvReader) -> Self {
+    Config {
+      env,
+      warned: Mutex::new(HashSet::new()),
+    }
+  }
+
+  /// The raw value of `name` (empty counts as unset).
+  pub fn raw(&self, name: &str) -> Option<String> {
+    (self.env)(name)
+  }
+
+  /// `Some(message)` the first time `name=raw` is seen bad, `None` after.
+  fn first_warning(
+    &self,
+    name: &str,
+    raw: &str,
+    message: impl FnOnce() -> String,
+  ) -> Option<String> {
+    let key = format!("{name}={raw}");
+    let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.len() > 1000 {
+      warned.clear();
+    }
+    warned.insert(key).then(message)
+  }
+
+  /// The value of a numeric setting, and the warning to log when its raw value is bad and
+  /// was not warned about before.
+  pub fn number(&self, spec: &NumberSpec) -> (f64, Option<String>) {
+    let raw = self.raw(spec.name);
+    let evaluated = evaluate(spec, raw.as_deref());
+    if evaluated.valid || evaluated.clamped {
+      return (evaluated.value, None);
+    }
+    let raw = raw.unwrap_or_default();
+    let warning = self.first_warning(spec.name, &raw, || {
+      format!(
+        "{}={:?} is not a number in {}..{}; using {}",
+        spec.name, raw, spec.min, spec.max, spec.default
+      )
+    });
+    (evaluated.value, warning)
+  }
+
+  /// `QUOTA_ADMISSION`, and the warning for a bad value (once).
+  pub fn admission(&self) -> (AdmissionMode, Option<String>) {
+    let raw = self.raw(ADMISSION);
+    let (mode, valid) = admission_of(raw.as_deref());
+    if valid {
+      return (mode, None);
+    }
+    let raw = raw.unwrap_or_default();
+    let warning = self.first_warning(ADMISSION, &raw, || {
+      format!("{ADMISSION}={raw:?} is not \"default\" or \"reserve\"; using default")
+    });
+    (mode, warning)
+  }
+
+  /// Every numeric setting as the environment has it, without warning.
+  pub fn describe(&self) -> Vec<SettingReport> {
+    NUMBERS
+      .iter()
+      .map(|spec| {
+        let raw = self.raw(spec.name);
+        SettingReport {
+          spec: *spec,
+          evaluated: evaluate(spec, raw.as_deref()),
+          raw,
+        }
+      })
+      .collect()
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn env_of(name: &str) -> Option<String> {
+    match name {
+      "QUOTA_SATURATION_THRESHOLD" => Some("2".into()),
+      "QUOTA_SOFT_DEPRIORITIZE_FACTOR" => Some("1.5".into()),
+      "QUOTA_RECORD_FLUSH_MS" => Some(" 25 ".into()),
+      "QUOTA_ADMISSION" => Some("sometimes".into()),
+      _ => None,
+    }
+  }
+
+  #[test]
+  fn numbers_fall_back_clamp_or_pass() {
+    let config = Config::new(env_of);
+    let (threshold, warning) = config.number(&SATURATION_THRESHOLD);
+    assert_eq!(threshold, 0.5);
+    assert!(warning
+      .unwrap()
+      .contains("QUOTA_SATURATION_THRESHOLD=\"2\""));
+    // The same bad value warns once.
+    assert_eq!(config.number(&SATURATION_THRESHOLD), (0.5, None));
+    // Clamped into range, without a warning.
+    assert_eq!(config.number(&SOFT_DEPRIORITIZE_FACTOR), (1.0, None));
+    assert_eq!(config.number(&RECORD_FLUSH_MS), (25.0, None));
+    assert_eq!(config.number(&RETENTION_DAYS), (14.0, None));
+  }
+
+  #[test]
+  fn evaluate_reports_validity() {
+    let e = evaluate(&RETENTION_DAYS, Some("x"));
+    assert_eq!((e.value, e.valid, e.clamped), (14.0, false, false));
+    let e = evaluate(&SOFT_DEPRIORITIZE_FACTOR, Some("-3"));
+    assert_eq!((e.value, e.valid, e.clamped), (0.0, false, true));
+    let e = evaluate(&SATURATION_THRESHOLD, Some("NaN"));
+    assert!(!e.valid && e.value == 0.5);
+    assert!(evaluate(&REDIS_TIMEOUT_MS, Some("0")).value == 1000.0);
+  }
+
+  #[test]
+  fn admission_and_cluster_switch() {
+    let config = Config::new(env_of);
+    let (mode, warning) = config.admission();
+    assert_eq!(mode, AdmissionMode::Default);
+    assert!(warning.is_some());
+    assert_eq!(config.admission(), (AdmissionMode::Default, None));
+    assert_eq!(
+      admission_of(Some("reserve")),
+      (AdmissionMode::Reserve, true)
+    );
+    assert!(cluster_switch(Some(" YES ")) && !cluster_switch(Some("0")));
+  }
+}

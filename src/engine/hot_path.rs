@@ -1,0 +1,514 @@
+//! The hot path (docs/contract.md §7) as one call each, on whichever driver was chosen:
+//! `enforceQuotaShare`, `recordConsumption`, and — in reserve admission mode (beyond the
+//! contract, docs/admission.md) — the reservation an allow carries and its settling or
+//! release. Decisions are values; the engine's own faults fail open here, counted and
+//! logged once per fault, so the edge never sees an error from these calls.
+//!
+//! SQLite answers on the calling thread: from memory while nothing was committed, else in
+//! one read transaction, and records are buffered (`store/sqlite/record_buffer.rs`).
+//! Redis reads the metadata on the calling thread, then does one round trip.
+
+use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
+use super::driver::Driver;
+use super::faults::Operation;
+use super::logs::LogValue;
+use super::metrics::{AllowReason, Counted, StoreOperation};
+use super::saturation::DecisionLookup;
+use super::{Engine, Step};
+use crate::core::admission::{
+  compile_checks, estimated_cost, reserved_outcome, BucketDelta, CheckSide, CompiledAdmission,
+  Reservation,
+};
+use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::enforce::{
+  consumption_writes, enforce, plan_enforce, planned_writes, BlockReason, ConsumptionCost,
+  EnforceOutcome, EnforceStart, QuotaRequest,
+};
+use crate::error::{QuotaError, Result};
+use crate::store::redis::counters;
+use crate::store::redis::scripts::ScriptCheck;
+use crate::store::sqlite::Recorded;
+use std::time::Duration;
+
+/// One `enforceQuotaShare` call.
+#[derive(Debug, Clone, Default)]
+pub struct EnforceCall {
+  pub api_key_id: String,
+  pub connection_id: String,
+  pub provider: String,
+  pub model: Option<String>,
+  /// Reserve mode: the estimated USD and tokens to reserve.
+  pub estimated_usd: Option<f64>,
+  pub estimated_tokens: Option<f64>,
+  pub now_ms: i64,
+  /// The call is the one after a saturation fetch, begun at this monotonic time.
+  pub after_fetch: Option<f64>,
+}
+
+impl EnforceCall {
+  fn request(&self) -> QuotaRequest<'_> {
+    QuotaRequest {
+      api_key_id: &self.api_key_id,
+      connection_id: &self.connection_id,
+      provider: &self.provider,
+      model: self.model.as_deref().filter(|m| !m.is_empty()),
+    }
+  }
+}
+
+/// What an enforce call decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+  /// `deprioritize` absent when no rule ran (not enforced, fail-open); `reservation` in
+  /// reserve mode.
+  Allow {
+    deprioritize: Option<bool>,
+    reservation: Option<String>,
+  },
+  Block {
+    reason: BlockReason,
+    message: String,
+    retry_after_seconds: Option<f64>,
+  },
+  /// Fetch the saturation of these dimensions through the host's fetchers, then call
+  /// again with `after_fetch: Some(started_ms)`.
+  Fetch {
+    dims: Vec<(QuotaUnit, QuotaWindow)>,
+    started_ms: f64,
+  },
+}
+
+/// A hot-path answer, or: the driver was being chosen — call again.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer<T> {
+  Done(T),
+  Retry,
+}
+
+const NOT_ENFORCED: Decision = Decision::Allow {
+  deprioritize: None,
+  reservation: None,
+};
+
+/// One `recordConsumption` call.
+#[derive(Debug, Clone, Default)]
+pub struct RecordCall {
+  pub api_key_id: String,
+  pub connection_id: String,
+  pub provider: String,
+  pub model: Option<String>,
+  pub cost: ConsumptionCost,
+  /// Reserve mode: the reservation enforce returned, settled with `cost`.
+  pub reservation: Option<String>,
+  pub now_ms: i64,
+}
+
+impl RecordCall {
+  fn request(&self) -> QuotaRequest<'_> {
+    QuotaRequest {
+      api_key_id: &self.api_key_id,
+      connection_id: &self.connection_id,
+      provider: &self.provider,
+      model: self.model.as_deref().filter(|m| !m.is_empty()),
+    }
+  }
+}
+
+/// Whether records were left buffered: the caller arranges a flush on its event loop.
+pub type Buffered = bool;
+
+/// The checks as `reserve.lua` takes them.
+fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> {
+  compiled
+    .checks
+    .iter()
+    .map(|c| ScriptCheck {
+      group: match c.side {
+        CheckSide::Read(i) => Some(i),
+        CheckSide::Always => None,
+      },
+      prev_weight: c.prev_weight(now_ms),
+      threshold: c.threshold,
+    })
+    .collect()
+}
+
+impl Engine {
+  /// `enforceQuotaShare`.
+  pub fn enforce(&'static self, call: EnforceCall) -> Step<Answer<Decision>> {
+    let started = call.after_fetch.unwrap_or_else(|| self.monotonic_ms());
+    if call.api_key_id.is_empty() || call.connection_id.is_empty() {
+      return Step::Now(Answer::Done(self.decided(
+        Ok((EnforceOutcome::Allow { deprioritize: None }, None)),
+        &call,
+        started,
+      )));
+    }
+    let driver = match self.driver_for_call() {
+      Ok(driver) => driver,
+      Err(choosing) => return choosing.map(|()| Answer::Retry),
+    };
+    let threshold = self.number(&SATURATION_THRESHOLD);
+    let reserve = self.admission() == AdmissionMode::Reserve;
+    match driver {
+      Driver::Sqlite => {
+        let outcome = self.with_hot_db(|db| {
+          let request = call.request();
+          let saturation = self.saturation();
+          let lookup = DecisionLookup {
+            state: &saturation,
+            now_ms: call.now_ms,
+          };
+          if reserve {
+            let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
+            db.enforce_reserving(&lookup, &request, threshold, &estimate, call.now_ms)
+              .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.encode())))
+          } else {
+            db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
+              .map(|outcome| (outcome, None))
+          }
+        });
+        Step::Now(Answer::Done(self.decided(outcome, &call, started)))
+      }
+      Driver::Redis(backend) => self.enforce_on_redis(backend, call, threshold, reserve, started),
+    }
+  }
+
+  fn enforce_on_redis(
+    &'static self,
+    backend: std::sync::Arc<crate::store::redis::RedisBackend>,
+    call: EnforceCall,
+    threshold: f64,
+    reserve: bool,
+    started: f64,
+  ) -> Step<Answer<Decision>> {
+    let now = call.now_ms;
+    let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
+    // Metadata in one read transaction, as on SQLite.
+    let start = self.with_db(|db| {
+      db.read_scope(|db| {
+        let request = call.request();
+        let saturation = self.saturation();
+        let lookup = DecisionLookup {
+          state: &saturation,
+          now_ms: now,
+        };
+        let start = plan_enforce(db, &lookup, &request, threshold, now)?;
+        let writes = match (&start, reserve) {
+          (EnforceStart::Read(_), true) => planned_writes(db, &request, &estimate)?,
+          _ => Vec::new(),
+        };
+        Ok((start, writes))
+      })
+    });
+    let (plan, writes) = match start {
+      Ok((EnforceStart::Read(plan), writes)) => (plan, writes),
+      Ok((EnforceStart::Done(outcome), _)) => {
+        return Step::Now(Answer::Done(self.decided(
+          Ok((outcome, None)),
+          &call,
+          started,
+        )))
+      }
+      Err(err) => return Step::Now(Answer::Done(self.decided(Err(err), &call, started))),
+    };
+    let batch = counters::counter_batch(
+      &backend,
+      &call.api_key_id,
+      plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
+      plan.reads(),
+    );
+    // Reserve mode needs the saturation known (else: the default read answers — a fetch,
+    // or a model-cap block).
+    let compiled = if reserve { compile_checks(&plan) } else { None };
+    match compiled {
+      None => Step::later(async move {
+        let outcome = counters::read(&backend, &batch)
+          .await
+          .map(|values| (plan.decide(&call.request(), &values), None));
+        Answer::Done(self.decided(outcome, &call, started))
+      }),
+      Some(compiled) => {
+        let reservation =
+          (!writes.is_empty()).then(|| Reservation::new(&call.api_key_id, writes, now));
+        let additions = reservation
+          .as_ref()
+          .map(Reservation::additions)
+          .unwrap_or_default();
+        let checks = script_checks(&compiled, now);
+        Step::later(async move {
+          let outcome = counters::reserve(&backend, &batch, &checks, &call.api_key_id, &additions)
+            .await
+            .map(|(blocked, values)| {
+              let outcome = reserved_outcome(&plan, &compiled, &call.request(), blocked, &values);
+              let reservation =
+                reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+              (outcome, reservation.map(|r| r.encode()))
+            });
+          Answer::Done(self.decided(outcome, &call, started))
+        })
+      }
+    }
+  }
+
+  /// The decision of an outcome, counted in the metrics; a fault fails open.
+  fn decided(
+    &self,
+    outcome: Result<(EnforceOutcome, Option<String>)>,
+    call: &EnforceCall,
+    started: f64,
+  ) -> Decision {
+    let (decision, counted) = match outcome {
+      Ok((EnforceOutcome::Allow { deprioritize }, reservation)) => {
+        let reason = match deprioritize {
+          None => AllowReason::NotEnforced,
+          Some(false) => AllowReason::Ok,
+          Some(true) => AllowReason::Deprioritized,
+        };
+        (
+          Decision::Allow {
+            deprioritize,
+            reservation,
+          },
+          Counted::Allow(reason),
+        )
+      }
+      Ok((
+        EnforceOutcome::Block {
+          reason,
+          message,
+          retry_after_seconds,
+        },
+        _,
+      )) => (
+        Decision::Block {
+          reason,
+          message,
+          retry_after_seconds,
+        },
+        Counted::Block(reason),
+      ),
+      Ok((EnforceOutcome::NeedSaturation(_), _)) if call.after_fetch.is_some() => {
+        // Still missing after one fetch (a fetcher registered meanwhile): do not wait again.
+        (NOT_ENFORCED, Counted::Allow(AllowReason::SaturationPending))
+      }
+      Ok((EnforceOutcome::NeedSaturation(dims), _)) => {
+        return Decision::Fetch {
+          dims: dims.iter().map(|d| (d.unit, d.window)).collect(),
+          started_ms: started,
+        };
+      }
+      Err(err) => {
+        self.metrics.store_error(StoreOperation::Enforce);
+        self.faults.failed(
+          &self.logs,
+          Operation::Enforce,
+          "quota enforcement failed; allowing the request",
+          &err.to_string(),
+          vec![
+            ("apiKeyId", LogValue::Text(call.api_key_id.clone())),
+            ("connectionId", LogValue::Text(call.connection_id.clone())),
+          ],
+        );
+        (NOT_ENFORCED, Counted::Allow(AllowReason::FailOpen))
+      }
+    };
+    if counted != Counted::Allow(AllowReason::FailOpen) && !call.api_key_id.is_empty() {
+      self.faults.succeeded(&self.logs, Operation::Enforce);
+    }
+    self
+      .metrics
+      .decision(counted, (self.monotonic_ms() - started) / 1000.0);
+    decision
+  }
+
+  /// `recordConsumption`: every plan dimension and the model bucket, buffered on SQLite
+  /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`), one script on Redis.
+  pub fn record(&'static self, call: RecordCall) -> Step<Answer<Buffered>> {
+    if call.api_key_id.is_empty() || call.connection_id.is_empty() {
+      return Step::Now(Answer::Done(false));
+    }
+    if let Some(reservation) = call.reservation.clone() {
+      return match self.settle(
+        &reservation,
+        Some(&call.api_key_id),
+        call.cost,
+        false,
+        call.now_ms,
+      ) {
+        Ok(step) => step,
+        Err(err) => {
+          // The host's bug, not a store fault: said every time, never counted as a fault.
+          self.logs.push(
+            "warn",
+            "quota:enforce",
+            "settling a quota reservation failed",
+            vec![
+              ("apiKeyId", LogValue::Text(call.api_key_id.clone())),
+              ("error", LogValue::Text(err.to_string())),
+            ],
+          );
+          Step::Now(Answer::Done(false))
+        }
+      };
+    }
+    let driver = match self.driver_for_call() {
+      Ok(driver) => driver,
+      Err(choosing) => return choosing.map(|()| Answer::Retry),
+    };
+    match driver {
+      Driver::Sqlite => {
+        let flush_ms = self.number(&RECORD_FLUSH_MS);
+        let max_age = Duration::from_secs_f64(flush_ms / 1000.0);
+        let result = self.with_hot_db(|db| {
+          let writes = db.hot_scope(|db| consumption_writes(db, &call.request(), &call.cost))?;
+          db.record_writes(&call.api_key_id, &writes, call.now_ms, max_age)
+        });
+        let buffered = match result {
+          Ok(recorded) => {
+            self.faults.succeeded(&self.logs, Operation::Record);
+            recorded == Recorded::Buffered
+          }
+          Err(err) => {
+            self.record_failed("recording quota consumption failed", &err, &call.api_key_id);
+            // A record that could not be committed stays buffered, for the next flush.
+            true
+          }
+        };
+        Step::Now(Answer::Done(buffered))
+      }
+      Driver::Redis(backend) => {
+        let prepared = self
+          .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.request(), &call.cost)))
+          .and_then(|writes| {
+            if writes.is_empty() {
+              return Ok(None);
+            }
+            counters::consume_many(backend, call.api_key_id.clone(), writes, call.now_ms).map(Some)
+          });
+        match prepared {
+          Ok(None) => Step::Now(Answer::Done(false)),
+          Err(err) => {
+            self.record_failed("recording quota consumption failed", &err, &call.api_key_id);
+            Step::Now(Answer::Done(false))
+          }
+          Ok(Some(write)) => Step::later(async move {
+            match write.await {
+              Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
+              Err(err) => {
+                self.record_failed("recording quota consumption failed", &err, &call.api_key_id)
+              }
+            }
+            Answer::Done(false)
+          }),
+        }
+      }
+    }
+  }
+
+  fn record_failed(&self, msg: &str, err: &QuotaError, api_key_id: &str) {
+    self.metrics.store_error(StoreOperation::Record);
+    let context = if api_key_id.is_empty() {
+      Vec::new()
+    } else {
+      vec![("apiKeyId", LogValue::Text(api_key_id.to_string()))]
+    };
+    self.faults.failed(
+      &self.logs,
+      Operation::Record,
+      msg,
+      &err.to_string(),
+      context,
+    );
+  }
+
+  /// Settles (`release: false`: adds `actual − reserved` per counter, into the
+  /// reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
+  /// a reservation; buckets never go below 0. A malformed reservation, or one made for
+  /// another `api_key_id`, is an error and writes nothing; a store failure is a fault.
+  pub fn settle(
+    &'static self,
+    reservation: &str,
+    api_key_id: Option<&str>,
+    cost: ConsumptionCost,
+    release: bool,
+    now_ms: i64,
+  ) -> Result<Step<Answer<Buffered>>> {
+    let parsed = Reservation::decode(reservation, "reservation")?;
+    if api_key_id.is_some_and(|key| key != parsed.api_key_id) {
+      return Err(QuotaError::range_error(
+        "reservation",
+        "was made for another API key",
+      ));
+    }
+    let deltas: Vec<BucketDelta> = if release {
+      parsed.release_deltas()
+    } else {
+      parsed.settle_deltas(&cost)
+    };
+    let msg = if release {
+      "releasing a quota reservation failed"
+    } else {
+      "settling a quota reservation failed"
+    };
+    let driver = match self.driver_for_call() {
+      Ok(driver) => driver,
+      Err(choosing) => return Ok(choosing.map(|()| Answer::Retry)),
+    };
+    let key = parsed.api_key_id;
+    Ok(match driver {
+      Driver::Sqlite => {
+        match self.with_db(|db| db.add_floored(&key, &deltas, now_ms)) {
+          Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
+          Err(err) => self.record_failed(msg, &err, ""),
+        }
+        Step::Now(Answer::Done(false))
+      }
+      Driver::Redis(_) if deltas.is_empty() => Step::Now(Answer::Done(false)),
+      Driver::Redis(backend) => match counters::settle(backend, key, deltas) {
+        Err(err) => {
+          self.record_failed(msg, &err, "");
+          Step::Now(Answer::Done(false))
+        }
+        Ok(write) => Step::later(async move {
+          match write.await {
+            Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
+            Err(err) => self.record_failed(msg, &err, ""),
+          }
+          Answer::Done(false)
+        }),
+      },
+    })
+  }
+
+  /// Commits `recordConsumption`'s buffered records now (never opens the database).
+  /// Returns the error message, or `None`; the records stay buffered on an error, and
+  /// the failure is a fault (logged once).
+  pub fn flush(&self, automatic: bool) -> Option<String> {
+    let error = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic))
+      .and_then(|result| result.err())
+      .map(|e| e.to_string());
+    match &error {
+      Some(message) => {
+        self.metrics.store_error(StoreOperation::Record);
+        let buffered = self.pending_writes();
+        self.faults.failed(
+          &self.logs,
+          Operation::Flush,
+          "committing buffered quota records failed; they stay buffered and are retried",
+          message,
+          vec![("buffered", LogValue::Number(buffered as f64))],
+        );
+      }
+      None => self.faults.succeeded(&self.logs, Operation::Flush),
+    }
+    error
+  }
+
+  /// How many counters are buffered, not yet committed.
+  pub fn pending_writes(&self) -> usize {
+    crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
+      .and_then(|r| r.ok())
+      .unwrap_or(0)
+  }
+}

@@ -1,0 +1,168 @@
+//! The one engine of the process (docs/architecture.md): it owns the chosen storage
+//! driver, every setting, the saturation cache and fetcher registry, the scheduler state,
+//! the metrics and fault counters and the log queue. The napi edge holds one static
+//! instance, so every JS thread of the process — main and workers — reaches the same
+//! engine and the same configuration. Nothing here knows about napi.
+//!
+//! - `config.rs`: every `QUOTA_*` variable, parsed and validated in one place.
+//! - `database.rs`: where the SQLite database is, and the one way to reach it.
+//! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
+//! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
+//!   driver, as one call each.
+//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
+//!   each concept.
+
+pub mod config;
+pub mod database;
+pub mod driver;
+pub mod faults;
+pub mod hot_path;
+pub mod logs;
+pub mod metrics;
+pub mod saturation;
+pub mod scheduler;
+
+use crate::error::Result;
+use crate::store::sqlite::SqliteDb;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+/// A result now, or a future of it to run on the I/O runtime (Redis).
+pub enum Step<T> {
+  Now(T),
+  Later(Pin<Box<dyn Future<Output = T> + Send + 'static>>),
+}
+
+impl<T: Send + 'static> Step<T> {
+  /// The same step with `f` applied to its value.
+  pub fn map<U: Send + 'static>(self, f: impl FnOnce(T) -> U + Send + 'static) -> Step<U> {
+    match self {
+      Step::Now(value) => Step::Now(f(value)),
+      Step::Later(future) => Step::Later(Box::pin(async move { f(future.await) })),
+    }
+  }
+
+  /// A future of the value, whichever it is.
+  pub fn later(future: impl Future<Output = T> + Send + 'static) -> Self {
+    Step::Later(Box::pin(future))
+  }
+}
+
+/// The process's engine.
+pub struct Engine {
+  pub config: config::Config,
+  pub logs: logs::LogQueue,
+  pub metrics: metrics::Metrics,
+  pub faults: faults::Faults,
+  pub database: database::Database,
+  pub drivers: driver::DriverChoice,
+  saturation: Mutex<saturation::SaturationState>,
+  scheduler: Mutex<scheduler::SchedulerState>,
+  started: Instant,
+  sweeper_interval: std::time::Duration,
+}
+
+impl Default for Engine {
+  fn default() -> Self {
+    Engine {
+      config: config::Config::default(),
+      logs: logs::LogQueue::default(),
+      metrics: metrics::Metrics::default(),
+      faults: faults::Faults::default(),
+      database: database::Database::default(),
+      drivers: driver::DriverChoice::default(),
+      saturation: Mutex::default(),
+      scheduler: Mutex::default(),
+      started: Instant::now(),
+      sweeper_interval: std::time::Duration::from_secs(3600),
+    }
+  }
+}
+
+fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+  // The state is plain data, consistent between calls: a panic elsewhere does not spoil it.
+  mutex
+    .lock()
+    .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Engine {
+  /// The saturation state.
+  pub fn saturation(&self) -> MutexGuard<'_, saturation::SaturationState> {
+    relock(&self.saturation)
+  }
+
+  /// The scheduler state.
+  pub fn scheduler(&self) -> MutexGuard<'_, scheduler::SchedulerState> {
+    relock(&self.scheduler)
+  }
+
+  /// Milliseconds on a monotonic clock since the engine started (for latencies).
+  pub fn monotonic_ms(&self) -> f64 {
+    self.started.elapsed().as_secs_f64() * 1000.0
+  }
+
+  /// A numeric setting, warning once per bad value.
+  pub fn number(&self, spec: &config::NumberSpec) -> f64 {
+    let (value, warning) = self.config.number(spec);
+    if let Some(warning) = warning {
+      self.logs.warn("quota:config", warning, None);
+    }
+    value
+  }
+
+  /// `QUOTA_ADMISSION`, warning once per bad value.
+  pub fn admission(&self) -> config::AdmissionMode {
+    let (mode, warning) = self.config.admission();
+    if let Some(warning) = warning {
+      self.logs.warn("quota:config", warning, None);
+    }
+    mode
+  }
+
+  /// Runs `f` on the engine's SQLite connection, opening it when needed; buffered
+  /// records are committed first.
+  pub fn with_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
+    self.run_db(false, f)
+  }
+
+  /// [`Engine::with_db`] for the hot path, which reads buffered records itself.
+  pub fn with_hot_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
+    self.run_db(true, f)
+  }
+
+  fn run_db<T>(&'static self, hot: bool, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
+    let (result, opened) = self.database.run(hot, f);
+    if opened {
+      self.after_open();
+    }
+    result
+  }
+
+  /// Once per open: start the retention sweep, and say what the lock self-test or the
+  /// pragmas found wrong.
+  fn after_open(&'static self) {
+    crate::store::sqlite::spawn_retention_sweeper(
+      self.sweeper_interval,
+      || self.number(&config::RETENTION_DAYS),
+      |result| {
+        if let Err(err) = result {
+          self.logs.warn(
+            "quota:store",
+            "retention sweep failed",
+            Some(err.to_string()),
+          );
+        }
+      },
+    );
+    if let Some(Ok(warnings)) =
+      crate::store::sqlite::with_open_db(|db| Ok(db.open_report().warnings()))
+    {
+      for warning in warnings {
+        self.logs.warn("quota:store", warning, None);
+      }
+    }
+  }
+}

@@ -1,0 +1,277 @@
+//! Saturation signals for the process (docs/contract.md §8): the 30 s cache, the registry
+//! of which providers have a saturation fetcher, the last rate-limit headers per
+//! connection, and the fallback. The fetchers themselves are the host's async JavaScript
+//! functions; the edge keeps them by the names this registry hands out, so the wildcard,
+//! the precedence and the fallback are decided here only.
+
+use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::enforce::SaturationLookup;
+use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
+use std::collections::{HashMap, HashSet};
+
+/// Connections whose headers are kept at most; past it the map starts over.
+const MAX_HEADER_SNAPSHOTS: usize = 10_000;
+
+/// Who registered a fetcher: the host (`installHost({ saturationFetchers })`,
+/// `registerSaturationFetcher`) or a test seam (`__set…ForTests`), which only serves
+/// providers no host fetcher serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetcherTier {
+  Host,
+  Seam,
+}
+
+impl FetcherTier {
+  /// The prefix of the names handed to the edge.
+  pub fn as_str(self) -> &'static str {
+    match self {
+      FetcherTier::Host => "host",
+      FetcherTier::Seam => "seam",
+    }
+  }
+}
+
+/// The process's saturation state.
+#[derive(Default)]
+pub struct SaturationState {
+  cache: SaturationCache,
+  fetchers: HashSet<(FetcherTier, String)>,
+  headers: HashMap<(String, String), RateLimitSnapshot>,
+}
+
+/// What a `getSaturation` lookup must do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+  /// The value is known: cached, or the fallback when no fetcher serves the provider.
+  Known { value: f64, cached: bool },
+  /// Call the fetcher `name` (`"<tier>:<provider or *>"`), then store its answer.
+  Fetch { name: String },
+}
+
+impl SaturationState {
+  /// Replaces the fetchers of `tier` with `providers` (`"*"`: every provider).
+  pub fn set_fetchers(&mut self, tier: FetcherTier, providers: impl IntoIterator<Item = String>) {
+    self.fetchers.retain(|(t, _)| *t != tier);
+    self
+      .fetchers
+      .extend(providers.into_iter().map(|p| (tier, p)));
+  }
+
+  /// Adds (`true`) or removes one fetcher.
+  pub fn set_fetcher(&mut self, tier: FetcherTier, provider: &str, present: bool) {
+    if present {
+      self.fetchers.insert((tier, provider.to_string()));
+    } else {
+      self.fetchers.remove(&(tier, provider.to_string()));
+    }
+  }
+
+  /// The fetcher serving `provider`: the host's for it, the host's `"*"`, the seam's for
+  /// it, the seam's `"*"` — in that order.
+  pub fn fetcher_for(&self, provider: &str) -> Option<(FetcherTier, &str)> {
+    [FetcherTier::Host, FetcherTier::Seam]
+      .into_iter()
+      .find_map(|tier| {
+        [provider, "*"].into_iter().find_map(|name| {
+          self
+            .fetchers
+            .get(&(tier, name.to_string()))
+            .map(|(t, n)| (*t, n.as_str()))
+        })
+      })
+  }
+
+  /// The fallback when no fetcher answers: the token headers at most 5 min old, else 0.
+  pub fn fallback(&self, provider: &str, connection_id: &str, now_ms: i64) -> f64 {
+    self
+      .headers
+      .get(&(provider.to_string(), connection_id.to_string()))
+      .and_then(|snapshot| token_header_saturation(snapshot, now_ms))
+      .map_or(0.0, |s| s.saturation)
+  }
+
+  /// What `getSaturation(connectionId, provider, { unit, window })` must do now.
+  pub fn lookup(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    now_ms: i64,
+  ) -> Lookup {
+    if let Some(value) = self
+      .cache
+      .get(provider, connection_id, unit, window, now_ms)
+    {
+      return Lookup::Known {
+        value,
+        cached: true,
+      };
+    }
+    match self.fetcher_for(provider) {
+      Some((tier, name)) => Lookup::Fetch {
+        name: format!("{}:{name}", tier.as_str()),
+      },
+      None => Lookup::Known {
+        value: self.fallback(provider, connection_id, now_ms),
+        cached: false,
+      },
+    }
+  }
+
+  /// Stores a fetcher's answer for 30 s and returns the stored value: clamped into
+  /// 0..1; no answer (`None`, NaN) takes the fallback.
+  #[allow(clippy::too_many_arguments)]
+  pub fn store(
+    &mut self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    value: Option<f64>,
+    now_ms: i64,
+  ) -> f64 {
+    let value = value
+      .filter(|v| !v.is_nan())
+      .unwrap_or_else(|| self.fallback(provider, connection_id, now_ms));
+    self
+      .cache
+      .put(provider, connection_id, unit, window, value, now_ms)
+  }
+
+  /// Keeps the rate-limit headers of a response.
+  pub fn store_headers(
+    &mut self,
+    provider: String,
+    connection_id: String,
+    snapshot: RateLimitSnapshot,
+  ) {
+    if self.headers.len() >= MAX_HEADER_SNAPSHOTS {
+      self.headers.clear();
+    }
+    self.headers.insert((provider, connection_id), snapshot);
+  }
+
+  /// The headers last kept for a connection.
+  pub fn headers(&self, provider: &str, connection_id: &str) -> Option<&RateLimitSnapshot> {
+    self
+      .headers
+      .get(&(provider.to_string(), connection_id.to_string()))
+  }
+
+  /// `_clearSaturationCache()`.
+  pub fn clear_cache(&mut self) {
+    self.cache.clear();
+  }
+
+  /// `_clearRateLimitHeaders()`.
+  pub fn clear_headers(&mut self) {
+    self.headers.clear();
+  }
+}
+
+/// The saturation view the enforce decision reads: a cache hit, the fallback when no
+/// fetcher serves the provider, or `None` — fetch first.
+pub struct DecisionLookup<'a> {
+  pub state: &'a SaturationState,
+  pub now_ms: i64,
+}
+
+impl SaturationLookup for DecisionLookup<'_> {
+  fn saturation(
+    &self,
+    connection_id: &str,
+    provider: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+  ) -> Option<f64> {
+    match self
+      .state
+      .lookup(provider, connection_id, unit, window, self.now_ms)
+    {
+      Lookup::Known { value, .. } => Some(value),
+      Lookup::Fetch { .. } => None,
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::saturation::parse_rate_limit_headers;
+
+  const NOW: i64 = 1_700_000_000_000;
+
+  #[test]
+  fn host_fetchers_come_before_seams_and_the_wildcard_after_the_provider() {
+    let mut state = SaturationState::default();
+    assert_eq!(state.fetcher_for("codex"), None);
+    state.set_fetchers(FetcherTier::Seam, ["*".to_string(), "claude".to_string()]);
+    assert_eq!(
+      state.fetcher_for("claude"),
+      Some((FetcherTier::Seam, "claude"))
+    );
+    assert_eq!(state.fetcher_for("codex"), Some((FetcherTier::Seam, "*")));
+    state.set_fetcher(FetcherTier::Host, "*", true);
+    assert_eq!(state.fetcher_for("claude"), Some((FetcherTier::Host, "*")));
+    state.set_fetcher(FetcherTier::Host, "claude", true);
+    assert_eq!(
+      state.fetcher_for("claude"),
+      Some((FetcherTier::Host, "claude"))
+    );
+    state.set_fetchers(FetcherTier::Host, Vec::new());
+    assert_eq!(
+      state.fetcher_for("claude"),
+      Some((FetcherTier::Seam, "claude"))
+    );
+  }
+
+  #[test]
+  fn a_lookup_is_a_hit_a_fetch_or_the_header_fallback() {
+    let mut state = SaturationState::default();
+    let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
+    assert_eq!(
+      state.lookup("openai", "c", u, w, NOW),
+      Lookup::Known {
+        value: 0.0,
+        cached: false
+      }
+    );
+    let headers = [
+      ("x-ratelimit-limit-tokens", "1000"),
+      ("x-ratelimit-remaining-tokens", "250"),
+    ];
+    let snapshot = parse_rate_limit_headers(headers, NOW).unwrap();
+    state.store_headers("openai".into(), "c".into(), snapshot);
+    assert_eq!(
+      state.lookup("openai", "c", u, w, NOW),
+      Lookup::Known {
+        value: 0.75,
+        cached: false
+      }
+    );
+    state.set_fetcher(FetcherTier::Host, "openai", true);
+    assert_eq!(
+      state.lookup("openai", "c", u, w, NOW),
+      Lookup::Fetch {
+        name: "host:openai".into()
+      }
+    );
+    // No answer takes the fallback; an answer is clamped and cached.
+    assert_eq!(state.store("openai", "c", u, w, None, NOW), 0.75);
+    assert_eq!(
+      state.lookup("openai", "c", u, w, NOW + 1),
+      Lookup::Known {
+        value: 0.75,
+        cached: true
+      }
+    );
+    assert_eq!(state.store("openai", "c", u, w, Some(7.0), NOW), 1.0);
+    let view = DecisionLookup {
+      state: &state,
+      now_ms: NOW + 1,
+    };
+    assert_eq!(view.saturation("c", "openai", u, w), Some(1.0));
+    assert_eq!(view.saturation("other", "openai", u, w), None);
+  }
+}
