@@ -1,8 +1,6 @@
 //! The crate's one error type. Decisions (allow/block) are values, never errors;
 //! these are the failures: bad input at the boundary and storage faults.
 
-use std::fmt;
-
 /// Which JavaScript error class an invalid argument becomes at the edge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgErrorKind {
@@ -12,18 +10,21 @@ pub enum ArgErrorKind {
   Range,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum QuotaError {
   /// Bad input; `field` is the path of the offending value, e.g. `dimensions[0].limit`.
+  #[error("{field}: {message}")]
   InvalidArg {
     kind: ArgErrorKind,
     field: String,
     message: String,
   },
   /// The storage backend failed (I/O, corruption, a constraint, a lock held too long).
+  #[error("quota store error: {0}")]
   Store(String),
   /// The storage server cannot be reached: refused, dropped, or no answer within the
   /// timeout (Redis). Retrying later may succeed; the hot path fails open.
+  #[error("quota store unavailable: {0}")]
   Unavailable(String),
 }
 
@@ -55,17 +56,5 @@ impl QuotaError {
     }
   }
 }
-
-impl fmt::Display for QuotaError {
-  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match self {
-      QuotaError::InvalidArg { field, message, .. } => write!(f, "{field}: {message}"),
-      QuotaError::Store(message) => write!(f, "quota store error: {message}"),
-      QuotaError::Unavailable(message) => write!(f, "quota store unavailable: {message}"),
-    }
-  }
-}
-
-impl std::error::Error for QuotaError {}
 
 pub type Result<T> = std::result::Result<T, QuotaError>;

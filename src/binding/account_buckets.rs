@@ -2,7 +2,7 @@
 //! (`compat/accountBuckets`).
 
 use super::args::Arg;
-use super::errors::or_throw;
+use super::errors::call;
 use super::scheduler_state::{read_connection_id, read_time, state};
 use crate::core::iso8601::parse_iso8601_ms;
 use crate::core::scheduler::account_buckets::QuotaReading;
@@ -69,7 +69,7 @@ pub fn record_usage(
   reset_at: Option<Unknown>,
   now_ms: Option<Unknown>,
 ) -> napi::Result<()> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let window = read_window_key(window_key)?;
     // Not a number reads as not finite, as `Number.isFinite` does: the entry is cleared.
@@ -89,8 +89,7 @@ pub fn record_usage(
       .buckets
       .record_usage(&sym, &window, used_pct, reset_at, now_ms);
     Ok(())
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Whether `windowKey` of `connectionId` is saturated at `nowMs` (default `Date.now()`).
@@ -107,7 +106,7 @@ pub fn is_bucket_saturated(
   window_key: Unknown,
   now_ms: Option<Unknown>,
 ) -> napi::Result<bool> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let window = read_window_key(window_key)?;
     let now_ms = read_time(now_ms, "nowMs")?;
@@ -116,8 +115,7 @@ pub fn is_bucket_saturated(
       return Ok(false);
     };
     Ok(state.scheduler.buckets.is_saturated(&sym, &window, now_ms))
-  })();
-  or_throw(&env, result)
+  })
 }
 
 fn lenient_number(entry: &Arg, name: &str) -> Option<f64> {
@@ -178,7 +176,7 @@ pub fn update_account_buckets(
   usage_result: Option<Unknown>,
   now_ms: Option<Unknown>,
 ) -> napi::Result<()> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let now_ms = read_time(now_ms, "nowMs")?;
     let Some(usage_result) = usage_result else {
@@ -213,8 +211,7 @@ pub fn update_account_buckets(
       now_ms,
     );
     Ok(())
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Tests only: forgets every account bucket.

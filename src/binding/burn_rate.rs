@@ -1,7 +1,7 @@
 //! docs/contract.md §9: `computeBurnRate`, `computeBurnRateFromWindow`.
 
 use super::args::Arg;
-use super::errors::or_throw;
+use super::errors::{call, or_throw};
 use crate::core::burn_rate::{compute_burn_rate, compute_burn_rate_from_window, BurnRate};
 use crate::error::Result;
 use napi::bindgen_prelude::{Either, Null, Unknown};
@@ -85,7 +85,7 @@ pub fn compute_burn_rate_from_window_js(
   window_ms: Unknown,
   remaining: Option<Unknown>,
 ) -> napi::Result<BurnRateJs> {
-  let result = (|| {
+  call(&env, || {
     let consumed_total = Arg::new(consumed_total, "consumedTotal")?.number()?;
     let window_ms = Arg::new(window_ms, "windowMs")?.number()?;
     if !(window_ms.is_finite() && window_ms >= 1.0) {
@@ -101,6 +101,6 @@ pub fn compute_burn_rate_from_window_js(
       now_ms(),
       remaining,
     ))
-  })();
-  or_throw(&env, result).map(BurnRateJs::from)
+  })
+  .map(BurnRateJs::from)
 }

@@ -25,6 +25,12 @@ pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
   Error::from_status(Status::PendingException)
 }
 
+/// Runs `f`, its error thrown into `env`: the shape of every native function that reads
+/// its arguments and calls the engine.
+pub(crate) fn call<T>(env: &Env, f: impl FnOnce() -> crate::error::Result<T>) -> napi::Result<T> {
+  or_throw(env, f())
+}
+
 /// `result`, with its error thrown into `env`.
 pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::Result<T> {
   result.map_err(|err| throw(env, err))

@@ -1,7 +1,7 @@
 //! docs/contract.md §10: in-flight leases per connection (`compat/quotaShareInflight`).
 
 use super::args::Arg;
-use super::errors::or_throw;
+use super::errors::call;
 use super::scheduler_state::{read_connection_id, read_time, state};
 use crate::core::scheduler::inflight::DEFAULT_LEASE_MS as CORE_DEFAULT_LEASE_MS;
 use crate::error::{QuotaError, Result};
@@ -47,7 +47,7 @@ pub fn increment_inflight(
   lease_ms: Option<Unknown>,
   now_ms: Option<Unknown>,
 ) -> napi::Result<u32> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let lease_ms = read_lease(lease_ms)?;
     let now_ms = read_time(now_ms, "nowMs")?;
@@ -57,8 +57,7 @@ pub fn increment_inflight(
     let mut state = state();
     let sym = state.symbols.intern(&id);
     Ok(state.scheduler.inflight.increment(&sym, lease_ms, now_ms))
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Releases one request in flight on `connectionId` at `nowMs` (default `Date.now()`):
@@ -74,7 +73,7 @@ pub fn decrement_inflight(
   connection_id: Unknown,
   now_ms: Option<Unknown>,
 ) -> napi::Result<()> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let now_ms = read_time(now_ms, "nowMs")?;
     let mut state = state();
@@ -82,8 +81,7 @@ pub fn decrement_inflight(
       state.scheduler.inflight.decrement(&sym, now_ms);
     }
     Ok(())
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// The number of requests in flight on `connectionId` at `nowMs` (default `Date.now()`):
@@ -98,7 +96,7 @@ pub fn get_inflight(
   connection_id: Unknown,
   now_ms: Option<Unknown>,
 ) -> napi::Result<u32> {
-  let result = (|| {
+  call(&env, || {
     let id = read_connection_id(connection_id, "connectionId")?;
     let now_ms = read_time(now_ms, "nowMs")?;
     let state = state();
@@ -106,8 +104,7 @@ pub fn get_inflight(
       id.and_then(|id| state.symbols.get(&id))
         .map_or(0, |sym| state.scheduler.inflight.get(&sym, now_ms)),
     )
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Tests only: forgets every in-flight slot.

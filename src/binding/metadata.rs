@@ -9,7 +9,7 @@ use super::convert::{
   read_allocations, read_dimension, read_strings, ConsumptionRowJs, ModelCapJs, PoolAllocationJs,
   ProviderPlanJs, QuotaPoolJs,
 };
-use super::errors::or_throw;
+use super::errors::{call, or_throw};
 use super::with_db;
 use crate::core::dimensions::{PlanSource, ProviderPlan, QuotaUnit};
 use crate::core::plans::{resolve_plan, PlanOverrides};
@@ -36,15 +36,14 @@ pub fn get_bucket(
   dimension_key: Unknown,
   bucket_index: Unknown,
 ) -> napi::Result<f64> {
-  let result = (|| {
+  call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
     with_db(&env, |db| {
       db.get_bucket(&api_key_id, &dimension_key, bucket)
     })
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`.
@@ -60,7 +59,7 @@ pub fn increment_bucket(
   delta: Unknown,
   now_ms: Unknown,
 ) -> napi::Result<()> {
-  let result = (|| {
+  call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
@@ -71,8 +70,7 @@ pub fn increment_bucket(
     with_db(&env, |db| {
       db.increment_bucket(&api_key_id, &dimension_key, bucket, delta, now)
     })
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// `{ curr, prev }` of the key's counter around `currentBucket`.
@@ -93,13 +91,13 @@ pub fn get_pair(
   dimension_key: Unknown,
   current_bucket: Unknown,
 ) -> napi::Result<BucketPair> {
-  let result = (|| {
+  call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
     with_db(&env, |db| db.get_pair(&api_key_id, &dimension_key, bucket))
-  })();
-  or_throw(&env, result).map(|(curr, prev)| BucketPair { curr, prev })
+  })
+  .map(|(curr, prev)| BucketPair { curr, prev })
 }
 
 /// `{ currTotal, prevTotal }` over every key of the dimension.
@@ -120,12 +118,12 @@ pub fn sum_pool_dimension(
   dimension_key: Unknown,
   current_bucket: Unknown,
 ) -> napi::Result<PoolBucketTotals> {
-  let result = (|| {
+  call(&env, || {
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
     let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
     with_db(&env, |db| db.sum_pool_dimension(&dimension_key, bucket))
-  })();
-  or_throw(&env, result).map(|(curr_total, prev_total)| PoolBucketTotals {
+  })
+  .map(|(curr_total, prev_total)| PoolBucketTotals {
     curr_total,
     prev_total,
   })
@@ -138,7 +136,7 @@ pub fn list_consumption_for_pool(
   pool_id: Unknown,
   limit: Option<Unknown>,
 ) -> napi::Result<Vec<ConsumptionRowJs>> {
-  let result = (|| {
+  call(&env, || {
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let limit = match limit {
       Some(value) => arg(value, "limit")?.opt_number()?.unwrap_or(100.0),
@@ -146,18 +144,18 @@ pub fn list_consumption_for_pool(
     };
     let limit = if limit.is_finite() { limit as i64 } else { 500 };
     with_db(&env, |db| db.list_consumption_for_pool(&pool_id, limit))
-  })();
-  or_throw(&env, result).map(|rows| rows.iter().map(ConsumptionRowJs::from).collect())
+  })
+  .map(|rows| rows.iter().map(ConsumptionRowJs::from).collect())
 }
 
 /// Deletes rows whose `updated_at` is strictly older; returns how many.
 #[napi(catch_unwind, ts_args_type = "maxUpdatedAtMs: number")]
 pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> {
-  let result = (|| {
+  call(&env, || {
     let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.number()? as i64;
     with_db(&env, |db| db.gc_older_than(max))
-  })();
-  or_throw(&env, result).map(|n| n as f64)
+  })
+  .map(|n| n as f64)
 }
 
 /// `gcConsumption()`: runs the retention sweep now (`QUOTA_CONSUMPTION_RETENTION_DAYS`,
@@ -196,7 +194,7 @@ fn optional<'a>(value: Option<Unknown<'a>>, path: &str) -> Result<Option<Arg<'a>
   ts_args_type = "input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
 )]
 pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
-  let result = (|| {
+  call(&env, || {
     let input = arg(input, "input")?;
     let allocations = input.field("allocations")?;
     let connection_ids = input.field("connectionIds")?;
@@ -216,18 +214,18 @@ pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
       },
     };
     with_db(&env, |db| db.create_pool(&pool, now_ms()))
-  })();
-  or_throw(&env, result).map(|p| QuotaPoolJs::from(&p))
+  })
+  .map(|p| QuotaPoolJs::from(&p))
 }
 
 /// The pool, or `null`.
 #[napi(catch_unwind, ts_args_type = "id: string")]
 pub fn get_pool(env: Env, id: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
-  let result = (|| {
+  call(&env, || {
     let id = arg(id, "id")?.string()?;
     with_db(&env, |db| db.get_pool(&id))
-  })();
-  or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
+  })
+  .map(|p| p.as_ref().map(QuotaPoolJs::from))
 }
 
 /// `{ items, total }`.
@@ -243,7 +241,7 @@ pub struct PoolPage {
   ts_args_type = "options?: { limit?: number; offset?: number }"
 )]
 pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> {
-  let result = (|| {
+  call(&env, || {
     let (limit, offset) = match optional(options, "options")? {
       Some(o) => (
         o.field("limit")?.opt_number()?,
@@ -254,8 +252,8 @@ pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> 
     let limit = limit.map(|l| l.clamp(0.0, u32::MAX as f64) as u32);
     let offset = offset.map(|o| o.clamp(0.0, u32::MAX as f64) as u32);
     with_db(&env, |db| db.list_pools(limit, offset))
-  })();
-  or_throw(&env, result).map(|page| PoolPage {
+  })
+  .map(|page| PoolPage {
     items: page.items.iter().map(QuotaPoolJs::from).collect(),
     total: page.total as f64,
   })
@@ -268,7 +266,7 @@ pub fn list_pools(env: Env, options: Option<Unknown>) -> napi::Result<PoolPage> 
   ts_args_type = "id: string, patch: { name?: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"
 )]
 pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option<QuotaPoolJs>> {
-  let result = (|| {
+  call(&env, || {
     let id = arg(id, "id")?.string()?;
     let patch = arg(patch, "patch")?;
     let allocations = patch.field("allocations")?;
@@ -288,18 +286,17 @@ pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option
       },
     };
     with_db(&env, |db| db.update_pool(&id, &update, now_ms()))
-  })();
-  or_throw(&env, result).map(|p| p.as_ref().map(QuotaPoolJs::from))
+  })
+  .map(|p| p.as_ref().map(QuotaPoolJs::from))
 }
 
 /// Deletes a pool with its allocations, membership and model caps.
 #[napi(catch_unwind, js_name = "deletePoolNow", ts_args_type = "id: string")]
 pub fn delete_pool_now(env: Env, id: Unknown) -> napi::Result<bool> {
-  let result = (|| {
+  call(&env, || {
     let id = arg(id, "id")?.string()?;
     with_db(&env, |db| db.delete_pool(&id))
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// Replaces the pool's allocations; false when the pool does not exist.
@@ -308,12 +305,11 @@ pub fn delete_pool_now(env: Env, id: Unknown) -> napi::Result<bool> {
   ts_args_type = "poolId: string, allocations: PoolAllocation[]"
 )]
 pub fn upsert_allocations(env: Env, pool_id: Unknown, allocations: Unknown) -> napi::Result<bool> {
-  let result = (|| {
+  call(&env, || {
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let allocations = read_allocations(&arg(allocations, "allocations")?)?;
     with_db(&env, |db| db.upsert_allocations(&pool_id, &allocations))
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// `{ poolId, allocation }`.
@@ -329,11 +325,11 @@ pub fn list_allocations_for_api_key(
   env: Env,
   api_key_id: Unknown,
 ) -> napi::Result<Vec<KeyAllocation>> {
-  let result = (|| {
+  call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     with_db(&env, |db| db.list_allocations_for_api_key(&api_key_id))
-  })();
-  or_throw(&env, result).map(|list| {
+  })
+  .map(|list| {
     list
       .iter()
       .map(|(pool_id, a)| KeyAllocation {
@@ -347,11 +343,11 @@ pub fn list_allocations_for_api_key(
 /// The stored plan of a connection, or `null`.
 #[napi(catch_unwind, ts_args_type = "connectionId: string")]
 pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Option<ProviderPlanJs>> {
-  let result = (|| {
+  call(&env, || {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
     with_db(&env, |db| db.get_provider_plan(&connection_id))
-  })();
-  or_throw(&env, result).map(|p| p.as_ref().map(ProviderPlanJs::from))
+  })
+  .map(|p| p.as_ref().map(ProviderPlanJs::from))
 }
 
 /// Stores a connection's plan (insert or replace).
@@ -360,7 +356,7 @@ pub fn get_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<Optio
   ts_args_type = "plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }"
 )]
 pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPlanJs> {
-  let result = (|| {
+  call(&env, || {
     let plan = arg(plan, "plan")?;
     let source = plan.field("source")?;
     let plan = ProviderPlan {
@@ -383,18 +379,17 @@ pub fn upsert_provider_plan(env: Env, plan: Unknown) -> napi::Result<ProviderPla
       },
     };
     with_db(&env, |db| db.upsert_provider_plan(&plan, now_ms()))
-  })();
-  or_throw(&env, result).map(|p| ProviderPlanJs::from(&p))
+  })
+  .map(|p| ProviderPlanJs::from(&p))
 }
 
 /// Deletes a connection's stored plan; whether one existed.
 #[napi(catch_unwind, ts_args_type = "connectionId: string")]
 pub fn delete_provider_plan(env: Env, connection_id: Unknown) -> napi::Result<bool> {
-  let result = (|| {
+  call(&env, || {
     let connection_id = arg(connection_id, "connectionId")?.string()?;
     with_db(&env, |db| db.delete_provider_plan(&connection_id))
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// The model cap of `(pool, key, model)`, or `null`.
@@ -408,19 +403,19 @@ pub fn get_model_cap(
   api_key_id: Unknown,
   model: Unknown,
 ) -> napi::Result<Option<ModelCapJs>> {
-  let result = (|| {
+  call(&env, || {
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let model = arg(model, "model")?.string()?;
     with_db(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model))
-  })();
-  or_throw(&env, result).map(|c| c.as_ref().map(ModelCapJs::from))
+  })
+  .map(|c| c.as_ref().map(ModelCapJs::from))
 }
 
 /// Sets a model cap (insert or replace).
 #[napi(catch_unwind, ts_args_type = "cap: ModelCap")]
 pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
-  let result = (|| {
+  call(&env, || {
     let cap = arg(cap, "cap")?;
     let unit = cap.field("capUnit")?;
     let cap = ModelCap {
@@ -431,8 +426,8 @@ pub fn set_model_cap(env: Env, cap: Unknown) -> napi::Result<ModelCapJs> {
       cap_unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
     };
     with_db(&env, |db| db.set_model_cap(&cap))
-  })();
-  or_throw(&env, result).map(|c| ModelCapJs::from(&c))
+  })
+  .map(|c| ModelCapJs::from(&c))
 }
 
 /// Deletes a model cap; whether one existed.
@@ -446,15 +441,14 @@ pub fn delete_model_cap(
   api_key_id: Unknown,
   model: Unknown,
 ) -> napi::Result<bool> {
-  let result = (|| {
+  call(&env, || {
     let pool_id = arg(pool_id, "poolId")?.string()?;
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let model = arg(model, "model")?.string()?;
     with_db(&env, |db| {
       db.delete_model_cap(&pool_id, &api_key_id, &model)
     })
-  })();
-  or_throw(&env, result)
+  })
 }
 
 /// The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
@@ -464,7 +458,7 @@ pub fn delete_model_cap(
   ts_args_type = "pools: Array<{ id: string; connectionId: string; name: string; groupId?: string; createdAt?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }>"
 )]
 pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
-  let result = (|| {
+  call(&env, || {
     let pools = arg(pools, "pools")?
       .elements()?
       .iter()
@@ -491,8 +485,8 @@ pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
       })
       .collect::<Result<Vec<_>>>()?;
     with_db(&env, |db| db.import_legacy_pools(&pools, now_ms()))
-  })();
-  or_throw(&env, result).map(|n| n as f64)
+  })
+  .map(|n| n as f64)
 }
 
 /// `resolvePlan(connectionId, provider)` (§6), which never throws: the stored plan when it

@@ -7,7 +7,7 @@
 //! back as indices. The functions named `__quotaShare*` are that crossing, not API.
 
 use super::args::Arg;
-use super::errors::or_throw;
+use super::errors::call;
 use super::raw_call::{arguments, float64_array, number, optional_string, throw_internal};
 use super::scheduler_state::{state, time_from_f64, Sym};
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
@@ -178,7 +178,7 @@ pub fn get_drr_deficit_for_test(
   combo_name: Unknown,
   execution_key: Unknown,
 ) -> napi::Result<f64> {
-  let result = (|| {
+  call(&env, || {
     let combo = Arg::new(combo_name, "comboName")?.string()?;
     let key = Arg::new(execution_key, "executionKey")?.string()?;
     let state = state();
@@ -186,6 +186,5 @@ pub fn get_drr_deficit_for_test(
       (Some(combo), Some(key)) => state.scheduler.drr.deficit(&combo, &key),
       _ => 0.0,
     })
-  })();
-  or_throw(&env, result)
+  })
 }

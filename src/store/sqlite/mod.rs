@@ -14,6 +14,7 @@
 //! - `record_buffer.rs`: `recordConsumption`'s writes, buffered and committed together.
 //! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
 //!   settling a reservation.
+//! - `inspect.rs`: the CLI's read-only look at a database file.
 //! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
 
 mod admission;
@@ -22,6 +23,7 @@ mod counters;
 mod gc;
 mod handle;
 mod hot;
+mod inspect;
 pub mod locks;
 mod metadata;
 mod migrations;
@@ -39,6 +41,7 @@ pub use gc::TotalsCursor;
 pub use handle::{
   close_quota_db, is_open, set_open_options, with_db, with_hot_db, with_hot_open_db, with_open_db,
 };
+pub use inspect::{inspect_path, DatabaseInspection};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};

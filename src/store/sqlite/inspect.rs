@@ -1,0 +1,260 @@
+//! Read-only diagnostics for the `quota-engine` CLI (docs/cli.md) (`doctor`, `plans`): where the database
+//! is, which of the engine's migrations it has, and the few host rows the CLI shows —
+//! without creating the file or applying a migration (the engine's own open does both).
+//!
+//! When the engine's connection is open on the same file, the queries run on it; otherwise
+//! a read-only connection is opened for the call and closed before it returns, after the
+//! lock hooks are installed (so it cannot drop a host connection's locks either).
+
+use super::{locks, migration_status, with_open_db};
+use crate::error::{QuotaError, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// One migration file and whether the database has every object it creates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MigrationStatus {
+  /// The file name, e.g. `0001_quota_consumption.sql`.
+  pub name: String,
+  pub applied: bool,
+  /// The tables, indexes and triggers of this file that the database lacks.
+  pub missing: Vec<String>,
+}
+
+/// A `provider_plans` row, as stored.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredPlanRow {
+  pub connection_id: String,
+  pub provider: String,
+  pub source: String,
+  /// How many dimensions `dimensions_json` holds (0 when it is not a JSON array).
+  pub dimension_count: u32,
+}
+
+/// A row of the host's `provider_connections` table (`id`, `provider`), when it has one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostConnection {
+  pub id: String,
+  pub provider: String,
+}
+
+/// What `inspectDatabase` found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DatabaseInspection {
+  pub path: String,
+  /// The SQLite library the engine runs.
+  pub sqlite_version: String,
+  /// `PRAGMA journal_mode` as the file has it (`wal` when the host or the engine set it).
+  pub journal_mode: String,
+  /// `PRAGMA user_version` (the host's migration runner may use it).
+  pub user_version: i64,
+  /// Every table in the file, sorted.
+  pub tables: Vec<String>,
+  pub migrations: Vec<MigrationStatus>,
+  /// The raw value of `key_value` (`settings`, `quotaStore`), when the row exists.
+  pub quota_store_setting: Option<String>,
+  pub plan_rows: Vec<StoredPlanRow>,
+  /// The host's connections, when it has a `provider_connections (id, provider)` table.
+  pub host_connections: Option<Vec<HostConnection>>,
+  /// Rows in `quota_consumption`, when the table exists.
+  pub counter_rows: Option<i64>,
+  /// The queries ran on the engine's open connection rather than a connection of their own.
+  pub via_engine_connection: bool,
+}
+
+fn ctx<T>(result: rusqlite::Result<T>, what: &str) -> Result<T> {
+  result.map_err(|e| QuotaError::Store(format!("{what}: {e}")))
+}
+
+fn has_columns(conn: &Connection, table: &str, columns: &[&str]) -> Result<bool> {
+  let mut stmt = ctx(
+    conn.prepare("SELECT name FROM pragma_table_info(?1)"),
+    "reading columns",
+  )?;
+  let names: Vec<String> = ctx(
+    stmt
+      .query_map([table], |row| row.get(0))
+      .and_then(|rows| rows.collect()),
+    "reading columns",
+  )?;
+  Ok(columns.iter().all(|c| names.iter().any(|n| n == c)))
+}
+
+fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseInspection> {
+  let journal_mode: String = ctx(
+    conn.query_row("PRAGMA journal_mode", [], |row| row.get(0)),
+    "reading journal_mode",
+  )?;
+  let user_version: i64 = ctx(
+    conn.query_row("PRAGMA user_version", [], |row| row.get(0)),
+    "reading user_version",
+  )?;
+  let tables: Vec<String> = {
+    let mut stmt = ctx(
+      conn.prepare(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+      ),
+      "reading the schema",
+    )?;
+    let rows = ctx(
+      stmt
+        .query_map([], |row| row.get(0))
+        .and_then(|rows| rows.collect()),
+      "reading the schema",
+    )?;
+    rows
+  };
+  let migrations = migration_status(conn)?
+    .into_iter()
+    .map(|(name, missing)| MigrationStatus {
+      name: name.to_string(),
+      applied: missing.is_empty(),
+      missing,
+    })
+    .collect();
+  let has = |t: &str| tables.iter().any(|name| name == t);
+  let quota_store_setting = if has("key_value") {
+    ctx(
+      conn
+        .query_row(
+          "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'",
+          [],
+          |row| row.get::<_, Option<String>>(0),
+        )
+        .optional(),
+      "reading key_value",
+    )?
+    .flatten()
+  } else {
+    None
+  };
+  let plan_rows = if has("provider_plans") {
+    let mut stmt = ctx(
+      conn.prepare(
+        "SELECT connection_id, provider, coalesce(source, 'manual'), \
+         CASE WHEN json_valid(dimensions_json) AND json_type(dimensions_json) = 'array' \
+         THEN json_array_length(dimensions_json) ELSE 0 END \
+         FROM provider_plans ORDER BY connection_id",
+      ),
+      "reading provider_plans",
+    )?;
+    let rows = ctx(
+      stmt
+        .query_map([], |row| {
+          Ok(StoredPlanRow {
+            connection_id: row.get(0)?,
+            provider: row.get::<_, Option<String>>(1)?.unwrap_or_default(),
+            source: row.get(2)?,
+            dimension_count: row.get::<_, i64>(3)?.clamp(0, i64::from(u32::MAX)) as u32,
+          })
+        })
+        .and_then(|rows| rows.collect()),
+      "reading provider_plans",
+    )?;
+    rows
+  } else {
+    Vec::new()
+  };
+  let host_connections = if has("provider_connections")
+    && has_columns(conn, "provider_connections", &["id", "provider"])?
+  {
+    let mut stmt = ctx(
+      conn.prepare(
+        "SELECT CAST(id AS TEXT), coalesce(provider, '') FROM provider_connections \
+         WHERE id IS NOT NULL ORDER BY 1",
+      ),
+      "reading provider_connections",
+    )?;
+    let rows = ctx(
+      stmt
+        .query_map([], |row| {
+          Ok(HostConnection {
+            id: row.get(0)?,
+            provider: row.get(1)?,
+          })
+        })
+        .and_then(|rows| rows.collect()),
+      "reading provider_connections",
+    )?;
+    Some(rows)
+  } else {
+    None
+  };
+  let counter_rows = if has("quota_consumption") {
+    Some(ctx(
+      conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
+        row.get(0)
+      }),
+      "counting quota_consumption",
+    )?)
+  } else {
+    None
+  };
+  Ok(DatabaseInspection {
+    path: path.display().to_string(),
+    sqlite_version: rusqlite::version().to_string(),
+    journal_mode,
+    user_version,
+    tables,
+    migrations,
+    quota_store_setting,
+    plan_rows,
+    host_connections,
+    counter_rows,
+    via_engine_connection: via_engine,
+  })
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+  match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+    (Ok(a), Ok(b)) => a == b,
+    _ => a == b,
+  }
+}
+
+/// Reads the database at `path` without writing to it: its journal mode, tables, which of
+/// the engine's migrations it has, the `quotaStore` setting, the stored plan rows and the
+/// host's connections. Never creates the file; a `Store` error when it is missing or not a
+/// database.
+pub fn inspect_path(path: &Path) -> Result<DatabaseInspection> {
+  if let Some(result) = with_open_db(|db| {
+    if same_file(db.path(), path) {
+      inspect(db.connection(), path, true).map(Some)
+    } else {
+      Ok(None)
+    }
+  }) {
+    if let Some(found) = result? {
+      return Ok(found);
+    }
+  }
+  if std::fs::metadata(path).is_err() {
+    return Err(QuotaError::Store(format!(
+      "no database at {}",
+      path.display()
+    )));
+  }
+  locks::install();
+  let conn = ctx(
+    Connection::open_with_flags(
+      path,
+      OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ),
+    &format!("opening {} read-only", path.display()),
+  )?;
+  ctx(
+    conn.busy_timeout(Duration::from_millis(2000)),
+    "setting busy_timeout",
+  )?;
+  let found = inspect(&conn, path, false);
+  conn
+    .close()
+    .map_err(|(_, e)| QuotaError::Store(format!("closing: {e}")))?;
+  found
+}
