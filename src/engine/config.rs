@@ -162,7 +162,9 @@ pub type EnvReader = fn(&str) -> Option<String>;
 
 /// The process environment; an empty value counts as unset.
 pub fn process_env(name: &str) -> Option<String> {
-  std::env::var(name).ok().filter(|v| !v.is_empty())
+  std::env::var_os(name)
+    .filter(|v| !v.is_empty())
+    .map(|v| v.to_string_lossy().into_owned())
 }
 
 /// The process's configuration: reads the environment on use and warns once per bad value.

@@ -15,6 +15,7 @@ use crate::store::sqlite::{
   default_db_path, is_open, with_db, with_hot_db, with_open_db, SqliteDb,
 };
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// How the path is given.
@@ -31,6 +32,8 @@ pub enum PathSource {
 /// The process's database location, and what was said about it.
 pub struct Database {
   source: Mutex<PathSource>,
+  /// Whether `source` is a resolver: read on every call, without the lock.
+  resolver: AtomicBool,
   /// Problems with the resolver already reported (once per distinct problem).
   reported: Mutex<Vec<String>>,
 }
@@ -39,6 +42,7 @@ impl Default for Database {
   fn default() -> Self {
     Database {
       source: Mutex::new(PathSource::Default),
+      resolver: AtomicBool::new(false),
       reported: Mutex::new(Vec::new()),
     }
   }
@@ -52,7 +56,12 @@ pub fn default_path() -> PathBuf {
 impl Database {
   /// Sets how the path is given; takes effect at the next open.
   pub fn set_source(&self, source: PathSource) {
-    *self.source.lock().unwrap_or_else(|e| e.into_inner()) = source;
+    let mut slot = self.source.lock().unwrap_or_else(|e| e.into_inner());
+    self.resolver.store(
+      matches!(source, PathSource::Resolver { .. }),
+      Ordering::Release,
+    );
+    *slot = source;
   }
 
   /// Whether the path comes from a resolver function.
