@@ -161,6 +161,18 @@ pub(crate) fn read_allocations(arg: &Arg) -> Result<Vec<PoolAllocation>> {
   arg.elements()?.iter().map(read_allocation).collect()
 }
 
+/// `arg` read with `read`, or `None` when it is `null` or absent.
+pub(crate) fn unless_nullish<T>(
+  arg: &Arg,
+  read: impl FnOnce(&Arg) -> Result<T>,
+) -> Result<Option<T>> {
+  if arg.is_nullish() {
+    Ok(None)
+  } else {
+    read(arg).map(Some)
+  }
+}
+
 pub(crate) fn read_strings(arg: &Arg) -> Result<Vec<String>> {
   arg.elements()?.iter().map(|a| a.string()).collect()
 }

@@ -11,7 +11,7 @@ use super::host::{prepare_db, take_records, LogRecordJs};
 use super::store::clock;
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
-use crate::engine::hot_path::{Answer, Buffered, Decision, EnforceCall, RecordCall};
+use crate::engine::hot_path::{Answer, Buffered, Decision, EnforceCall, RecordCall, RequestIds};
 use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
@@ -137,10 +137,12 @@ pub fn enforce<'env>(
 ) -> napi::Result<Either<Shaped, PromiseRaw<'env, Shaped>>> {
   prepare_db(env);
   let call = EnforceCall {
-    api_key_id: api_key_id.unwrap_or_default(),
-    connection_id: connection_id.unwrap_or_default(),
-    provider: provider.unwrap_or_default(),
-    model,
+    ids: RequestIds {
+      api_key_id: api_key_id.unwrap_or_default(),
+      connection_id: connection_id.unwrap_or_default(),
+      provider: provider.unwrap_or_default(),
+      model,
+    },
     estimated_usd,
     estimated_tokens,
     now_ms: clock(now_ms),
@@ -193,10 +195,12 @@ pub fn record<'env>(
   prepare_db(env);
   let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
   let call = RecordCall {
-    api_key_id: api_key_id.unwrap_or_default(),
-    connection_id: connection_id.unwrap_or_default(),
-    provider: provider.unwrap_or_default(),
-    model,
+    ids: RequestIds {
+      api_key_id: api_key_id.unwrap_or_default(),
+      connection_id: connection_id.unwrap_or_default(),
+      provider: provider.unwrap_or_default(),
+      model,
+    },
     cost: ConsumptionCost {
       tokens: finite(tokens),
       usd: finite(usd),

@@ -6,8 +6,8 @@
 use super::args::Arg;
 use super::burn_rate::now_ms;
 use super::convert::{
-  read_allocations, read_dimension, read_strings, ConsumptionRowJs, ModelCapJs, PoolAllocationJs,
-  ProviderPlanJs, QuotaPoolJs,
+  read_allocations, read_dimension, read_strings, unless_nullish, ConsumptionRowJs, ModelCapJs,
+  PoolAllocationJs, ProviderPlanJs, QuotaPoolJs,
 };
 use super::errors::{call, or_throw};
 use super::with_db;
@@ -202,16 +202,8 @@ pub fn create_pool(env: Env, input: Unknown) -> napi::Result<QuotaPoolJs> {
       connection_id: input.field("connectionId")?.string()?,
       name: input.field("name")?.string()?,
       group_id: input.field("groupId")?.opt_string()?,
-      allocations: if allocations.is_nullish() {
-        Vec::new()
-      } else {
-        read_allocations(&allocations)?
-      },
-      connection_ids: if connection_ids.is_nullish() {
-        Vec::new()
-      } else {
-        read_strings(&connection_ids)?
-      },
+      allocations: unless_nullish(&allocations, read_allocations)?.unwrap_or_default(),
+      connection_ids: unless_nullish(&connection_ids, read_strings)?.unwrap_or_default(),
     };
     with_db(&env, |db| db.create_pool(&pool, now_ms()))
   })
@@ -274,16 +266,8 @@ pub fn update_pool(env: Env, id: Unknown, patch: Unknown) -> napi::Result<Option
     let update = PoolUpdate {
       name: patch.field("name")?.opt_string()?,
       group_id: patch.field("groupId")?.opt_string()?,
-      allocations: if allocations.is_nullish() {
-        None
-      } else {
-        Some(read_allocations(&allocations)?)
-      },
-      connection_ids: if connection_ids.is_nullish() {
-        None
-      } else {
-        Some(read_strings(&connection_ids)?)
-      },
+      allocations: unless_nullish(&allocations, read_allocations)?,
+      connection_ids: unless_nullish(&connection_ids, read_strings)?,
     };
     with_db(&env, |db| db.update_pool(&id, &update, now_ms()))
   })
@@ -471,16 +455,8 @@ pub fn import_legacy_pools(env: Env, pools: Unknown) -> napi::Result<f64> {
           name: p.field("name")?.string()?,
           group_id: p.field("groupId")?.opt_string()?,
           created_at: p.field("createdAt")?.opt_string()?,
-          allocations: if allocations.is_nullish() {
-            Vec::new()
-          } else {
-            read_allocations(&allocations)?
-          },
-          connection_ids: if connection_ids.is_nullish() {
-            Vec::new()
-          } else {
-            read_strings(&connection_ids)?
-          },
+          allocations: unless_nullish(&allocations, read_allocations)?.unwrap_or_default(),
+          connection_ids: unless_nullish(&connection_ids, read_strings)?.unwrap_or_default(),
         })
       })
       .collect::<Result<Vec<_>>>()?;

@@ -12,7 +12,7 @@ use super::metadata::arg;
 use super::promise::spawn_settled;
 use super::{engine, host};
 use crate::core::burn_rate::compute_burn_rate_from_window;
-use crate::core::dimensions::QuotaUnit;
+use crate::core::dimensions::{DimensionKey, QuotaUnit};
 use crate::engine::driver::Driver;
 use crate::engine::Step;
 use crate::error::Result;
@@ -47,6 +47,14 @@ where
     Step::Now(result) => or_throw(env, result).map(|v| Either::A(map(v))),
     Step::Later(future) => spawn_settled(env, future, move |_, v| Ok(map(v))).map(Either::B),
   }
+}
+
+/// `(apiKeyId, dim)` of a store method.
+fn key_and_dimension(api_key_id: Unknown, dim: Unknown) -> Result<(String, DimensionKey)> {
+  Ok((
+    arg(api_key_id, "apiKeyId")?.string()?,
+    read_dimension_key(&arg(dim, "dim")?)?,
+  ))
 }
 
 /// The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
@@ -122,13 +130,7 @@ impl StoreDriver {
     dim: Unknown,
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let read = (|| {
-      Ok((
-        arg(api_key_id, "apiKeyId")?.string()?,
-        read_dimension_key(&arg(dim, "dim")?)?,
-      ))
-    })();
-    let (api_key_id, key) = or_throw(env, read)?;
+    let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
     host::prepare_db(env);
     answer(
       env,
@@ -166,13 +168,7 @@ impl StoreDriver {
     dim: Unknown,
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, ()>> {
-    let read = (|| {
-      Ok((
-        arg(api_key_id, "apiKeyId")?.string()?,
-        read_dimension_key(&arg(dim, "dim")?)?,
-      ))
-    })();
-    let (api_key_id, key) = or_throw(env, read)?;
+    let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
     host::prepare_db(env);
     answer(
       env,

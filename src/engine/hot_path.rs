@@ -30,23 +30,18 @@ use crate::store::redis::scripts::ScriptCheck;
 use crate::store::sqlite::Recorded;
 use std::time::Duration;
 
-/// One `enforceQuotaShare` call.
+/// Who a hot-path call is for: the request's API key, connection, provider and model.
 #[derive(Debug, Clone, Default)]
-pub struct EnforceCall {
+pub struct RequestIds {
   pub api_key_id: String,
   pub connection_id: String,
   pub provider: String,
   pub model: Option<String>,
-  /// Reserve mode: the estimated USD and tokens to reserve.
-  pub estimated_usd: Option<f64>,
-  pub estimated_tokens: Option<f64>,
-  pub now_ms: i64,
-  /// The call is the one after a saturation fetch, begun at this monotonic time.
-  pub after_fetch: Option<f64>,
 }
 
-impl EnforceCall {
-  fn request(&self) -> QuotaRequest<'_> {
+impl RequestIds {
+  /// The request as the core reads it; an empty model counts as none.
+  pub fn request(&self) -> QuotaRequest<'_> {
     QuotaRequest {
       api_key_id: &self.api_key_id,
       connection_id: &self.connection_id,
@@ -54,6 +49,23 @@ impl EnforceCall {
       model: self.model.as_deref().filter(|m| !m.is_empty()),
     }
   }
+
+  /// Empty ids are not enforced (nor recorded).
+  fn is_empty(&self) -> bool {
+    self.api_key_id.is_empty() || self.connection_id.is_empty()
+  }
+}
+
+/// One `enforceQuotaShare` call.
+#[derive(Debug, Clone, Default)]
+pub struct EnforceCall {
+  pub ids: RequestIds,
+  /// Reserve mode: the estimated USD and tokens to reserve.
+  pub estimated_usd: Option<f64>,
+  pub estimated_tokens: Option<f64>,
+  pub now_ms: i64,
+  /// The call is the one after a saturation fetch, begun at this monotonic time.
+  pub after_fetch: Option<f64>,
 }
 
 /// What an enforce call decided.
@@ -93,25 +105,11 @@ const NOT_ENFORCED: Decision = Decision::Allow {
 /// One `recordConsumption` call.
 #[derive(Debug, Clone, Default)]
 pub struct RecordCall {
-  pub api_key_id: String,
-  pub connection_id: String,
-  pub provider: String,
-  pub model: Option<String>,
+  pub ids: RequestIds,
   pub cost: ConsumptionCost,
   /// Reserve mode: the reservation enforce returned, settled with `cost`.
   pub reservation: Option<String>,
   pub now_ms: i64,
-}
-
-impl RecordCall {
-  fn request(&self) -> QuotaRequest<'_> {
-    QuotaRequest {
-      api_key_id: &self.api_key_id,
-      connection_id: &self.connection_id,
-      provider: &self.provider,
-      model: self.model.as_deref().filter(|m| !m.is_empty()),
-    }
-  }
 }
 
 /// Whether records were left buffered: the caller arranges a flush on its event loop.
@@ -137,7 +135,7 @@ impl Engine {
   /// `enforceQuotaShare`.
   pub fn enforce(&'static self, call: EnforceCall) -> Step<Answer<Decision>> {
     let started = call.after_fetch.unwrap_or_else(|| self.monotonic_ms());
-    if call.api_key_id.is_empty() || call.connection_id.is_empty() {
+    if call.ids.is_empty() {
       return Step::Now(Answer::Done(self.decided(
         Ok((EnforceOutcome::Allow { deprioritize: None }, None)),
         &call,
@@ -153,7 +151,7 @@ impl Engine {
     match driver {
       Driver::Sqlite => {
         let outcome = self.with_hot_db(|db| {
-          let request = call.request();
+          let request = call.ids.request();
           let saturation = self.saturation();
           let lookup = DecisionLookup {
             state: &saturation,
@@ -187,7 +185,7 @@ impl Engine {
     // Metadata in one read transaction, as on SQLite.
     let start = self.with_db(|db| {
       db.read_scope(|db| {
-        let request = call.request();
+        let request = call.ids.request();
         let saturation = self.saturation();
         let lookup = DecisionLookup {
           state: &saturation,
@@ -214,7 +212,7 @@ impl Engine {
     };
     let batch = counters::counter_batch(
       &backend,
-      &call.api_key_id,
+      &call.ids.api_key_id,
       plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
       plan.reads(),
     );
@@ -225,26 +223,28 @@ impl Engine {
       None => Step::later(async move {
         let outcome = counters::read(&backend, &batch)
           .await
-          .map(|values| (plan.decide(&call.request(), &values), None));
+          .map(|values| (plan.decide(&call.ids.request(), &values), None));
         Answer::Done(self.decided(outcome, &call, started))
       }),
       Some(compiled) => {
         let reservation =
-          (!writes.is_empty()).then(|| Reservation::new(&call.api_key_id, writes, now));
+          (!writes.is_empty()).then(|| Reservation::new(&call.ids.api_key_id, writes, now));
         let additions = reservation
           .as_ref()
           .map(Reservation::additions)
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
         Step::later(async move {
-          let outcome = counters::reserve(&backend, &batch, &checks, &call.api_key_id, &additions)
-            .await
-            .map(|(blocked, values)| {
-              let outcome = reserved_outcome(&plan, &compiled, &call.request(), blocked, &values);
-              let reservation =
-                reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
-              (outcome, reservation.map(|r| r.encode()))
-            });
+          let outcome =
+            counters::reserve(&backend, &batch, &checks, &call.ids.api_key_id, &additions)
+              .await
+              .map(|(blocked, values)| {
+                let outcome =
+                  reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
+                let reservation =
+                  reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+                (outcome, reservation.map(|r| r.encode()))
+              });
           Answer::Done(self.decided(outcome, &call, started))
         })
       }
@@ -306,14 +306,17 @@ impl Engine {
           "quota enforcement failed; allowing the request",
           &err.to_string(),
           vec![
-            ("apiKeyId", LogValue::Text(call.api_key_id.clone())),
-            ("connectionId", LogValue::Text(call.connection_id.clone())),
+            ("apiKeyId", LogValue::Text(call.ids.api_key_id.clone())),
+            (
+              "connectionId",
+              LogValue::Text(call.ids.connection_id.clone()),
+            ),
           ],
         );
         (NOT_ENFORCED, Counted::Allow(AllowReason::FailOpen))
       }
     };
-    if counted != Counted::Allow(AllowReason::FailOpen) && !call.api_key_id.is_empty() {
+    if counted != Counted::Allow(AllowReason::FailOpen) && !call.ids.api_key_id.is_empty() {
       self.faults.succeeded(&self.logs, Operation::Enforce);
     }
     self
@@ -325,13 +328,13 @@ impl Engine {
   /// `recordConsumption`: every plan dimension and the model bucket, buffered on SQLite
   /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`), one script on Redis.
   pub fn record(&'static self, call: RecordCall) -> Step<Answer<Buffered>> {
-    if call.api_key_id.is_empty() || call.connection_id.is_empty() {
+    if call.ids.is_empty() {
       return Step::Now(Answer::Done(false));
     }
     if let Some(reservation) = call.reservation.clone() {
       return match self.settle(
         &reservation,
-        Some(&call.api_key_id),
+        Some(&call.ids.api_key_id),
         call.cost,
         false,
         call.now_ms,
@@ -344,7 +347,7 @@ impl Engine {
             "quota:enforce",
             "settling a quota reservation failed",
             vec![
-              ("apiKeyId", LogValue::Text(call.api_key_id.clone())),
+              ("apiKeyId", LogValue::Text(call.ids.api_key_id.clone())),
               ("error", LogValue::Text(err.to_string())),
             ],
           );
@@ -361,8 +364,9 @@ impl Engine {
         let flush_ms = self.number(&RECORD_FLUSH_MS);
         let max_age = Duration::from_secs_f64(flush_ms / 1000.0);
         let result = self.with_hot_db(|db| {
-          let writes = db.hot_scope(|db| consumption_writes(db, &call.request(), &call.cost))?;
-          db.record_writes(&call.api_key_id, &writes, call.now_ms, max_age)
+          let writes =
+            db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
+          db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)
         });
         let buffered = match result {
           Ok(recorded) => {
@@ -370,7 +374,11 @@ impl Engine {
             recorded == Recorded::Buffered
           }
           Err(err) => {
-            self.record_failed("recording quota consumption failed", &err, &call.api_key_id);
+            self.record_failed(
+              "recording quota consumption failed",
+              &err,
+              &call.ids.api_key_id,
+            );
             // A record that could not be committed stays buffered, for the next flush.
             true
           }
@@ -379,25 +387,32 @@ impl Engine {
       }
       Driver::Redis(backend) => {
         let prepared = self
-          .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.request(), &call.cost)))
+          .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
           .and_then(|writes| {
             if writes.is_empty() {
               return Ok(None);
             }
-            counters::consume_many(backend, call.api_key_id.clone(), writes, call.now_ms).map(Some)
+            counters::consume_many(backend, call.ids.api_key_id.clone(), writes, call.now_ms)
+              .map(Some)
           });
         match prepared {
           Ok(None) => Step::Now(Answer::Done(false)),
           Err(err) => {
-            self.record_failed("recording quota consumption failed", &err, &call.api_key_id);
+            self.record_failed(
+              "recording quota consumption failed",
+              &err,
+              &call.ids.api_key_id,
+            );
             Step::Now(Answer::Done(false))
           }
           Ok(Some(write)) => Step::later(async move {
             match write.await {
               Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-              Err(err) => {
-                self.record_failed("recording quota consumption failed", &err, &call.api_key_id)
-              }
+              Err(err) => self.record_failed(
+                "recording quota consumption failed",
+                &err,
+                &call.ids.api_key_id,
+              ),
             }
             Answer::Done(false)
           }),
