@@ -125,6 +125,9 @@ export interface AccountQuota {
   unlimited?: boolean
 }
 
+/** `getQuotaStore()` resolved: `getQuotaStoreSync()` answers from now on. */
+export declare function announceStore(): void
+
 /** `{ curr, prev }` of the key's counter around `currentBucket`. */
 export interface BucketPair {
   curr: number
@@ -136,6 +139,13 @@ export interface BurnRate {
   tokensPerSecond: number
   /** `remaining / rate`, or `null` when the rate is 0 or nothing remains to spend. */
   timeToExhaustionMs: number | null
+}
+
+/** One field of the driver choice and where it came from. */
+export interface ChoiceField {
+  value: string
+  /** `key_value settings/quotaStore`, `env QUOTA_STORE_…` or `default`. */
+  source: string
 }
 
 /**
@@ -150,7 +160,7 @@ export interface ChosenStore {
   url?: string
 }
 
-/** The driver chosen, or `null` while none is. */
+/** The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset). */
 export declare function chosenStoreNow(): ChosenStore | null
 
 /**
@@ -195,29 +205,6 @@ export interface ConsumptionRow {
 /** Creates a pool (random id, its allocations and membership in one transaction). */
 export declare function createPool(input: { connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }): QuotaPool
 
-/** What `inspectDatabase` found. */
-export interface DatabaseInspection {
-  path: string
-  /** The SQLite library the engine runs. */
-  sqliteVersion: string
-  /** `PRAGMA journal_mode` as the file has it (`wal` when the host or the engine set it). */
-  journalMode: string
-  /** `PRAGMA user_version` (the host's migration runner may use it). */
-  userVersion: number
-  /** Every table in the file, sorted. */
-  tables: Array<string>
-  migrations: Array<MigrationStatus>
-  /** The raw value of `key_value` (`settings`, `quotaStore`), when the row exists. */
-  quotaStoreSetting?: string
-  planRows: Array<StoredPlanRow>
-  /** The host's connections, when it has a `provider_connections (id, provider)` table. */
-  hostConnections?: Array<HostConnection>
-  /** Rows in `quota_consumption`, when the table exists. */
-  counterRows?: number
-  /** The queries ran on the engine's open connection rather than a connection of their own. */
-  viaEngineConnection: boolean
-}
-
 /**
  * The work-conserving fair-share decision (docs/contract.md §3), synchronous and pure.
  *
@@ -252,12 +239,6 @@ export declare const DEFAULT_LEASE_MS: number
 /** The default database path (`$DATA_DIR/storage.sqlite`, or the host's default data dir). */
 export declare function defaultDbPath(): string
 
-/**
- * Where the engine opens the database when no `dbPath` is installed:
- * `$DATA_DIR/storage.sqlite`, else the host's default data directory (docs/contract.md §4).
- */
-export declare function defaultDbPath(): string
-
 /** Deletes a model cap; whether one existed. */
 export declare function deleteModelCap(poolId: string, apiKeyId: string, model: string): boolean
 
@@ -269,6 +250,12 @@ export declare function deleteProviderPlan(connectionId: string): boolean
 
 /** Every numeric setting as the environment has it, without warning. */
 export declare function describeSettings(): Array<SettingInfo>
+
+/**
+ * The driver choice `setting` (the raw `key_value` value, or `null`) and the environment
+ * make, before any connection is tried.
+ */
+export declare function describeStoreChoice(setting?: string | undefined | null): StoreChoiceInfo
 
 /** `{ poolId, unit, window }`; its string form is `"<poolId>:<unit>:<window>"`. */
 export interface DimensionKey {
@@ -286,15 +273,16 @@ export interface DimensionKey {
 export declare function dimensionKeyToString(key: DimensionKey): string
 
 /** `enforceQuotaShare`'s crossing. Empty or absent ids are not enforced. */
-export declare function enforce(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, afterFetch?: number | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 2 | 3 | EnforceStep | Promise<0 | 1 | 2 | 3 | EnforceStep>
+export declare function enforce(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, startedMs?: number | undefined | null, afterFetch?: boolean | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 2 | EnforceStep | Promise<0 | 1 | 2 | EnforceStep>
 
 /**
  * What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
- * `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
- * cross again with `afterFetch: startedMs`).
+ * `block`, `fetch` (fetch the saturation of `fetch` through the host's fetchers, then cross
+ * again with `startedMs` and `afterFetch: true`) or `retry` (the driver was being chosen:
+ * cross again with `startedMs`).
  */
 export interface EnforceStep {
-  kind: 'allow' | 'block' | 'fetch'
+  kind: 'allow' | 'block' | 'fetch' | 'retry'
   deprioritize?: boolean
   /** The block message. */
   reason?: string
@@ -303,13 +291,19 @@ export interface EnforceStep {
   retryAfterSeconds?: number
   /** `[unit, window]` pairs to fetch. */
   fetch?: Array<Array<string>>
-  /** When the decision began (monotonic ms), to pass back after the fetch. */
+  /** When the decision began (monotonic ms), to pass back when crossing again. */
   startedMs?: number
   /** Reserve mode: the reservation an allow made. */
   reservation?: string
   /** Log records produced since the last crossing. */
   logs?: Array<LogRecordJs>
 }
+
+/**
+ * A failure the JavaScript glue caught (`operation`: `enforce` or `record`): logged once
+ * per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
+ */
+export declare function failOpen(operation: 'enforce' | 'record', message: string, error: string): void
 
 /** The key's allocation as the decision sees it. */
 export interface FairShareAllocation {
@@ -403,12 +397,6 @@ export declare function getPool(id: string): QuotaPool | null
 /** The stored plan of a connection, or `null`. */
 export declare function getProviderPlan(connectionId: string): ProviderPlan | null
 
-/** A row of the host's `provider_connections` table (`id`, `provider`), when it has one. */
-export interface HostConnection {
-  id: string
-  provider: string
-}
-
 /**
  * The dashboard's one-time localStorage migration: imports the pools (ids kept) only when
  * no pool exists yet; returns how many were imported (0 on a second call).
@@ -431,12 +419,13 @@ export declare function incrementBucket(apiKeyId: string, dimensionKey: string, 
 export declare function incrementInflight(connectionId: string, leaseMs?: number, nowMs?: number): number
 
 /**
- * Reads the database at `path` without writing to it: its journal mode, tables, which of
- * the engine's migrations it has, the `quotaStore` setting, the stored plan rows and the
- * host's connections. Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
+ * Reads the database at `path` without writing to it (see `DatabaseInspection` in
+ * `store/sqlite/inspect.rs`: `{ path, sqliteVersion, journalMode, userVersion, tables,
+ * migrations, quotaStoreSetting?, planRows, hostConnections?, counterRows?,
+ * viaEngineConnection }`). Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
  * missing or not a database. For the `quota-engine` CLI.
  */
-export declare function inspectDatabase(path: string): DatabaseInspection
+export declare function inspectDatabase(path: string): Record<string, any>
 
 /**
  * Whether `windowKey` of `connectionId` is saturated at `nowMs` (default `Date.now()`).
@@ -482,15 +471,6 @@ export interface LogRecordJs {
 
 /** `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4). */
 export declare function metrics(): string
-
-/** One migration file and whether the database has every object it creates. */
-export interface MigrationStatus {
-  /** The file name, e.g. `0001_quota_consumption.sql`. */
-  name: string
-  applied: boolean
-  /** The tables, indexes and triggers of this file that the database lacks. */
-  missing: Array<string>
-}
 
 /** `{ poolId, apiKeyId, model, capValue, capUnit }`. */
 export interface ModelCap {
@@ -695,13 +675,17 @@ export interface SettingInfo {
 /** `softPenaltyFactor()`: `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1). */
 export declare function softPenaltyFactor(): number
 
-/** A `provider_plans` row, as stored. */
-export interface StoredPlanRow {
-  connectionId: string
-  provider: string
-  source: 'auto' | 'manual' | string
-  /** How many dimensions `dimensions_json` holds (0 when it is not a JSON array). */
-  dimensionCount: number
+/**
+ * What the host's setting and the environment ask of the driver choice (for
+ * `quota-engine doctor`; the engine chooses from the same report).
+ */
+export interface StoreChoiceInfo {
+  driver: ChoiceField
+  redisUrl: ChoiceField
+  effective: 'sqlite' | 'redis'
+  problems: Array<string>
+  /** The raw setting, as given. */
+  setting?: string
 }
 
 /** Records an upstream response's rate-limit headers (`[name, value]` pairs). */

@@ -127,7 +127,7 @@ for (const driver of drivers) {
       process.env.QUOTA_ADMISSION = 'reserve'
       try {
         // The chosen driver (Redis in the Redis suite) decides and reserves.
-        return await native.enforce(r.apiKeyId, r.connectionId, r.provider, undefined, usd, tokens, undefined, now)
+        return await native.enforce(r.apiKeyId, r.connectionId, r.provider, undefined, usd, tokens, undefined, undefined, now)
       } finally {
         if (saved === undefined) delete process.env.QUOTA_ADMISSION
         else process.env.QUOTA_ADMISSION = saved

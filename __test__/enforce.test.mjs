@@ -169,7 +169,7 @@ test('a block carries retryAfterSeconds: when the decay of the previous bucket c
   const put = host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?)')
   put.run('waiter', dimensionKey, bucket - 1, 80, Date.now())
   put.run('waiter', dimensionKey, bucket, 10, Date.now())
-  const step = native.enforce('waiter', c, 'later', undefined, undefined, undefined, undefined, nowMs)
+  const step = native.enforce('waiter', c, 'later', undefined, undefined, undefined, undefined, undefined, nowMs)
   assert.equal(step.kind, 'block')
   assert.equal(step.code, 'fair-share')
   assert.equal(step.retryAfterSeconds, 15 * 60 + 1)

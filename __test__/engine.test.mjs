@@ -114,6 +114,9 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
     closeQuotaDb()
     assert.equal(getBucket('k', 'd', 1), 0)
   }
+  // The engine's log records reach the host's logger at the next crossing that hands them
+  // over (closeQuotaDb is one).
+  closeQuotaDb()
   const said = warnings.slice(before).filter((w) => w.component === 'quota:store').map((w) => w.msg)
   assert.equal(said.length, 3, said.join('\n'))
   assert.match(said[0], /returned a number instead of a string; using .*storage\.sqlite/)
@@ -124,4 +127,93 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   else process.env.DATA_DIR = savedDataDir
   installHost({ dbPath, logger })
   closeQuotaDb()
+})
+
+test('a choice in flight is shared: 20 concurrent getQuotaStore with Redis down ping once and warn once', { timeout: 20_000 }, async () => {
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  process.env.QUOTA_STORE_REDIS_URL = 'redis://127.0.0.1:1'
+  try {
+    resetQuotaStoreSingleton()
+    const before = warnings.length
+    const stores = await Promise.all(Array.from({ length: 20 }, () => getQuotaStore()))
+    assert.ok(stores.every((s) => s === getSqliteQuotaStore()))
+    const said = warnings.slice(before).filter((w) => w.component === 'quota:factory')
+    assert.equal(said.length, 1, JSON.stringify(said))
+    assert.match(said[0].msg, /Redis quota store unavailable at redis:\/\/127\.0\.0\.1:1; falling back to SQLite/)
+  } finally {
+    delete process.env.QUOTA_STORE_DRIVER
+    delete process.env.QUOTA_STORE_REDIS_URL
+    resetQuotaStoreSingleton()
+  }
+})
+
+test('getQuotaStoreSync throws until getQuotaStore resolved, even when the hot path chose already', async () => {
+  const { getQuotaStoreSync } = await import('@omniroute/quota-engine')
+  resetQuotaStoreSingleton()
+  await enforceQuotaShare({ apiKeyId: 'sync-key', connectionId: 'sync-conn', provider: 'kimi' })
+  assert.throws(() => getQuotaStoreSync(), /before getQuotaStore\(\) resolved/)
+  const store = await getQuotaStore()
+  assert.equal(getQuotaStoreSync(), store)
+})
+
+test('a setting that is not JSON is warned about and the environment decides', async () => {
+  host.prepare("INSERT OR REPLACE INTO key_value (namespace, key, value) VALUES ('settings', 'quotaStore', ?)").run('{not json')
+  try {
+    resetQuotaStoreSingleton()
+    const before = warnings.length
+    assert.equal(await getQuotaStore(), getSqliteQuotaStore())
+    const said = warnings.slice(before).filter((w) => w.component === 'quota:factory')
+    assert.equal(said.length, 1)
+    assert.match(said[0].msg, /could not read the quotaStore setting; using the environment/)
+    assert.ok(said[0].error, 'the parse error is named')
+  } finally {
+    setSetting(null)
+    resetQuotaStoreSingleton()
+  }
+})
+
+test('failures the glue catches fail open once per fault and are counted', async () => {
+  const { metrics } = await import('@omniroute/quota-engine')
+  const failOpens = () => Number(/^quota_engine_fail_open_total (\d+)/m.exec(metrics())[1])
+  const before = failOpens()
+  const warned = warnings.length
+  const hostile = { get apiKeyId() { throw new Error('hostile getter') }, connectionId: 'c', provider: 'p' }
+  for (let i = 0; i < 3; i++) assert.deepEqual(await enforceQuotaShare(hostile), { kind: 'allow' })
+  assert.equal(failOpens() - before, 3)
+  const said = warnings.slice(warned).filter((w) => /quota enforcement failed/.test(w.msg))
+  assert.equal(said.length, 1)
+  assert.match(said[0].error, /hostile getter/)
+})
+
+test('a worker that calls installHost without a dbPath keeps the process on the installed file', async () => {
+  const { Worker } = await import('node:worker_threads')
+  const { createRequire } = await import('node:module')
+  const entry = createRequire(import.meta.url).resolve('@omniroute/quota-engine')
+  installHost({ dbPath, logger })
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    require(workerData.entry).installHost({ logger: { warn() {}, info() {}, debug() {} } })
+    parentPort.postMessage('installed')
+  `
+  await new Promise((resolve, reject) => {
+    const worker = new Worker(source, { eval: true, workerData: { entry } })
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  closeQuotaDb()
+  getBucket('k', 'd', 1) // reopens
+  const bucket = Math.floor(Date.now() / 3_600_000)
+  host.prepare('INSERT OR REPLACE INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, ?, ?, ?)').run('wk', 'd:requests:hourly', bucket, 5, Date.now())
+  assert.equal(getBucket('wk', 'd:requests:hourly', bucket), 5, 'still the installed file')
+})
+
+test('the header fallback of getSaturation is kept for 30 s like a fetched value', async () => {
+  const { getSaturation, storeRateLimitHeaders, _clearSaturationCache, _clearRateLimitHeaders } = await import('@omniroute/quota-engine')
+  _clearSaturationCache()
+  storeRateLimitHeaders('fallback-conn', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '250' })
+  assert.equal(await getSaturation('fallback-conn', 'openai', { unit: 'tokens', window: 'hourly' }), 0.75)
+  storeRateLimitHeaders('fallback-conn', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '900' })
+  assert.equal(await getSaturation('fallback-conn', 'openai', { unit: 'tokens', window: 'hourly' }), 0.75)
+  _clearSaturationCache()
+  _clearRateLimitHeaders()
 })

@@ -18,34 +18,9 @@ const DRIVERS = ['sqlite', 'redis']
  * (`settings`/`quotaStore`, JSON `{ driver?, redisUrl? }`), then the environment, then
  * `sqlite` — each field on its own.
  */
-function chooseDriver(settingRaw, env = process.env) {
-  const problems = []
-  let setting = {}
-  if (settingRaw !== null && settingRaw !== undefined) {
-    try {
-      const parsed = JSON.parse(settingRaw)
-      if (parsed && typeof parsed === 'object') setting = parsed
-      else problems.push('the settings/quotaStore value is not a JSON object; it is ignored')
-    } catch {
-      problems.push('the settings/quotaStore value is not valid JSON; it is ignored')
-    }
-  }
-  const pick = (fromSetting, envName, fallback) => {
-    if (fromSetting) return { value: String(fromSetting), source: 'key_value settings/quotaStore' }
-    if (env[envName]) return { value: env[envName], source: `env ${envName}` }
-    return { value: fallback, source: 'default' }
-  }
-  const driver = pick(setting.driver, 'QUOTA_STORE_DRIVER', 'sqlite')
-  const redisUrl = pick(setting.redisUrl, 'QUOTA_STORE_REDIS_URL', '')
-  let effective = driver.value
-  if (!DRIVERS.includes(driver.value)) {
-    problems.push(`unknown driver ${JSON.stringify(driver.value)} (from ${driver.source}); SQLite is used`)
-    effective = 'sqlite'
-  } else if (driver.value === 'redis' && !redisUrl.value) {
-    problems.push('driver redis without a Redis URL; SQLite is used')
-    effective = 'sqlite'
-  }
-  return { driver, redisUrl, effective, problems, setting: settingRaw ?? null }
+function chooseDriver(settingRaw) {
+  // The engine's own reading of the setting and the environment (src/engine/driver.rs).
+  return native.describeStoreChoice(settingRaw ?? null)
 }
 
 /**
@@ -196,14 +171,14 @@ async function collectDoctor(database, { timeoutMs = 1000, env = process.env } =
     report.database.planRows = inspection.planRows.length
   }
 
-  const choice = chooseDriver(inspection ? inspection.quotaStoreSetting : null, env)
+  const choice = chooseDriver(inspection ? inspection.quotaStoreSetting : null)
   problems.push(...choice.problems)
   const redisSupported = typeof require('../index.js').RedisQuotaStore === 'function'
   report.driver = {
     configured: choice.driver.value,
     driverSource: choice.driver.source,
     effective: choice.effective === 'redis' && !redisSupported ? 'sqlite' : choice.effective,
-    setting: choice.setting === null ? null : host.maskSecrets(choice.setting),
+    setting: choice.setting == null ? null : host.maskSecrets(choice.setting),
     redisUrl: choice.redisUrl.value ? host.maskSecrets(choice.redisUrl.value) : null,
     redisUrlSource: choice.redisUrl.value ? choice.redisUrl.source : null,
     redisSupported,

@@ -251,7 +251,7 @@ function runSimulation(options = {}) {
 
   // The crossing answers an allow with a number (0 not enforced, 1 allow, 2 deprioritized).
   const enforceStep = (key, now) => {
-    const result = native.enforce(key.id, CONNECTION, provider, null, undefined, undefined, undefined, now)
+    const result = native.enforce(key.id, CONNECTION, provider, null, undefined, undefined, undefined, undefined, now)
     if (typeof result === 'number') return result === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: result === 2 }
     if (result.logs) host.forwardLogs(result.logs)
     return result

@@ -1,1 +1,2 @@
 export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from '../lib/quotaShareConcurrency'
+export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'

@@ -1,2 +1,3 @@
 export { selectQuotaShareTarget } from '../lib/quotaShareStrategy'
 export { _clearDrrStateForTest, _getDrrDeficitForTest } from '../binding'
+export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'

@@ -10,9 +10,13 @@ const { getSaturation } = require('./saturation.js')
 const writes = require('./writeBuffer.js')
 
 // The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, a record
-// left buffered, and "call again" (the driver was being chosen).
+// left buffered, and "call again" (the driver was being chosen; an enforce says so with a
+// `retry` step).
 const BUFFERED = 1
 const RETRY = 3
+// A choice in flight is shared by every caller and settles within the Redis timeout; a
+// call still told to retry after this many tries fails open.
+const TRIES = 3
 const ALLOWS = [() => ({ kind: 'allow' }), () => ({ kind: 'allow', deprioritize: false }), () => ({ kind: 'allow', deprioritize: true })]
 
 function isPromise(value) {
@@ -22,19 +26,27 @@ function isPromise(value) {
 const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
 
-/** One crossing, awaited when the engine answers with a promise, repeated on RETRY. */
-async function cross(call) {
-  let answer = call()
-  if (isPromise(answer)) answer = await answer
-  for (let tries = 0; answer === RETRY && tries < 3; tries++) {
-    answer = call()
-    if (isPromise(answer)) answer = await answer
+const settled = async (answer) => (isPromise(answer) ? await answer : answer)
+const isRetry = (step) => typeof step === 'object' && step !== null && step.kind === 'retry'
+
+/** An enforce crossing, made again while the engine says the driver is being chosen. */
+async function enforceStep(args, afterFetch, startedMs) {
+  let step = await settled(native.enforce(...args, startedMs, afterFetch))
+  for (let tries = 1; isRetry(step) && tries < TRIES; tries++) {
+    step = await settled(native.enforce(...args, step.startedMs, afterFetch))
   }
-  return answer
+  if (isRetry(step)) throw new Error('the quota store is still being chosen')
+  return step
 }
 
-function failed(msg, err) {
-  host.log('warn', 'quota:enforce', msg, { error: String((err && err.message) || err) })
+/** A failure caught here: the engine logs it once per fault and counts an enforce one. */
+function failed(operation, msg, err) {
+  try {
+    native.failOpen(operation, msg, String((err && err.message) || err))
+    host.drainLogs()
+  } catch {
+    host.log('warn', 'quota:enforce', msg, { error: String((err && err.message) || err) })
+  }
 }
 
 function shape(step, input, provider) {
@@ -67,16 +79,15 @@ async function enforceQuotaShare(input) {
     const args = input
       ? [text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(input.estimatedCost), number(input.estimatedTokens)]
       : []
-    let step = await cross(() => native.enforce(...args))
+    let step = await enforceStep(args, false)
     if (typeof step === 'object' && step.kind === 'fetch') {
       if (step.logs) host.forwardLogs(step.logs)
       await Promise.all(step.fetch.map(([unit, window]) => getSaturation(input.connectionId, provider, { unit, window })))
-      const startedMs = step.startedMs
-      step = await cross(() => native.enforce(...args, startedMs))
+      step = await enforceStep(args, true, step.startedMs)
     }
     return typeof step === 'number' ? ALLOWS[step]() : shape(step, input, provider)
   } catch (err) {
-    failed('quota enforcement failed; allowing the request', err)
+    failed('enforce', 'quota enforcement failed; allowing the request', err)
     return { kind: 'allow' }
   }
 }
@@ -89,7 +100,7 @@ async function enforceQuotaShare(input) {
  */
 async function recordConsumption(input) {
   try {
-    if (!input) return
+    if (!input || typeof input.apiKeyId !== 'string' || !input.apiKeyId || typeof input.connectionId !== 'string' || !input.connectionId) return
     const cost = input.cost || {}
     const reservation = input.reservation ?? undefined
     if (reservation !== undefined && typeof reservation !== 'string') {
@@ -101,12 +112,12 @@ async function recordConsumption(input) {
     }
     const provider = input.provider != null ? String(input.provider) : ''
     const answer = await cross(() =>
-      native.record(text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation),
+      native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation),
     )
     if (answer === BUFFERED) writes.scheduleFlush()
     host.drainLogs()
   } catch (err) {
-    failed('recording quota consumption failed', err)
+    failed('record', 'recording quota consumption failed', err)
   }
 }
 
@@ -123,6 +134,14 @@ async function releaseReservation(reservation) {
   } finally {
     host.drainLogs()
   }
+}
+
+/** A record or release crossing, made again while the driver is being chosen. */
+async function cross(call) {
+  let answer = await settled(call())
+  for (let tries = 1; answer === RETRY && tries < TRIES; tries++) answer = await settled(call())
+  if (answer === RETRY) throw new Error('the quota store is still being chosen')
+  return answer
 }
 
 /** Runs `recordConsumption(input)` on the next turn of the event loop; returns at once. */

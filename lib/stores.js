@@ -113,7 +113,9 @@ function storeOf(chosen) {
 /** The process's store: the host's DB setting, then the environment, then SQLite. Never rejects. */
 async function getQuotaStore() {
   try {
-    return storeOf(await settle(() => native.chooseStore()))
+    const chosen = await settle(() => native.chooseStore())
+    native.announceStore()
+    return storeOf(chosen)
   } catch (err) {
     host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })
     return getSqliteQuotaStore()

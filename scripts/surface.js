@@ -19,6 +19,12 @@ const DECLARED_IN = {
   quotaShareStrategy: '../lib/quotaShareStrategy',
   quotaShareConcurrency: '../lib/quotaShareConcurrency',
 }
+// The types a compat entry exports beside its names (the host's modules export them too).
+const TYPES = {
+  accountBuckets: `export type { AccountQuota } from '../binding'`,
+  quotaShareStrategy: `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'`,
+  quotaShareConcurrency: `export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'`,
+}
 // Test seams the main entry does not export: declared in their compat entry.
 const SEAM_DECLARATIONS = {
   __setAnthropicSaturationDepsForTests:
@@ -74,7 +80,7 @@ function compatFiles(entry, [source, names]) {
     const from = NATIVE.has(name) ? '../binding' : DECLARED_IN[source] || '../index'
     groups.set(from, [...(groups.get(from) || []), name])
   }
-  const dts = [...[...groups].map(([from, list]) => `export { ${list.join(', ')} } from '${from}'`), ...inline].join('\n') + '\n'
+  const dts = [...[...groups].map(([from, list]) => `export { ${list.join(', ')} } from '${from}'`), ...(TYPES[entry] ? [TYPES[entry]] : []), ...inline].join('\n') + '\n'
   return { [`${entry}.js`]: cjs, [`${entry}.mjs`]: esm, [`${entry}.d.ts`]: dts }
 }
 

@@ -53,10 +53,18 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
     },
   };
   let has_resolver = resolver.is_some();
+  if !engine()
+    .database
+    .set_source(source, std::thread::current().id())
+  {
+    // Another thread's explicit path stays: this thread installed none of its own.
+    return Ok(());
+  }
   RESOLVER.with(|slot| *slot.borrow_mut() = resolver);
-  engine().database.set_source(source);
   if has_resolver {
-    resolve_now(&env);
+    // Other threads open the path it returns; a problem now is said when the database is
+    // opened (the host may not be ready yet).
+    resolve_now(&env, false);
   }
   Ok(())
 }
@@ -68,11 +76,12 @@ pub(crate) fn prepare_db(env: &Env) {
   if !database.has_resolver() || !database.needs_open() {
     return;
   }
-  resolve_now(env);
+  resolve_now(env, true);
 }
 
-/// Asks this thread's resolver for the path, if this thread has one.
-fn resolve_now(env: &Env) {
+/// Asks this thread's resolver for the path, if this thread has one; `report`: say what
+/// is wrong with its answer.
+fn resolve_now(env: &Env, report: bool) {
   let database = &engine().database;
   let answer = RESOLVER.with(|slot| {
     let slot = slot.borrow();
@@ -88,8 +97,10 @@ fn resolve_now(env: &Env) {
       },
     })
   });
-  if let Some(answer) = answer {
-    database.resolved(&engine().logs, answer);
+  match answer {
+    Some(Err(_)) if !report => {}
+    Some(answer) => database.resolved(&engine().logs, answer),
+    None => {}
   }
 }
 
@@ -155,6 +166,13 @@ pub fn saturation_lookup(
   match lookup {
     Lookup::Known { value, cached } => {
       engine().metrics.saturation_lookup(cached);
+      if !cached {
+        // The fallback, kept like a fetched value for 30 s.
+        let now = clock(now_ms);
+        engine()
+          .saturation()
+          .store(&provider, &connection_id, unit, window, Some(value), now);
+      }
       Either::A(value)
     }
     Lookup::Fetch { name } => {

@@ -3,8 +3,8 @@
 //! chose. The engine decides, counts and fails open; this file only shapes its answers.
 //!
 //! An allow is answered with a number, so the common path builds no object: `0` allow
-//! (not enforced), `1` allow, `2` allow deprioritized, `3` call again (the driver was being
-//! chosen) — unless log records wait to be handed over. Everything else is an
+//! (not enforced), `1` allow, `2` allow deprioritized — unless log records wait to be
+//! handed over. Everything else is an
 //! [`EnforceStep`]. SQLite answers at once; Redis with a promise of the same.
 
 use super::host::{prepare_db, take_records, LogRecordJs};
@@ -18,12 +18,13 @@ use napi::Env;
 use napi_derive::napi;
 
 /// What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
-/// `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
-/// cross again with `afterFetch: startedMs`).
+/// `block`, `fetch` (fetch the saturation of `fetch` through the host's fetchers, then cross
+/// again with `startedMs` and `afterFetch: true`) or `retry` (the driver was being chosen:
+/// cross again with `startedMs`).
 #[napi(object, object_from_js = false)]
 #[derive(Default)]
 pub struct EnforceStep {
-  #[napi(ts_type = "'allow' | 'block' | 'fetch'")]
+  #[napi(ts_type = "'allow' | 'block' | 'fetch' | 'retry'")]
   pub kind: String,
   pub deprioritize: Option<bool>,
   /// The block message.
@@ -33,7 +34,7 @@ pub struct EnforceStep {
   pub retry_after_seconds: Option<f64>,
   /// `[unit, window]` pairs to fetch.
   pub fetch: Option<Vec<Vec<String>>>,
-  /// When the decision began (monotonic ms), to pass back after the fetch.
+  /// When the decision began (monotonic ms), to pass back when crossing again.
   pub started_ms: Option<f64>,
   /// Reserve mode: the reservation an allow made.
   pub reservation: Option<String>,
@@ -41,7 +42,7 @@ pub struct EnforceStep {
   pub logs: Option<Vec<LogRecordJs>>,
 }
 
-/// The allow codes.
+/// The answer of a record crossing made while the driver was being chosen: call again.
 const RETRY: u32 = 3;
 
 /// An enforce answer: an allow code, or the step.
@@ -49,7 +50,13 @@ type Shaped = Either<u32, EnforceStep>;
 
 fn shaped(answer: Answer<Decision>) -> Shaped {
   let decision = match answer {
-    Answer::Retry => return Either::A(RETRY),
+    Answer::Retry { started_ms } => {
+      return Either::B(EnforceStep {
+        kind: "retry".into(),
+        started_ms: Some(started_ms),
+        ..Default::default()
+      })
+    }
     Answer::Done(decision) => decision,
   };
   let logs = take_records();
@@ -121,7 +128,7 @@ fn crossing<'env, T: Send + 'static, V: napi::bindgen_prelude::ToNapiValue + 'st
 /// `enforceQuotaShare`'s crossing. Empty or absent ids are not enforced.
 #[napi(
   catch_unwind,
-  ts_return_type = "0 | 1 | 2 | 3 | EnforceStep | Promise<0 | 1 | 2 | 3 | EnforceStep>"
+  ts_return_type = "0 | 1 | 2 | EnforceStep | Promise<0 | 1 | 2 | EnforceStep>"
 )]
 #[allow(clippy::too_many_arguments)]
 pub fn enforce<'env>(
@@ -132,7 +139,8 @@ pub fn enforce<'env>(
   model: Option<String>,
   estimated_usd: Option<f64>,
   estimated_tokens: Option<f64>,
-  after_fetch: Option<f64>,
+  started_ms: Option<f64>,
+  after_fetch: Option<bool>,
   now_ms: Option<f64>,
 ) -> napi::Result<Either<Shaped, PromiseRaw<'env, Shaped>>> {
   prepare_db(env);
@@ -146,7 +154,8 @@ pub fn enforce<'env>(
     estimated_usd,
     estimated_tokens,
     now_ms: clock(now_ms),
-    after_fetch: after_fetch.filter(|t| t.is_finite()),
+    started_ms: started_ms.filter(|t| t.is_finite()),
+    after_fetch: after_fetch.unwrap_or(false),
   };
   crossing(env, engine().enforce(call), shaped)
 }
@@ -171,7 +180,7 @@ fn recorded(answer: Answer<Buffered>) -> u32 {
   match answer {
     Answer::Done(false) => 0,
     Answer::Done(true) => 1,
-    Answer::Retry => RETRY,
+    Answer::Retry { .. } => RETRY,
   }
 }
 
@@ -235,6 +244,16 @@ pub fn release_reservation<'env>(
     engine().settle(&text, None, ConsumptionCost::default(), true, clock(now_ms)),
   )?;
   crossing(env, step, recorded)
+}
+
+/// A failure the JavaScript glue caught (`operation`: `enforce` or `record`): logged once
+/// per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
+#[napi(
+  catch_unwind,
+  ts_args_type = "operation: 'enforce' | 'record', message: string, error: string"
+)]
+pub fn fail_open(operation: String, message: String, error: String) {
+  engine().failed_in_glue(operation == "enforce", &message, &error);
 }
 
 /// Commits `recordConsumption`'s buffered records now. Returns `null`, or the error

@@ -33,7 +33,14 @@ use std::sync::LazyLock;
 
 /// The process's engine: every JS thread (main and workers) loads this one copy of the
 /// addon, so they all reach the same instance.
-static ENGINE: LazyLock<Engine> = LazyLock::new(Engine::default);
+static ENGINE: LazyLock<Engine> = LazyLock::new(|| {
+  let engine = Engine::default();
+  let _ = engine.spawner.set(Box::new(|future| {
+    promise::ensure_runtime();
+    napi::bindgen_prelude::spawn(future);
+  }));
+  engine
+});
 
 /// The engine.
 pub(crate) fn engine() -> &'static Engine {

@@ -72,7 +72,10 @@ impl StoreDriver {
   pub fn new(env: Env, url: Option<String>) -> napi::Result<Self> {
     let driver = match url {
       None => Driver::Sqlite,
-      Some(url) => Driver::Redis(or_throw(&env, engine().redis_backend(&url))?),
+      Some(url) => {
+        or_throw(&env, engine().redis_backend(&url))?;
+        Driver::Redis(url)
+      }
     };
     Ok(StoreDriver { driver })
   }
@@ -236,10 +239,16 @@ pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_
   }
 }
 
-/// The driver chosen, or `null` while none is.
+/// The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset).
 #[napi(catch_unwind)]
 pub fn chosen_store_now() -> Option<ChosenStore> {
-  engine().chosen_driver().map(chosen_store)
+  engine().announced_driver().map(chosen_store)
+}
+
+/// `getQuotaStore()` resolved: `getQuotaStoreSync()` answers from now on.
+#[napi(catch_unwind)]
+pub fn announce_store() {
+  engine().announce_driver();
 }
 
 /// `resetQuotaStoreSingleton()`: the next use chooses again.
@@ -475,5 +484,47 @@ pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSna
       })
       .collect(),
     burn_rate,
+  }
+}
+
+/// One field of the driver choice and where it came from.
+#[napi(object, object_from_js = false)]
+pub struct ChoiceField {
+  pub value: String,
+  /// `key_value settings/quotaStore`, `env QUOTA_STORE_…` or `default`.
+  pub source: String,
+}
+
+/// What the host's setting and the environment ask of the driver choice (for
+/// `quota-engine doctor`; the engine chooses from the same report).
+#[napi(object, object_from_js = false)]
+pub struct StoreChoiceInfo {
+  pub driver: ChoiceField,
+  pub redis_url: ChoiceField,
+  #[napi(ts_type = "'sqlite' | 'redis'")]
+  pub effective: String,
+  pub problems: Vec<String>,
+  /// The raw setting, as given.
+  pub setting: Option<String>,
+}
+
+/// The driver choice `setting` (the raw `key_value` value, or `null`) and the environment
+/// make, before any connection is tried.
+#[napi(catch_unwind)]
+pub fn describe_store_choice(setting: Option<String>) -> StoreChoiceInfo {
+  use crate::engine::config::{STORE_DRIVER, STORE_REDIS_URL};
+  let report =
+    crate::engine::driver::choice_report(setting.as_deref(), &|name| engine().config.raw(name));
+  let field =
+    |(value, source): (String, crate::engine::driver::Source), variable: &str| ChoiceField {
+      value,
+      source: source.describe(variable),
+    };
+  StoreChoiceInfo {
+    driver: field(report.driver, STORE_DRIVER),
+    redis_url: field(report.redis_url, STORE_REDIS_URL),
+    effective: report.effective.to_string(),
+    problems: report.problems.iter().map(|p| p.describe()).collect(),
+    setting,
   }
 }

@@ -31,7 +31,8 @@ pub enum PathSource {
 
 /// The process's database location, and what was said about it.
 pub struct Database {
-  source: Mutex<PathSource>,
+  /// The path, and the thread that installed it (`None`: nobody, the default).
+  source: Mutex<(PathSource, Option<std::thread::ThreadId>)>,
   /// Whether `source` is a resolver: read on every call, without the lock.
   resolver: AtomicBool,
   /// Problems with the resolver already reported (once per distinct problem).
@@ -41,7 +42,7 @@ pub struct Database {
 impl Default for Database {
   fn default() -> Self {
     Database {
-      source: Mutex::new(PathSource::Default),
+      source: Mutex::new((PathSource::Default, None)),
       resolver: AtomicBool::new(false),
       reported: Mutex::new(Vec::new()),
     }
@@ -54,22 +55,27 @@ pub fn default_path() -> PathBuf {
 }
 
 impl Database {
-  /// Sets how the path is given; takes effect at the next open.
-  pub fn set_source(&self, source: PathSource) {
+  /// Sets how the path is given, for the whole process, from thread `by`; takes effect at
+  /// the next open. A thread that gives no path (the default) does not undo a path another
+  /// thread installed — a worker calling `installHost({ logger })` keeps the process on the
+  /// main thread's file. Returns whether the setting changed.
+  pub fn set_source(&self, source: PathSource, by: std::thread::ThreadId) -> bool {
     let mut slot = self.source.lock().unwrap_or_else(|e| e.into_inner());
+    if source == PathSource::Default && slot.1.is_some_and(|owner| owner != by) {
+      return false;
+    }
     self.resolver.store(
       matches!(source, PathSource::Resolver { .. }),
       Ordering::Release,
     );
-    *slot = source;
+    let owner = (source != PathSource::Default).then_some(by);
+    *slot = (source, owner);
+    true
   }
 
-  /// Whether the path comes from a resolver function.
+  /// Whether the path comes from a resolver function (no lock: read on every call).
   pub fn has_resolver(&self) -> bool {
-    matches!(
-      *self.source.lock().unwrap_or_else(|e| e.into_inner()),
-      PathSource::Resolver { .. }
-    )
+    self.resolver.load(Ordering::Acquire)
   }
 
   /// What the resolver returned: a path (kept as the process's), or a problem — reported
@@ -77,7 +83,7 @@ impl Database {
   /// the default, is used.
   pub fn resolved(&self, logs: &LogQueue, answer: std::result::Result<String, String>) {
     let mut source = self.source.lock().unwrap_or_else(|e| e.into_inner());
-    let PathSource::Resolver { last } = &mut *source else {
+    let PathSource::Resolver { last } = &mut source.0 else {
       return;
     };
     match answer {
@@ -109,7 +115,7 @@ impl Database {
 
   /// The path to open now.
   pub fn path(&self) -> PathBuf {
-    match &*self.source.lock().unwrap_or_else(|e| e.into_inner()) {
+    match &self.source.lock().unwrap_or_else(|e| e.into_inner()).0 {
       PathSource::Default | PathSource::Resolver { last: None } => default_path(),
       PathSource::Fixed(path) | PathSource::Resolver { last: Some(path) } => path.clone(),
     }
@@ -148,7 +154,8 @@ mod tests {
   fn a_resolver_problem_is_reported_once_and_names_the_fallback() {
     let logs = LogQueue::default();
     let db = Database::default();
-    db.set_source(PathSource::Resolver { last: None });
+    let me = std::thread::current().id();
+    db.set_source(PathSource::Resolver { last: None }, me);
     db.resolved(&logs, Err("threw: boom".into()));
     db.resolved(&logs, Err("threw: boom".into()));
     let warned = logs.take().unwrap();
@@ -165,8 +172,17 @@ mod tests {
       .msg
       .contains("using /tmp/x/storage.sqlite"));
     assert_eq!(db.path(), PathBuf::from("/tmp/x/storage.sqlite"));
-    db.set_source(PathSource::Fixed("/a/b".into()));
+    db.set_source(PathSource::Fixed("/a/b".into()), me);
     assert_eq!(db.path(), PathBuf::from("/a/b"));
     assert!(!db.has_resolver());
+    // Another thread that installs no path keeps this one; it may install its own.
+    let other = std::thread::spawn(|| std::thread::current().id())
+      .join()
+      .unwrap();
+    assert!(!db.set_source(PathSource::Default, other));
+    assert_eq!(db.path(), PathBuf::from("/a/b"));
+    assert!(db.set_source(PathSource::Fixed("/c".into()), other));
+    assert!(db.set_source(PathSource::Default, other));
+    assert!(db.set_source(PathSource::Default, me));
   }
 }

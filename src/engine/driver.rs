@@ -16,17 +16,18 @@ use crate::error::Result;
 use crate::store::redis::keys::base_pool_id;
 use crate::store::redis::{counters, mask_url, KeyLayout, RedisBackend, Retry};
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
-use serde::Deserialize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The store holding the counters.
-#[derive(Clone)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Driver {
   /// The host's `storage.sqlite` (the default).
   Sqlite,
-  /// Counters on Redis, shared by every replica; metadata stays in SQLite.
-  Redis(Arc<RedisBackend>),
+  /// Counters on Redis at this URL, shared by every replica; metadata stays in SQLite.
+  /// The backend is looked up by URL on each use, so `resetRedisClient()` reaches every
+  /// holder of the driver.
+  Redis(String),
 }
 
 impl Driver {
@@ -38,21 +39,151 @@ impl Driver {
     }
   }
 
-  /// The Redis URL the backend was created for (password included, as given).
+  /// The Redis URL, as given (password included).
   pub fn url(&self) -> Option<&str> {
     match self {
       Driver::Sqlite => None,
-      Driver::Redis(backend) => Some(backend.url()),
+      Driver::Redis(url) => Some(url),
     }
   }
 }
 
-/// The host's `quotaStore` setting.
-#[derive(Debug, Default, Deserialize)]
-struct StoreSetting {
-  driver: Option<String>,
-  #[serde(rename = "redisUrl")]
-  redis_url: Option<String>,
+/// Where one field of the choice came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+  /// The host's `key_value` setting (`settings`/`quotaStore`).
+  Setting,
+  /// The environment variable.
+  Environment,
+  /// Neither: the default.
+  Default,
+}
+
+impl Source {
+  /// How `quota-engine doctor` names it.
+  pub fn describe(self, variable: &str) -> String {
+    match self {
+      Source::Setting => "key_value settings/quotaStore".to_string(),
+      Source::Environment => format!("env {variable}"),
+      Source::Default => "default".to_string(),
+    }
+  }
+}
+
+/// What the host's setting and the environment ask for, field by field, and what is
+/// wrong with them (docs/contract.md §4). The engine's choice and `quota-engine doctor`
+/// both read this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceReport {
+  pub driver: (String, Source),
+  pub redis_url: (String, Source),
+  /// The driver that results before any connection is tried: `sqlite` or `redis`.
+  pub effective: &'static str,
+  pub problems: Vec<Problem>,
+}
+
+/// What can be wrong with the choice's inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Problem {
+  /// The setting is not JSON (the parse error), or not an object (`None`).
+  Setting(Option<String>),
+  /// `redis` without a URL.
+  NoRedisUrl,
+  /// A driver that is neither `sqlite` nor `redis`, and where it came from.
+  UnknownDriver(String, Source),
+}
+
+impl Problem {
+  /// As `quota-engine doctor` says it.
+  pub fn describe(&self) -> String {
+    match self {
+      Problem::Setting(Some(_)) => {
+        "the settings/quotaStore value is not valid JSON; it is ignored".into()
+      }
+      Problem::Setting(None) => {
+        "the settings/quotaStore value is not a JSON object; it is ignored".into()
+      }
+      Problem::NoRedisUrl => "driver redis without a Redis URL; SQLite is used".into(),
+      Problem::UnknownDriver(driver, source) => format!(
+        "unknown driver {driver:?} (from {}); SQLite is used",
+        source.describe(STORE_DRIVER)
+      ),
+    }
+  }
+
+  /// The warning the engine logs when it chooses.
+  fn warn(&self, logs: &super::logs::LogQueue) {
+    match self {
+      Problem::Setting(error) => logs.push(
+        "warn",
+        "quota:factory",
+        "could not read the quotaStore setting; using the environment",
+        vec![(
+          "error",
+          LogValue::Text(error.clone().unwrap_or_else(|| "not a JSON object".into())),
+        )],
+      ),
+      Problem::NoRedisUrl => logs.warn(
+        "quota:factory",
+        "QUOTA_STORE_DRIVER=redis without a Redis URL; falling back to SQLite",
+        None,
+      ),
+      Problem::UnknownDriver(driver, _) => logs.warn(
+        "quota:factory",
+        format!("unknown quota store driver {driver:?}; using SQLite"),
+        None,
+      ),
+    }
+  }
+}
+
+/// The choice's inputs: the raw setting (`None`: no row) and the environment.
+pub fn choice_report(setting: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> ChoiceReport {
+  let mut problems = Vec::new();
+  let parsed = match setting.map(serde_json::from_str::<serde_json::Value>) {
+    None => serde_json::Value::Null,
+    Some(Ok(value @ serde_json::Value::Object(_))) => value,
+    Some(Ok(_)) => {
+      problems.push(Problem::Setting(None));
+      serde_json::Value::Null
+    }
+    Some(Err(err)) => {
+      problems.push(Problem::Setting(Some(err.to_string())));
+      serde_json::Value::Null
+    }
+  };
+  // Field by field: a non-empty string in the setting, else the environment, else the default.
+  let pick = |field: &str, variable: &str, fallback: &str| match parsed
+    .get(field)
+    .and_then(|v| v.as_str())
+    .filter(|v| !v.is_empty())
+  {
+    Some(value) => (value.to_string(), Source::Setting),
+    None => match env(variable) {
+      Some(value) => (value, Source::Environment),
+      None => (fallback.to_string(), Source::Default),
+    },
+  };
+  let driver = pick("driver", STORE_DRIVER, "sqlite");
+  let redis_url = pick("redisUrl", STORE_REDIS_URL, "");
+  let effective = match driver.0.as_str() {
+    "redis" if redis_url.0.is_empty() => {
+      problems.push(Problem::NoRedisUrl);
+      "sqlite"
+    }
+    "redis" => "redis",
+    "sqlite" => "sqlite",
+    other => {
+      problems.push(Problem::UnknownDriver(other.to_string(), driver.1));
+      "sqlite"
+    }
+  };
+  ChoiceReport {
+    driver,
+    redis_url,
+    effective,
+    problems,
+  }
 }
 
 /// How often the hot path looks whether the host's setting changed.
@@ -64,12 +195,27 @@ struct Chosen {
   setting: Option<String>,
 }
 
+/// A choice waiting for Redis to answer a PING, shared by every caller that needs it: the
+/// first to poll it pings, the others wait for that answer.
+#[derive(Clone)]
+struct Pending {
+  sequence: u64,
+  setting: Option<String>,
+  url: String,
+  backend: Arc<RedisBackend>,
+  done: Arc<tokio::sync::OnceCell<Driver>>,
+}
+
 #[derive(Default)]
 struct ChoiceState {
   chosen: Option<Chosen>,
-  /// Bumped by every reset, so a choice that finishes after one is discarded.
-  generation: u64,
+  pending: Option<Pending>,
+  /// Bumped by every choice started and every reset: only the latest choice settles.
+  sequence: u64,
   checked_at: Option<Instant>,
+  /// `getQuotaStore()` has resolved since the last reset (`getQuotaStoreSync()` throws
+  /// before).
+  announced: bool,
 }
 
 /// The process's choice.
@@ -84,12 +230,6 @@ impl DriverChoice {
   }
 }
 
-/// What the inputs of a choice ask for.
-enum Wanted {
-  Sqlite,
-  Redis(String),
-}
-
 impl Engine {
   /// The Redis backend of `url` (one per URL; the timeout and cluster switch are read
   /// from the configuration when it is created). A URL the engine cannot use is a
@@ -100,21 +240,28 @@ impl Engine {
     crate::store::redis::backend(url, cluster, timeout)
   }
 
-  /// The driver chosen, if one is.
-  pub fn chosen_driver(&self) -> Option<Driver> {
-    self
-      .drivers
-      .lock()
+  /// The driver `getQuotaStore()` chose, if it resolved since the last reset.
+  pub fn announced_driver(&self) -> Option<Driver> {
+    let state = self.drivers.lock();
+    state
       .chosen
       .as_ref()
+      .filter(|_| state.announced)
       .map(|c| c.driver.clone())
+  }
+
+  /// `getQuotaStore()` resolved with the current choice.
+  pub fn announce_driver(&self) {
+    self.drivers.lock().announced = true;
   }
 
   /// Forgets the choice (`resetQuotaStoreSingleton()`): the next use chooses again.
   pub fn forget_driver(&self) {
     let mut state = self.drivers.lock();
     state.chosen = None;
-    state.generation += 1;
+    state.pending = None;
+    state.announced = false;
+    state.sequence += 1;
   }
 
   /// The host's raw `quotaStore` setting; a failure to read it is warned about and
@@ -123,52 +270,22 @@ impl Engine {
     match self.with_hot_db(|db| db.read_setting("settings", "quotaStore")) {
       Ok(raw) => raw,
       Err(err) => {
-        self.logs.warn(
+        self.logs.push(
+          "warn",
           "quota:factory",
           "could not read the quotaStore setting; using the environment",
-          Some(err.to_string()),
+          vec![("error", LogValue::Text(err.to_string()))],
         );
         None
       }
     }
   }
 
-  fn wanted(&self, setting: Option<&str>) -> Wanted {
-    let parsed: StoreSetting = setting
-      .and_then(|raw| serde_json::from_str(raw).ok())
-      .unwrap_or_default();
-    let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
-    let driver = non_empty(parsed.driver)
-      .or_else(|| self.config.raw(STORE_DRIVER))
-      .unwrap_or_else(|| "sqlite".into());
-    let url = non_empty(parsed.redis_url)
-      .or_else(|| self.config.raw(STORE_REDIS_URL))
-      .unwrap_or_default();
-    match driver.as_str() {
-      "redis" if url.is_empty() => {
-        self.logs.warn(
-          "quota:factory",
-          "QUOTA_STORE_DRIVER=redis without a Redis URL; falling back to SQLite",
-          None,
-        );
-        Wanted::Sqlite
-      }
-      "redis" => Wanted::Redis(url),
-      "sqlite" => Wanted::Sqlite,
-      other => {
-        self.logs.warn(
-          "quota:factory",
-          format!("unknown quota store driver {other:?}; using SQLite"),
-          None,
-        );
-        Wanted::Sqlite
-      }
-    }
-  }
-
-  fn settle_choice(&self, generation: u64, driver: Driver, setting: Option<String>) -> Driver {
+  /// Settles choice `sequence` — unless a later choice or a reset came since.
+  fn settle_choice(&self, sequence: u64, driver: Driver, setting: Option<String>) -> Driver {
     let mut state = self.drivers.lock();
-    if state.generation == generation {
+    if state.sequence == sequence {
+      state.pending = None;
       state.chosen = Some(Chosen {
         driver: driver.clone(),
         setting,
@@ -179,43 +296,79 @@ impl Engine {
   }
 
   /// `getQuotaStore()`'s choice: the chosen driver while the host's setting is the one it
-  /// was chosen with, else a new choice — at once for SQLite, after a PING for Redis.
+  /// was chosen with, else a new choice — at once for SQLite, after one PING for Redis,
+  /// which every caller that needs the choice meanwhile shares.
   pub fn choose_driver(&'static self) -> Step<Driver> {
     let setting = self.read_store_setting();
-    let generation = {
-      let state = self.drivers.lock();
+    let sequence = {
+      let mut state = self.drivers.lock();
       if let Some(chosen) = state.chosen.as_ref().filter(|c| c.setting == setting) {
         return Step::Now(chosen.driver.clone());
       }
-      state.generation
+      if let Some(pending) = state.pending.as_ref().filter(|p| p.setting == setting) {
+        return self.await_choice(pending.clone());
+      }
+      state.sequence += 1;
+      state.sequence
     };
-    let url = match self.wanted(setting.as_deref()) {
-      Wanted::Sqlite => return Step::Now(self.settle_choice(generation, Driver::Sqlite, setting)),
-      Wanted::Redis(url) => url,
-    };
+    let report = choice_report(setting.as_deref(), &|name| self.config.raw(name));
+    for problem in &report.problems {
+      problem.warn(&self.logs);
+    }
+    if report.effective == "sqlite" {
+      return Step::Now(self.settle_choice(sequence, Driver::Sqlite, setting));
+    }
+    let url = report.redis_url.0;
     let backend = match self.redis_backend(&url) {
       Ok(backend) => backend,
       Err(err) => {
         self.redis_unavailable(&url, &err);
-        return Step::Now(self.settle_choice(generation, Driver::Sqlite, setting));
+        return Step::Now(self.settle_choice(sequence, Driver::Sqlite, setting));
       }
     };
+    let pending = Pending {
+      sequence,
+      setting,
+      url,
+      backend,
+      done: Arc::new(tokio::sync::OnceCell::new()),
+    };
+    self.drivers.lock().pending = Some(pending.clone());
+    self.await_choice(pending)
+  }
+
+  /// The driver a pending choice settles on: Redis when it answers a PING within the
+  /// timeout, else SQLite with a warning. Pinged once, however many wait.
+  fn await_choice(&'static self, pending: Pending) -> Step<Driver> {
     Step::later(async move {
-      match backend.command(&["PING".to_string()], Retry::Read).await {
-        Ok(_) => {
-          self.logs.push(
-            "info",
-            "quota:factory",
-            format!("quota counters on Redis at {}", mask_url(&url)),
-            Vec::new(),
-          );
-          self.settle_choice(generation, Driver::Redis(backend), setting)
-        }
-        Err(err) => {
-          self.redis_unavailable(&url, &err);
-          self.settle_choice(generation, Driver::Sqlite, setting)
-        }
-      }
+      let Pending {
+        sequence,
+        setting,
+        url,
+        backend,
+        done,
+      } = pending;
+      done
+        .get_or_init(|| async move {
+          let driver = match backend.command(&["PING".to_string()], Retry::Read).await {
+            Ok(_) => {
+              self.logs.push(
+                "info",
+                "quota:factory",
+                format!("quota counters on Redis at {}", mask_url(&url)),
+                Vec::new(),
+              );
+              Driver::Redis(url)
+            }
+            Err(err) => {
+              self.redis_unavailable(&url, &err);
+              Driver::Sqlite
+            }
+          };
+          self.settle_choice(sequence, driver, setting)
+        })
+        .await
+        .clone()
     })
   }
 
@@ -234,11 +387,16 @@ impl Engine {
     );
   }
 
-  /// The driver for a hot-path call: the chosen one (the host's setting is looked at
-  /// again at most once a second), or — while none is — the choice to await first.
-  pub fn driver_for_call(&'static self) -> std::result::Result<Driver, Step<()>> {
-    let recheck = {
-      let state = self.drivers.lock();
+  /// The driver for a hot-path call: the chosen one. The host's setting is looked at again
+  /// at most once a second; when it changed, the new choice is started and, while Redis is
+  /// pinged, calls keep the driver they had (`spawn` runs the choice). With no driver yet,
+  /// the choice to await first.
+  pub fn driver_for_call(
+    &'static self,
+    spawn: &dyn Fn(Step<Driver>),
+  ) -> std::result::Result<Driver, Step<Driver>> {
+    let current = {
+      let mut state = self.drivers.lock();
       match &state.chosen {
         Some(chosen)
           if state
@@ -247,24 +405,21 @@ impl Engine {
         {
           return Ok(chosen.driver.clone());
         }
-        Some(_) => true,
-        None => false,
+        Some(chosen) => {
+          let driver = chosen.driver.clone();
+          state.checked_at = Some(Instant::now());
+          Some(driver)
+        }
+        None => None,
       }
     };
-    if recheck {
-      let setting = self.read_store_setting();
-      let mut state = self.drivers.lock();
-      state.checked_at = Some(Instant::now());
-      match &state.chosen {
-        Some(chosen) if chosen.setting == setting => return Ok(chosen.driver.clone()),
-        _ => state.chosen = None,
+    match (self.choose_driver(), current) {
+      (Step::Now(driver), _) => Ok(driver),
+      (later, Some(current)) => {
+        spawn(later);
+        Ok(current)
       }
-    }
-    match self.choose_driver() {
-      Step::Now(driver) => Ok(driver),
-      Step::Later(choosing) => Err(Step::later(async move {
-        choosing.await;
-      })),
+      (later, None) => Err(later),
     }
   }
 
@@ -307,13 +462,11 @@ impl Engine {
   ) -> Step<Result<f64>> {
     match driver {
       Driver::Sqlite => Step::Now(self.with_db(|db| db.consume(&api_key_id, &key, cost, now_ms))),
-      Driver::Redis(backend) => later(counters::consume(
-        backend.clone(),
-        api_key_id,
-        key,
-        cost,
-        now_ms,
-      )),
+      Driver::Redis(url) => later(
+        self
+          .redis_backend(url)
+          .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
+      ),
     }
   }
 
@@ -329,7 +482,11 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
       }
-      Driver::Redis(backend) => later(counters::peek(backend.clone(), api_key_id, key, now_ms)),
+      Driver::Redis(url) => later(
+        self
+          .redis_backend(url)
+          .and_then(|backend| counters::peek(backend, api_key_id, key, now_ms)),
+      ),
     }
   }
 
@@ -344,20 +501,11 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
       }
-      Driver::Redis(backend) => {
-        let ids = match crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
-          .and_then(|()| self.pool_key_ids(&key.pool_id))
-        {
-          Ok(ids) => ids,
-          Err(err) => return Step::Now(Err(err)),
-        };
-        later(counters::pool_consumed_total(
-          backend.clone(),
-          key,
-          ids,
-          now_ms,
-        ))
-      }
+      Driver::Redis(url) => later(
+        crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
+          .and_then(|()| Ok((self.redis_backend(url)?, self.pool_key_ids(&key.pool_id)?)))
+          .and_then(|(backend, ids)| counters::pool_consumed_total(backend, key, ids, now_ms)),
+      ),
     }
   }
 
@@ -371,7 +519,11 @@ impl Engine {
   ) -> Step<Result<()>> {
     match driver {
       Driver::Sqlite => Step::Now(self.with_db(|db| db.clear(&api_key_id, &key))),
-      Driver::Redis(backend) => later(counters::clear(backend.clone(), api_key_id, key, now_ms)),
+      Driver::Redis(url) => later(
+        self
+          .redis_backend(url)
+          .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
+      ),
     }
   }
 
@@ -387,18 +539,23 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_db(|db| db.pool_usage_with_dimensions(&pool_id, &dims, now_ms)))
       }
-      Driver::Redis(backend) => {
-        let allocations = match self.with_db(|db| db.cached_pool(&pool_id)) {
-          Ok(pool) => pool.map(|p| p.allocations.clone()),
-          Err(err) => return Step::Now(Err(err)),
-        };
-        Step::later(counters::pool_usage(
-          backend.clone(),
-          pool_id,
-          allocations,
-          dims,
-          now_ms,
-        ))
+      Driver::Redis(url) => {
+        let prepared = self.redis_backend(url).and_then(|backend| {
+          let allocations = self
+            .with_db(|db| db.cached_pool(&pool_id))?
+            .map(|p| p.allocations.clone());
+          Ok(counters::pool_usage(
+            backend,
+            pool_id,
+            allocations,
+            dims,
+            now_ms,
+          ))
+        });
+        match prepared {
+          Ok(future) => Step::later(future),
+          Err(err) => Step::Now(Err(err)),
+        }
       }
     }
   }
@@ -411,5 +568,59 @@ fn later<T: Send + 'static>(
   match prepared {
     Ok(future) => Step::later(future),
     Err(err) => Step::Now(Err(err)),
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  fn env(name: &str) -> Option<String> {
+    match name {
+      "QUOTA_STORE_DRIVER" => Some("redis".into()),
+      "QUOTA_STORE_REDIS_URL" => Some("redis://env:6379".into()),
+      _ => None,
+    }
+  }
+
+  #[test]
+  fn the_setting_wins_field_by_field_over_the_environment() {
+    let r = choice_report(Some(r#"{"driver":"sqlite"}"#), &env);
+    assert_eq!(r.driver, ("sqlite".into(), Source::Setting));
+    assert_eq!(
+      r.redis_url,
+      ("redis://env:6379".into(), Source::Environment)
+    );
+    assert_eq!((r.effective, r.problems.len()), ("sqlite", 0));
+    // A field of the wrong type is ignored alone, not the whole setting.
+    let r = choice_report(Some(r#"{"driver":"sqlite","redisUrl":7}"#), &env);
+    assert_eq!(r.effective, "sqlite");
+    let r = choice_report(None, &env);
+    assert_eq!(
+      (r.effective, r.redis_url.0.as_str()),
+      ("redis", "redis://env:6379")
+    );
+    let r = choice_report(None, &|_| None);
+    assert_eq!(r.driver, ("sqlite".into(), Source::Default));
+  }
+
+  #[test]
+  fn problems_are_named() {
+    let r = choice_report(Some("{oops"), &|_| None);
+    assert!(matches!(r.problems[0], Problem::Setting(Some(_))));
+    assert_eq!(
+      choice_report(Some("[1]"), &|_| None).problems,
+      [Problem::Setting(None)]
+    );
+    let r = choice_report(Some(r#"{"driver":"redis"}"#), &|_| None);
+    assert_eq!(
+      (r.effective, &r.problems[..]),
+      ("sqlite", &[Problem::NoRedisUrl][..])
+    );
+    let r = choice_report(Some(r#"{"driver":"mongo"}"#), &|_| None);
+    assert_eq!(
+      r.problems[0].describe(),
+      "unknown driver \"mongo\" (from key_value settings/quotaStore); SQLite is used"
+    );
   }
 }

@@ -64,8 +64,11 @@ pub struct EnforceCall {
   pub estimated_usd: Option<f64>,
   pub estimated_tokens: Option<f64>,
   pub now_ms: i64,
-  /// The call is the one after a saturation fetch, begun at this monotonic time.
-  pub after_fetch: Option<f64>,
+  /// When the request's decision began (monotonic ms), for a call made again — after a
+  /// saturation fetch or a driver choice — so its latency counts from the first call.
+  pub started_ms: Option<f64>,
+  /// The call is the one after a saturation fetch: do not ask for one again.
+  pub after_fetch: bool,
 }
 
 /// What an enforce call decided.
@@ -83,18 +86,18 @@ pub enum Decision {
     retry_after_seconds: Option<f64>,
   },
   /// Fetch the saturation of these dimensions through the host's fetchers, then call
-  /// again with `after_fetch: Some(started_ms)`.
+  /// again with `after_fetch` and `started_ms`.
   Fetch {
     dims: Vec<(QuotaUnit, QuotaWindow)>,
     started_ms: f64,
   },
 }
 
-/// A hot-path answer, or: the driver was being chosen — call again.
+/// A hot-path answer, or: the driver was being chosen — call again (with `started_ms`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Answer<T> {
   Done(T),
-  Retry,
+  Retry { started_ms: f64 },
 }
 
 const NOT_ENFORCED: Decision = Decision::Allow {
@@ -134,7 +137,7 @@ fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> 
 impl Engine {
   /// `enforceQuotaShare`.
   pub fn enforce(&'static self, call: EnforceCall) -> Step<Answer<Decision>> {
-    let started = call.after_fetch.unwrap_or_else(|| self.monotonic_ms());
+    let started = call.started_ms.unwrap_or_else(|| self.monotonic_ms());
     if call.ids.is_empty() {
       return Step::Now(Answer::Done(self.decided(
         Ok((EnforceOutcome::Allow { deprioritize: None }, None)),
@@ -142,9 +145,13 @@ impl Engine {
         started,
       )));
     }
-    let driver = match self.driver_for_call() {
+    let driver = match self.current_driver() {
       Ok(driver) => driver,
-      Err(choosing) => return choosing.map(|()| Answer::Retry),
+      Err(choosing) => {
+        return choosing.map(move |_| Answer::Retry {
+          started_ms: started,
+        })
+      }
     };
     let threshold = self.number(&SATURATION_THRESHOLD);
     let reserve = self.admission() == AdmissionMode::Reserve;
@@ -168,7 +175,10 @@ impl Engine {
         });
         Step::Now(Answer::Done(self.decided(outcome, &call, started)))
       }
-      Driver::Redis(backend) => self.enforce_on_redis(backend, call, threshold, reserve, started),
+      Driver::Redis(url) => match self.redis_backend(&url) {
+        Ok(backend) => self.enforce_on_redis(backend, call, threshold, reserve, started),
+        Err(err) => Step::Now(Answer::Done(self.decided(Err(err), &call, started))),
+      },
     }
   }
 
@@ -288,7 +298,7 @@ impl Engine {
         },
         Counted::Block(reason),
       ),
-      Ok((EnforceOutcome::NeedSaturation(_), _)) if call.after_fetch.is_some() => {
+      Ok((EnforceOutcome::NeedSaturation(_), _)) if call.after_fetch => {
         // Still missing after one fetch (a fetcher registered meanwhile): do not wait again.
         (NOT_ENFORCED, Counted::Allow(AllowReason::SaturationPending))
       }
@@ -355,9 +365,9 @@ impl Engine {
         }
       };
     }
-    let driver = match self.driver_for_call() {
+    let driver = match self.current_driver() {
       Ok(driver) => driver,
-      Err(choosing) => return choosing.map(|()| Answer::Retry),
+      Err(choosing) => return choosing.map(|_| Answer::Retry { started_ms: 0.0 }),
     };
     match driver {
       Driver::Sqlite => {
@@ -385,15 +395,20 @@ impl Engine {
         };
         Step::Now(Answer::Done(buffered))
       }
-      Driver::Redis(backend) => {
+      Driver::Redis(url) => {
         let prepared = self
           .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
           .and_then(|writes| {
             if writes.is_empty() {
               return Ok(None);
             }
-            counters::consume_many(backend, call.ids.api_key_id.clone(), writes, call.now_ms)
-              .map(Some)
+            counters::consume_many(
+              self.redis_backend(&url)?,
+              call.ids.api_key_id.clone(),
+              writes,
+              call.now_ms,
+            )
+            .map(Some)
           });
         match prepared {
           Ok(None) => Step::Now(Answer::Done(false)),
@@ -466,34 +481,61 @@ impl Engine {
     } else {
       "settling a quota reservation failed"
     };
-    let driver = match self.driver_for_call() {
+    let driver = match self.current_driver() {
       Ok(driver) => driver,
-      Err(choosing) => return Ok(choosing.map(|()| Answer::Retry)),
+      Err(choosing) => return Ok(choosing.map(|_| Answer::Retry { started_ms: 0.0 })),
     };
     let key = parsed.api_key_id;
     Ok(match driver {
       Driver::Sqlite => {
         match self.with_db(|db| db.add_floored(&key, &deltas, now_ms)) {
           Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-          Err(err) => self.record_failed(msg, &err, ""),
+          Err(err) => self.record_failed(msg, &err, &key),
         }
         Step::Now(Answer::Done(false))
       }
       Driver::Redis(_) if deltas.is_empty() => Step::Now(Answer::Done(false)),
-      Driver::Redis(backend) => match counters::settle(backend, key, deltas) {
+      Driver::Redis(url) => match self
+        .redis_backend(&url)
+        .and_then(|b| counters::settle(b, key.clone(), deltas))
+      {
         Err(err) => {
-          self.record_failed(msg, &err, "");
+          self.record_failed(msg, &err, &key);
           Step::Now(Answer::Done(false))
         }
         Ok(write) => Step::later(async move {
           match write.await {
             Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-            Err(err) => self.record_failed(msg, &err, ""),
+            Err(err) => self.record_failed(msg, &err, &key),
           }
           Answer::Done(false)
         }),
       },
     })
+  }
+
+  /// A failure the JavaScript glue caught: one warning per fault; an enforce one is also
+  /// counted as a fail-open decision.
+  pub fn failed_in_glue(&self, enforce: bool, msg: &str, error: &str) {
+    let operation = if enforce {
+      Operation::Enforce
+    } else {
+      Operation::Record
+    };
+    self
+      .faults
+      .failed(&self.logs, operation, msg, error, Vec::new());
+    if enforce {
+      self
+        .metrics
+        .decision(Counted::Allow(AllowReason::FailOpen), 0.0);
+    }
+  }
+
+  /// The driver for a hot-path call (see [`Engine::driver_for_call`]), a re-choice run in
+  /// the background.
+  fn current_driver(&'static self) -> std::result::Result<Driver, super::Step<Driver>> {
+    self.driver_for_call(&|choosing| self.in_background(choosing))
   }
 
   /// Commits `recordConsumption`'s buffered records now (never opens the database).

@@ -62,7 +62,13 @@ pub struct Engine {
   scheduler: Mutex<scheduler::SchedulerState>,
   started: Instant,
   sweeper_interval: std::time::Duration,
+  /// Runs a future in the background (the edge sets it to its I/O runtime): a new driver
+  /// choice while calls keep the driver they had.
+  pub spawner: std::sync::OnceLock<Spawner>,
 }
+
+/// Runs a future to completion in the background.
+pub type Spawner = Box<dyn Fn(Pin<Box<dyn Future<Output = ()> + Send + 'static>>) + Send + Sync>;
 
 impl Default for Engine {
   fn default() -> Self {
@@ -77,6 +83,7 @@ impl Default for Engine {
       scheduler: Mutex::default(),
       started: Instant::now(),
       sweeper_interval: std::time::Duration::from_secs(3600),
+      spawner: std::sync::OnceLock::new(),
     }
   }
 }
@@ -97,6 +104,15 @@ impl Engine {
   /// The scheduler state.
   pub fn scheduler(&self) -> MutexGuard<'_, scheduler::SchedulerState> {
     relock(&self.scheduler)
+  }
+
+  /// Runs `step` in the background when it is a future (without a spawner: not at all).
+  pub fn in_background<T: Send + 'static>(&self, step: Step<T>) {
+    if let (Step::Later(future), Some(spawn)) = (step, self.spawner.get()) {
+      spawn(Box::pin(async move {
+        future.await;
+      }));
+    }
   }
 
   /// Milliseconds on a monotonic clock since the engine started (for latencies).
