@@ -3,7 +3,7 @@
 // from src/binding/) plus the few functions whose API needs JavaScript idioms (promises,
 // the host's callbacks, event-loop scheduling), which live in lib/. No algorithm lives in
 // JavaScript.
-const native = require('./binding.js')
+const native = require('./lib/native.js')
 const host = require('./lib/host.js')
 const stores = require('./lib/stores.js')
 const redis = require('./lib/redisQuotaStore.js')
