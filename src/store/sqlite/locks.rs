@@ -49,11 +49,12 @@
 //! Before SQLite takes any lock, [`install`] tries OFD locks on a scratch file (an OFD
 //! lock through one descriptor must be seen by a classic `F_GETLK` of this process
 //! through another); and a kernel that answers an OFD request with `EINVAL` later says the
-//! same. Then the `fcntl` hook *refuses*: every request to set or release a lock fails
-//! (`ENOTSUP`, an I/O error to SQLite), queries are answered classically (they change
-//! nothing; macOS SQLite's file-system probe needs them, or it would fall back to dot-file
-//! locking, invisible to the host). So the engine's SQLite takes no lock, reads and writes
-//! no database, releases none of the host's locks: opening fails, the store's calls fail
+//! same. Then the `fcntl` hook *refuses*: every request to take a lock fails (`ENOTSUP`,
+//! an I/O error to SQLite); releases go through as OFD releases, which free only the
+//! engine's own OFD locks, never the host's classic ones; queries are answered classically
+//! (they change nothing; macOS SQLite's file-system probe needs them, or it would fall back
+//! to dot-file locking, invisible to the host). So the engine's SQLite takes no lock, reads
+//! and writes no database, releases none of the host's locks: opening fails, calls fail
 //! (the hot path fails open), the reason is said once on stderr and kept in
 //! [`HookStatus::detail`], and the Redis store is the way to run on such a machine. The
 //! close hook stays in (closing would still drop the host's locks), the memory path stays

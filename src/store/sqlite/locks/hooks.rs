@@ -112,13 +112,32 @@ impl FcntlHook {
   /// A lock request while refusing. A query (`F_GETLK`) is answered by the classic
   /// command: it takes and releases nothing, and SQLite's file-system probe on macOS
   /// (`autolockIoFinder`) needs it to succeed, or it would switch to dot-file locking,
-  /// which the host's copy would not see at all. Setting or releasing a lock fails with
-  /// `ENOTSUP`, which SQLite reports as an I/O error: the engine's SQLite takes no lock,
-  /// so it reads and writes nothing, and releases none of the host's locks.
+  /// which the host's copy would not see at all. A release goes through as an OFD release,
+  /// which frees only this descriptor's own OFD locks (held from before the refusal) and
+  /// never a classic lock of the host's; where the kernel has no OFD commands there is
+  /// nothing to release. Taking a lock fails with `ENOTSUP`, which SQLite reports as an
+  /// I/O error: the engine's SQLite takes no lock, so it reads and writes nothing.
   fn refused(&self, fd: c_int, cmd: c_int, arg: *mut c_void) -> c_int {
     if self.commands.is_query(cmd) {
       // SAFETY: a classic query on SQLite's own descriptor and struct; nothing changes.
       return unsafe { libc::fcntl(fd, cmd, arg) };
+    }
+    // SAFETY: for the lock commands SQLite passes a `struct flock *`.
+    let releases = !arg.is_null()
+      && unsafe { (*arg.cast::<libc::flock>()).l_type } == libc::F_UNLCK as libc::c_short;
+    if releases {
+      if let Some(ofd) = self.commands.ofd(cmd) {
+        // SAFETY: as in `call`; l_pid zeroed for the same reason.
+        let rc = unsafe {
+          (*arg.cast::<libc::flock>()).l_pid = 0;
+          libc::fcntl(fd, ofd, arg)
+        };
+        return if rc == -1 && last_errno() == libc::EINVAL {
+          0
+        } else {
+          rc
+        };
+      }
     }
     os::set_errno(libc::ENOTSUP);
     -1
@@ -334,9 +353,11 @@ pub(super) enum Probe {
   /// An OFD write lock taken through one descriptor is seen by a classic `F_GETLK` of this
   /// process through another: OFD locks work as the hooks need.
   Works,
-  /// They do not (the reason): the hooks must refuse rather than map.
+  /// They do not (the reason): the kernel does not know the OFD commands, or they act
+  /// like the process's own classic locks. The hooks must refuse rather than map.
   Broken(String),
-  /// No scratch file could be made (the reason); the open-time self-test decides.
+  /// Could not tell (the reason: no scratch file, or a file-system error); the hook's
+  /// EINVAL check and the open-time self-test decide.
   Unknown(String),
 }
 
@@ -369,16 +390,23 @@ pub(super) fn probe_ofd(dir: &Path, commands: &LockCommands) -> Probe {
   let mut lock = flock(libc::F_WRLCK as c_int, 0, 1);
   // SAFETY: an OFD lock request on our own scratch descriptor.
   if unsafe { libc::fcntl(first.as_raw_fd(), commands.ofd_setlk, &mut lock) } != 0 {
-    return Probe::Broken(format!(
-      "an F_OFD_SETLK ({}) request failed: {}",
-      commands.ofd_setlk,
-      std::io::Error::last_os_error()
-    ));
+    let err = std::io::Error::last_os_error();
+    let why = format!(
+      "an F_OFD_SETLK ({}) request failed: {err}",
+      commands.ofd_setlk
+    );
+    // EINVAL: the kernel does not know the command. Anything else (ENOLCK, EOPNOTSUPP, …)
+    // may be this scratch folder's file system only, not the database's.
+    return if err.raw_os_error() == Some(libc::EINVAL) {
+      Probe::Broken(why)
+    } else {
+      Probe::Unknown(why)
+    };
   }
   let mut query = flock(libc::F_WRLCK as c_int, 0, 1);
   // SAFETY: a classic query on our own scratch descriptor; nothing is locked.
   if unsafe { libc::fcntl(second.as_raw_fd(), commands.getlk, &mut query) } != 0 {
-    return Probe::Broken(format!(
+    return Probe::Unknown(format!(
       "a classic F_GETLK failed: {}",
       std::io::Error::last_os_error()
     ));
@@ -686,22 +714,30 @@ mod tests {
     let mut q = flock(WRLCK, 0, 1);
     assert_eq!(hook.call(a.as_raw_fd(), libc::F_GETLK, arg(&mut q)), 0);
     assert_eq!(q.l_type, libc::F_UNLCK as libc::c_short);
-    // Unlocks are refused too: releasing a classic range would release the host's.
+    // A release succeeds: no OFD lock can be held where the kernel has none.
     let mut un = flock(UNLCK, 0, 1);
-    assert_eq!(hook.call(a.as_raw_fd(), libc::F_SETLK, arg(&mut un)), -1);
+    assert_eq!(hook.call(a.as_raw_fd(), libc::F_SETLK, arg(&mut un)), 0);
   }
 
   #[test]
-  fn a_refusing_hook_makes_no_ofd_request() {
+  fn a_refusing_hook_takes_no_lock_and_still_releases_its_own() {
     let hook = FcntlHook::new(os::COMMANDS, false);
-    hook.refuse_with("test".into(), true);
     let (_dir, a, b) = two_descriptors();
+    // An OFD lock taken before the refusal (as by a connection open when a self-test fails).
+    let mut held = flock(WRLCK, 0, 1);
+    assert_eq!(hook.call(a.as_raw_fd(), libc::F_SETLK, arg(&mut held)), 0);
+    hook.refuse_with("test".into(), true);
+    assert_eq!(hook.refusal(), Some("test"));
+    assert!(refusal_detail("test").contains("QUOTA_STORE_DRIVER=redis"));
+    // Releasing it goes through (only this descriptor's OFD lock; never a classic one).
+    let mut un = flock(UNLCK, 0, 1);
+    assert_eq!(hook.call(a.as_raw_fd(), libc::F_SETLK, arg(&mut un)), 0);
+    assert!(!classic_sees_lock(b.as_raw_fd()));
+    // Taking one fails, and nothing is taken.
     let mut fl = flock(WRLCK, 0, 1);
     assert_eq!(hook.call(a.as_raw_fd(), libc::F_SETLKW, arg(&mut fl)), -1);
     assert_eq!(last_errno(), libc::ENOTSUP);
-    assert_eq!(hook.calls(), 0);
+    assert_eq!(hook.calls(), 1);
     assert!(!classic_sees_lock(b.as_raw_fd()));
-    assert_eq!(hook.refusal(), Some("test"));
-    assert!(refusal_detail("test").contains("QUOTA_STORE_DRIVER=redis"));
   }
 }
