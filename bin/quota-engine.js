@@ -112,4 +112,6 @@ percent plans (codex, claude, bailian) an upstream with --calls calls of capacit
   )
   .action(run((options) => require('../cli/simulate-command.js').simulateCommand(options)))
 
+require('../cli/copy-binary.js').register(program)
+
 program.parseAsync(process.argv)

@@ -4,7 +4,7 @@
 // is an error with exit code 2 before the engine is touched.
 const fs = require('node:fs')
 const path = require('node:path')
-const native = require('../binding.js')
+const native = require('../lib/native.js')
 const host = require('../lib/host.js')
 
 /** An error the CLI reports as one line on stderr, exiting with `exitCode`. */

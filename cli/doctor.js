@@ -6,7 +6,7 @@
 const fs = require('node:fs')
 const net = require('node:net')
 const path = require('node:path')
-const native = require('../binding.js')
+const native = require('../lib/native.js')
 const host = require('../lib/host.js')
 const db = require('./database.js')
 const { formatNumber, table } = require('./format.js')

@@ -1,7 +1,7 @@
 'use strict'
 // `quota-engine gc`: the retention sweep now (docs/contract.md §4): counter rows not updated for
 // `--days` (default QUOTA_CONSUMPTION_RETENTION_DAYS, 14) are deleted.
-const native = require('../binding.js')
+const native = require('../lib/native.js')
 const db = require('./database.js')
 const { formatNumber } = require('./format.js')
 

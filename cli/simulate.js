@@ -19,7 +19,7 @@
 const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const native = require('../binding.js')
+const native = require('../lib/native.js')
 const sqliteDriver = new native.StoreDriver()
 const host = require('../lib/host.js')
 

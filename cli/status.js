@@ -2,7 +2,7 @@
 // `quota-engine status`: each pool's plan dimensions and every key's use, fair share,
 // deficit and borrowing — the PoolUsageSnapshot the dashboard shows (docs/contract.md §4), with
 // the limits the hot path enforces (plan limit × member connections, docs/contract.md §7 step 4).
-const native = require('../binding.js')
+const native = require('../lib/native.js')
 const sqliteDriver = new native.StoreDriver()
 const { WINDOW_MS } = native
 const db = require('./database.js')

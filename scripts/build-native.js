@@ -1,25 +1,18 @@
 #!/usr/bin/env node
 // Builds the addon from source with cargo and puts it where index.js looks for it
-// (`quota-engine.<platform>.node` beside package.json). Used by `npm install` when no
-// prebuilt binary matches this machine, and by `npm test` / `npm run bench` so they
+// (`quota-engine.<platform>.node` beside package.json). Used by `npm install` in a clone
+// when no prebuilt binary matches this machine, and by `npm test` / `npm run bench` so they
 // always run the code in this tree. Needs only Node, npm and cargo: not the napi CLI.
+// A contributor tool: not in the published package.
 'use strict'
 
 const { spawnSync } = require('node:child_process')
 const fs = require('node:fs')
 const path = require('node:path')
 
-const root = path.resolve(__dirname, '..')
+const { platformSuffix } = require('./platform.js')
 
-function platformSuffix() {
-  const { platform, arch } = process
-  if (platform === 'linux') {
-    const glibc = process.report?.getReport?.().header?.glibcVersionRuntime
-    return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`
-  }
-  if (platform === 'win32') return `win32-${arch}-msvc`
-  return `${platform}-${arch}`
-}
+const root = path.resolve(__dirname, '..')
 
 /**
  * Builds the addon; returns where it put it. `testHooks`: with the test and bench hooks

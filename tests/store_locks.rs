@@ -1,10 +1,13 @@
-//! The lock hooks (docs/two-sqlites.md) on Linux: the engine's locks are
+//! The lock hooks (docs/two-sqlites.md) on Linux and macOS: the engine's locks are
 //! open-file-description locks, so the host's classic POSIX locks (taken here through raw
 //! descriptors, like better-sqlite3's copy of SQLite would) exclude the engine, survive
 //! the engine's activity, and survive the engine closing its connection.
-#![cfg(all(
-  target_os = "linux",
-  any(target_arch = "x86_64", target_arch = "aarch64")
+#![cfg(any(
+  target_os = "macos",
+  all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+  )
 ))]
 
 mod store_support;
@@ -39,9 +42,10 @@ impl HostFd {
     HostFd(fd)
   }
 
-  fn flock(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
+  /// `kind` is `F_RDLCK`, `F_WRLCK` or `F_UNLCK` (a `c_int` on Linux, a `c_short` on macOS).
+  fn flock(kind: impl Into<libc::c_int>, start: i64, len: i64) -> libc::flock {
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = kind as libc::c_short;
+    fl.l_type = kind.into() as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
     fl.l_start = start;
     fl.l_len = len;
@@ -49,7 +53,7 @@ impl HostFd {
   }
 
   /// A classic (process-owned) lock, as the host's SQLite takes them.
-  fn classic_lock(&self, kind: libc::c_int, start: i64, len: i64) {
+  fn classic_lock(&self, kind: impl Into<libc::c_int>, start: i64, len: i64) {
     let mut fl = Self::flock(kind, start, len);
     let rc = unsafe { libc::fcntl(self.0, libc::F_SETLK, &mut fl) };
     assert_eq!(
