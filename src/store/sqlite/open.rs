@@ -52,13 +52,14 @@ impl OpenReport {
     let mut out = Vec::new();
     if let LockCheck::NotLive(why) = &self.locks {
       out.push(format!(
-        "SQLite lock hook not in effect ({why}); the engine's locks are the process's \
-         classic POSIX locks and can interfere with the host's connection"
+        "SQLite lock hook not in effect ({why}); the engine refuses to lock the host's file \
+         rather than take the process's classic POSIX locks (its calls fail open: use the \
+         Redis store on this machine), and decisions from memory are off"
       ));
     }
     if self.locks == LockCheck::Unsupported && cfg!(unix) {
       out.push(
-        "no open-file-description locks on this platform: the engine's locks are the \
+        "no open-file-description locks on this platform (neither Linux nor macOS): the engine's locks are the \
          process's classic POSIX locks, and sharing the database with another SQLite copy \
          in this process (the host's) is not safe from lock interference"
           .to_string(),
