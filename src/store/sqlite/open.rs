@@ -52,9 +52,10 @@ impl OpenReport {
     let mut out = Vec::new();
     if let LockCheck::NotLive(why) = &self.locks {
       out.push(format!(
-        "SQLite lock hook not in effect ({why}); the engine refuses to lock the host's file \
-         rather than take the process's classic POSIX locks (its calls fail open: use the \
-         Redis store on this machine), and decisions from memory are off"
+        "SQLite lock hook not in effect ({why}): decisions from memory are off; when the \
+         hook runs but its locks are not seen, the engine refuses to lock the host's file \
+         rather than take the process's classic POSIX locks (its calls then fail open: use \
+         the Redis store on this machine)"
       ));
     }
     if self.locks == LockCheck::Unsupported && cfg!(unix) {
