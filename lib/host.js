@@ -12,11 +12,9 @@ const state = {
   fetchers: new Map(),
 }
 
-const SECRET_IN_URL = /(\w+:\/\/[^:/@\s]*:)([^@\s]+)(@)/g
-
-/** Masks the password of any `scheme://user:password@host` in a string. */
+/** Masks the password of any `scheme://user:password@host` in a string (the engine's rule). */
 function maskSecrets(text) {
-  return typeof text === 'string' ? text.replace(SECRET_IN_URL, '$1***$3') : text
+  return typeof text === 'string' && text.includes('://') ? native.maskSecrets(text) : text
 }
 
 function writeStderr(level, record, msg) {

@@ -389,3 +389,10 @@ pub(crate) fn take_records() -> Option<Vec<LogRecordJs>> {
 pub fn metrics() -> String {
   engine().metrics.render()
 }
+
+/// `text` with the password of every `scheme://user:password@` in it replaced by `***`
+/// (docs/contract.md §12: secrets in URLs are masked in every log record).
+#[napi(catch_unwind)]
+pub fn mask_secrets(text: String) -> String {
+  crate::store::redis::mask_secrets(&text)
+}

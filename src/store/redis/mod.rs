@@ -25,4 +25,4 @@ pub mod target;
 pub use connection::{backend, forget_backend, RedisBackend, Retry};
 pub use keys::{hash_tag, ttl_seconds, KeyLayout};
 pub use scripts::{ReadBatch, ScriptCall};
-pub use target::{mask_url, parse_target, RedisTarget};
+pub use target::{mask_secrets, mask_url, parse_target, RedisTarget};

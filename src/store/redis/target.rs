@@ -48,6 +48,42 @@ pub fn mask_url(url: &str) -> String {
   )
 }
 
+/// Every `scheme://user:password@` in `text` with its password replaced by `***` (log
+/// messages and fields may carry URLs anywhere).
+pub fn mask_secrets(text: &str) -> String {
+  let mut out = String::with_capacity(text.len());
+  let mut rest = text;
+  while let Some(found) = rest.find("://") {
+    let scheme_start = rest[..found]
+      .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+      .map_or(0, |i| i + 1);
+    let after = &rest[found + 3..];
+    let user_end = after.find(|c: char| c == ':' || c == '/' || c == '@' || c.is_whitespace());
+    let masked = (scheme_start < found)
+      .then_some(user_end)
+      .flatten()
+      .filter(|&i| after[i..].starts_with(':'))
+      .and_then(|colon| {
+        let password = &after[colon + 1..];
+        let end = password.find(|c: char| c == '@' || c.is_whitespace())?;
+        (end > 0 && password[end..].starts_with('@')).then_some((colon, end))
+      });
+    match masked {
+      Some((colon, end)) => {
+        out.push_str(&rest[..found + 3 + colon + 1]);
+        out.push_str("***");
+        rest = &after[colon + 1 + end..];
+      }
+      None => {
+        out.push_str(&rest[..found + 3]);
+        rest = after;
+      }
+    }
+  }
+  out.push_str(rest);
+  out
+}
+
 fn invalid(url: &str, why: impl std::fmt::Display) -> QuotaError {
   QuotaError::range_error("url", format!("{why} ({})", mask_url(url)))
 }
@@ -112,6 +148,16 @@ pub fn parse_target(url: &str, cluster_switch: bool) -> Result<RedisTarget> {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn secrets_are_masked_anywhere_in_a_text() {
+    assert_eq!(
+      mask_secrets("at redis://u:p4ss@h:6379/0 and rediss://:x@y, not http://host/a:b@c"),
+      "at redis://u:***@h:6379/0 and rediss://:***@y, not http://host/a:b@c"
+    );
+    assert_eq!(mask_secrets("no url"), "no url");
+    assert_eq!(mask_secrets("://x:y@z"), "://x:y@z");
+  }
 
   #[test]
   fn masks_the_password_only() {
