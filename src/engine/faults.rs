@@ -7,6 +7,7 @@
 //! warning per request would flood the host's log at request rate.
 
 use super::logs::{LogQueue, LogValue};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -42,6 +43,8 @@ struct Fault {
 #[derive(Default)]
 pub struct Faults {
   open: Mutex<[Option<Fault>; 3]>,
+  /// One bit per operation with an open fault: a success checks it without the lock.
+  any_open: AtomicU8,
 }
 
 impl Faults {
@@ -63,6 +66,9 @@ impl Faults {
           count: 1,
           since: Instant::now(),
         });
+        self
+          .any_open
+          .fetch_or(1 << operation.index(), Ordering::Release);
         context.push(("error", LogValue::Text(error.to_string())));
         logs.push(
           "warn",
@@ -76,7 +82,13 @@ impl Faults {
 
   /// A success of `operation`: closes its fault, logging the recovery.
   pub fn succeeded(&self, logs: &LogQueue, operation: Operation) {
+    if self.any_open.load(Ordering::Acquire) & (1 << operation.index()) == 0 {
+      return;
+    }
     let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+    self
+      .any_open
+      .fetch_and(!(1 << operation.index()), Ordering::Release);
     if let Some(fault) = open[operation.index()].take() {
       logs.push(
         "info",

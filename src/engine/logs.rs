@@ -82,7 +82,8 @@ impl LogQueue {
 
   /// The waiting records, if any (cheap when there are none).
   pub fn take(&self) -> Option<Vec<LogRecord>> {
-    if !self.pending.swap(false, Ordering::AcqRel) {
+    // A load first: the common case (nothing waits) writes nothing.
+    if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::AcqRel) {
       return None;
     }
     let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));

@@ -5,7 +5,7 @@
 
 use crate::core::enforce::BlockReason;
 use std::fmt::Write;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds (seconds) of the enforce latency histogram: 10 µs … 1 s. A decision that
 /// needs no saturation fetch takes microseconds; one that awaits a host fetcher takes as
@@ -73,74 +73,76 @@ pub enum StoreOperation {
   Record,
 }
 
-#[derive(Default, Clone, Copy)]
-struct State {
-  allow: [u64; 5],
-  block: [u64; 4],
-  latency_counts: [u64; LATENCY_BOUNDS.len() + 1],
-  latency_sum: f64,
-  store_errors: [u64; 2],
-  fail_open: u64,
-  saturation_hits: u64,
-  saturation_misses: u64,
-}
-
-/// The process's counters.
+/// The counters: plain atomics, so counting takes no lock (the hot path counts every call).
 #[derive(Default)]
 pub struct Metrics {
-  state: Mutex<State>,
+  allow: [AtomicU64; 5],
+  block: [AtomicU64; 4],
+  latency_counts: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+  /// The latencies' sum, in nanoseconds.
+  latency_sum_ns: AtomicU64,
+  store_errors: [AtomicU64; 2],
+  fail_open: AtomicU64,
+  saturation_hits: AtomicU64,
+  saturation_misses: AtomicU64,
+}
+
+fn add(counter: &AtomicU64) {
+  counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn read(counter: &AtomicU64) -> u64 {
+  counter.load(Ordering::Relaxed)
 }
 
 impl Metrics {
-  fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-    f(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()))
-  }
-
   /// One `enforceQuotaShare` outcome that took `seconds`.
   pub fn decision(&self, decision: Counted, seconds: f64) {
-    self.with(|s| {
-      match decision {
-        Counted::Allow(reason) => {
-          s.allow[AllowReason::ALL
+    match decision {
+      Counted::Allow(reason) => {
+        add(
+          &self.allow[AllowReason::ALL
             .iter()
             .position(|r| *r == reason)
-            .unwrap_or(0)] += 1
-        }
-        Counted::Block(reason) => {
-          s.block[BLOCK_REASONS.iter().position(|r| *r == reason).unwrap_or(0)] += 1
+            .unwrap_or(0)],
+        );
+        if reason == AllowReason::FailOpen {
+          add(&self.fail_open);
         }
       }
-      let bucket = LATENCY_BOUNDS
-        .iter()
-        .position(|bound| seconds <= *bound)
-        .unwrap_or(LATENCY_BOUNDS.len());
-      s.latency_counts[bucket] += 1;
-      s.latency_sum += seconds;
-      if decision == Counted::Allow(AllowReason::FailOpen) {
-        s.fail_open += 1;
+      Counted::Block(reason) => {
+        add(&self.block[BLOCK_REASONS.iter().position(|r| *r == reason).unwrap_or(0)])
       }
-    });
+    }
+    let bucket = LATENCY_BOUNDS
+      .iter()
+      .position(|bound| seconds <= *bound)
+      .unwrap_or(LATENCY_BOUNDS.len());
+    add(&self.latency_counts[bucket]);
+    let nanos = if seconds.is_finite() && seconds > 0.0 {
+      (seconds * 1e9) as u64
+    } else {
+      0
+    };
+    self.latency_sum_ns.fetch_add(nanos, Ordering::Relaxed);
   }
 
   /// An error the store reported to a hot-path operation.
   pub fn store_error(&self, operation: StoreOperation) {
-    self.with(|s| s.store_errors[operation as usize] += 1);
+    add(&self.store_errors[operation as usize]);
   }
 
   /// A `getSaturation` lookup answered from the cache (`true`) or fetched.
   pub fn saturation_lookup(&self, hit: bool) {
-    self.with(|s| {
-      if hit {
-        s.saturation_hits += 1;
-      } else {
-        s.saturation_misses += 1;
-      }
+    add(if hit {
+      &self.saturation_hits
+    } else {
+      &self.saturation_misses
     });
   }
 
   /// The exposition text.
   pub fn render(&self) -> String {
-    let s = self.with(|s| *s);
     let mut out = String::with_capacity(4096);
     family(
       &mut out,
@@ -148,18 +150,20 @@ impl Metrics {
       "counter",
       "enforceQuotaShare decisions by kind and reason.",
     );
-    for (reason, count) in AllowReason::ALL.iter().zip(s.allow) {
+    for (reason, count) in AllowReason::ALL.iter().zip(&self.allow) {
       let _ = writeln!(
         out,
-        "quota_engine_decisions_total{{kind=\"allow\",reason=\"{}\"}} {count}",
-        reason.as_str()
+        "quota_engine_decisions_total{{kind=\"allow\",reason=\"{}\"}} {}",
+        reason.as_str(),
+        read(count)
       );
     }
-    for (reason, count) in BLOCK_REASONS.iter().zip(s.block) {
+    for (reason, count) in BLOCK_REASONS.iter().zip(&self.block) {
       let _ = writeln!(
         out,
-        "quota_engine_decisions_total{{kind=\"block\",reason=\"{}\"}} {count}",
-        reason.as_str()
+        "quota_engine_decisions_total{{kind=\"block\",reason=\"{}\"}} {}",
+        reason.as_str(),
+        read(count)
       );
     }
     family(
@@ -169,8 +173,8 @@ impl Metrics {
       "Time from the enforceQuotaShare call to its decision, saturation fetches included.",
     );
     let mut cumulative = 0;
-    for (i, count) in s.latency_counts.iter().enumerate() {
-      cumulative += count;
+    for (i, count) in self.latency_counts.iter().enumerate() {
+      cumulative += read(count);
       let le = LATENCY_BOUNDS
         .get(i)
         .map_or_else(|| "+Inf".to_string(), |b| b.to_string());
@@ -179,11 +183,8 @@ impl Metrics {
         "quota_engine_enforce_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}"
       );
     }
-    let _ = writeln!(
-      out,
-      "quota_engine_enforce_duration_seconds_sum {}",
-      s.latency_sum
-    );
+    let sum = read(&self.latency_sum_ns) as f64 / 1e9;
+    let _ = writeln!(out, "quota_engine_enforce_duration_seconds_sum {sum}");
     let _ = writeln!(
       out,
       "quota_engine_enforce_duration_seconds_count {cumulative}"
@@ -194,10 +195,11 @@ impl Metrics {
       "counter",
       "Errors reported by the quota store, by hot-path operation.",
     );
-    for (name, count) in ["enforce", "record"].iter().zip(s.store_errors) {
+    for (name, count) in ["enforce", "record"].iter().zip(&self.store_errors) {
       let _ = writeln!(
         out,
-        "quota_engine_store_errors_total{{operation=\"{name}\"}} {count}"
+        "quota_engine_store_errors_total{{operation=\"{name}\"}} {}",
+        read(count)
       );
     }
     family(
@@ -206,7 +208,11 @@ impl Metrics {
       "counter",
       "Requests allowed because enforcement failed internally.",
     );
-    let _ = writeln!(out, "quota_engine_fail_open_total {}", s.fail_open);
+    let _ = writeln!(
+      out,
+      "quota_engine_fail_open_total {}",
+      read(&self.fail_open)
+    );
     family(
       &mut out,
       "quota_engine_saturation_cache_hits_total",
@@ -216,7 +222,7 @@ impl Metrics {
     let _ = writeln!(
       out,
       "quota_engine_saturation_cache_hits_total {}",
-      s.saturation_hits
+      read(&self.saturation_hits)
     );
     family(
       &mut out,
@@ -227,7 +233,7 @@ impl Metrics {
     let _ = writeln!(
       out,
       "quota_engine_saturation_cache_misses_total {}",
-      s.saturation_misses
+      read(&self.saturation_misses)
     );
     out
   }
