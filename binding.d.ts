@@ -125,8 +125,11 @@ export interface AccountQuota {
   unlimited?: boolean
 }
 
-/** `getQuotaStore()` resolved: `getQuotaStoreSync()` answers from now on. */
-export declare function announceStore(): void
+/**
+ * `getQuotaStore()` resolved with choice `choice`: `getQuotaStoreSync()` answers from
+ * now on (unless a reset or a newer choice came since).
+ */
+export declare function announceStore(choice: number): void
 
 /** `{ curr, prev }` of the key's counter around `currentBucket`. */
 export interface BucketPair {
@@ -154,10 +157,14 @@ export interface ChoiceField {
  */
 export declare function chooseStore(): ChosenStore | Promise<ChosenStore>
 
-/** The driver `getQuotaStore()` chose: `{ driver, url? }`. */
+/**
+ * The driver `getQuotaStore()` chose: `{ driver, url?, choice }` (`choice`: which choice
+ * it was, for `announceStore`).
+ */
 export interface ChosenStore {
   driver: 'sqlite' | 'redis'
   url?: string
+  choice: number
 }
 
 /** The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset). */
@@ -277,12 +284,11 @@ export declare function enforce(apiKeyId?: string | undefined | null, connection
 
 /**
  * What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
- * `block`, `fetch` (fetch the saturation of `fetch` through the host's fetchers, then cross
- * again with `startedMs` and `afterFetch: true`) or `retry` (the driver was being chosen:
- * cross again with `startedMs`).
+ * `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
+ * cross again with `startedMs` and `afterFetch: true`).
  */
 export interface EnforceStep {
-  kind: 'allow' | 'block' | 'fetch' | 'retry'
+  kind: 'allow' | 'block' | 'fetch'
   deprioritize?: boolean
   /** The block message. */
   reason?: string
@@ -303,7 +309,7 @@ export interface EnforceStep {
  * A failure the JavaScript glue caught (`operation`: `enforce` or `record`): logged once
  * per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
  */
-export declare function failOpen(operation: 'enforce' | 'record', message: string, error: string): void
+export declare function failOpen(operation: 'enforce' | 'record', message: string, error: string, apiKeyId?: string): void
 
 /** The key's allocation as the decision sees it. */
 export interface FairShareAllocation {
@@ -469,6 +475,12 @@ export interface LogRecordJs {
   fields: Record<string, string | number>
 }
 
+/**
+ * `text` with the password of every `scheme://user:password@` in it replaced by `***`
+ * (docs/contract.md §12: secrets in URLs are masked in every log record).
+ */
+export declare function maskSecrets(text: string): string
+
 /** `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4). */
 export declare function metrics(): string
 
@@ -579,10 +591,10 @@ export interface QuotaPool {
 
 /**
  * `recordConsumption`'s crossing: `0` done, `1` buffered (schedule `flushQuotaWrites()`
- * on this thread's event loop), `3` call again — now or as a promise. With a reservation
+ * on this thread's event loop) — now or as a promise (Redis, or a driver being chosen). With a reservation
  * (reserve mode), settles it with the cost instead.
  */
-export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 3 | Promise<0 | 1 | 3>
+export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): 0 | 1 | Promise<0 | 1>
 
 /**
  * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
@@ -631,7 +643,7 @@ export interface RedisTargetInfo {
  * (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
  * that is not a reservation, writing nothing; a store failure is logged.
  */
-export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): 0 | 3 | Promise<0 | 3>
+export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): 0 | Promise<0>
 
 /** `resetQuotaStoreSingleton()`: the next use chooses again. */
 export declare function resetStoreChoice(): void

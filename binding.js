@@ -887,6 +887,7 @@ module.exports.knownProviders = nativeBinding.knownProviders
 module.exports.listAllocationsForApiKey = nativeBinding.listAllocationsForApiKey
 module.exports.listConsumptionForPool = nativeBinding.listConsumptionForPool
 module.exports.listPools = nativeBinding.listPools
+module.exports.maskSecrets = nativeBinding.maskSecrets
 module.exports.metrics = nativeBinding.metrics
 module.exports.pendingQuotaWrites = nativeBinding.pendingQuotaWrites
 module.exports.putSaturation = nativeBinding.putSaturation

@@ -9,14 +9,10 @@ const host = require('./host.js')
 const { getSaturation } = require('./saturation.js')
 const writes = require('./writeBuffer.js')
 
-// The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, a record
-// left buffered, and "call again" (the driver was being chosen; an enforce says so with a
-// `retry` step).
+// The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, and a
+// record left buffered. (While the driver is being chosen the engine answers with a
+// promise that settles after the choice.)
 const BUFFERED = 1
-const RETRY = 3
-// A choice in flight is shared by every caller and settles within the Redis timeout; a
-// call still told to retry after this many tries fails open.
-const TRIES = 3
 const ALLOWS = [() => ({ kind: 'allow' }), () => ({ kind: 'allow', deprioritize: false }), () => ({ kind: 'allow', deprioritize: true })]
 
 function isPromise(value) {
@@ -27,22 +23,17 @@ const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
 
 const settled = async (answer) => (isPromise(answer) ? await answer : answer)
-const isRetry = (step) => typeof step === 'object' && step !== null && step.kind === 'retry'
 
-/** An enforce crossing, made again while the engine says the driver is being chosen. */
-async function enforceStep(args, afterFetch, startedMs) {
-  let step = await settled(native.enforce(...args, startedMs, afterFetch))
-  for (let tries = 1; isRetry(step) && tries < TRIES; tries++) {
-    step = await settled(native.enforce(...args, step.startedMs, afterFetch))
-  }
-  if (isRetry(step)) throw new Error('the quota store is still being chosen')
-  return step
+/** An enforce crossing: its answer now, or awaited. */
+function enforceStep(args, afterFetch, startedMs) {
+  return settled(native.enforce(...args, startedMs, afterFetch))
 }
 
 /** A failure caught here: the engine logs it once per fault and counts an enforce one. */
-function failed(operation, msg, err) {
+function failed(operation, msg, err, input) {
   try {
-    native.failOpen(operation, msg, String((err && err.message) || err))
+    const apiKeyId = input && typeof input.apiKeyId === 'string' ? input.apiKeyId : undefined
+    native.failOpen(operation, msg, String((err && err.message) || err), apiKeyId)
     host.drainLogs()
   } catch {
     host.log('warn', 'quota:enforce', msg, { error: String((err && err.message) || err) })
@@ -111,13 +102,13 @@ async function recordConsumption(input) {
       return
     }
     const provider = input.provider != null ? String(input.provider) : ''
-    const answer = await cross(() =>
+    const answer = await settled(
       native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation),
     )
     if (answer === BUFFERED) writes.scheduleFlush()
     host.drainLogs()
   } catch (err) {
-    failed('record', 'recording quota consumption failed', err)
+    failed('record', 'recording quota consumption failed', err, input)
   }
 }
 
@@ -130,19 +121,12 @@ async function recordConsumption(input) {
  */
 async function releaseReservation(reservation) {
   try {
-    await cross(() => native.releaseReservation(reservation))
+    await settled(native.releaseReservation(reservation))
   } finally {
     host.drainLogs()
   }
 }
 
-/** A record or release crossing, made again while the driver is being chosen. */
-async function cross(call) {
-  let answer = await settled(call())
-  for (let tries = 1; answer === RETRY && tries < TRIES; tries++) answer = await settled(call())
-  if (answer === RETRY) throw new Error('the quota store is still being chosen')
-  return answer
-}
 
 /** Runs `recordConsumption(input)` on the next turn of the event loop; returns at once. */
 function scheduleRecordConsumption(input, log) {

@@ -114,7 +114,7 @@ function storeOf(chosen) {
 async function getQuotaStore() {
   try {
     const chosen = await settle(() => native.chooseStore())
-    native.announceStore()
+    native.announceStore(chosen.choice)
     return storeOf(chosen)
   } catch (err) {
     host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })

@@ -11,20 +11,19 @@ use super::host::{prepare_db, take_records, LogRecordJs};
 use super::store::clock;
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
-use crate::engine::hot_path::{Answer, Buffered, Decision, EnforceCall, RecordCall, RequestIds};
+use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};
 use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
 
 /// What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
-/// `block`, `fetch` (fetch the saturation of `fetch` through the host's fetchers, then cross
-/// again with `startedMs` and `afterFetch: true`) or `retry` (the driver was being chosen:
-/// cross again with `startedMs`).
+/// `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
+/// cross again with `startedMs` and `afterFetch: true`).
 #[napi(object, object_from_js = false)]
 #[derive(Default)]
 pub struct EnforceStep {
-  #[napi(ts_type = "'allow' | 'block' | 'fetch' | 'retry'")]
+  #[napi(ts_type = "'allow' | 'block' | 'fetch'")]
   pub kind: String,
   pub deprioritize: Option<bool>,
   /// The block message.
@@ -42,23 +41,10 @@ pub struct EnforceStep {
   pub logs: Option<Vec<LogRecordJs>>,
 }
 
-/// The answer of a record crossing made while the driver was being chosen: call again.
-const RETRY: u32 = 3;
-
 /// An enforce answer: an allow code, or the step.
 type Shaped = Either<u32, EnforceStep>;
 
-fn shaped(answer: Answer<Decision>) -> Shaped {
-  let decision = match answer {
-    Answer::Retry { started_ms } => {
-      return Either::B(EnforceStep {
-        kind: "retry".into(),
-        started_ms: Some(started_ms),
-        ..Default::default()
-      })
-    }
-    Answer::Done(decision) => decision,
-  };
+fn shaped(decision: Decision) -> Shaped {
   let logs = take_records();
   let step = match decision {
     Decision::Allow {
@@ -176,18 +162,14 @@ fn flush_at_teardown(env: &Env) {
   });
 }
 
-fn recorded(answer: Answer<Buffered>) -> u32 {
-  match answer {
-    Answer::Done(false) => 0,
-    Answer::Done(true) => 1,
-    Answer::Retry { .. } => RETRY,
-  }
+fn recorded(buffered: Buffered) -> u32 {
+  u32::from(buffered)
 }
 
 /// `recordConsumption`'s crossing: `0` done, `1` buffered (schedule `flushQuotaWrites()`
-/// on this thread's event loop), `3` call again — now or as a promise. With a reservation
+/// on this thread's event loop) — now or as a promise (Redis, or a driver being chosen). With a reservation
 /// (reserve mode), settles it with the cost instead.
-#[napi(catch_unwind, ts_return_type = "0 | 1 | 3 | Promise<0 | 1 | 3>")]
+#[napi(catch_unwind, ts_return_type = "0 | 1 | Promise<0 | 1>")]
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
   env: &'env Env,
@@ -219,7 +201,7 @@ pub fn record<'env>(
     now_ms: clock(now_ms),
   };
   let step = engine().record(call);
-  if matches!(step, Step::Now(Answer::Done(true))) {
+  if matches!(step, Step::Now(true)) {
     flush_at_teardown(env);
   }
   crossing(env, step, recorded)
@@ -228,7 +210,7 @@ pub fn record<'env>(
 /// `releaseReservation(reservation)`'s crossing: subtracts what the reservation reserved
 /// (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
 /// that is not a reservation, writing nothing; a store failure is logged.
-#[napi(catch_unwind, ts_return_type = "0 | 3 | Promise<0 | 3>")]
+#[napi(catch_unwind, ts_return_type = "0 | Promise<0>")]
 pub fn release_reservation<'env>(
   env: &'env Env,
   reservation: napi::bindgen_prelude::Unknown,
@@ -250,10 +232,10 @@ pub fn release_reservation<'env>(
 /// per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
 #[napi(
   catch_unwind,
-  ts_args_type = "operation: 'enforce' | 'record', message: string, error: string"
+  ts_args_type = "operation: 'enforce' | 'record', message: string, error: string, apiKeyId?: string"
 )]
-pub fn fail_open(operation: String, message: String, error: String) {
-  engine().failed_in_glue(operation == "enforce", &message, &error);
+pub fn fail_open(operation: String, message: String, error: String, api_key_id: Option<String>) {
+  engine().failed_in_glue(operation == "enforce", &message, &error, api_key_id);
 }
 
 /// Commits `recordConsumption`'s buffered records now. Returns `null`, or the error

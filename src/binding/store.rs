@@ -210,18 +210,21 @@ impl StoreDriver {
   }
 }
 
-/// The driver `getQuotaStore()` chose: `{ driver, url? }`.
+/// The driver `getQuotaStore()` chose: `{ driver, url?, choice }` (`choice`: which choice
+/// it was, for `announceStore`).
 #[napi(object, object_from_js = false)]
 pub struct ChosenStore {
   #[napi(ts_type = "'sqlite' | 'redis'")]
   pub driver: String,
   pub url: Option<String>,
+  pub choice: f64,
 }
 
-fn chosen_store(driver: Driver) -> ChosenStore {
+fn chosen_store(driver: Driver, choice: u64) -> ChosenStore {
   ChosenStore {
     driver: driver.name().to_string(),
     url: driver.url().map(str::to_string),
+    choice: choice as f64,
   }
 }
 
@@ -230,10 +233,10 @@ fn chosen_store(driver: Driver) -> ChosenStore {
 #[napi(catch_unwind, ts_return_type = "ChosenStore | Promise<ChosenStore>")]
 pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_, ChosenStore>>> {
   host::prepare_db(env);
-  match engine().choose_driver() {
-    Step::Now(driver) => Ok(Either::A(chosen_store(driver))),
-    Step::Later(future) => spawn_settled(env, async move { Ok(future.await) }, |_, d| {
-      Ok(chosen_store(d))
+  match engine().choose_numbered() {
+    Step::Now((driver, choice)) => Ok(Either::A(chosen_store(driver, choice))),
+    Step::Later(future) => spawn_settled(env, async move { Ok(future.await) }, |_, (d, choice)| {
+      Ok(chosen_store(d, choice))
     })
     .map(Either::B),
   }
@@ -242,13 +245,16 @@ pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_
 /// The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset).
 #[napi(catch_unwind)]
 pub fn chosen_store_now() -> Option<ChosenStore> {
-  engine().announced_driver().map(chosen_store)
+  engine()
+    .announced_driver()
+    .map(|d| chosen_store(d, engine().choice_sequence()))
 }
 
-/// `getQuotaStore()` resolved: `getQuotaStoreSync()` answers from now on.
+/// `getQuotaStore()` resolved with choice `choice`: `getQuotaStoreSync()` answers from
+/// now on (unless a reset or a newer choice came since).
 #[napi(catch_unwind)]
-pub fn announce_store() {
-  engine().announce_driver();
+pub fn announce_store(choice: f64) {
+  engine().announce_driver(choice as u64);
 }
 
 /// `resetQuotaStoreSingleton()`: the next use chooses again.

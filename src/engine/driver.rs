@@ -216,6 +216,8 @@ struct ChoiceState {
   /// `getQuotaStore()` has resolved since the last reset (`getQuotaStoreSync()` throws
   /// before).
   announced: bool,
+  /// The last error reading the host's setting (warned about once).
+  read_error: Option<String>,
 }
 
 /// The process's choice.
@@ -250,9 +252,18 @@ impl Engine {
       .map(|c| c.driver.clone())
   }
 
-  /// `getQuotaStore()` resolved with the current choice.
-  pub fn announce_driver(&self) {
-    self.drivers.lock().announced = true;
+  /// The choice's sequence number (a reset or a new choice changes it).
+  pub fn choice_sequence(&self) -> u64 {
+    self.drivers.lock().sequence
+  }
+
+  /// `getQuotaStore()` resolved with choice `sequence`: announced, unless a reset or a
+  /// newer choice came since.
+  pub fn announce_driver(&self, sequence: u64) {
+    let mut state = self.drivers.lock();
+    if state.sequence == sequence {
+      state.announced = true;
+    }
   }
 
   /// Forgets the choice (`resetQuotaStoreSingleton()`): the next use chooses again.
@@ -264,19 +275,31 @@ impl Engine {
     state.sequence += 1;
   }
 
-  /// The host's raw `quotaStore` setting; a failure to read it is warned about and
-  /// counts as no setting.
-  fn read_store_setting(&'static self) -> Option<String> {
+  /// The host's raw `quotaStore` setting, or `Err` when it cannot be read — warned about
+  /// once per distinct error.
+  fn read_store_setting(&'static self) -> std::result::Result<Option<String>, ()> {
     match self.with_hot_db(|db| db.read_setting("settings", "quotaStore")) {
-      Ok(raw) => raw,
+      Ok(raw) => {
+        self.drivers.lock().read_error = None;
+        Ok(raw)
+      }
       Err(err) => {
-        self.logs.push(
-          "warn",
-          "quota:factory",
-          "could not read the quotaStore setting; using the environment",
-          vec![("error", LogValue::Text(err.to_string()))],
-        );
-        None
+        let error = err.to_string();
+        let first = {
+          let mut state = self.drivers.lock();
+          let first = state.read_error.as_deref() != Some(error.as_str());
+          state.read_error = Some(error.clone());
+          first
+        };
+        if first {
+          self.logs.push(
+            "warn",
+            "quota:factory",
+            "could not read the quotaStore setting; using the environment",
+            vec![("error", LogValue::Text(error))],
+          );
+        }
+        Err(())
       }
     }
   }
@@ -299,42 +322,94 @@ impl Engine {
   /// was chosen with, else a new choice — at once for SQLite, after one PING for Redis,
   /// which every caller that needs the choice meanwhile shares.
   pub fn choose_driver(&'static self) -> Step<Driver> {
-    let setting = self.read_store_setting();
-    let sequence = {
-      let mut state = self.drivers.lock();
-      if let Some(chosen) = state.chosen.as_ref().filter(|c| c.setting == setting) {
-        return Step::Now(chosen.driver.clone());
-      }
-      if let Some(pending) = state.pending.as_ref().filter(|p| p.setting == setting) {
-        return self.await_choice(pending.clone());
-      }
-      state.sequence += 1;
-      state.sequence
-    };
+    self.choose_numbered().map(|(driver, _)| driver)
+  }
+
+  /// [`Engine::choose_driver`], with the number of the choice it settled (for
+  /// [`Engine::announce_driver`]).
+  pub fn choose_numbered(&'static self) -> Step<(Driver, u64)> {
+    // A setting that cannot be read counts as none: the environment decides.
+    let setting = self.read_store_setting().unwrap_or(None);
+    self.choose_with(setting)
+  }
+
+  /// The choice for `setting`: the one made or in flight for it, else a new one. The
+  /// new choice starts in the same critical section that checks for one, so a reset on
+  /// another thread can never leave a stale choice behind.
+  fn choose_with(&'static self, setting: Option<String>) -> Step<(Driver, u64)> {
+    if let Some(found) = self.existing_choice(&self.drivers.lock(), &setting) {
+      return found;
+    }
+    // What the inputs ask for, worked out outside the lock (it logs, makes a backend).
     let report = choice_report(setting.as_deref(), &|name| self.config.raw(name));
     for problem in &report.problems {
       problem.warn(&self.logs);
     }
-    if report.effective == "sqlite" {
-      return Step::Now(self.settle_choice(sequence, Driver::Sqlite, setting));
-    }
-    let url = report.redis_url.0;
-    let backend = match self.redis_backend(&url) {
-      Ok(backend) => backend,
-      Err(err) => {
-        self.redis_unavailable(&url, &err);
-        return Step::Now(self.settle_choice(sequence, Driver::Sqlite, setting));
+    let redis = match report.effective {
+      "redis" => {
+        let url = report.redis_url.0;
+        match self.redis_backend(&url) {
+          Ok(backend) => Some((url, backend)),
+          Err(err) => {
+            self.redis_unavailable(&url, &err);
+            None
+          }
+        }
       }
+      _ => None,
     };
-    let pending = Pending {
-      sequence,
-      setting,
-      url,
-      backend,
-      done: Arc::new(tokio::sync::OnceCell::new()),
-    };
-    self.drivers.lock().pending = Some(pending.clone());
-    self.await_choice(pending)
+    let mut state = self.drivers.lock();
+    if let Some(found) = self.existing_choice(&state, &setting) {
+      return found;
+    }
+    state.sequence += 1;
+    let sequence = state.sequence;
+    match redis {
+      None => {
+        state.pending = None;
+        state.chosen = Some(Chosen {
+          driver: Driver::Sqlite,
+          setting,
+        });
+        state.checked_at = Some(Instant::now());
+        Step::Now((Driver::Sqlite, sequence))
+      }
+      Some((url, backend)) => {
+        let pending = Pending {
+          sequence,
+          setting,
+          url,
+          backend,
+          done: Arc::new(tokio::sync::OnceCell::new()),
+        };
+        state.pending = Some(pending.clone());
+        drop(state);
+        self
+          .await_choice(pending)
+          .map(move |driver| (driver, sequence))
+      }
+    }
+  }
+
+  /// The choice already made, or in flight, for `setting`.
+  fn existing_choice(
+    &'static self,
+    state: &ChoiceState,
+    setting: &Option<String>,
+  ) -> Option<Step<(Driver, u64)>> {
+    if let Some(chosen) = state.chosen.as_ref().filter(|c| &c.setting == setting) {
+      return Some(Step::Now((chosen.driver.clone(), state.sequence)));
+    }
+    state
+      .pending
+      .as_ref()
+      .filter(|p| &p.setting == setting)
+      .map(|pending| {
+        let sequence = pending.sequence;
+        self
+          .await_choice(pending.clone())
+          .map(move |driver| (driver, sequence))
+      })
   }
 
   /// The driver a pending choice settles on: Redis when it answers a PING within the
@@ -406,20 +481,31 @@ impl Engine {
           return Ok(chosen.driver.clone());
         }
         Some(chosen) => {
-          let driver = chosen.driver.clone();
+          let current = (chosen.driver.clone(), chosen.setting.clone());
           state.checked_at = Some(Instant::now());
-          Some(driver)
+          Some(current)
         }
         None => None,
       }
     };
-    match (self.choose_driver(), current) {
-      (Step::Now(driver), _) => Ok(driver),
-      (later, Some(current)) => {
-        spawn(later);
-        Ok(current)
-      }
-      (later, None) => Err(later),
+    let Some((driver, chosen_with)) = current else {
+      return match self.choose_driver() {
+        Step::Now(driver) => Ok(driver),
+        later => Err(later),
+      };
+    };
+    match self.read_store_setting() {
+      // Unreadable, or unchanged: the driver stays (a replica must not split off its fleet
+      // because one read failed).
+      Err(()) => Ok(driver),
+      Ok(setting) if setting == chosen_with => Ok(driver),
+      Ok(setting) => match self.choose_with(setting) {
+        Step::Now((driver, _)) => Ok(driver),
+        later => {
+          spawn(later.map(|(driver, _)| driver));
+          Ok(driver)
+        }
+      },
     }
   }
 

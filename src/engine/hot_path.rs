@@ -93,13 +93,6 @@ pub enum Decision {
   },
 }
 
-/// A hot-path answer, or: the driver was being chosen — call again (with `started_ms`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Answer<T> {
-  Done(T),
-  Retry { started_ms: f64 },
-}
-
 const NOT_ENFORCED: Decision = Decision::Allow {
   deprioritize: None,
   reservation: None,
@@ -136,21 +129,29 @@ fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> 
 
 impl Engine {
   /// `enforceQuotaShare`.
-  pub fn enforce(&'static self, call: EnforceCall) -> Step<Answer<Decision>> {
+  pub fn enforce(&'static self, call: EnforceCall) -> Step<Decision> {
+    self.enforce_with(call, None)
+  }
+
+  /// [`Engine::enforce`] on `driver`, or — `None` — on the chosen one, after the choice
+  /// when one is in flight.
+  fn enforce_with(&'static self, mut call: EnforceCall, driver: Option<Driver>) -> Step<Decision> {
     let started = call.started_ms.unwrap_or_else(|| self.monotonic_ms());
     if call.ids.is_empty() {
-      return Step::Now(Answer::Done(self.decided(
+      return Step::Now(self.decided(
         Ok((EnforceOutcome::Allow { deprioritize: None }, None)),
         &call,
         started,
-      )));
+      ));
     }
-    let driver = match self.current_driver() {
+    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
       Ok(driver) => driver,
       Err(choosing) => {
-        return choosing.map(move |_| Answer::Retry {
-          started_ms: started,
-        })
+        call.started_ms = Some(started);
+        return Step::later(async move {
+          let driver = choosing.resolve().await;
+          self.enforce_with(call, Some(driver)).resolve().await
+        });
       }
     };
     let threshold = self.number(&SATURATION_THRESHOLD);
@@ -173,11 +174,11 @@ impl Engine {
               .map(|outcome| (outcome, None))
           }
         });
-        Step::Now(Answer::Done(self.decided(outcome, &call, started)))
+        Step::Now(self.decided(outcome, &call, started))
       }
       Driver::Redis(url) => match self.redis_backend(&url) {
         Ok(backend) => self.enforce_on_redis(backend, call, threshold, reserve, started),
-        Err(err) => Step::Now(Answer::Done(self.decided(Err(err), &call, started))),
+        Err(err) => Step::Now(self.decided(Err(err), &call, started)),
       },
     }
   }
@@ -189,7 +190,7 @@ impl Engine {
     threshold: f64,
     reserve: bool,
     started: f64,
-  ) -> Step<Answer<Decision>> {
+  ) -> Step<Decision> {
     let now = call.now_ms;
     let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
     // Metadata in one read transaction, as on SQLite.
@@ -212,13 +213,9 @@ impl Engine {
     let (plan, writes) = match start {
       Ok((EnforceStart::Read(plan), writes)) => (plan, writes),
       Ok((EnforceStart::Done(outcome), _)) => {
-        return Step::Now(Answer::Done(self.decided(
-          Ok((outcome, None)),
-          &call,
-          started,
-        )))
+        return Step::Now(self.decided(Ok((outcome, None)), &call, started))
       }
-      Err(err) => return Step::Now(Answer::Done(self.decided(Err(err), &call, started))),
+      Err(err) => return Step::Now(self.decided(Err(err), &call, started)),
     };
     let batch = counters::counter_batch(
       &backend,
@@ -234,7 +231,7 @@ impl Engine {
         let outcome = counters::read(&backend, &batch)
           .await
           .map(|values| (plan.decide(&call.ids.request(), &values), None));
-        Answer::Done(self.decided(outcome, &call, started))
+        self.decided(outcome, &call, started)
       }),
       Some(compiled) => {
         let reservation =
@@ -255,7 +252,7 @@ impl Engine {
                   reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
                 (outcome, reservation.map(|r| r.encode()))
               });
-          Answer::Done(self.decided(outcome, &call, started))
+          self.decided(outcome, &call, started)
         })
       }
     }
@@ -337,9 +334,14 @@ impl Engine {
 
   /// `recordConsumption`: every plan dimension and the model bucket, buffered on SQLite
   /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`), one script on Redis.
-  pub fn record(&'static self, call: RecordCall) -> Step<Answer<Buffered>> {
+  pub fn record(&'static self, call: RecordCall) -> Step<Buffered> {
+    self.record_with(call, None)
+  }
+
+  /// [`Engine::record`] on `driver`, or on the chosen one (after a choice in flight).
+  fn record_with(&'static self, call: RecordCall, driver: Option<Driver>) -> Step<Buffered> {
     if call.ids.is_empty() {
-      return Step::Now(Answer::Done(false));
+      return Step::Now(false);
     }
     if let Some(reservation) = call.reservation.clone() {
       return match self.settle(
@@ -361,13 +363,18 @@ impl Engine {
               ("error", LogValue::Text(err.to_string())),
             ],
           );
-          Step::Now(Answer::Done(false))
+          Step::Now(false)
         }
       };
     }
-    let driver = match self.current_driver() {
+    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
       Ok(driver) => driver,
-      Err(choosing) => return choosing.map(|_| Answer::Retry { started_ms: 0.0 }),
+      Err(choosing) => {
+        return Step::later(async move {
+          let driver = choosing.resolve().await;
+          self.record_with(call, Some(driver)).resolve().await
+        })
+      }
     };
     match driver {
       Driver::Sqlite => {
@@ -393,7 +400,7 @@ impl Engine {
             true
           }
         };
-        Step::Now(Answer::Done(buffered))
+        Step::Now(buffered)
       }
       Driver::Redis(url) => {
         let prepared = self
@@ -411,14 +418,14 @@ impl Engine {
             .map(Some)
           });
         match prepared {
-          Ok(None) => Step::Now(Answer::Done(false)),
+          Ok(None) => Step::Now(false),
           Err(err) => {
             self.record_failed(
               "recording quota consumption failed",
               &err,
               &call.ids.api_key_id,
             );
-            Step::Now(Answer::Done(false))
+            Step::Now(false)
           }
           Ok(Some(write)) => Step::later(async move {
             match write.await {
@@ -429,7 +436,7 @@ impl Engine {
                 &call.ids.api_key_id,
               ),
             }
-            Answer::Done(false)
+            false
           }),
         }
       }
@@ -463,7 +470,7 @@ impl Engine {
     cost: ConsumptionCost,
     release: bool,
     now_ms: i64,
-  ) -> Result<Step<Answer<Buffered>>> {
+  ) -> Result<Step<Buffered>> {
     let parsed = Reservation::decode(reservation, "reservation")?;
     if api_key_id.is_some_and(|key| key != parsed.api_key_id) {
       return Err(QuotaError::range_error(
@@ -481,54 +488,78 @@ impl Engine {
     } else {
       "settling a quota reservation failed"
     };
-    let driver = match self.current_driver() {
-      Ok(driver) => driver,
-      Err(choosing) => return Ok(choosing.map(|_| Answer::Retry { started_ms: 0.0 })),
-    };
     let key = parsed.api_key_id;
-    Ok(match driver {
+    Ok(self.settle_on(None, key, deltas, msg, now_ms))
+  }
+
+  /// Adds a reservation's deltas to `key`'s buckets on `driver`, or on the chosen one
+  /// (after a choice in flight).
+  fn settle_on(
+    &'static self,
+    driver: Option<Driver>,
+    key: String,
+    deltas: Vec<BucketDelta>,
+    msg: &'static str,
+    now_ms: i64,
+  ) -> Step<Buffered> {
+    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
+      Ok(driver) => driver,
+      Err(choosing) => {
+        return Step::later(async move {
+          let driver = choosing.resolve().await;
+          self
+            .settle_on(Some(driver), key, deltas, msg, now_ms)
+            .resolve()
+            .await
+        })
+      }
+    };
+    match driver {
       Driver::Sqlite => {
         match self.with_db(|db| db.add_floored(&key, &deltas, now_ms)) {
           Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
           Err(err) => self.record_failed(msg, &err, &key),
         }
-        Step::Now(Answer::Done(false))
+        Step::Now(false)
       }
-      Driver::Redis(_) if deltas.is_empty() => Step::Now(Answer::Done(false)),
+      Driver::Redis(_) if deltas.is_empty() => Step::Now(false),
       Driver::Redis(url) => match self
         .redis_backend(&url)
         .and_then(|b| counters::settle(b, key.clone(), deltas))
       {
         Err(err) => {
           self.record_failed(msg, &err, &key);
-          Step::Now(Answer::Done(false))
+          Step::Now(false)
         }
         Ok(write) => Step::later(async move {
           match write.await {
             Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
             Err(err) => self.record_failed(msg, &err, &key),
           }
-          Answer::Done(false)
+          false
         }),
       },
-    })
+    }
   }
 
   /// A failure the JavaScript glue caught: one warning per fault; an enforce one is also
   /// counted as a fail-open decision.
-  pub fn failed_in_glue(&self, enforce: bool, msg: &str, error: &str) {
-    let operation = if enforce {
-      Operation::Enforce
-    } else {
-      Operation::Record
-    };
-    self
-      .faults
-      .failed(&self.logs, operation, msg, error, Vec::new());
+  pub fn failed_in_glue(&self, enforce: bool, msg: &str, error: &str, api_key_id: Option<String>) {
+    let context = api_key_id
+      .map(|key| vec![("apiKeyId", LogValue::Text(key))])
+      .unwrap_or_default();
     if enforce {
+      self
+        .faults
+        .failed(&self.logs, Operation::Enforce, msg, error, context);
       self
         .metrics
         .decision(Counted::Allow(AllowReason::FailOpen), 0.0);
+    } else {
+      self.metrics.store_error(StoreOperation::Record);
+      self
+        .faults
+        .failed(&self.logs, Operation::Record, msg, error, context);
     }
   }
 

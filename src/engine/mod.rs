@@ -44,6 +44,14 @@ impl<T: Send + 'static> Step<T> {
     }
   }
 
+  /// The value: at once, or when the future is done.
+  pub async fn resolve(self) -> T {
+    match self {
+      Step::Now(value) => value,
+      Step::Later(future) => future.await,
+    }
+  }
+
   /// A future of the value, whichever it is.
   pub fn later(future: impl Future<Output = T> + Send + 'static) -> Self {
     Step::Later(Box::pin(future))
