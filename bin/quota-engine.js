@@ -85,6 +85,7 @@ program
   .command('doctor')
   .description('database path and schema, the store driver and why, Redis reachability, the effective configuration')
   .option('--timeout <ms>', 'Redis connect timeout', number('--timeout', { min: 1, integer: true }), 1000)
+  .option('--repair', 'repair counters outside 0..1e15 (Infinity, negative: left by older versions); the only write doctor makes')
   .option('--json', 'machine-readable output')
   .addHelpText('after', '\nExit code: 0 no problems, 1 problems found, 2 database missing or unreadable.')
   .action(run((options, db) => require('../cli/doctor.js').doctorCommand(options, db)))
