@@ -29,7 +29,8 @@ program
     `
 The database must exist: the CLI never creates one (exit code 2 when it is missing or
 unreadable). status, plans and gc open it as the engine does, which creates any missing
-engine table (as the host's first request would); doctor only reads it.
+engine table (as the host's first request would); doctor only reads it (doctor --repair
+opens it too, to repair counters left out of range by older versions).
 
 Examples:
   quota-engine status --db ~/.omniroute/storage.sqlite
