@@ -428,7 +428,7 @@ export declare function incrementInflight(connectionId: string, leaseMs?: number
  * Reads the database at `path` without writing to it (see `DatabaseInspection` in
  * `store/sqlite/inspect.rs`: `{ path, sqliteVersion, journalMode, userVersion, tables,
  * migrations, quotaStoreSetting?, planRows, hostConnections?, counterRows?,
- * viaEngineConnection }`). Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
+ * poisonedCounters?, viaEngineConnection }`). Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
  * missing or not a database. For the `quota-engine` CLI.
  */
 export declare function inspectDatabase(path: string): Record<string, any>
@@ -644,6 +644,15 @@ export interface RedisTargetInfo {
  * that is not a reservation, writing nothing; a store failure is logged.
  */
 export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): 0 | Promise<0>
+
+/**
+ * Repairs the counters of the engine's database (the one `installHost`/`DATA_DIR`
+ * chose, opened and migrated as the engine does): values outside `0..=1e15` (Infinity,
+ * negative, text, left by older versions) are saturated into it and the pool totals
+ * recomputed. Returns `{ rows, totals }`, the poisoned rows found before the repair. For
+ * `quota-engine doctor --repair`.
+ */
+export declare function repairCounters(): { rows: number; totals: number }
 
 /** `resetQuotaStoreSingleton()`: the next use chooses again. */
 export declare function resetStoreChoice(): void

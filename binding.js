@@ -900,6 +900,7 @@ module.exports.redisCommand = nativeBinding.redisCommand
 module.exports.redisForget = nativeBinding.redisForget
 module.exports.redisTarget = nativeBinding.redisTarget
 module.exports.releaseReservation = nativeBinding.releaseReservation
+module.exports.repairCounters = nativeBinding.repairCounters
 module.exports.resetStoreChoice = nativeBinding.resetStoreChoice
 module.exports.resolvePlan = nativeBinding.resolvePlan
 module.exports.SATURATION_THRESHOLD_PCT = nativeBinding.SATURATION_THRESHOLD_PCT

@@ -286,6 +286,20 @@ for (const driver of drivers) {
       assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
     })
 
+    test('a reservation of a huge estimate saturates at 1e15, and its release takes it back to 0', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([{ unit: 'tokens', window: 'hourly', limit: 100_000 }])
+      const tokens = () => store.peek(p.keys[0], p.dim('tokens'))
+      const decision = await enforceQuotaShare({ ...p.request(), estimatedTokens: Number.MAX_VALUE })
+      assert.equal(decision.kind, 'allow')
+      assert.equal(await tokens(), 1e15)
+      assert.equal(await store.poolConsumedTotal(p.pool.id, p.dim('tokens')), 1e15)
+      await releaseReservation(decision.reservation)
+      assert.equal(await tokens(), 0)
+      assert.deepEqual(warnings, [])
+    })
+
     test('a malformed reservation is rejected and writes nothing', async () => {
       process.env.QUOTA_ADMISSION = 'reserve'
       await awayFromHourEnd()

@@ -228,6 +228,23 @@ test('recordConsumption adds tokens/usd/requests per plan dimension, only when >
   assert.equal(getBucket('rec', `${id}:percent:5h`, Math.floor(now / 18_000_000)), 0)
 })
 
+test('recordConsumption of tokens: Number.MAX_VALUE twice saturates at 1e15: nothing becomes Infinity, clear frees the pool', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'whale', weight: 50, policy: 'soft' }, { key: 'minnow', weight: 50, policy: 'soft' }] })
+  hostPlan(c, 'mixed', [{ unit: 'tokens', window: 'hourly', limit: 1e6 }])
+  for (let i = 0; i < 2; i++) await recordConsumption({ apiKeyId: 'whale', connectionId: c, provider: 'mixed', cost: { tokens: Number.MAX_VALUE } })
+  const store = getSqliteQuotaStore()
+  const d = { poolId: id, unit: 'tokens', window: 'hourly' }
+  assert.equal(getBucket('whale', `${id}:tokens:hourly`, Math.floor(Date.now() / HOUR)), 1e15)
+  assert.equal(await store.poolConsumedTotal(id, d), 1e15)
+  const stored = host.prepare('SELECT consumed FROM quota_consumption_totals WHERE dimension_key = ?').get(`${id}:tokens:hourly`)
+  assert.equal(stored.consumed, 1e15)
+  // clear used to fail (NOT NULL on the totals) and left every key blocked global-saturated.
+  await store.clear('whale', d)
+  assert.equal(await store.poolConsumedTotal(id, d), 0)
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'minnow', connectionId: c, provider: 'mixed' })).kind, 'allow')
+})
+
 test('fail-open: a store fault allows in bounded time and logs one warning; record never rejects', async () => {
   installHost({ dbPath: path.join(dir, 'missing-folder', 'x', '\0bad'), logger })
   closeQuotaDb()

@@ -86,6 +86,69 @@ test('counter functions: incrementBucket, getBucket, getPair with explicit bucke
   assert.deepEqual(qe.getPair('nobody', k, 10), { curr: 0, prev: 0 })
 })
 
+const isRange = (field) => (err) => err instanceof RangeError && err.code === 'ERR_QUOTA_INVALID_ARG' && err.message.includes(field)
+
+test('incrementBucket: a negative or non-finite delta is a RangeError and writes nothing; a huge one saturates at 1e15', () => {
+  const k = 'bad-delta:tokens:daily'
+  qe.incrementBucket('bk', k, 3, 40, Date.now())
+  // A negative delta took a pool total below 0 (to −39).
+  for (const delta of [-1, -79, NaN, Infinity, -Infinity]) {
+    assert.throws(() => qe.incrementBucket('bk', k, 3, delta, Date.now()), isRange('delta'))
+  }
+  assert.equal(qe.getBucket('bk', k, 3), 40)
+  assert.deepEqual(qe.sumPoolDimension(k, 3), { currTotal: 40, prevTotal: 0 })
+  qe.incrementBucket('bk', k, 3, Number.MAX_VALUE, Date.now())
+  qe.incrementBucket('bk', k, 3, Number.MAX_VALUE, Date.now())
+  assert.equal(qe.getBucket('bk', k, 3), 1e15)
+})
+
+test('counter functions: a bucket index that is NaN, ±Infinity, a fraction or unsafe is a RangeError', () => {
+  const k = 'bad-bucket:tokens:daily'
+  // NaN was bucket 0, ±Infinity i64::MAX.
+  for (const bucket of [NaN, Infinity, -Infinity, 2.5, 2 ** 60]) {
+    assert.throws(() => qe.incrementBucket('bk', k, bucket, 1, Date.now()), isRange('bucketIndex'))
+    assert.throws(() => qe.getBucket('bk', k, bucket), isRange('bucketIndex'))
+    assert.throws(() => qe.getPair('bk', k, bucket), isRange('currentBucket'))
+    assert.throws(() => qe.sumPoolDimension(k, bucket), isRange('currentBucket'))
+  }
+  assert.throws(() => qe.incrementBucket('bk', k, 3, 1, NaN), isRange('nowMs'))
+  assert.equal(count(`quota_consumption WHERE dimension_key = '${k}'`), 0)
+})
+
+test('gcOlderThan(NaN or ±Infinity) is a RangeError and deletes nothing', () => {
+  qe.incrementBucket('gk', 'gc-bad:tokens:daily', 3, 1, 5)
+  for (const t of [NaN, Infinity, -Infinity]) assert.throws(() => qe.gcOlderThan(t), isRange('maxUpdatedAtMs'))
+  assert.equal(qe.getBucket('gk', 'gc-bad:tokens:daily', 3), 1)
+  assert.equal(qe.gcOlderThan(6), 1)
+})
+
+test('rows poisoned by an older version (Infinity) can be cleared, collected and repaired', async () => {
+  const d = dim('poison-pool', 'tokens', 'daily')
+  const bucket = Math.floor(Date.now() / WINDOW_MS.daily)
+  const insert = host.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?,?,?,?,?)')
+  const poison = (updatedAt) => {
+    insert.run('pa', key(d), bucket, Infinity, updatedAt)
+    insert.run('pb', key(d), bucket, Infinity, updatedAt)
+  }
+  // store.clear failed: NOT NULL constraint failed: quota_consumption_totals.consumed.
+  poison(Date.now())
+  await store.clear('pa', d)
+  assert.ok(Number.isFinite(await store.poolConsumedTotal(d.poolId, d)))
+  await store.clear('pb', d)
+  assert.equal(await store.poolConsumedTotal(d.poolId, d), 0)
+  // gcConsumption failed on every run from then on.
+  poison(1)
+  assert.ok((await qe.gcConsumption()) >= 2)
+  assert.equal(count(`quota_consumption WHERE dimension_key = '${key(d)}'`), 0)
+  // The repair saturates them into range.
+  poison(Date.now())
+  assert.deepEqual(native.repairCounters(), { rows: 2, totals: 0 })
+  assert.equal(qe.getBucket('pa', key(d), bucket), 1e15)
+  assert.equal(await store.poolConsumedTotal(d.poolId, d), 2e15)
+  await store.clear('pa', d)
+  await store.clear('pb', d)
+})
+
 test('rows the host writes through its own connection are seen by the very next engine call', async () => {
   const d = dim('host-pool', 'requests', 'daily')
   const bucket = Math.floor(Date.now() / WINDOW_MS.daily)

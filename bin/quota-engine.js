@@ -29,7 +29,8 @@ program
     `
 The database must exist: the CLI never creates one (exit code 2 when it is missing or
 unreadable). status, plans and gc open it as the engine does, which creates any missing
-engine table (as the host's first request would); doctor only reads it.
+engine table (as the host's first request would); doctor only reads it (doctor --repair
+opens it too, to repair counters left out of range by older versions).
 
 Examples:
   quota-engine status --db ~/.omniroute/storage.sqlite
@@ -85,6 +86,7 @@ program
   .command('doctor')
   .description('database path and schema, the store driver and why, Redis reachability, the effective configuration')
   .option('--timeout <ms>', 'Redis connect timeout', number('--timeout', { min: 1, integer: true }), 1000)
+  .option('--repair', 'repair counters outside 0..1e15 (Infinity, negative: left by older versions); the only write doctor makes')
   .option('--json', 'machine-readable output')
   .addHelpText('after', '\nExit code: 0 no problems, 1 problems found, 2 database missing or unreadable.')
   .action(run((options, db) => require('../cli/doctor.js').doctorCommand(options, db)))

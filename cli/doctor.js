@@ -134,8 +134,21 @@ function describeConfig(env = process.env) {
   ]
 }
 
-/** Collects the report (as data) for `database`. */
-async function collectDoctor(database, { timeoutMs = 1000, env = process.env } = {}) {
+/** `{ rows, totals }` poisoned (outside 0..1e15) as one phrase, or null when none. */
+function describePoisoned(poisoned) {
+  if (!poisoned || (poisoned.rows === 0 && poisoned.totals === 0)) return null
+  const parts = []
+  if (poisoned.rows) parts.push(`${poisoned.rows} counter row${poisoned.rows === 1 ? '' : 's'} of quota_consumption`)
+  if (poisoned.totals) parts.push(`${poisoned.totals} row${poisoned.totals === 1 ? '' : 's'} of quota_consumption_totals`)
+  return parts.join(' and ')
+}
+
+/**
+ * Collects the report (as data) for `database`. With `repair`, counters poisoned by older
+ * versions (Infinity, negative, text: docs/reliability.md, "Finite counters") are repaired
+ * through the engine's own open of the file — the only write `doctor` makes.
+ */
+async function collectDoctor(database, { timeoutMs = 1000, env = process.env, repair = false } = {}) {
   const problems = []
   const report = { database: { path: database.path, source: database.source }, problems }
 
@@ -169,6 +182,25 @@ async function collectDoctor(database, { timeoutMs = 1000, env = process.env } =
     report.database.schemaVersion = `${applied}/${inspection.migrations.length}`
     report.database.counterRows = inspection.counterRows ?? null
     report.database.planRows = inspection.planRows.length
+    report.database.poisonedCounters = inspection.poisonedCounters ?? null
+    const poisoned = describePoisoned(inspection.poisonedCounters)
+    if (poisoned && repair) {
+      try {
+        db.openEngine(database)
+        report.database.repaired = native.repairCounters()
+        db.closeEngine()
+        const after = native.inspectDatabase(database.path).poisonedCounters
+        report.database.poisonedCounters = after ?? null
+        const left = describePoisoned(after)
+        if (left) problems.push(`${left} still hold a value outside 0..1e15 after the repair`)
+      } catch (err) {
+        problems.push(`repairing ${poisoned} failed: ${err.message}`)
+      }
+    } else if (poisoned) {
+      problems.push(
+        `${poisoned} hold a value outside 0..1e15 (Infinity or negative, from an older version): run quota-engine doctor --repair`,
+      )
+    }
   }
 
   const choice = chooseDriver(inspection ? inspection.quotaStoreSetting : null)
@@ -263,6 +295,10 @@ function renderDoctor(report) {
     const tables = d.tables.length ? wrapList(d.tables, 80) : ['(none)']
     out.push(`  tables        ${tables[0]}`, ...tables.slice(1).map((line) => `                ${line}`))
     if (d.counterRows !== null) out.push(`  counters      ${formatNumber(d.counterRows, 0)} rows in quota_consumption`)
+    if (d.repaired) {
+      const fixed = describePoisoned(d.repaired)
+      out.push(`  repaired      ${fixed ? `${fixed}: saturated into 0..1e15, pool totals recomputed` : 'nothing to repair'}`)
+    }
   }
   out.push('')
   const r = report.driver
@@ -307,7 +343,7 @@ function renderDoctor(report) {
 /** The `doctor` command. */
 async function doctorCommand(options, dbOption) {
   const database = db.resolveDatabase(dbOption)
-  const report = await collectDoctor(database, { timeoutMs: options.timeout })
+  const report = await collectDoctor(database, { timeoutMs: options.timeout, repair: Boolean(options.repair) })
   if (options.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
   else process.stdout.write(`${renderDoctor(report)}\n`)
   return report.exitCode

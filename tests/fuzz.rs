@@ -483,3 +483,110 @@ proptest! {
     }
   }
 }
+
+// ---- the SQLite counters: finite whatever the amounts -------------------------------
+
+mod finite_counters {
+  use super::{config, number};
+  use omniroute_quota_engine::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+  use omniroute_quota_engine::error::QuotaError;
+  use omniroute_quota_engine::store::validate::COUNTER_MAX;
+  use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+  use proptest::prelude::*;
+  use proptest::test_runner::Config;
+  use std::cell::{Cell, RefCell};
+  use std::time::Duration;
+
+  thread_local! {
+    static DB: RefCell<Option<(tempfile::TempDir, SqliteDb)>> = const { RefCell::new(None) };
+    static CASE: Cell<u64> = const { Cell::new(0) };
+  }
+
+  /// One database for every case of the thread (opening one per case would dominate).
+  fn with_db<T>(f: impl FnOnce(&SqliteDb) -> T) -> T {
+    DB.with(|cell| {
+      let mut slot = cell.borrow_mut();
+      let (_, db) = slot.get_or_insert_with(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let db =
+          SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+        (dir, db)
+      });
+      f(db)
+    })
+  }
+
+  /// Store cases are dearer than the pure ones: a tenth of them.
+  fn store_config() -> Config {
+    Config {
+      cases: (config().cases / 10).max(50),
+      ..config()
+    }
+  }
+
+  /// One operation: which key (0..3), the amount, and the path it takes.
+  fn op() -> impl Strategy<Value = (usize, f64, u8)> {
+    (0usize..3, number(), 0u8..4)
+  }
+
+  proptest! {
+    #![proptest_config(store_config())]
+
+    /// Any amounts through every write path (`consume`, buffered and write-through
+    /// records, `incrementBucket`): a bad one is a `RangeError` and writes nothing, a good
+    /// one leaves every stored counter in `0..=COUNTER_MAX` and every read finite; the
+    /// pool total stays the sum of its rows; `clear` and GC always succeed.
+    #[test]
+    fn fuzz_counters_stay_finite(ops in prop::collection::vec(op(), 1..12)) {
+      let case = CASE.with(|c| { c.set(c.get() + 1); c.get() });
+      let key = DimensionKey::new(format!("fz{case}").as_str(), QuotaUnit::Tokens, QuotaWindow::Hourly);
+      let dk = key.to_string();
+      let t = 1_000 * 3_600_000 + 7;
+      with_db(|db| -> Result<(), TestCaseError> {
+        for (who, amount, path) in &ops {
+          let id = format!("k{who}");
+          let valid = amount.is_finite() && *amount >= 0.0;
+          let result = match path {
+            0 => db.consume(&id, &key, *amount, t).map(|_| ()),
+            1 => db.record_writes(&id, &[(key.clone(), *amount)], t, Duration::from_secs(60)).map(|_| ()),
+            2 => db.record_writes(&id, &[(key.clone(), *amount)], t, Duration::ZERO).map(|_| ()),
+            _ => db.increment_bucket(&id, &dk, 1_000, *amount, t),
+          };
+          match result {
+            Ok(()) => prop_assert!(valid, "{} accepted on path {}", amount, path),
+            Err(QuotaError::InvalidArg { .. }) => prop_assert!(!valid, "{} refused on path {}", amount, path),
+            Err(other) => prop_assert!(false, "{:?}", other),
+          }
+          let total = db.pool_consumed_total(&key, t).unwrap();
+          prop_assert!(total.is_finite() && total >= 0.0, "total {}", total);
+          for k in 0..3 {
+            let v = db.peek(&format!("k{k}"), &key, t).unwrap();
+            prop_assert!(v.is_finite() && (0.0..=COUNTER_MAX).contains(&v), "counter {}", v);
+          }
+        }
+        db.flush_pending(false).unwrap();
+        let conn = db.connection();
+        let (max, min, sum): (Option<f64>, Option<f64>, Option<f64>) = conn
+          .query_row(
+            "SELECT max(consumed), min(consumed), sum(consumed) FROM quota_consumption WHERE dimension_key = ?1",
+            [&dk],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+          )
+          .unwrap();
+        if let (Some(max), Some(min)) = (max, min) {
+          prop_assert!(max <= COUNTER_MAX && min >= 0.0, "rows {}..{}", min, max);
+        }
+        let (curr, _) = db.sum_pool_dimension(&dk, 1_000).unwrap();
+        let sum = sum.unwrap_or(0.0);
+        prop_assert!((curr - sum).abs() <= sum.abs() * 1e-9 + 1e-6, "total {} rows {}", curr, sum);
+        db.clear("k0", &key).unwrap();
+        db.gc_older_than(t + 1).unwrap();
+        let left: i64 = conn
+          .query_row("SELECT count(*) FROM quota_consumption_totals WHERE dimension_key = ?1", [&dk], |r| r.get(0))
+          .unwrap();
+        prop_assert_eq!(left, 0);
+        Ok(())
+      })?;
+    }
+  }
+}

@@ -448,3 +448,127 @@ fn engine_and_host_connections_interleave_exactly() {
   assert_eq!(db.peek("shared", &k, t).unwrap(), expected);
   assert_eq!(db.pool_consumed_total(&k, t).unwrap(), expected);
 }
+
+// ---- finite counters (docs/reliability.md, "Finite counters") -------------------------
+
+const CAP: f64 = omniroute_quota_engine::store::validate::COUNTER_MAX;
+
+#[test]
+fn huge_amounts_saturate_at_counter_max_and_never_become_infinite() {
+  let (_dir, _path, db) = temp_db();
+  let k = key("huge", Tokens, Hourly);
+  let t = 1000 * H + 10;
+  // consume(…, 1e308) twice: Infinity before the cap.
+  assert_eq!(db.consume("a", &k, 1e308, t).unwrap(), CAP);
+  assert_eq!(db.consume("a", &k, 1e308, t).unwrap(), CAP);
+  assert_eq!(db.consume("a", &k, f64::MAX, t).unwrap(), CAP);
+  // recordConsumption's path: buffered, then flushed; and write-through.
+  let writes = vec![(k.clone(), f64::MAX)];
+  db.record_writes("b", &writes, t, std::time::Duration::from_secs(60))
+    .unwrap();
+  db.record_writes("b", &writes, t, std::time::Duration::from_secs(60))
+    .unwrap();
+  assert_eq!(db.peek("b", &k, t).unwrap(), CAP);
+  assert_eq!(db.pool_consumed_total(&k, t).unwrap(), 2.0 * CAP);
+  db.flush_pending(false).unwrap();
+  db.record_writes("b", &writes, t, std::time::Duration::ZERO)
+    .unwrap();
+  db.consume_many("c", &writes, t).unwrap();
+  db.consume_many("c", &writes, t).unwrap();
+  for id in ["a", "b", "c"] {
+    assert_eq!(db.get_bucket(id, "huge:tokens:hourly", 1000).unwrap(), CAP);
+  }
+  let total = db.pool_consumed_total(&k, t).unwrap();
+  assert!(total.is_finite() && total == 3.0 * CAP, "{total}");
+  let stored: f64 = db
+    .connection()
+    .query_row("SELECT max(consumed) FROM quota_consumption", [], |r| {
+      r.get(0)
+    })
+    .unwrap();
+  assert_eq!(stored, CAP);
+  assert_totals_exact(db.connection(), 0.0);
+  // clear and GC work and leave nothing behind.
+  db.clear("a", &k).unwrap();
+  assert_eq!(db.gc_older_than(t + 1).unwrap(), 2);
+  assert!(totals(db.connection()).is_empty());
+}
+
+#[test]
+fn poisoned_rows_from_an_older_version_can_be_cleared_collected_and_repaired() {
+  let (_dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  let k = key("poison", Tokens, Hourly);
+  let dk = k.to_string();
+  let poison = |ids: &[&str], updated_at: i64| {
+    for id in ids {
+      // 9e999 is SQLite's +Infinity: what an older version stored for 1.7e308 + 1.7e308.
+      host
+        .execute(
+          "INSERT INTO quota_consumption VALUES (?1, ?2, 7, 9e999, ?3)",
+          params![id, dk, updated_at],
+        )
+        .unwrap();
+    }
+  };
+  // clear of one of two Infinity rows computed Inf − Inf = NaN → NOT NULL failure.
+  poison(&["a", "b"], 5);
+  db.clear("a", &k).unwrap();
+  let (curr, _) = db.sum_pool_dimension(&dk, 7).unwrap();
+  assert!(curr.is_finite(), "{curr}");
+  db.clear("b", &k).unwrap();
+  assert!(totals(db.connection()).is_empty());
+  // The retention sweep too.
+  poison(&["a", "b"], 5);
+  assert_eq!(db.gc_older_than(6).unwrap(), 2);
+  assert!(totals(db.connection()).is_empty());
+  // Repair: Infinity → the cap, negative → 0, the totals recomputed.
+  poison(&["a", "b"], 5);
+  host
+    .execute(
+      "INSERT INTO quota_consumption VALUES ('c', ?1, 7, -39, 5)",
+      params![dk],
+    )
+    .unwrap();
+  let found = db.repair_counters().unwrap();
+  assert_eq!((found.rows, found.totals), (3, 0));
+  assert_eq!(db.get_bucket("a", &dk, 7).unwrap(), CAP);
+  assert_eq!(db.get_bucket("c", &dk, 7).unwrap(), 0.0);
+  assert_eq!(db.sum_pool_dimension(&dk, 7).unwrap(), (2.0 * CAP, 0.0));
+  assert_totals_exact(&host, 0.0);
+  let again = db.repair_counters().unwrap();
+  assert_eq!((again.rows, again.totals), (0, 0));
+  // A poisoned totals row (an older version's Infinity) is recomputed too.
+  host
+    .execute("UPDATE quota_consumption_totals SET consumed = 9e999", [])
+    .unwrap();
+  assert_eq!(db.repair_counters().unwrap().totals, 1);
+  assert_totals_exact(&host, 0.0);
+}
+
+#[test]
+fn increment_bucket_rejects_negative_and_non_finite_deltas() {
+  let (_dir, _path, db) = temp_db();
+  db.increment_bucket("a", "p:tokens:hourly", 1, 40.0, 0)
+    .unwrap();
+  for bad in [-1.0, -39.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN] {
+    assert_eq!(
+      range_field(
+        db.increment_bucket("a", "p:tokens:hourly", 1, bad, 0)
+          .unwrap_err()
+      ),
+      "delta"
+    );
+  }
+  assert_eq!(db.get_bucket("a", "p:tokens:hourly", 1).unwrap(), 40.0);
+  assert_eq!(
+    db.sum_pool_dimension("p:tokens:hourly", 1).unwrap(),
+    (40.0, 0.0)
+  );
+  // A huge delta saturates.
+  db.increment_bucket("a", "p:tokens:hourly", 1, f64::MAX, 0)
+    .unwrap();
+  db.increment_bucket("a", "p:tokens:hourly", 1, f64::MAX, 0)
+    .unwrap();
+  assert_eq!(db.get_bucket("a", "p:tokens:hourly", 1).unwrap(), CAP);
+}

@@ -68,6 +68,24 @@ export function storeSuite(name, driver, options = {}) {
     assert.equal(await store.consume('a', d, 1), 1)
   })
 
+  t('a huge cost saturates at 1e15: the counter and the pool total stay finite, clear works', async () => {
+    // consume(…, 1e308) twice made the counter and the pool total Infinity, and clear
+    // then failed (SQLite: NOT NULL on the totals; Redis: INCRBYFLOAT refuses Infinity).
+    const { store } = driver()
+    const d = dim('huge', 'tokens', 'hourly')
+    assert.equal(await store.consume('h1', d, 1e308), 1e15)
+    assert.equal(await store.consume('h1', d, 1e308), 1e15)
+    assert.equal(await store.consume('h1', d, Number.MAX_VALUE), 1e15)
+    assert.equal(await store.consume('h2', d, 5), 5)
+    assert.equal(await store.poolConsumedTotal(d.poolId, d), 1e15 + 5)
+    await store.clear('h1', d)
+    assert.equal(await store.peek('h1', d), 0)
+    assert.equal(await store.poolConsumedTotal(d.poolId, d), 5)
+    for (const bad of [Infinity, -Infinity, NaN, -1]) {
+      await assert.rejects(async () => store.consume('h1', d, bad), (err) => err instanceof RangeError && /cost/.test(err.message))
+    }
+  })
+
   t('poolConsumedTotal sums every key of the dimension, and only it', async () => {
     const { store } = driver()
     const d = dim('total', 'usd', 'daily')

@@ -9,6 +9,9 @@ use napi::{JsValue, ValueType};
 
 type ArgResult<T> = std::result::Result<T, QuotaError>;
 
+/// `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
 /// A JavaScript value and where it came from.
 pub(crate) struct Arg<'env> {
   /// `None` for `undefined` (an absent property).
@@ -96,6 +99,35 @@ impl<'env> Arg<'env> {
     }
     // SAFETY: the value was checked to be a number.
     unsafe { self.present()?.cast::<f64>() }.map_err(|e| napi_fault(&self.path, e))
+  }
+
+  /// A whole number JavaScript holds exactly (|n| <= 2^53 − 1): a bucket index. NaN,
+  /// ±Infinity and fractions are `RangeError`s naming the field (`as i64` would make NaN
+  /// 0 and Infinity `i64::MAX`).
+  pub fn integer(&self) -> ArgResult<i64> {
+    let n = self.number()?;
+    if n.is_finite() && n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
+      Ok(n as i64)
+    } else {
+      Err(QuotaError::range_error(
+        &self.path,
+        format!("must be an integer from -(2^53 - 1) to 2^53 - 1, got {n}"),
+      ))
+    }
+  }
+
+  /// A finite number (a time in ms; a fraction is truncated): NaN and ±Infinity are
+  /// `RangeError`s naming the field.
+  pub fn finite_ms(&self) -> ArgResult<i64> {
+    let n = self.number()?;
+    if n.is_finite() && n.abs() <= MAX_SAFE_INTEGER {
+      Ok(n.trunc() as i64)
+    } else {
+      Err(QuotaError::range_error(
+        &self.path,
+        format!("must be a finite time in ms (|t| <= 2^53 - 1), got {n}"),
+      ))
+    }
   }
 
   /// A number, or `None` for `undefined`/`null`.

@@ -39,14 +39,16 @@ pub fn get_bucket(
   call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
-    let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
+    let bucket = arg(bucket_index, "bucketIndex")?.integer()?;
     with_db(&env, |db| {
       db.get_bucket(&api_key_id, &dimension_key, bucket)
     })
   })
 }
 
-/// Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`.
+/// Adds `delta` (finite, >= 0) to one bucket (an atomic upsert, saturating at 1e15),
+/// stamping `updated_at = nowMs`. A negative or non-finite delta, or a bucket index that
+/// is not an integer, is a `RangeError`.
 #[napi(
   catch_unwind,
   ts_args_type = "apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number"
@@ -62,11 +64,14 @@ pub fn increment_bucket(
   call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
-    let bucket = arg(bucket_index, "bucketIndex")?.number()? as i64;
+    let bucket = arg(bucket_index, "bucketIndex")?.integer()?;
     let delta = arg(delta, "delta")?.number()?;
-    let now = arg(now_ms, "nowMs")?
-      .opt_number()?
-      .map_or_else(super::burn_rate::now_ms, |t| t as i64);
+    let now = arg(now_ms, "nowMs")?;
+    let now = if now.is_nullish() {
+      super::burn_rate::now_ms()
+    } else {
+      now.finite_ms()?
+    };
     with_db(&env, |db| {
       db.increment_bucket(&api_key_id, &dimension_key, bucket, delta, now)
     })
@@ -94,7 +99,7 @@ pub fn get_pair(
   call(&env, || {
     let api_key_id = arg(api_key_id, "apiKeyId")?.string()?;
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
-    let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
+    let bucket = arg(current_bucket, "currentBucket")?.integer()?;
     with_db(&env, |db| db.get_pair(&api_key_id, &dimension_key, bucket))
   })
   .map(|(curr, prev)| BucketPair { curr, prev })
@@ -120,7 +125,7 @@ pub fn sum_pool_dimension(
 ) -> napi::Result<PoolBucketTotals> {
   call(&env, || {
     let dimension_key = arg(dimension_key, "dimensionKey")?.string()?;
-    let bucket = arg(current_bucket, "currentBucket")?.number()? as i64;
+    let bucket = arg(current_bucket, "currentBucket")?.integer()?;
     with_db(&env, |db| db.sum_pool_dimension(&dimension_key, bucket))
   })
   .map(|(curr_total, prev_total)| PoolBucketTotals {
@@ -152,7 +157,7 @@ pub fn list_consumption_for_pool(
 #[napi(catch_unwind, ts_args_type = "maxUpdatedAtMs: number")]
 pub fn gc_older_than(env: Env, max_updated_at_ms: Unknown) -> napi::Result<f64> {
   call(&env, || {
-    let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.number()? as i64;
+    let max = arg(max_updated_at_ms, "maxUpdatedAtMs")?.finite_ms()?;
     with_db(&env, |db| db.gc_older_than(max))
   })
   .map(|n| n as f64)

@@ -15,6 +15,22 @@ pub fn non_empty(value: &str, field: &str) -> Result<()> {
   }
 }
 
+/// The largest value a stored counter holds (docs/reliability.md, "Finite counters"): far
+/// above any real quota (10^15 tokens, requests or USD), far below where `f64` sums lose
+/// integer precision past recognition or overflow. Every write saturates here — in Rust,
+/// in the SQL upserts (`min(…, 1e15)`, the literal must match) and in the Redis scripts —
+/// so no counter, and no sum of counters, is ever infinite or NaN.
+pub const COUNTER_MAX: f64 = 1e15;
+
+/// `value` saturated into `0..=COUNTER_MAX` (NaN → 0): what a buffered amount holds.
+pub fn saturate(value: f64) -> f64 {
+  if value.is_nan() {
+    0.0
+  } else {
+    value.clamp(0.0, COUNTER_MAX)
+  }
+}
+
 /// A counter increment: finite and not negative.
 pub fn cost(value: f64, field: &str) -> Result<()> {
   if value.is_finite() && value >= 0.0 {
@@ -27,7 +43,7 @@ pub fn cost(value: f64, field: &str) -> Result<()> {
   }
 }
 
-/// A raw bucket delta (`incrementBucket`): any finite number.
+/// A signed bucket delta (settling or releasing a reservation): any finite number.
 pub fn finite(value: f64, field: &str) -> Result<()> {
   if value.is_finite() {
     Ok(())
@@ -146,6 +162,10 @@ mod tests {
     assert_eq!(field(cost(-1.0, "cost").unwrap_err()), "cost");
     assert_eq!(field(cost(f64::INFINITY, "cost").unwrap_err()), "cost");
     assert!(finite(-3.0, "delta").is_ok());
+    assert_eq!(saturate(f64::INFINITY), COUNTER_MAX);
+    assert_eq!(saturate(f64::NAN), 0.0);
+    assert_eq!(saturate(-2.0), 0.0);
+    assert_eq!(saturate(1.7e308 + 1.7e308), COUNTER_MAX);
     assert_eq!(field(finite(f64::NAN, "delta").unwrap_err()), "delta");
     assert_eq!(field(positive(0.0, "x").unwrap_err()), "x");
     assert_eq!(

@@ -69,9 +69,11 @@ pub struct ScriptCall {
 }
 
 /// A cost as INCRBYFLOAT takes it: Rust's shortest round-trip decimal (never an
-/// exponent, which INCRBYFLOAT would also accept).
+/// exponent, which INCRBYFLOAT would also accept), saturated at ±COUNTER_MAX (the
+/// scripts saturate the sum too).
 fn decimal(value: f64) -> String {
-  format!("{value}")
+  let cap = crate::store::validate::COUNTER_MAX;
+  format!("{}", value.clamp(-cap, cap))
 }
 
 /// `write.lua` adding each `(dimension key, cost)` to `api_key_id`'s current bucket at

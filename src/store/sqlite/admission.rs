@@ -16,12 +16,13 @@ use crate::error::Result;
 use crate::store::validate;
 use rusqlite::params;
 
-/// An upsert adding a delta of any sign, never leaving the bucket below 0.
+/// An upsert adding a delta of any sign, never leaving the bucket below 0 nor above
+/// `COUNTER_MAX` (1e15).
 const UPSERT_FLOORED: &str = "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, max(?4, 0), ?5)
+  VALUES (?1, ?2, ?3, min(max(?4, 0), 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = max(coalesce(consumed, 0) + ?4, 0),
+    consumed = min(max(coalesce(consumed, 0) + ?4, 0), 1e15),
     updated_at = excluded.updated_at";
 
 impl SqliteDb {

@@ -13,14 +13,15 @@ use crate::core::dimensions::DimensionKey;
 use crate::core::sliding_window::{bucket_index, effective};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{split_dimension_key, ConsumptionRow};
+use crate::store::validate::COUNTER_MAX;
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
 
 const UPSERT_RETURNING: &str = "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, ?4, ?5)
+  VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = coalesce(consumed, 0) + excluded.consumed,
+    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
     updated_at = excluded.updated_at
   RETURNING consumed,
     (SELECT consumed FROM quota_consumption
@@ -28,9 +29,9 @@ const UPSERT_RETURNING: &str = "
 
 const UPSERT: &str = "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, ?4, ?5)
+  VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = coalesce(consumed, 0) + excluded.consumed,
+    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
     updated_at = excluded.updated_at";
 
 const SELECT_PAIR: &str = "
@@ -158,9 +159,10 @@ impl CounterStore for SqliteDb {
       ));
     }
     let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, &dimension_key, current);
+    // The flush saturates the sum at COUNTER_MAX: so does the read.
     Ok(effective(
-      prev + pending_prev,
-      curr + pending_curr,
+      (prev + pending_prev).min(COUNTER_MAX),
+      (curr + pending_curr).min(COUNTER_MAX),
       now_ms,
       window_ms,
     ))
@@ -216,14 +218,16 @@ impl SqliteDb {
       });
     let (pending, _) = self.pending_key_pair(api_key_id, dimension_key, bucket);
     match value {
-      Ok(v) => Ok(v.unwrap_or(0.0) + pending),
+      Ok(v) => Ok((v.unwrap_or(0.0) + pending).min(COUNTER_MAX)),
       Err(rusqlite::Error::QueryReturnedNoRows) => Ok(pending),
       Err(e) => Err(e).ctx("reading a bucket"),
     }
   }
 
   /// `incrementBucket(apiKeyId, dimensionKey, bucketIndex, delta, nowMs)`: one atomic
-  /// upsert adding `delta` (any finite number) and setting `updated_at = now_ms`.
+  /// upsert adding `delta` (finite, >= 0: a negative one could take a counter and the pool
+  /// total below 0) and setting `updated_at = now_ms`; the bucket saturates at
+  /// [`validate::COUNTER_MAX`].
   pub fn increment_bucket(
     &self,
     api_key_id: &str,
@@ -234,7 +238,7 @@ impl SqliteDb {
   ) -> Result<()> {
     validate::non_empty(api_key_id, "apiKeyId")?;
     validate::non_empty(dimension_key, "dimensionKey")?;
-    validate::finite(delta, "delta")?;
+    validate::cost(delta, "delta")?;
     self
       .conn
       .prepare_cached(UPSERT)
@@ -254,7 +258,10 @@ impl SqliteDb {
   ) -> Result<(f64, f64)> {
     let (curr, prev) = pair(&self.conn, api_key_id, dimension_key, current)?;
     let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, dimension_key, current);
-    Ok((curr + pending_curr, prev + pending_prev))
+    Ok((
+      (curr + pending_curr).min(COUNTER_MAX),
+      (prev + pending_prev).min(COUNTER_MAX),
+    ))
   }
 
   /// `sumPoolDimension(dimensionKey, currentBucket)` → `(currTotal, prevTotal)` over every

@@ -16,6 +16,7 @@
 //! `INSERT OR REPLACE` without `recursive_triggers` (SQLite then skips delete triggers for
 //! the replaced row).
 
+use super::inspect::{poisoned_counters, PoisonedCounters, POISONED_ROWS};
 use super::{SqliteDb, StoreContext};
 use crate::error::Result;
 use crate::store::validate;
@@ -53,7 +54,7 @@ const KEYS_AFTER: &str = "
 
 const RECOMPUTE: &str = "
   INSERT INTO quota_consumption_totals (dimension_key, bucket_index, consumed, row_count)
-  SELECT ?1, ?2, coalesce(SUM(coalesce(consumed, 0)), 0), COUNT(*)
+  SELECT ?1, ?2, coalesce(SUM(max(min(coalesce(consumed, 0) + 0, 1e15), -1e15)), 0), COUNT(*)
   FROM quota_consumption WHERE dimension_key = ?1 AND bucket_index = ?2
   ON CONFLICT (dimension_key, bucket_index) DO UPDATE SET
     consumed = excluded.consumed, row_count = excluded.row_count
@@ -167,6 +168,33 @@ impl SqliteDb {
         None => return Ok(fixed),
       }
     }
+  }
+}
+
+impl SqliteDb {
+  /// Repairs values poisoned by older versions or other writers (docs/reliability.md,
+  /// "Finite counters"): every counter row outside `0..=COUNTER_MAX` is saturated into it
+  /// (Infinity → 1e15, negative → 0, non-numeric text → its numeric value or 0), then every
+  /// totals row is recomputed from its rows. Returns what was found before the repair.
+  /// `quota-engine doctor --repair`.
+  pub fn repair_counters(&self) -> Result<PoisonedCounters> {
+    let found = poisoned_counters(&self.conn)?;
+    self.flush_pending(false)?;
+    self
+      .conn
+      .execute(
+        &format!(
+          "UPDATE quota_consumption
+           SET consumed = max(min(coalesce(consumed, 0) + 0, 1e15), 0)
+           WHERE {POISONED_ROWS}"
+        ),
+        [],
+      )
+      .ctx("repairing counters")?;
+    // A totals row the triggers cannot mend (Infinity from an older version, or
+    // negative) differs from its rows' saturated sum: the reconciliation rewrites it.
+    self.reconcile_totals()?;
+    Ok(found)
   }
 }
 

@@ -15,6 +15,7 @@ use super::SqliteDb;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::error::Result;
+use crate::store::validate::COUNTER_MAX;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -100,9 +101,10 @@ impl SqliteDb {
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
     let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, key, current);
+    // The flush saturates the sum at COUNTER_MAX: so does the read.
     Ok(Buckets {
-      curr: curr + pending_curr,
-      prev: prev + pending_prev,
+      curr: (curr + pending_curr).min(COUNTER_MAX),
+      prev: (prev + pending_prev).min(COUNTER_MAX),
     })
   }
 

@@ -24,6 +24,46 @@ pub struct MigrationStatus {
   pub missing: Vec<String>,
 }
 
+/// How many stored values are outside the finite range (docs/reliability.md, "Finite
+/// counters").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PoisonedCounters {
+  /// `quota_consumption` rows whose `consumed` is not a number in `0..=1e15`.
+  pub rows: i64,
+  /// `quota_consumption_totals` rows whose `consumed` is not a number in
+  /// `0..=1e15 × row_count`.
+  pub totals: i64,
+}
+
+/// The counter rows outside the finite range (a NULL reads as 0 and is left alone).
+pub(super) const POISONED_ROWS: &str = "
+  consumed IS NOT NULL
+  AND NOT (typeof(consumed) IN ('integer', 'real') AND consumed BETWEEN 0 AND 1e15)";
+
+/// The totals rows outside the range their rows can sum to.
+pub(super) const POISONED_TOTALS: &str = "
+  NOT (typeof(consumed) IN ('integer', 'real')
+       AND consumed BETWEEN 0 AND 1e15 * max(row_count, 1))";
+
+/// Counts the poisoned rows of both tables.
+pub(super) fn poisoned_counters(conn: &Connection) -> Result<PoisonedCounters> {
+  let count = |table: &str, filter: &str| -> Result<i64> {
+    ctx(
+      conn.query_row(
+        &format!("SELECT count(*) FROM {table} WHERE {filter}"),
+        [],
+        |row| row.get(0),
+      ),
+      &format!("counting poisoned rows of {table}"),
+    )
+  };
+  Ok(PoisonedCounters {
+    rows: count("quota_consumption", POISONED_ROWS)?,
+    totals: count("quota_consumption_totals", POISONED_TOTALS)?,
+  })
+}
+
 /// A `provider_plans` row, as stored.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -64,6 +104,10 @@ pub struct DatabaseInspection {
   pub host_connections: Option<Vec<HostConnection>>,
   /// Rows in `quota_consumption`, when the table exists.
   pub counter_rows: Option<i64>,
+  /// Counter and totals rows outside `0..=COUNTER_MAX` (Infinity, negative, non-numeric:
+  /// written by an older version or another writer), when both tables exist.
+  /// `quota-engine doctor --repair` fixes them ([`super::SqliteDb::repair_counters`]).
+  pub poisoned_counters: Option<PoisonedCounters>,
   /// The queries ran on the engine's open connection rather than a connection of their own.
   pub via_engine_connection: bool,
 }
@@ -196,7 +240,13 @@ fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseI
   } else {
     None
   };
+  let poisoned_counters = if has("quota_consumption") && has("quota_consumption_totals") {
+    Some(poisoned_counters(conn)?)
+  } else {
+    None
+  };
   Ok(DatabaseInspection {
+    poisoned_counters,
     path: path.display().to_string(),
     sqlite_version: rusqlite::version().to_string(),
     journal_mode,

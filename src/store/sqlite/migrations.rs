@@ -10,6 +10,12 @@
 //! them is created on a file, the totals are rebuilt from `quota_consumption` in the same
 //! transaction, so rows written before (or while a trigger was missing) are counted
 //! exactly once.
+//!
+//! A trigger can be redefined by a later file (`DROP TRIGGER IF EXISTS name;` then its new
+//! `CREATE TRIGGER IF NOT EXISTS name`): the last definition of a name is the one
+//! expected, a trigger whose stored text differs from it counts as missing, and applying
+//! it runs that file's `DROP` first. Earlier definitions of the name are skipped. An older
+//! engine that opens the file later finds its trigger by name and leaves it alone.
 
 use super::StoreContext;
 use crate::error::{QuotaError, Result};
@@ -47,6 +53,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     "0007_quota_metadata_version.sql",
     include_str!("../../../migrations/0007_quota_metadata_version.sql"),
   ),
+  (
+    "0008_quota_consumption_totals_saturating.sql",
+    include_str!("../../../migrations/0008_quota_consumption_totals_saturating.sql"),
+  ),
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
@@ -60,7 +70,8 @@ pub const TOTALS_TRIGGERS: &[&str] = &[
 const REBUILD_TOTALS: &str = "
   DELETE FROM quota_consumption_totals;
   INSERT INTO quota_consumption_totals (dimension_key, bucket_index, consumed, row_count)
-  SELECT dimension_key, bucket_index, SUM(coalesce(consumed, 0)), COUNT(*)
+  SELECT dimension_key, bucket_index,
+    SUM(max(min(coalesce(consumed, 0) + 0, 1e15), -1e15)), COUNT(*)
   FROM quota_consumption
   WHERE dimension_key IS NOT NULL AND bucket_index IS NOT NULL
   GROUP BY dimension_key, bucket_index;";
@@ -78,20 +89,68 @@ struct Statement {
   /// The schema object a `CREATE … IF NOT EXISTS` makes; `None` for other statements,
   /// which run whenever the migrations run.
   object: Option<(ObjectKind, String)>,
+  /// The trigger a `DROP TRIGGER IF EXISTS name` removes: run only when that trigger is
+  /// missing or outdated (just before its new definition).
+  drops: Option<String>,
+  /// A `CREATE` that a later file redefines: never run, never checked.
+  superseded: bool,
 }
 
 fn statements() -> &'static [Statement] {
   static PARSED: OnceLock<Vec<Statement>> = OnceLock::new();
   PARSED.get_or_init(|| {
-    MIGRATIONS
+    let mut all: Vec<Statement> = MIGRATIONS
       .iter()
       .flat_map(|(_, sql)| split_statements(sql))
       .map(|sql| Statement {
         object: parse_object(&sql),
+        drops: parse_drop_trigger(&sql),
+        superseded: false,
         sql,
       })
-      .collect()
+      .collect();
+    mark_superseded(&mut all);
+    all
   })
+}
+
+/// Marks every `CREATE` of a name that a later statement creates again.
+fn mark_superseded(all: &mut [Statement]) {
+  let mut seen = HashSet::new();
+  for statement in all.iter_mut().rev() {
+    if let Some((_, name)) = &statement.object {
+      if !seen.insert(name.clone()) {
+        statement.superseded = true;
+      }
+    }
+  }
+}
+
+/// `DROP TRIGGER IF EXISTS name;` → the trigger's name.
+fn parse_drop_trigger(sql: &str) -> Option<String> {
+  let words: Vec<&str> = sql.split_whitespace().collect();
+  let upper: Vec<String> = words
+    .iter()
+    .take(5)
+    .map(|w| w.to_ascii_uppercase())
+    .collect();
+  if upper.len() < 5 || upper[..4] != ["DROP", "TRIGGER", "IF", "EXISTS"] {
+    return None;
+  }
+  Some(words[4].trim_end_matches(';').to_string())
+}
+
+/// A trigger's definition after its name, whitespace collapsed, lower case, without the
+/// final `;`: how SQLite keeps it in `sqlite_master.sql` (which drops `IF NOT EXISTS`)
+/// compares with the migration's text.
+fn trigger_body(sql: &str, name: &str) -> String {
+  let collapsed = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+  let lower = collapsed.to_ascii_lowercase();
+  let name = name.to_ascii_lowercase();
+  let after = lower
+    .find(&format!(" {name} "))
+    .map_or(lower.as_str(), |at| &lower[at + name.len() + 2..]);
+  after.trim().trim_end_matches(';').trim().to_string()
 }
 
 /// Splits a migration file into statements: one ends at a line ending in `;`, a
@@ -163,21 +222,35 @@ fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
 /// The names of the objects of the migrations that the file lacks.
 fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
   let mut stmt = conn
-    .prepare("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+    .prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
     .ctx("reading the schema")?;
-  let existing: HashSet<(String, String)> = stmt
-    .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))
+  let rows: Vec<(String, String, Option<String>)> = stmt
+    .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
     .ctx("reading the schema")?
     .collect::<rusqlite::Result<_>>()
     .ctx("reading the schema")?;
+  let triggers: std::collections::HashMap<&str, &str> = rows
+    .iter()
+    .filter(|(kind, _, _)| kind == "trigger")
+    .map(|(_, name, sql)| (name.as_str(), sql.as_deref().unwrap_or("")))
+    .collect();
+  let existing: HashSet<(String, String)> = rows
+    .iter()
+    .map(|(kind, name, _)| (kind.clone(), name.clone()))
+    .collect();
   let mut missing = HashSet::new();
   for statement in statements() {
     let Some((kind, name)) = &statement.object else {
       continue;
     };
+    if statement.superseded {
+      continue;
+    }
     let present = match kind {
       ObjectKind::Table => existing.contains(&("table".to_string(), name.clone())),
-      ObjectKind::Trigger => existing.contains(&("trigger".to_string(), name.clone())),
+      ObjectKind::Trigger => triggers
+        .get(name.as_str())
+        .is_some_and(|stored| trigger_body(stored, name) == trigger_body(&statement.sql, name)),
       ObjectKind::Index { table, columns } => {
         existing.contains(&("index".to_string(), name.clone()))
           || (existing.contains(&("table".to_string(), table.clone()))
@@ -201,6 +274,11 @@ pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<Stri
       .map(|(name, sql)| {
         let lacking = split_statements(sql)
           .iter()
+          .filter(|text| {
+            statements()
+              .iter()
+              .any(|s| &s.sql == *text && !s.superseded)
+          })
           .filter_map(|statement| parse_object(statement))
           .map(|(_, object)| object)
           .filter(|object| missing.contains(object))
@@ -272,7 +350,15 @@ fn apply_missing(conn: &Connection) -> Result<()> {
   let missing = missing_objects(conn)?;
   let rebuild_totals = TOTALS_TRIGGERS.iter().any(|t| missing.contains(*t));
   for statement in statements() {
-    if let Some((_, name)) = &statement.object {
+    if statement.superseded {
+      continue;
+    }
+    if let Some(name) = statement
+      .object
+      .as_ref()
+      .map(|(_, n)| n)
+      .or(statement.drops.as_ref())
+    {
       if !missing.contains(name) {
         continue;
       }
@@ -304,6 +390,8 @@ mod tests {
       let sql = statement.sql.trim_start().to_ascii_uppercase();
       if sql.starts_with("CREATE") {
         assert!(statement.object.is_some(), "{}", statement.sql);
+      } else if sql.starts_with("DROP") {
+        assert!(statement.drops.is_some(), "{}", statement.sql);
       } else {
         assert!(sql.starts_with("INSERT OR IGNORE"), "{}", statement.sql);
       }
@@ -328,6 +416,55 @@ mod tests {
       after.iter().all(|(_, missing)| missing.is_empty()),
       "{after:?}"
     );
+  }
+
+  #[test]
+  fn an_outdated_totals_trigger_is_recreated_and_the_totals_rebuilt() {
+    let conn = Connection::open_in_memory().unwrap();
+    ensure_schema(&conn).unwrap();
+    // The file as version 0006 left it: the old (non-saturating) insert trigger.
+    conn
+      .execute_batch(
+        "DROP TRIGGER quota_consumption_totals_ai;
+         CREATE TRIGGER quota_consumption_totals_ai AFTER INSERT ON quota_consumption
+         WHEN NEW.dimension_key IS NOT NULL AND NEW.bucket_index IS NOT NULL
+         BEGIN
+           INSERT INTO quota_consumption_totals (dimension_key, bucket_index, consumed, row_count)
+           VALUES (NEW.dimension_key, NEW.bucket_index, coalesce(NEW.consumed, 0), 1)
+           ON CONFLICT (dimension_key, bucket_index) DO UPDATE SET
+             consumed = consumed + excluded.consumed, row_count = row_count + 1;
+         END;
+         INSERT INTO quota_consumption VALUES ('a', 'p:tokens:daily', 1, 9e999, 0);
+         INSERT INTO quota_consumption VALUES ('b', 'p:tokens:daily', 1, 9e999, 0);",
+      )
+      .unwrap();
+    let total: f64 = conn
+      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
+        r.get(0)
+      })
+      .unwrap();
+    assert!(total.is_infinite());
+    assert!(missing_objects(&conn)
+      .unwrap()
+      .contains("quota_consumption_totals_ai"));
+    assert!(ensure_schema(&conn).unwrap());
+    assert!(missing_objects(&conn).unwrap().is_empty());
+    let total: f64 = conn
+      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
+        r.get(0)
+      })
+      .unwrap();
+    assert_eq!(total, 2e15);
+    // Deleting the poisoned rows works (it failed with NOT NULL: Inf − Inf = NaN).
+    conn.execute("DELETE FROM quota_consumption", []).unwrap();
+    let left: i64 = conn
+      .query_row("SELECT count(*) FROM quota_consumption_totals", [], |r| {
+        r.get(0)
+      })
+      .unwrap();
+    assert_eq!(left, 0);
+    // Nothing is outdated once applied: opening again writes nothing.
+    assert!(!ensure_schema(&conn).unwrap());
   }
 
   #[test]

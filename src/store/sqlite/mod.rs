@@ -41,7 +41,7 @@ pub use gc::TotalsCursor;
 pub use handle::{
   close_quota_db, is_open, set_open_options, with_db, with_hot_db, with_hot_open_db, with_open_db,
 };
-pub use inspect::{inspect_path, DatabaseInspection};
+pub use inspect::{inspect_path, DatabaseInspection, PoisonedCounters};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};

@@ -14,6 +14,7 @@ use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::DimensionKey;
 use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
+use crate::store::validate;
 use rusqlite::params;
 use std::collections::HashMap;
 use std::fmt::{Display, Write as _};
@@ -31,9 +32,9 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 const AUTOMATIC_BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 const UPSERT: &str = "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, ?4, ?5)
+  VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = coalesce(consumed, 0) + excluded.consumed,
+    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
     updated_at = max(coalesce(updated_at, 0), excluded.updated_at)";
 
 /// One buffered counter: the amount to add to one bucket.
@@ -88,11 +89,16 @@ impl PendingWrites {
   }
 
   fn add(&mut self, api_key_id: &str, dimension_key: &str, bucket: i64, delta: f64, now_ms: i64) {
+    // Saturating, as the stored counter does: two huge amounts never make an infinite one.
+    let mut delta = validate::saturate(delta);
     self.since.get_or_insert_with(Instant::now);
     counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
     match self.counters.get_mut(self.scratch.as_str()) {
       Some(entry) => {
-        entry.delta += delta;
+        let before = entry.delta;
+        entry.delta = validate::saturate(before + delta);
+        // The totals' share grows by what the counter actually grew.
+        delta = entry.delta - before;
         entry.updated_at = entry.updated_at.max(now_ms);
       }
       None => {

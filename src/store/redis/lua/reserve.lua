@@ -33,7 +33,13 @@ if blocked == 0 then
   for k = 0, (#ARGV - w) / 2 - 1 do
     local bucket, members = KEYS[first + 1 + 2 * k], KEYS[first + 2 + 2 * k]
     local ttl = ARGV[w + 2 + 2 * k]
-    redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
+    -- Saturating at 1e15 (COUNTER_MAX), as write.lua does.
+    local old = tonumber(redis.call('GET', bucket)) or 0
+    if old + tonumber(ARGV[w + 1 + 2 * k]) < 1e15 then
+      redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
+    else
+      redis.call('SET', bucket, '1e15')
+    end
     redis.call('EXPIRE', bucket, ttl)
     redis.call('SADD', members, id)
     redis.call('EXPIRE', members, ttl)

@@ -1,5 +1,6 @@
 -- recordConsumption with a reservation / releaseReservation: add a delta of any sign to
--- buckets of one API key (the reservation's own buckets), never leaving one below 0.
+-- buckets of one API key (the reservation's own buckets), never leaving one below 0 nor
+-- above 1e15 (COUNTER_MAX, as write.lua).
 --
 -- KEYS, two per delta: the bucket, the bucket's members set.
 -- ARGV[1]: the API key id; then two per delta: the delta (a decimal string), the TTL (s).
@@ -7,8 +8,13 @@
 for d = 0, #KEYS / 2 - 1 do
   local bucket, members = KEYS[2 * d + 1], KEYS[2 * d + 2]
   local delta, ttl = ARGV[2 * d + 2], ARGV[2 * d + 3]
-  local value = tonumber(redis.call('INCRBYFLOAT', bucket, delta))
-  if value < 0 then redis.call('SET', bucket, '0') end
+  local old = tonumber(redis.call('GET', bucket)) or 0
+  if old + tonumber(delta) >= 1e15 then
+    redis.call('SET', bucket, '1e15')
+  else
+    local value = tonumber(redis.call('INCRBYFLOAT', bucket, delta))
+    if value < 0 then redis.call('SET', bucket, '0') end
+  end
   if redis.call('TTL', bucket) < 0 then redis.call('EXPIRE', bucket, ttl) end
   if tonumber(delta) > 0 then
     redis.call('SADD', members, ARGV[1])

@@ -6,11 +6,20 @@
 -- ARGV[1]: the API key id; then two per write: the cost (a decimal string), the TTL (seconds).
 -- Returns two per write: the current bucket's new value and the previous bucket's value
 -- (nil when absent), as the decimal strings Redis keeps.
+-- A bucket saturates at 1e15 (COUNTER_MAX, docs/reliability.md): INCRBYFLOAT would refuse
+-- an infinite result and fail the script half-way; the cap is SET instead.
+local cap = 1e15
 local out = {}
 for w = 0, #KEYS / 3 - 1 do
   local curr, prev, members = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
   local ttl = ARGV[2 * w + 3]
-  out[2 * w + 1] = redis.call('INCRBYFLOAT', curr, ARGV[2 * w + 2])
+  local old = tonumber(redis.call('GET', curr)) or 0
+  if old + tonumber(ARGV[2 * w + 2]) < cap then
+    out[2 * w + 1] = redis.call('INCRBYFLOAT', curr, ARGV[2 * w + 2])
+  else
+    redis.call('SET', curr, '1e15')
+    out[2 * w + 1] = '1e15'
+  end
   redis.call('EXPIRE', curr, ttl)
   redis.call('SADD', members, ARGV[1])
   redis.call('EXPIRE', members, ttl)
