@@ -106,6 +106,9 @@ export declare function _clearSaturationCache(): void
  */
 export declare function _getDrrDeficitForTest(comboName: string, executionKey: string): number
 
+/** Tests only: see [`SchedulerSizes`]. */
+export declare function _getSchedulerSizesForTest(): SchedulerSizes
+
 /** Tests only: how many in-flight slots are stored (expired ones until pruned). */
 export declare function _inflightSizeForTest(): number
 
@@ -562,6 +565,12 @@ export declare function putSaturation(provider: string, connectionId: string, un
 /** The stand-in for "no connection" in the selection buffer. */
 export declare const QUOTA_SHARE_NO_CONNECTION: number
 
+/**
+ * Written by `__quotaShareSelect` as the first index of the order when a symbol it was
+ * given is no longer current: re-intern and retry.
+ */
+export declare const QUOTA_SHARE_STALE: number
+
 /** Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`). */
 export declare const QUOTA_SHARE_SELECT_STRIDE: number
 
@@ -773,4 +782,16 @@ export interface WindowBuckets {
   keyCurr: number
   poolPrev: number
   poolCurr: number
+}
+
+/**
+ * Tests only: how much the scheduler holds — interned names, in-flight slots,
+ * connections with saturated buckets, combos with DRR state and their DRR deficits.
+ */
+export interface SchedulerSizes {
+  symbols: number
+  inflight: number
+  bucketConnections: number
+  drrCombos: number
+  drrKeys: number
 }

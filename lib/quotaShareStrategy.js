@@ -17,6 +17,11 @@
 //   from. Each call still reads every target's fields and compares them with the entry's
 //   (identity compares, no hashing), re-reading any that changed, so mutating the array or
 //   its objects in place is always seen. Caps are read fresh on every call.
+// - The native table is bounded (QUOTA_SCHEDULER_MAX_IDS, docs/scheduler.md "A bound on
+//   names"): it evicts the least recently used names, and a symbol is never reused for
+//   another name. A selection given an evicted symbol selects nothing and writes STALE;
+//   this shell then empties its caches, re-interns and retries. The caches here hold at
+//   most the same bound of names (emptied when full).
 
 const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
@@ -29,17 +34,32 @@ const { select: selectNative, release: releaseNative } = native.__quotaShareCros
 // the order (n indices).
 const STRIDE = native.QUOTA_SHARE_SELECT_STRIDE
 const NO_CONNECTION = native.QUOTA_SHARE_NO_CONNECTION
+const STALE = native.QUOTA_SHARE_STALE
 
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()
+/** How many names the caches may hold (re-read from the setting when they are full). */
+let maxIds = native.__quotaShareMaxIds()
+/** Bumped when the native side reported an evicted symbol: every extraction is re-read. */
+let epoch = 0
 
 function symbolOf(name) {
   let symbol = symbols.get(name)
   if (symbol === undefined) {
+    if (symbols.size >= maxIds || targetSymbols.size >= maxIds) makeRoom()
     symbol = internSymbol(name)
     symbols.set(name, symbol)
   }
   return symbol
+}
+
+/** The caches are full: empty them (the native symbols they held stay valid). */
+function makeRoom() {
+  maxIds = native.__quotaShareMaxIds()
+  if (symbols.size >= maxIds || targetSymbols.size >= maxIds) {
+    symbols.clear()
+    targetSymbols.clear()
+  }
 }
 
 /**
@@ -71,6 +91,7 @@ class Extraction {
   constructor(capacity, recording) {
     this.capacity = capacity
     this.recording = recording
+    this.epoch = epoch
     this.buffer = new Float64Array(capacity * (STRIDE + 1))
     this.objects = recording ? new Array(capacity).fill(null) : null
     this.keys = recording ? new Array(capacity).fill(null) : null
@@ -103,6 +124,7 @@ class Extraction {
 
   /** Reads the first `count` targets. */
   readAll(targets, count) {
+    this.epoch = epoch
     for (let i = 0; i < count; i++) this.read(i, targets[i])
   }
 
@@ -150,7 +172,7 @@ let scratch = new Extraction(64, false)
 
 function extract(targets, count) {
   const cached = extractions.get(targets)
-  if (cached !== undefined && cached.capacity === count) {
+  if (cached !== undefined && cached.capacity === count && cached.epoch === epoch) {
     cached.refresh(targets, count)
     return cached
   }
@@ -196,12 +218,23 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const count = targets.length
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
 
-  const extraction = extract(targets, count)
-  extraction.fillCaps(caps, targets, count)
-  const buffer = extraction.buffer
-  selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
-
   const base = count * STRIDE
+  let buffer
+  for (let attempt = 0; ; attempt++) {
+    const extraction = extract(targets, count)
+    extraction.fillCaps(caps, targets, count)
+    buffer = extraction.buffer
+    selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
+    if (buffer[base] !== STALE) break
+    // A symbol held here was evicted natively: forget every cached symbol and re-intern.
+    // The names just interned are the most recently used, so a retry finds them current
+    // unless one selection names more than the bound allows.
+    if (attempt === 2) throw new Error(`selectQuotaShareTarget: ${count} targets do not fit QUOTA_SCHEDULER_MAX_IDS (${maxIds})`)
+    symbols.clear()
+    targetSymbols.clear()
+    epoch++
+  }
+
   const orderedTargets = new Array(count)
   for (let i = 0; i < count; i++) orderedTargets[i] = targets[buffer[base + i]]
   const winnerConnection = buffer[buffer[base] * STRIDE + 1]
@@ -218,8 +251,15 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   return { target: orderedTargets[0], orderedTargets, decrementInflight }
 }
 
+/** Tests only: how many names this isolate's caches hold. */
+function _getQuotaShareCacheSizesForTest() {
+  return { symbols: symbols.size, targets: targetSymbols.size }
+}
+
 module.exports = {
   selectQuotaShareTarget,
+  _getQuotaShareCacheSizesForTest,
+  _getSchedulerSizesForTest: native._getSchedulerSizesForTest,
   _clearDrrStateForTest: native._clearDrrStateForTest,
   _getDrrDeficitForTest: native._getDrrDeficitForTest,
 }

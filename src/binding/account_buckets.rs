@@ -3,7 +3,7 @@
 
 use super::args::Arg;
 use super::errors::call;
-use super::scheduler_state::{read_connection_id, read_time, state};
+use super::scheduler_state::{max_ids, read_connection_id, read_time, state};
 use crate::core::iso8601::parse_iso8601_ms;
 use crate::core::scheduler::account_buckets::QuotaReading;
 use crate::error::{QuotaError, Result};
@@ -82,8 +82,9 @@ pub fn record_usage(
     let Some(id) = id.filter(|_| !window.is_empty()) else {
       return Ok(());
     };
+    let max_ids = max_ids();
     let mut state = state();
-    let sym = state.symbols.intern(&id);
+    let sym = state.intern(&id, max_ids);
     state
       .scheduler
       .buckets
@@ -201,8 +202,9 @@ pub fn update_account_buckets(
     let Some(id) = id else {
       return Ok(());
     };
+    let max_ids = max_ids();
     let mut state = state();
-    let sym = state.symbols.intern(&id);
+    let sym = state.intern(&id, max_ids);
     state.scheduler.buckets.update(
       &sym,
       readings

@@ -2,7 +2,7 @@
 
 use super::args::Arg;
 use super::errors::call;
-use super::scheduler_state::{read_connection_id, read_time, state};
+use super::scheduler_state::{max_ids, read_connection_id, read_time, state};
 use crate::core::scheduler::inflight::DEFAULT_LEASE_MS as CORE_DEFAULT_LEASE_MS;
 use crate::error::{QuotaError, Result};
 use napi::bindgen_prelude::Unknown;
@@ -54,8 +54,9 @@ pub fn increment_inflight(
     let Some(id) = id else {
       return Ok(0);
     };
+    let max_ids = max_ids();
     let mut state = state();
-    let sym = state.symbols.intern(&id);
+    let sym = state.intern(&id, max_ids);
     Ok(state.scheduler.inflight.increment(&sym, lease_ms, now_ms))
   })
 }

@@ -9,9 +9,9 @@
 use super::args::Arg;
 use super::errors::call;
 use super::raw_call::{arguments, float64_array, number, optional_string, throw_internal};
-use super::scheduler_state::{state, time_from_f64, Sym};
+use super::scheduler_state::{max_ids, state, time_from_f64, Sym};
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
-use crate::engine::scheduler::{NO_CONNECTION, SELECT_STRIDE};
+use crate::engine::scheduler::{NO_CONNECTION, SELECT_STRIDE, STALE};
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, Error, JsValue, Status};
 use napi_derive::napi;
@@ -31,11 +31,25 @@ pub const QUOTA_SHARE_NO_CONNECTION: f64 = NO_CONNECTION;
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
 /// connection id, an execution key or a combo name — interned on first sight. Symbols are
-/// process-wide and stable; the JavaScript side caches them in a `Map`.
+/// process-wide and never name another name; the JavaScript side caches them in a `Map`
+/// and re-interns when a selection reports one evicted (`QUOTA_SHARE_STALE`).
 #[napi(catch_unwind, js_name = "__quotaShareSymbol", skip_typescript)]
-pub fn quota_share_symbol(name: String) -> Sym {
-  state().symbols.intern(&name)
+pub fn quota_share_symbol(name: String) -> f64 {
+  let max_ids = max_ids();
+  state().intern(&name, max_ids) as f64
 }
+
+/// Internal (the crossing of `lib/quotaShareStrategy.js`): `QUOTA_SCHEDULER_MAX_IDS`, the
+/// bound on the names the scheduler (and each JavaScript cache) keeps.
+#[napi(catch_unwind, js_name = "__quotaShareMaxIds", skip_typescript)]
+pub fn quota_share_max_ids() -> f64 {
+  max_ids() as f64
+}
+
+/// Written by `__quotaShareSelect` as the first index of the order when a symbol it was
+/// given is no longer current: re-intern and retry.
+#[napi]
+pub const QUOTA_SHARE_STALE: f64 = STALE;
 
 // The two calls of every selection — select and release — are plain N-API callbacks
 // (`raw_call.rs`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
@@ -158,6 +172,30 @@ pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
 }
 
 type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+
+/// Tests only: how much the scheduler holds — interned names, in-flight slots,
+/// connections with saturated buckets, combos with DRR state and their DRR deficits.
+#[napi(object)]
+pub struct SchedulerSizes {
+  pub symbols: u32,
+  pub inflight: u32,
+  pub bucket_connections: u32,
+  pub drr_combos: u32,
+  pub drr_keys: u32,
+}
+
+/// Tests only: see [`SchedulerSizes`].
+#[napi(catch_unwind, js_name = "_getSchedulerSizesForTest")]
+pub fn get_scheduler_sizes_for_test() -> SchedulerSizes {
+  let state = state();
+  SchedulerSizes {
+    symbols: state.symbols.len() as u32,
+    inflight: state.scheduler.inflight.len() as u32,
+    bucket_connections: state.scheduler.buckets.connection_count() as u32,
+    drr_combos: state.scheduler.drr.combo_count() as u32,
+    drr_keys: state.scheduler.drr.key_count() as u32,
+  }
+}
 
 /// Tests only: forgets the DRR state of every combo.
 #[napi(catch_unwind, js_name = "_clearDrrStateForTest")]

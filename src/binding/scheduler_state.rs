@@ -14,6 +14,12 @@ pub(crate) fn state() -> MutexGuard<'static, SchedulerState> {
   super::engine().scheduler()
 }
 
+/// `QUOTA_SCHEDULER_MAX_IDS`, read when a new name is interned (never under the state's
+/// lock: a bad value is logged).
+pub(crate) fn max_ids() -> usize {
+  super::engine().number(&crate::engine::config::SCHEDULER_MAX_IDS) as usize
+}
+
 /// A time argument in epoch ms: `Date.now()` when absent (`undefined`/`null`), else a
 /// finite number, floored to whole milliseconds (which keeps every `>=` against a whole
 /// millisecond exactly as JavaScript compares).

@@ -68,14 +68,26 @@ pub const REDIS_THREADS: NumberSpec = NumberSpec {
   clamp: false,
 };
 
+/// `QUOTA_SCHEDULER_MAX_IDS`: how many distinct names (connection ids, execution keys,
+/// combo names) the combo scheduler keeps state for; past it the least recently used
+/// names are forgotten with all their state (docs/scheduler.md, "A bound on names").
+pub const SCHEDULER_MAX_IDS: NumberSpec = NumberSpec {
+  name: "QUOTA_SCHEDULER_MAX_IDS",
+  default: 100_000.0,
+  min: 1_000.0,
+  max: 100_000_000.0,
+  clamp: true,
+};
+
 /// Every numeric setting, in the order `quota-engine doctor` lists them.
-pub const NUMBERS: [NumberSpec; 6] = [
+pub const NUMBERS: [NumberSpec; 7] = [
   SATURATION_THRESHOLD,
   SOFT_DEPRIORITIZE_FACTOR,
   RETENTION_DAYS,
   RECORD_FLUSH_MS,
   REDIS_TIMEOUT_MS,
   REDIS_THREADS,
+  SCHEDULER_MAX_IDS,
 ];
 
 /// `QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`, `QUOTA_STORE_REDIS_CLUSTER`,
@@ -309,5 +321,15 @@ mod tests {
       (AdmissionMode::Reserve, true)
     );
     assert!(cluster_switch(Some(" YES ")) && !cluster_switch(Some("0")));
+  }
+
+  #[test]
+  fn scheduler_max_ids_defaults_to_100k_and_clamps() {
+    let at = |raw: Option<&str>| evaluate(&SCHEDULER_MAX_IDS, raw).value;
+    assert_eq!(at(None), 100_000.0);
+    assert_eq!(at(Some("5000")), 5_000.0);
+    assert_eq!(at(Some("10")), 1_000.0);
+    assert_eq!(at(Some("1e12")), 100_000_000.0);
+    assert_eq!(at(Some("lots")), 100_000.0);
   }
 }

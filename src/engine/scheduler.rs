@@ -2,17 +2,21 @@
 //! account buckets and DRR deficits, plus the symbol table that names them.
 //!
 //! Every name the scheduler keys on — connection ids, execution keys, combo names — is
-//! interned once to a `u32` symbol, so a selection passes numbers in a typed array instead
-//! of strings. Symbols are process-wide and never reused, so the JavaScript caches of
-//! several isolates (worker threads) agree with each other. The table grows with the
-//! number of distinct names seen — the host's connections, combos and their targets, a
-//! bounded set. Request-supplied strings (the model) are never interned.
+//! interned to a symbol, so a selection passes numbers in a typed array instead of
+//! strings. The table is bounded (`QUOTA_SCHEDULER_MAX_IDS`, docs/scheduler.md "A bound on
+//! names"): when a new name would exceed it, the least recently used eighth of the names is
+//! forgotten together with every piece of state keyed on them (in-flight slots, saturated
+//! buckets, DRR deficits and whole combos). A symbol is `generation << 32 | slot`: a slot
+//! freed by an eviction is reused with the next generation, so a symbol is never reused
+//! for another name. A JavaScript cache (one per isolate) that still holds an evicted
+//! symbol is told so by the selection ([`STALE`]) and re-interns; state keyed on a stale
+//! symbol is simply not found. Request-supplied strings (the model) are never interned.
 
 use crate::core::scheduler::select::{Scheduler, Target};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
-/// An interned name.
-pub type Sym = u32;
+/// An interned name: `generation << 32 | slot` (below 2⁵³, exact in an `f64`).
+pub type Sym = u64;
 
 /// Per target, the selection buffer holds this many numbers: the execution key's symbol,
 /// the connection's symbol (or [`NO_CONNECTION`]), the weight (`NaN` when not a number)
@@ -23,26 +27,117 @@ pub const SELECT_STRIDE: usize = 4;
 /// The stand-in for "no connection" in the selection buffer.
 pub const NO_CONNECTION: f64 = -1.0;
 
-/// Names to symbols; symbols are dense, in order of first sight.
+/// Written as the first index of the order when a symbol of the selection was evicted
+/// (or never issued): nothing was selected, the caller re-interns its names and retries.
+pub const STALE: f64 = -1.0;
+
+/// Generations wrap below 2²¹ so that every symbol stays exact in an `f64`.
+const GENERATIONS: u32 = 1 << 21;
+
+#[derive(Clone, Copy)]
+struct Slot {
+  generation: u32,
+  live: bool,
+  last_used: u64,
+}
+
+/// Names to symbols, bounded, least recently used evicted first.
 #[derive(Default)]
 pub struct Symbols {
   ids: FxHashMap<Box<str>, Sym>,
+  slots: Vec<Slot>,
+  free: Vec<u32>,
+  clock: u64,
+}
+
+fn slot_of(sym: Sym) -> usize {
+  (sym & 0xffff_ffff) as usize
 }
 
 impl Symbols {
-  /// The symbol of `name`, interning it on first sight.
-  pub fn intern(&mut self, name: &str) -> Sym {
-    if let Some(&id) = self.ids.get(name) {
-      return id;
+  /// The symbol of `name`, interning it on first sight; marks it used. When the table
+  /// holds `max_ids` names already, the least recently used `max_ids / 8` (at least one)
+  /// are evicted first and their symbols appended to `evicted`.
+  pub fn intern(&mut self, name: &str, max_ids: usize, evicted: &mut Vec<Sym>) -> Sym {
+    self.clock += 1;
+    if let Some(&sym) = self.ids.get(name) {
+      self.slots[slot_of(sym)].last_used = self.clock;
+      return sym;
     }
-    let id = self.ids.len() as Sym;
-    self.ids.insert(name.into(), id);
-    id
+    if self.ids.len() >= max_ids.max(1) {
+      self.evict((max_ids / 8).max(1), evicted);
+    }
+    let slot = match self.free.pop() {
+      Some(slot) => slot,
+      None => {
+        self.slots.push(Slot {
+          generation: 0,
+          live: false,
+          last_used: 0,
+        });
+        (self.slots.len() - 1) as u32
+      }
+    };
+    let entry = &mut self.slots[slot as usize];
+    entry.live = true;
+    entry.last_used = self.clock;
+    let sym = (u64::from(entry.generation) << 32) | u64::from(slot);
+    self.ids.insert(name.into(), sym);
+    sym
   }
 
-  /// The symbol of `name` if it was ever interned: a name never seen has no state.
+  /// Evicts the `count` least recently used names.
+  fn evict(&mut self, count: usize, evicted: &mut Vec<Sym>) {
+    let mut ages: Vec<(u64, u32)> = (self.slots.iter().enumerate())
+      .filter(|(_, slot)| slot.live)
+      .map(|(i, slot)| (slot.last_used, i as u32))
+      .collect();
+    let count = count.min(ages.len());
+    if count == 0 {
+      return;
+    }
+    if count < ages.len() {
+      ages.select_nth_unstable(count - 1);
+    }
+    let start = evicted.len();
+    for &(_, slot) in &ages[..count] {
+      let entry = &mut self.slots[slot as usize];
+      evicted.push((u64::from(entry.generation) << 32) | u64::from(slot));
+      entry.live = false;
+      entry.generation = (entry.generation + 1) % GENERATIONS;
+      self.free.push(slot);
+    }
+    let gone: FxHashSet<Sym> = evicted[start..].iter().copied().collect();
+    self.ids.retain(|_, sym| !gone.contains(sym));
+  }
+
+  /// Whether `sym` names a name still interned; if so marks it used.
+  pub fn touch(&mut self, sym: Sym) -> bool {
+    let current = self.slots.get_mut(slot_of(sym)).filter(|slot| {
+      slot.live && u64::from(slot.generation) == sym >> 32 && sym >> 32 < u64::from(GENERATIONS)
+    });
+    match current {
+      Some(slot) => {
+        self.clock += 1;
+        slot.last_used = self.clock;
+        true
+      }
+      None => false,
+    }
+  }
+
+  /// The symbol of `name` if it is interned: a name never seen (or evicted) has no state.
   pub fn get(&self, name: &str) -> Option<Sym> {
     self.ids.get(name).copied()
+  }
+
+  /// How many names are interned.
+  pub fn len(&self) -> usize {
+    self.ids.len()
+  }
+
+  pub fn is_empty(&self) -> bool {
+    self.ids.is_empty()
   }
 }
 
@@ -57,8 +152,32 @@ pub struct SchedulerState {
 }
 
 impl SchedulerState {
+  /// The symbol of `name` (see [`Symbols::intern`]); the state of every name evicted to
+  /// make room goes with it.
+  pub fn intern(&mut self, name: &str, max_ids: usize) -> Sym {
+    let mut evicted = Vec::new();
+    let sym = self.symbols.intern(name, max_ids, &mut evicted);
+    if !evicted.is_empty() {
+      self.forget(&evicted);
+    }
+    sym
+  }
+
+  /// Drops every piece of state keyed on `syms`.
+  fn forget(&mut self, syms: &[Sym]) {
+    let gone: FxHashSet<Sym> = syms.iter().copied().collect();
+    let scheduler = &mut self.scheduler;
+    scheduler.inflight.retain(|sym| !gone.contains(sym));
+    scheduler.buckets.retain(|sym| !gone.contains(sym));
+    scheduler
+      .drr
+      .forget(|combo| gone.contains(combo), |key| gone.contains(key));
+  }
+
   /// One selection over `buffer` (laid out as [`SELECT_STRIDE`] says) for `count`
-  /// targets; the order is written back as indices after the targets.
+  /// targets; the order is written back as indices after the targets. When the combo's
+  /// or any target's symbol is not current (evicted), nothing is selected and [`STALE`]
+  /// is written as the first index.
   pub fn select_into(
     &mut self,
     combo: Sym,
@@ -67,6 +186,17 @@ impl SchedulerState {
     count: usize,
     buffer: &mut [f64],
   ) {
+    let symbols = &mut self.symbols;
+    let current = symbols.touch(combo)
+      && buffer[..count * SELECT_STRIDE]
+        .chunks_exact(SELECT_STRIDE)
+        .all(|t| {
+          symbols.touch(t[0] as Sym) && (t[1] == NO_CONNECTION || symbols.touch(t[1] as Sym))
+        });
+    if !current {
+      buffer[count * SELECT_STRIDE] = STALE;
+      return;
+    }
     self.targets.clear();
     self.targets.extend(
       buffer[..count * SELECT_STRIDE]
@@ -92,21 +222,67 @@ impl SchedulerState {
 mod tests {
   use super::*;
 
+  const MAX: usize = 1_000;
+
   #[test]
   fn symbols_are_dense_and_stable() {
     let mut symbols = Symbols::default();
-    assert_eq!(symbols.intern("a"), 0);
-    assert_eq!(symbols.intern("b"), 1);
-    assert_eq!(symbols.intern("a"), 0);
+    let mut evicted = Vec::new();
+    assert_eq!(symbols.intern("a", MAX, &mut evicted), 0);
+    assert_eq!(symbols.intern("b", MAX, &mut evicted), 1);
+    assert_eq!(symbols.intern("a", MAX, &mut evicted), 0);
     assert_eq!(symbols.get("c"), None);
+    assert!(evicted.is_empty());
+  }
+
+  /// Issue 15 item 8: past the bound the least recently used names go, their slots come
+  /// back with a new generation (an old symbol never names a new name), and every piece
+  /// of state keyed on them is dropped.
+  #[test]
+  fn names_past_the_bound_evict_the_least_recently_used_with_their_state() {
+    let mut state = SchedulerState::default();
+    let combo = state.intern("combo", MAX);
+    let hot = state.intern("hot", MAX);
+    let conn = state.intern("conn", MAX);
+    let mut buffer = vec![hot as f64, conn as f64, 1.0, f64::NAN, 0.0];
+    state.select_into(combo, None, 1_000, 1, &mut buffer);
+    assert_eq!(state.scheduler.inflight.get(&conn, 1_000), 1);
+    let cold = state.intern("cold", MAX);
+    state.scheduler.inflight.increment(&cold, 60_000, 1_000);
+    for i in 0..1_000_000 {
+      state.intern(&format!("id-{i}"), MAX);
+      if i % 100 == 0 {
+        // The selection keeps its names recent.
+        let mut buffer = vec![hot as f64, conn as f64, 1.0, f64::NAN, 0.0];
+        state.select_into(combo, None, 1_000, 1, &mut buffer);
+        assert_eq!(buffer[4], 0.0);
+        state.scheduler.inflight.decrement(&conn, 1_000);
+      }
+      assert!(state.symbols.len() <= MAX);
+    }
+    assert_eq!(state.symbols.get("hot"), Some(hot));
+    assert_eq!(state.symbols.get("cold"), None);
+    assert_eq!(state.scheduler.inflight.get(&cold, 1_000), 0);
+    assert_eq!(
+      state.scheduler.inflight.len(),
+      1,
+      "only conn's lease is left"
+    );
+    let again = state.intern("cold", MAX);
+    assert_ne!(again, cold, "a new generation");
+    assert!(!state.symbols.touch(cold));
+    // A stale symbol in a selection: nothing selected, STALE written.
+    let mut buffer = vec![cold as f64, NO_CONNECTION, 1.0, f64::NAN, 9.0];
+    state.select_into(combo, None, 1_000, 1, &mut buffer);
+    assert_eq!(buffer[4], STALE);
   }
 
   #[test]
   fn a_selection_writes_the_order_after_the_targets() {
     let mut state = SchedulerState::default();
-    let combo = state.symbols.intern("combo");
-    let (a, b) = (state.symbols.intern("a"), state.symbols.intern("b"));
-    let conn = state.symbols.intern("conn");
+    let combo = state.intern("combo", MAX);
+    let (a, b) = (state.intern("a", MAX), state.intern("b", MAX));
+    let conn = state.intern("conn", MAX);
     let mut buffer = vec![
       a as f64,
       conn as f64,

@@ -173,6 +173,24 @@ impl<K: Eq + Hash + Clone> AccountBuckets<K> {
     }
   }
 
+  /// Keeps only the connections that satisfy `keep` (the bound on names drops the rest).
+  pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+    let mut dropped = 0;
+    self.by_connection.retain(|connection, entries| {
+      let kept = keep(connection);
+      if !kept {
+        dropped += entries.len();
+      }
+      kept
+    });
+    self.count -= dropped;
+  }
+
+  /// How many connections have entries.
+  pub fn connection_count(&self) -> usize {
+    self.by_connection.len()
+  }
+
   /// How many (connection, window) entries are stored.
   pub fn len(&self) -> usize {
     self.count

@@ -11,6 +11,7 @@
 //! order is A, B, A, A, B, A, … rather than A, A, B.
 //!
 //! At most [`MAX_COMBOS`] combos keep state; a new one evicts the oldest inserted.
+//! [`Drr::forget`] drops the combos and keys the scheduler's bound on names evicts.
 
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -43,7 +44,7 @@ fn descending_key(deficit: f64) -> u64 {
 
 /// One combo's deficits: an index per execution key into a flat vector, so a round does
 /// one hash lookup per target — none when the targets are those of the previous round,
-/// the usual case. Keys are never removed (only the whole combo is).
+/// the usual case. Keys are removed only by [`Drr::forget`] (the bound on names).
 #[derive(Debug, Clone)]
 struct ComboState<K> {
   index: FxHashMap<K, usize>,
@@ -65,6 +66,27 @@ impl<K> Default for ComboState<K> {
 }
 
 impl<K: Eq + Hash + Clone> ComboState<K> {
+  /// Drops the keys that satisfy `gone` (rebuilding the slots only when one does).
+  fn forget(&mut self, gone: &impl Fn(&K) -> bool) {
+    if !self.index.keys().any(gone) {
+      return;
+    }
+    let old = std::mem::take(&mut self.index);
+    let deficits = std::mem::take(&mut self.deficits);
+    for (key, slot) in old {
+      if !gone(&key) {
+        self.index.insert(key, self.deficits.len());
+        self.deficits.push(deficits[slot]);
+      }
+    }
+    self.last_keys.clear();
+    self.last_slots.clear();
+  }
+
+  fn key_count(&self) -> usize {
+    self.index.len()
+  }
+
   fn slot(&mut self, key: &K) -> usize {
     if let Some(&slot) = self.index.get(key) {
       return slot;
@@ -189,6 +211,21 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
   /// How many combos have state.
   pub fn combo_count(&self) -> usize {
     self.combos.len()
+  }
+
+  /// Drops the state of every combo that satisfies `combo_gone` and, in the others, of
+  /// every key that satisfies `key_gone`.
+  pub fn forget(&mut self, combo_gone: impl Fn(&C) -> bool, key_gone: impl Fn(&K) -> bool) {
+    self.combos.retain(|combo, _| !combo_gone(combo));
+    self.inserted.retain(|combo| !combo_gone(combo));
+    for state in self.combos.values_mut() {
+      state.forget(&key_gone);
+    }
+  }
+
+  /// How many (combo, key) deficits are stored.
+  pub fn key_count(&self) -> usize {
+    self.combos.values().map(ComboState::key_count).sum()
   }
 
   pub fn clear(&mut self) {
@@ -351,5 +388,22 @@ mod tests {
     drr.clear();
     assert_eq!(drr.combo_count(), 0);
     assert_eq!(drr.deficit(&"c", &"A"), 0.0);
+  }
+
+  #[test]
+  fn forget_drops_combos_and_keys_and_keeps_the_rest() {
+    let mut drr: Drr<&str, &str> = Drr::default();
+    let mut rank = Vec::new();
+    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0], &mut rank);
+    drr.round(&"y", &["A", "B"], &[1.0, 1.0], &mut rank);
+    let (a, c) = (drr.deficit(&"x", &"A"), drr.deficit(&"x", &"C"));
+    drr.forget(|combo| *combo == "y", |key| *key == "B");
+    assert!(!drr.has_combo(&"y"));
+    assert_eq!(drr.key_count(), 2);
+    assert_eq!((drr.deficit(&"x", &"A"), drr.deficit(&"x", &"C")), (a, c));
+    assert_eq!(drr.deficit(&"x", &"B"), 0.0);
+    // The previous round's slots were remapped: a round with the same keys still works.
+    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0], &mut rank);
+    assert_eq!(drr.key_count(), 3);
   }
 }

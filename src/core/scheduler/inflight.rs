@@ -92,6 +92,11 @@ impl<K: Eq + Hash + Clone> Inflight<K> {
       .unwrap_or(i64::MAX);
   }
 
+  /// Keeps only the slots whose key satisfies `keep` (the bound on names drops the rest).
+  pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+    self.slots.retain(|key, _| keep(key));
+  }
+
   /// How many slots are stored (expired ones included until pruned).
   pub fn len(&self) -> usize {
     self.slots.len()
