@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import v8 from 'node:v8'
 import vm from 'node:vm'
 import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
 
 const require = createRequire(import.meta.url)
 const { selectQuotaShareTarget, _getDrrDeficitForTest } = require('@omniroute/quota-engine')
@@ -73,4 +74,62 @@ test('10⁶ distinct names stay within QUOTA_SCHEDULER_MAX_IDS, natively and in 
   const again = selectQuotaShareTarget(early, 'early-combo', 'm', T0)
   assert.notEqual(again.target, r.target, 'DRR alternates again within the re-interned combo')
   again.decrementInflight()
+})
+
+// A worker's cached symbols for names the main thread's traffic evicted: its next
+// selection re-interns (no symbol aliases the new names that took the freed slots), and
+// both threads see one state.
+test('a worker isolate whose cached symbols were evicted re-interns; no symbol aliases another name', async () => {
+  process.env.QUOTA_SCHEDULER_MAX_IDS = '1000' // the minimum: evictions after 1 000 names
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { selectQuotaShareTarget } = require(workerData.entry)
+    const { getInflight } = require(workerData.inflight)
+    const { _getQuotaShareCacheSizesForTest } = require(workerData.lib)
+    const targets = [{ executionKey: 'w-x', connectionId: 'w-conn-x' }, { executionKey: 'w-y', connectionId: 'w-conn-y' }]
+    parentPort.on('message', (step) => {
+      if (step === 'drive') {
+        for (let i = 0; i < 5000; i++) selectQuotaShareTarget([{ executionKey: 'wk' + i, connectionId: 'wc' + i }, targets[0]], 'w-big', 'm', 1).decrementInflight()
+        parentPort.postMessage(_getQuotaShareCacheSizesForTest())
+        return
+      }
+      const r = selectQuotaShareTarget(targets, 'w-combo', 'm', 1) // held, not released
+      parentPort.postMessage({ winner: r.target.executionKey, x: getInflight('w-conn-x', 1), y: getInflight('w-conn-y', 1) })
+    })`
+  const worker = new Worker(source, {
+    eval: true,
+    workerData: {
+      entry: require.resolve('@omniroute/quota-engine'),
+      inflight: require.resolve('@omniroute/quota-engine/compat/quotaShareInflight'),
+      lib: require.resolve('../lib/quotaShareStrategy.js'),
+    },
+  })
+  const ask = (step) => new Promise((resolve, reject) => { worker.once('message', resolve); worker.once('error', reject); worker.postMessage(step) })
+  try {
+    const first = await ask('select')
+    const second = await ask('select') // the worker now caches this array's extraction
+    assert.deepEqual([first.x + first.y, second.x, second.y], [1, 1, 1], 'one lease on each connection')
+    // The main thread's traffic evicts every name the worker used; their slots are reused.
+    for (let i = 0; i < 5000; i++) {
+      selectQuotaShareTarget([{ executionKey: `m${i}`, connectionId: `mc${i}` }, { executionKey: `n${i}` }], `mcombo${i}`, 'm', T0).decrementInflight()
+      incrementInflight(`mx${i}`, 1e12, T0)
+    }
+    // Fill the table exactly: then every slot is live, the worker's old slots included,
+    // each now holding another name (a symbol without a generation would alias it).
+    for (let j = 0; _getSchedulerSizesForTest().symbols < 1000; j++) incrementInflight(`fill${j}`, 1e12, T0)
+    assert.equal(_getSchedulerSizesForTest().symbols, 1000)
+    assert.equal(getInflight('w-conn-x', 1) + getInflight('w-conn-y', 1), 0, 'evicted with their names')
+    const third = await ask('select')
+    // The lease lands on the worker's own connection, not on a name that took its old slot.
+    assert.equal(third.x + third.y, 1, JSON.stringify(third))
+    assert.equal(getInflight(third.winner === 'w-x' ? 'w-conn-x' : 'w-conn-y', 1), 1, 'seen by the main thread too')
+    const fourth = await ask('select')
+    assert.notEqual(fourth.winner, third.winner, 'DRR alternates in the re-interned combo')
+    const caches = await ask('drive')
+    assert.ok(caches.symbols <= 1000 && caches.targets <= 1000, JSON.stringify(caches))
+    assert.ok(_getSchedulerSizesForTest().symbols <= 1000)
+  } finally {
+    await worker.terminate()
+    delete process.env.QUOTA_SCHEDULER_MAX_IDS
+  }
 })
