@@ -34,10 +34,15 @@ pub const STALE: f64 = -1.0;
 /// Generations wrap below 2²¹ so that every symbol stays exact in an `f64`.
 const GENERATIONS: u32 = 1 << 21;
 
+/// Set in a free slot's `current` (a symbol never has it).
+const FREE: u64 = 1 << 63;
+
 #[derive(Clone, Copy)]
 struct Slot {
-  generation: u32,
-  live: bool,
+  /// The symbol the slot stands for; while free, the symbol it will stand for next (the
+  /// next generation) with [`FREE`] set. A symbol is current iff it equals this: one
+  /// compare.
+  current: Sym,
   last_used: u64,
 }
 
@@ -70,18 +75,18 @@ impl Symbols {
     let slot = match self.free.pop() {
       Some(slot) => slot,
       None => {
+        let slot = self.slots.len() as u32;
         self.slots.push(Slot {
-          generation: 0,
-          live: false,
+          current: FREE | u64::from(slot),
           last_used: 0,
         });
-        (self.slots.len() - 1) as u32
+        slot
       }
     };
     let entry = &mut self.slots[slot as usize];
-    entry.live = true;
+    entry.current &= !FREE;
     entry.last_used = self.clock;
-    let sym = (u64::from(entry.generation) << 32) | u64::from(slot);
+    let sym = entry.current;
     self.ids.insert(name.into(), sym);
     sym
   }
@@ -89,7 +94,7 @@ impl Symbols {
   /// Evicts the `count` least recently used names.
   fn evict(&mut self, count: usize, evicted: &mut Vec<Sym>) {
     let mut ages: Vec<(u64, u32)> = (self.slots.iter().enumerate())
-      .filter(|(_, slot)| slot.live)
+      .filter(|(_, slot)| slot.current & FREE == 0)
       .map(|(i, slot)| (slot.last_used, i as u32))
       .collect();
     let count = count.min(ages.len());
@@ -102,9 +107,9 @@ impl Symbols {
     let start = evicted.len();
     for &(_, slot) in &ages[..count] {
       let entry = &mut self.slots[slot as usize];
-      evicted.push((u64::from(entry.generation) << 32) | u64::from(slot));
-      entry.live = false;
-      entry.generation = (entry.generation + 1) % GENERATIONS;
+      evicted.push(entry.current);
+      let generation = ((entry.current >> 32) as u32 + 1) % GENERATIONS;
+      entry.current = FREE | (u64::from(generation) << 32) | u64::from(slot);
       self.free.push(slot);
     }
     let gone: FxHashSet<Sym> = evicted[start..].iter().copied().collect();
@@ -113,16 +118,19 @@ impl Symbols {
 
   /// Whether `sym` names a name still interned; if so marks it used.
   pub fn touch(&mut self, sym: Sym) -> bool {
-    let current = self.slots.get_mut(slot_of(sym)).filter(|slot| {
-      slot.live && u64::from(slot.generation) == sym >> 32 && sym >> 32 < u64::from(GENERATIONS)
-    });
-    match current {
-      Some(slot) => {
-        self.clock += 1;
-        slot.last_used = self.clock;
+    self.clock += 1;
+    self.touch_at(sym, self.clock)
+  }
+
+  /// [`Self::touch`] with the stamp given: a selection stamps all its names alike.
+  #[inline]
+  fn touch_at(&mut self, sym: Sym, stamp: u64) -> bool {
+    match self.slots.get_mut(slot_of(sym)) {
+      Some(slot) if slot.current == sym => {
+        slot.last_used = stamp;
         true
       }
-      None => false,
+      _ => false,
     }
   }
 
@@ -186,28 +194,28 @@ impl SchedulerState {
     count: usize,
     buffer: &mut [f64],
   ) {
+    // One pass: read each target, and check (and stamp) its symbols on the way.
     let symbols = &mut self.symbols;
-    let current = symbols.touch(combo)
-      && buffer[..count * SELECT_STRIDE]
-        .chunks_exact(SELECT_STRIDE)
-        .all(|t| {
-          symbols.touch(t[0] as Sym) && (t[1] == NO_CONNECTION || symbols.touch(t[1] as Sym))
-        });
+    symbols.clock += 1;
+    let stamp = symbols.clock;
+    let mut current = symbols.touch_at(combo, stamp);
+    self.targets.clear();
+    for t in buffer[..count * SELECT_STRIDE].chunks_exact(SELECT_STRIDE) {
+      let execution_key = t[0] as Sym;
+      let connection = (t[1] != NO_CONNECTION).then_some(t[1] as Sym);
+      current &= symbols.touch_at(execution_key, stamp)
+        & connection.is_none_or(|connection| symbols.touch_at(connection, stamp));
+      self.targets.push(Target {
+        execution_key,
+        connection,
+        weight: t[2],
+        max_concurrent: t[3],
+      });
+    }
     if !current {
       buffer[count * SELECT_STRIDE] = STALE;
       return;
     }
-    self.targets.clear();
-    self.targets.extend(
-      buffer[..count * SELECT_STRIDE]
-        .chunks_exact(SELECT_STRIDE)
-        .map(|t| Target {
-          execution_key: t[0] as Sym,
-          connection: (t[1] != NO_CONNECTION).then_some(t[1] as Sym),
-          weight: t[2],
-          max_concurrent: t[3],
-        }),
-    );
     self
       .scheduler
       .select(&self.targets, &combo, model_str, now_ms, &mut self.order);
