@@ -81,6 +81,9 @@ export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', api
  */
 export declare function __holdReadTransactionForTests(hold: boolean): void
 
+/** Tests only: see [`SchedulerSizes`]. */
+export declare function __schedulerSizesForTests(): SchedulerSizes
+
 /** Tests only: how many (connection, window) entries are stored. */
 export declare function _bucketCountForTest(): number
 
@@ -105,9 +108,6 @@ export declare function _clearSaturationCache(): void
  * Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when an argument is not a string.
  */
 export declare function _getDrrDeficitForTest(comboName: string, executionKey: string): number
-
-/** Tests only: see [`SchedulerSizes`]. */
-export declare function _getSchedulerSizesForTest(): SchedulerSizes
 
 /** Tests only: how many in-flight slots are stored (expired ones until pruned). */
 export declare function _inflightSizeForTest(): number
@@ -412,7 +412,11 @@ export declare function getProviderPlan(connectionId: string): ProviderPlan | nu
  */
 export declare function importLegacyPools(pools: Array<{ id: string; connectionId: string; name: string; groupId?: string; createdAt?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }>): number
 
-/** Adds `delta` to one bucket (an atomic upsert), stamping `updated_at = nowMs`. */
+/**
+ * Adds `delta` (finite, >= 0) to one bucket (an atomic upsert, saturating at 1e15),
+ * stamping `updated_at = nowMs`. A negative or non-finite delta, or a bucket index that
+ * is not an integer, is a `RangeError`.
+ */
 export declare function incrementBucket(apiKeyId: string, dimensionKey: string, bucketIndex: number, delta: number, nowMs: number): void
 
 /**
@@ -565,14 +569,14 @@ export declare function putSaturation(provider: string, connectionId: string, un
 /** The stand-in for "no connection" in the selection buffer. */
 export declare const QUOTA_SHARE_NO_CONNECTION: number
 
+/** Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`). */
+export declare const QUOTA_SHARE_SELECT_STRIDE: number
+
 /**
  * Written by `__quotaShareSelect` as the first index of the order when a symbol it was
  * given is no longer current: re-intern and retry.
  */
 export declare const QUOTA_SHARE_STALE: number
-
-/** Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`). */
-export declare const QUOTA_SHARE_SELECT_STRIDE: number
 
 /** The strategy's name in a combo's configuration: `"quota-share"`. */
 export declare const QUOTA_SHARE_STRATEGY: string
@@ -681,6 +685,18 @@ export declare const SATURATION_THRESHOLD_PCT: number
  */
 export declare function saturationLookup(provider: string, connectionId: string, unit: string, window: string, nowMs?: number | undefined | null): number | string
 
+/**
+ * Tests only: how much the scheduler holds — interned names, in-flight slots,
+ * connections with saturated buckets, combos with DRR state and their DRR deficits.
+ */
+export interface SchedulerSizes {
+  symbols: number
+  inflight: number
+  bucketConnections: number
+  drrCombos: number
+  drrKeys: number
+}
+
 /** Sets a model cap (insert or replace). */
 export declare function setModelCap(cap: ModelCap): ModelCap
 
@@ -782,16 +798,4 @@ export interface WindowBuckets {
   keyCurr: number
   poolPrev: number
   poolCurr: number
-}
-
-/**
- * Tests only: how much the scheduler holds — interned names, in-flight slots,
- * connections with saturated buckets, combos with DRR state and their DRR deficits.
- */
-export interface SchedulerSizes {
-  symbols: number
-  inflight: number
-  bucketConnections: number
-  drrCombos: number
-  drrKeys: number
 }

@@ -14,7 +14,7 @@ const require = createRequire(import.meta.url)
 const { selectQuotaShareTarget, _getDrrDeficitForTest } = require('@omniroute/quota-engine')
 const { incrementInflight, getInflight } = require('@omniroute/quota-engine/compat/quotaShareInflight')
 const { _getQuotaShareCacheSizesForTest } = require('../lib/quotaShareStrategy.js')
-const { _getSchedulerSizesForTest } = require('../binding.js')
+const { __schedulerSizesForTests } = require('../binding.js')
 
 v8.setFlagsFromString('--expose-gc')
 const gc = vm.runInNewContext('gc')
@@ -43,7 +43,7 @@ test('10⁶ distinct names stay within QUOTA_SCHEDULER_MAX_IDS, natively and in 
     if (i % 1000 === 0) incrementInflight('hot-lease', 1e12, T0) // used now and then: stays
     names += i % 2 ? 3 : 4
   }
-  const sizes = _getSchedulerSizesForTest()
+  const sizes = __schedulerSizesForTests()
   const caches = _getQuotaShareCacheSizesForTest()
   gc()
   const after = process.memoryUsage()
@@ -116,8 +116,8 @@ test('a worker isolate whose cached symbols were evicted re-interns; no symbol a
     }
     // Fill the table exactly: then every slot is live, the worker's old slots included,
     // each now holding another name (a symbol without a generation would alias it).
-    for (let j = 0; _getSchedulerSizesForTest().symbols < 1000; j++) incrementInflight(`fill${j}`, 1e12, T0)
-    assert.equal(_getSchedulerSizesForTest().symbols, 1000)
+    for (let j = 0; __schedulerSizesForTests().symbols < 1000; j++) incrementInflight(`fill${j}`, 1e12, T0)
+    assert.equal(__schedulerSizesForTests().symbols, 1000)
     assert.equal(getInflight('w-conn-x', 1) + getInflight('w-conn-y', 1), 0, 'evicted with their names')
     const third = await ask('select')
     // The lease lands on the worker's own connection, not on a name that took its old slot.
@@ -127,7 +127,7 @@ test('a worker isolate whose cached symbols were evicted re-interns; no symbol a
     assert.notEqual(fourth.winner, third.winner, 'DRR alternates in the re-interned combo')
     const caches = await ask('drive')
     assert.ok(caches.symbols <= 1000 && caches.targets <= 1000, JSON.stringify(caches))
-    assert.ok(_getSchedulerSizesForTest().symbols <= 1000)
+    assert.ok(__schedulerSizesForTests().symbols <= 1000)
   } finally {
     await worker.terminate()
     delete process.env.QUOTA_SCHEDULER_MAX_IDS

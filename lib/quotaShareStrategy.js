@@ -259,7 +259,6 @@ function _getQuotaShareCacheSizesForTest() {
 module.exports = {
   selectQuotaShareTarget,
   _getQuotaShareCacheSizesForTest,
-  _getSchedulerSizesForTest: native._getSchedulerSizesForTest,
   _clearDrrStateForTest: native._clearDrrStateForTest,
   _getDrrDeficitForTest: native._getDrrDeficitForTest,
 }

@@ -173,30 +173,6 @@ pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
 
 type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
-/// Tests only: how much the scheduler holds — interned names, in-flight slots,
-/// connections with saturated buckets, combos with DRR state and their DRR deficits.
-#[napi(object)]
-pub struct SchedulerSizes {
-  pub symbols: u32,
-  pub inflight: u32,
-  pub bucket_connections: u32,
-  pub drr_combos: u32,
-  pub drr_keys: u32,
-}
-
-/// Tests only: see [`SchedulerSizes`].
-#[napi(catch_unwind, js_name = "_getSchedulerSizesForTest")]
-pub fn get_scheduler_sizes_for_test() -> SchedulerSizes {
-  let state = state();
-  SchedulerSizes {
-    symbols: state.symbols.len() as u32,
-    inflight: state.scheduler.inflight.len() as u32,
-    bucket_connections: state.scheduler.buckets.connection_count() as u32,
-    drr_combos: state.scheduler.drr.combo_count() as u32,
-    drr_keys: state.scheduler.drr.key_count() as u32,
-  }
-}
-
 /// Tests only: forgets the DRR state of every combo.
 #[napi(catch_unwind, js_name = "_clearDrrStateForTest")]
 pub fn clear_drr_state_for_test() {

@@ -140,3 +140,27 @@ pub fn enforce_on_worker_for_bench<'env>(
     |_, kind| Ok(kind),
   )
 }
+
+/// Tests only: how much the scheduler holds — interned names, in-flight slots,
+/// connections with saturated buckets, combos with DRR state and their DRR deficits.
+#[napi(object)]
+pub struct SchedulerSizes {
+  pub symbols: u32,
+  pub inflight: u32,
+  pub bucket_connections: u32,
+  pub drr_combos: u32,
+  pub drr_keys: u32,
+}
+
+/// Tests only: see [`SchedulerSizes`].
+#[napi(catch_unwind, js_name = "__schedulerSizesForTests")]
+pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
+  let state = super::engine().scheduler();
+  SchedulerSizes {
+    symbols: state.symbols.len() as u32,
+    inflight: state.scheduler.inflight.len() as u32,
+    bucket_connections: state.scheduler.buckets.connection_count() as u32,
+    drr_combos: state.scheduler.drr.combo_count() as u32,
+    drr_keys: state.scheduler.drr.key_count() as u32,
+  }
+}
