@@ -13,6 +13,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import { DECIDE_ONCE } from './support/decision-script.mjs'
 
 const require = createRequire(import.meta.url)
 const repo = fileURLToPath(new URL('..', import.meta.url))
@@ -69,15 +70,7 @@ function standaloneTree(name, layout) {
   }
   fs.writeFileSync(
     path.join(dir, 'server.js'),
-    `const q = require('@omniroute/quota-engine')
-const key = { poolId: 'p', unit: 'requests', window: 'hourly' }
-const decision = q.decideFairShare({
-  dimensions: [{ key, limit: 1500, consumedTotal: 900, globalUsedPercent: 0.6 }],
-  allocation: { weight: 25, policy: 'hard' },
-  consumedByThisKey: { [q.dimensionKeyToString(key)]: 400 },
-  saturationThreshold: 0.5,
-})
-const binary = require.resolve('${platformName}')
+    `${DECIDE_ONCE}const binary = require.resolve('${platformName}')
 console.log(JSON.stringify({ decision, binary }))
 `,
   )

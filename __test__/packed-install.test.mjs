@@ -12,6 +12,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import { DECIDE_ONCE } from './support/decision-script.mjs'
 
 const require = createRequire(import.meta.url)
 const repo = fileURLToPath(new URL('..', import.meta.url))
@@ -145,15 +146,7 @@ test('the packed tarballs install into an empty project without cargo, offline, 
   const installed = path.join(app, 'node_modules', '@omniroute', 'quota-engine')
   assert.deepEqual(fs.readdirSync(installed).filter((f) => f.endsWith('.node')), [], 'nothing was built into the main package')
 
-  const script = `
-    const q = require('@omniroute/quota-engine')
-    const key = { poolId: 'p', unit: 'requests', window: 'hourly' }
-    const decision = q.decideFairShare({
-      dimensions: [{ key, limit: 1500, consumedTotal: 900, globalUsedPercent: 0.6 }],
-      allocation: { weight: 25, policy: 'hard' },
-      consumedByThisKey: { [q.dimensionKeyToString(key)]: 400 },
-      saturationThreshold: 0.5,
-    })
+  const script = `${DECIDE_ONCE}
     console.log(JSON.stringify({ decision, from: require.resolve('@omniroute/quota-engine-${suffix}'), metrics: typeof q.metrics() }))
   `
   const loaded = run(process.execPath, ['-e', script], { cwd: app, env })
