@@ -361,6 +361,18 @@ export interface FairShareInput {
   saturationThreshold: number
 }
 
+/** The vocabulary and layout of the packed crossing, for `lib/fairShare.js`. */
+export interface FairShareLayout {
+  header: number
+  stride: number
+  maxDimensions: number
+  units: Array<string>
+  windows: Array<string>
+  policies: Array<string>
+  /** `[kind, reason, penalized]` per outcome code. */
+  outcomes: Array<[string, string, boolean]>
+}
+
 /**
  * Commits `recordConsumption`'s buffered records now. Returns `null`, or the error
  * message (the records stay buffered, for the next flush; the fault is logged once).

@@ -4,16 +4,15 @@ import type { DimensionKey, PoolUsageSnapshot, QuotaUnit, QuotaWindow } from './
 
 // <surface: native>
 export {
-  WINDOW_MS, dimensionKeyToString, decideFairShare, getKnownPlan, knownProviders, resolvePlan,
-  computeBurnRate, computeBurnRateFromWindow, createPool, getPool, listPools, updatePool,
-  upsertAllocations, listAllocationsForApiKey, getProviderPlan, upsertProviderPlan,
-  deleteProviderPlan, getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket,
-  incrementBucket, getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan,
-  _clearSaturationCache, _clearRateLimitHeaders, metrics, QUOTA_SHARE_STRATEGY,
-  DEFAULT_LEASE_MS, incrementInflight, decrementInflight, getInflight, _clearInflightForTest,
-  _inflightSizeForTest, SATURATION_THRESHOLD_PCT, recordUsage, isBucketSaturated,
-  updateAccountBuckets, _clearBucketsForTest, _bucketCountForTest, _clearDrrStateForTest,
-  _getDrrDeficitForTest,
+  WINDOW_MS, dimensionKeyToString, getKnownPlan, knownProviders, resolvePlan, computeBurnRate,
+  computeBurnRateFromWindow, createPool, getPool, listPools, updatePool, upsertAllocations,
+  listAllocationsForApiKey, getProviderPlan, upsertProviderPlan, deleteProviderPlan,
+  getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket, incrementBucket,
+  getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan, _clearSaturationCache,
+  _clearRateLimitHeaders, metrics, QUOTA_SHARE_STRATEGY, DEFAULT_LEASE_MS, incrementInflight,
+  decrementInflight, getInflight, _clearInflightForTest, _inflightSizeForTest,
+  SATURATION_THRESHOLD_PCT, recordUsage, isBucketSaturated, updateAccountBuckets,
+  _clearBucketsForTest, _bucketCountForTest, _clearDrrStateForTest, _getDrrDeficitForTest,
 } from './binding'
 // </surface: native>
 export type * from './binding'
@@ -152,6 +151,7 @@ export declare function setQuotaEventListener(listener: ((event: string, payload
  */
 export declare function metrics(): string
 // <surface: lib declarations>
+export { decideFairShare } from './lib/fairShare'
 export { selectQuotaShareTarget } from './lib/quotaShareStrategy'
 export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'
 export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from './lib/quotaShareConcurrency'

@@ -4,7 +4,6 @@ import main from './index.js'
 export const {
   WINDOW_MS,
   dimensionKeyToString,
-  decideFairShare,
   getKnownPlan,
   knownProviders,
   resolvePlan,
@@ -47,6 +46,7 @@ export const {
   _bucketCountForTest,
   _clearDrrStateForTest,
   _getDrrDeficitForTest,
+  decideFairShare,
   SqliteQuotaStore,
   getSqliteQuotaStore,
   getQuotaStore,

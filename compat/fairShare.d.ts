@@ -1,1 +1,1 @@
-export { decideFairShare } from '../binding'
+export { decideFairShare } from '../lib/fairShare'

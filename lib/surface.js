@@ -8,7 +8,7 @@
 const MAIN = {
   native: [
     // docs/contract.md §1–§3, §6, §9: the pure core.
-    'WINDOW_MS', 'dimensionKeyToString', 'decideFairShare', 'getKnownPlan', 'knownProviders', 'resolvePlan',
+    'WINDOW_MS', 'dimensionKeyToString', 'getKnownPlan', 'knownProviders', 'resolvePlan',
     'computeBurnRate', 'computeBurnRateFromWindow',
     // §4–§5: the database, metadata and the counter table.
     'closeQuotaDb', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
@@ -25,6 +25,7 @@ const MAIN = {
     'isBucketSaturated', 'updateAccountBuckets', '_clearBucketsForTest', '_bucketCountForTest',
     '_clearDrrStateForTest', '_getDrrDeficitForTest',
   ],
+  fairShare: ['decideFairShare'],
   stores: [
     'SqliteQuotaStore', 'getSqliteQuotaStore', 'getQuotaStore', 'getQuotaStoreSync', 'resetQuotaStoreSingleton',
     'RedisQuotaStore', 'getRedisQuotaStore', 'resetRedisQuotaStore', 'gcConsumption', 'deletePool',
@@ -47,7 +48,7 @@ MAIN.native = MAIN.native.filter((name) => name !== 'closeQuotaDb')
 // The drop-in entries (docs/contract.md, appendix): entry → the module their names come
 // from, and the names — exactly these, no more.
 const COMPAT = {
-  fairShare: ['native', ['decideFairShare']],
+  fairShare: ['fairShare', ['decideFairShare']],
   dimensions: ['dimensions', ['QuotaUnitSchema', 'QuotaWindowSchema', 'PolicySchema', 'QuotaDimensionSchema', 'PoolAllocationSchema', 'ProviderPlanSchema', 'QuotaPoolSchema', 'WINDOW_MS', 'dimensionKeyToString']],
   burnRate: ['native', ['computeBurnRateFromWindow', 'computeBurnRate']],
   planRegistry: ['native', ['getKnownPlan', 'knownProviders']],

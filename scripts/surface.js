@@ -15,6 +15,7 @@ const modulePath = (source) => MODULE_PATH[source] || `./lib/${source}.js`
 // Where the TypeScript declaration of a name lives, when not in index.d.ts itself.
 const NATIVE = new Set(MAIN.native)
 const DECLARED_IN = {
+  fairShare: '../lib/fairShare',
   dimensions: '../lib/dimensions',
   quotaShareStrategy: '../lib/quotaShareStrategy',
   quotaShareConcurrency: '../lib/quotaShareConcurrency',
@@ -56,6 +57,7 @@ function indexDts(current) {
   const native = `// <surface: native>\nexport {\n${wrap(MAIN.native)}} from './binding'\n// </surface: native>`
   const js = [
     `// <surface: lib declarations>`,
+    `export { ${MAIN.fairShare.join(', ')} } from './lib/fairShare'`,
     `export { ${MAIN.quotaShareStrategy.join(', ')} } from './lib/quotaShareStrategy'`,
     `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'`,
     `export { ${MAIN.quotaShareConcurrency.join(', ')} } from './lib/quotaShareConcurrency'`,

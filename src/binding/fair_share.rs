@@ -1,17 +1,26 @@
 //! docs/contract.md §3: `decideFairShare`.
+//!
+//! Two ways in. `lib/fairShare.js` reads well-formed input field by field into one
+//! `Float64Array` and decides it with one plain N-API call (`__fairShareDecide`): no
+//! object crosses, nothing is allocated. Anything it does not recognise as well-formed
+//! comes here, to `decideFairShare`, which reads every field with its path and names the
+//! offending one in its error. Both decide with the same `core::fair_share`.
 
 use super::args::Arg;
 use super::dimensions::read_dimension_key;
 use super::errors::or_throw;
-use crate::core::dimensions::{Policy, QuotaUnit};
+use super::raw_call::{crossing_object, float64_array, throw_internal};
+use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::{
-  decide_fair_share, AllocationInput, DimensionInput, FairShareDecision, FairShareInput,
-  WindowBreakdown,
+  decide_fair_share, AllocationInput, DecisionKind, DecisionReason, DimensionInput,
+  FairShareDecision, FairShareInput, WindowBreakdown,
 };
 use crate::error::Result;
-use napi::bindgen_prelude::Unknown;
-use napi::Env;
+use napi::bindgen_prelude::{Object, Unknown};
+use napi::{sys, Env, JsValue};
 use napi_derive::napi;
+use std::cell::RefCell;
+use std::ptr;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
 #[napi(object, object_from_js = false, js_name = "FairShareDecision")]
@@ -139,4 +148,188 @@ pub fn decide_fair_share_js(env: Env, input: Unknown) -> napi::Result<FairShareD
       .and_then(|arg| read_and_decide(&arg))
       .map(FairShareDecisionJs::from),
   )
+}
+
+// ---- the packed crossing ---------------------------------------------------------------
+
+/// The packed input (`lib/fairShare.js` reads these numbers from `__fairShareCrossing()`).
+/// Header: dimension count, saturation threshold, weight, whether a cap is set, cap
+/// value, cap unit (index into `units`, -1 for none), policy (index into `policies`).
+/// After the call, slot 0 holds the outcome (index into `outcomes`) and slot 1 the
+/// `retryAfterMs` (NaN for none).
+const HEADER: usize = 7;
+/// Per dimension: unit, window (indices into `units`/`windows`), limit, consumedTotal,
+/// globalUsedPercent, this key's consumption, whether buckets are given, then the buckets'
+/// nowMs, keyPrev, keyCurr, poolPrev, poolCurr.
+const STRIDE: usize = 12;
+/// More dimensions than this go the checked way.
+const MAX_DIMENSIONS: usize = 16;
+
+/// `(kind, reason, penalized)` of each outcome code.
+const OUTCOMES: [(DecisionKind, DecisionReason, bool); 5] = [
+  (DecisionKind::Allow, DecisionReason::Ok, false),
+  (DecisionKind::Allow, DecisionReason::Ok, true),
+  (DecisionKind::Block, DecisionReason::FairShare, false),
+  (DecisionKind::Block, DecisionReason::CapAbsolute, false),
+  (DecisionKind::Block, DecisionReason::GlobalSaturated, false),
+];
+
+fn outcome_code(decision: &FairShareDecision) -> f64 {
+  OUTCOMES
+    .iter()
+    .position(|&(kind, reason, penalized)| {
+      kind == decision.kind && reason == decision.reason && penalized == decision.penalized
+    })
+    .unwrap_or(0) as f64
+}
+
+fn index<T: Copy>(all: &[T], code: f64) -> Option<T> {
+  (code >= 0.0 && code.fract() == 0.0)
+    .then(|| all.get(code as usize).copied())
+    .flatten()
+}
+
+thread_local! {
+  /// The dimensions of the last packed call, kept so a call allocates nothing.
+  static DIMENSIONS: RefCell<Vec<DimensionInput>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Decides the packed input in `buffer` and writes the outcome back; `None` when the
+/// buffer does not hold a valid packing (a bug in `lib/`).
+fn decide_packed(buffer: &mut [f64]) -> Option<()> {
+  let count = *buffer.first()?;
+  if !(0.0..=MAX_DIMENSIONS as f64).contains(&count) || count.fract() != 0.0 {
+    return None;
+  }
+  let count = count as usize;
+  let packed = buffer.get(..HEADER + count * STRIDE)?;
+  let (header, dims) = packed.split_at(HEADER);
+  let allocation = AllocationInput {
+    weight: header[2],
+    cap_value: (header[3] != 0.0).then_some(header[4]),
+    cap_unit: if header[5] < 0.0 {
+      None
+    } else {
+      Some(index(&QuotaUnit::ALL, header[5])?)
+    },
+    policy: index(&Policy::ALL, header[6])?,
+  };
+  let decision = DIMENSIONS.with(|slot| {
+    let mut dimensions = slot.borrow_mut();
+    dimensions.clear();
+    let mut consumed = [0.0; MAX_DIMENSIONS];
+    for (i, d) in dims.chunks_exact(STRIDE).enumerate() {
+      consumed[i] = d[5];
+      dimensions.push(DimensionInput {
+        key: DimensionKey::new(
+          String::new(),
+          index(&QuotaUnit::ALL, d[0])?,
+          index(&QuotaWindow::ALL, d[1])?,
+        ),
+        limit: d[2],
+        consumed_total: d[3],
+        global_used_percent: d[4],
+        breakdown: (d[6] != 0.0).then_some(WindowBreakdown {
+          now_ms: d[7] as i64,
+          key_prev: d[8],
+          key_curr: d[9],
+          pool_prev: d[10],
+          pool_curr: d[11],
+        }),
+      });
+    }
+    Some(decide_fair_share(&FairShareInput {
+      dimensions: &dimensions,
+      allocation: &allocation,
+      consumed_by_this_key: &consumed[..count],
+      saturation_threshold: header[1],
+    }))
+  })?;
+  buffer[0] = outcome_code(&decision);
+  buffer[1] = decision.retry_after_ms.map_or(f64::NAN, |ms| ms as f64);
+  Some(())
+}
+
+thread_local! {
+  /// This JS thread's packing buffer (the `Float64Array` given to `__fairShareCrossing`),
+  /// kept alive by a strong reference: a decision reads no argument at all.
+  static BUFFER: std::cell::Cell<(*mut f64, usize)> = const { std::cell::Cell::new((ptr::null_mut(), 0)) };
+}
+
+/// Internal (the crossing of `lib/fairShare.js`): `__fairShareDecide()` decides the packed
+/// input in this thread's buffer (laid out as `HEADER`/`STRIDE` say) and writes the outcome
+/// back into it.
+unsafe extern "C" fn fair_share_decide(
+  env: sys::napi_env,
+  _info: sys::napi_callback_info,
+) -> sys::napi_value {
+  let (data, length) = BUFFER.with(|b| b.get());
+  if data.is_null() {
+    return unsafe { throw_internal(env, c"__fairShareDecide: no buffer") };
+  }
+  // SAFETY: the buffer's elements stay alive (a strong reference holds the array) and
+  // unaliased for this synchronous call: its JavaScript thread waits, nothing here calls
+  // back into JavaScript, and only this thread ever registers or reads it.
+  let buffer = unsafe { std::slice::from_raw_parts_mut(data, length) };
+  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decide_packed(buffer))) {
+    Ok(Some(())) => ptr::null_mut(),
+    Ok(None) => unsafe { throw_internal(env, c"__fairShareDecide: bad packing") },
+    // Never expected; a panic must not unwind into Node.
+    Err(_) => unsafe { throw_internal(env, c"__fairShareDecide: internal error") },
+  }
+}
+
+/// The vocabulary and layout of the packed crossing, for `lib/fairShare.js`.
+#[napi(object, object_from_js = false)]
+pub struct FairShareLayout {
+  pub header: u32,
+  pub stride: u32,
+  pub max_dimensions: u32,
+  pub units: Vec<&'static str>,
+  pub windows: Vec<&'static str>,
+  pub policies: Vec<&'static str>,
+  /// `[kind, reason, penalized]` per outcome code.
+  pub outcomes: Vec<(&'static str, &'static str, bool)>,
+}
+
+/// Internal (the crossing of `lib/fairShare.js`, called once per JS thread at load):
+/// registers `buffer` (a `Float64Array` of at least `HEADER + STRIDE × MAX_DIMENSIONS`
+/// elements) as this thread's packing buffer and returns `{ decide }`, the raw callback
+/// `__fairShareDecide`.
+#[napi(catch_unwind, js_name = "__fairShareCrossing", skip_typescript)]
+pub fn fair_share_crossing<'env>(env: &'env Env, buffer: Unknown) -> napi::Result<Object<'env>> {
+  let raw = buffer.value();
+  // SAFETY: plain N-API calls on the live environment of this call.
+  let elements = unsafe { float64_array(raw.env, raw.value) }
+    .filter(|b| b.len() >= HEADER + STRIDE * MAX_DIMENSIONS)
+    .ok_or_else(|| napi::Error::new(napi::Status::InvalidArg, "buffer: expected a Float64Array"))?;
+  let mut reference = ptr::null_mut();
+  // Never released: the buffer lives as long as this thread's JavaScript environment.
+  if unsafe { sys::napi_create_reference(raw.env, raw.value, 1, &mut reference) }
+    != sys::Status::napi_ok
+  {
+    return Err(napi::Error::new(
+      napi::Status::GenericFailure,
+      "could not hold the buffer",
+    ));
+  }
+  BUFFER.with(|b| b.set((elements.as_mut_ptr(), elements.len())));
+  crossing_object(env, &[(c"decide", c"__fairShareDecide", fair_share_decide)])
+}
+
+/// Internal (the crossing of `lib/fairShare.js`, called once at load).
+#[napi(catch_unwind, js_name = "__fairShareLayout", skip_typescript)]
+pub fn fair_share_layout() -> FairShareLayout {
+  FairShareLayout {
+    header: HEADER as u32,
+    stride: STRIDE as u32,
+    max_dimensions: MAX_DIMENSIONS as u32,
+    units: QuotaUnit::ALL.iter().map(|u| u.as_str()).collect(),
+    windows: QuotaWindow::ALL.iter().map(|w| w.as_str()).collect(),
+    policies: Policy::ALL.iter().map(|p| p.as_str()).collect(),
+    outcomes: OUTCOMES
+      .iter()
+      .map(|&(kind, reason, penalized)| (kind.as_str(), reason.as_str(), penalized))
+      .collect(),
+  }
 }

@@ -8,12 +8,14 @@
 
 use super::args::Arg;
 use super::errors::call;
-use super::raw_call::{arguments, float64_array, number, optional_string, throw_internal};
+use super::raw_call::{
+  arguments, crossing_object, float64_array, number, optional_string, throw_internal,
+};
 use super::scheduler_state::{max_ids, state, time_from_f64, Sym};
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
 use crate::engine::scheduler::{NO_CONNECTION, SELECT_STRIDE, STALE};
 use napi::bindgen_prelude::{Object, Unknown};
-use napi::{sys, Env, Error, JsValue, Status};
+use napi::{sys, Env};
 use napi_derive::napi;
 use std::ptr;
 
@@ -130,48 +132,17 @@ unsafe extern "C" fn quota_share_release(
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`, called once at load):
 /// `{ select, release }`, the raw callbacks `__quotaShareSelect` and
-/// `__quotaShareRelease`. (Handed out by a call rather than put on the exports, because
-/// the crate's one `#[napi(module_exports)]` hook belongs to `WINDOW_MS`.)
+/// `__quotaShareRelease`.
 #[napi(catch_unwind, js_name = "__quotaShareCrossing", skip_typescript)]
 pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
-  let crossing = Object::new(env)?;
-  let callbacks: [(&std::ffi::CStr, &std::ffi::CStr, RawCallback); 2] = [
-    (c"select", c"__quotaShareSelect", quota_share_select),
-    (c"release", c"__quotaShareRelease", quota_share_release),
-  ];
-  for (key, name, callback) in callbacks {
-    let mut function = ptr::null_mut();
-    // SAFETY: plain N-API calls on the live environment of this call.
-    let status = unsafe {
-      sys::napi_create_function(
-        env.raw(),
-        name.as_ptr(),
-        name.to_bytes().len() as isize,
-        Some(callback),
-        ptr::null_mut(),
-        &mut function,
-      )
-    };
-    if status != sys::Status::napi_ok {
-      return Err(Error::new(
-        Status::GenericFailure,
-        "napi_create_function failed",
-      ));
-    }
-    let status = unsafe {
-      sys::napi_set_named_property(env.raw(), crossing.value().value, key.as_ptr(), function)
-    };
-    if status != sys::Status::napi_ok {
-      return Err(Error::new(
-        Status::GenericFailure,
-        "napi_set_named_property failed",
-      ));
-    }
-  }
-  Ok(crossing)
+  crossing_object(
+    env,
+    &[
+      (c"select", c"__quotaShareSelect", quota_share_select),
+      (c"release", c"__quotaShareRelease", quota_share_release),
+    ],
+  )
 }
-
-type RawCallback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
 
 /// Tests only: forgets the DRR state of every combo.
 #[napi(catch_unwind, js_name = "_clearDrrStateForTest")]

@@ -1,11 +1,52 @@
 //! Plain N-API callbacks for the hottest internal calls, bypassing napi-rs's generated
 //! wrapper (measured: ~35 ns for a call without arguments, ~120 ns with one). Each
-//! argument is read with one N-API call; a string goes into a stack buffer. Used only by
-//! `quota_share.rs`; everything else goes through `#[napi(catch_unwind)]` and `args.rs`.
+//! argument is read with one N-API call; a string goes into a stack buffer. Used by the
+//! crossings of `quota_share.rs` and `fair_share.rs`; everything else goes through
+//! `#[napi(catch_unwind)]` and `args.rs`.
 
-use napi::sys;
+use napi::bindgen_prelude::Object;
+use napi::{sys, Env, Error, JsValue, Status};
 use std::borrow::Cow;
 use std::ptr;
+
+/// A plain N-API callback.
+pub(crate) type RawCallback =
+  unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> sys::napi_value;
+
+/// An object holding the raw callbacks `(property, function name, callback)`: how a
+/// crossing is handed to `lib/` (by a call rather than on the exports, because the crate's
+/// one `#[napi(module_exports)]` hook belongs to `WINDOW_MS`).
+pub(crate) fn crossing_object<'env>(
+  env: &'env Env,
+  callbacks: &[(&std::ffi::CStr, &std::ffi::CStr, RawCallback)],
+) -> napi::Result<Object<'env>> {
+  let crossing = Object::new(env)?;
+  for &(key, name, callback) in callbacks {
+    let mut function = ptr::null_mut();
+    // SAFETY: plain N-API calls on the live environment of this call.
+    let created = unsafe {
+      sys::napi_create_function(
+        env.raw(),
+        name.as_ptr(),
+        name.to_bytes().len() as isize,
+        Some(callback),
+        ptr::null_mut(),
+        &mut function,
+      )
+    };
+    let set = created == sys::Status::napi_ok
+      && unsafe {
+        sys::napi_set_named_property(env.raw(), crossing.value().value, key.as_ptr(), function)
+      } == sys::Status::napi_ok;
+    if !set {
+      return Err(Error::new(
+        Status::GenericFailure,
+        "could not create a crossing",
+      ));
+    }
+  }
+  Ok(crossing)
+}
 
 /// Throws a `TypeError` with code `ERR_QUOTA_INTERNAL` and returns what a callback
 /// returns after a throw. Raw callbacks are internal: only a bug in `lib/` gets here.
