@@ -10,16 +10,16 @@ use super::args::Arg;
 use super::dimensions::read_dimension_key;
 use super::errors::or_throw;
 use super::raw_call::{crossing_object, float64_array, throw_internal};
-use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
+use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::{
-  decide_fair_share, AllocationInput, DecisionKind, DecisionReason, DimensionInput,
-  FairShareDecision, FairShareInput, WindowBreakdown,
+  decide_fair_share, AllocationInput, DimensionInput, FairShareDecision, FairShareInput,
+  WindowBreakdown,
 };
+use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
 use crate::error::Result;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
-use std::cell::RefCell;
 use std::ptr;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
@@ -151,104 +151,6 @@ pub fn decide_fair_share_js(env: Env, input: Unknown) -> napi::Result<FairShareD
 }
 
 // ---- the packed crossing ---------------------------------------------------------------
-
-/// The packed input (`lib/fairShare.js` reads these numbers from `__fairShareCrossing()`).
-/// Header: dimension count, saturation threshold, weight, whether a cap is set, cap
-/// value, cap unit (index into `units`, -1 for none), policy (index into `policies`).
-/// After the call, slot 0 holds the outcome (index into `outcomes`) and slot 1 the
-/// `retryAfterMs` (NaN for none).
-const HEADER: usize = 7;
-/// Per dimension: unit, window (indices into `units`/`windows`), limit, consumedTotal,
-/// globalUsedPercent, this key's consumption, whether buckets are given, then the buckets'
-/// nowMs, keyPrev, keyCurr, poolPrev, poolCurr.
-const STRIDE: usize = 12;
-/// More dimensions than this go the checked way.
-const MAX_DIMENSIONS: usize = 16;
-
-/// `(kind, reason, penalized)` of each outcome code.
-const OUTCOMES: [(DecisionKind, DecisionReason, bool); 5] = [
-  (DecisionKind::Allow, DecisionReason::Ok, false),
-  (DecisionKind::Allow, DecisionReason::Ok, true),
-  (DecisionKind::Block, DecisionReason::FairShare, false),
-  (DecisionKind::Block, DecisionReason::CapAbsolute, false),
-  (DecisionKind::Block, DecisionReason::GlobalSaturated, false),
-];
-
-fn outcome_code(decision: &FairShareDecision) -> f64 {
-  OUTCOMES
-    .iter()
-    .position(|&(kind, reason, penalized)| {
-      kind == decision.kind && reason == decision.reason && penalized == decision.penalized
-    })
-    .unwrap_or(0) as f64
-}
-
-fn index<T: Copy>(all: &[T], code: f64) -> Option<T> {
-  (code >= 0.0 && code.fract() == 0.0)
-    .then(|| all.get(code as usize).copied())
-    .flatten()
-}
-
-thread_local! {
-  /// The dimensions of the last packed call, kept so a call allocates nothing.
-  static DIMENSIONS: RefCell<Vec<DimensionInput>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Decides the packed input in `buffer` and writes the outcome back; `None` when the
-/// buffer does not hold a valid packing (a bug in `lib/`).
-fn decide_packed(buffer: &mut [f64]) -> Option<()> {
-  let count = *buffer.first()?;
-  if !(0.0..=MAX_DIMENSIONS as f64).contains(&count) || count.fract() != 0.0 {
-    return None;
-  }
-  let count = count as usize;
-  let packed = buffer.get(..HEADER + count * STRIDE)?;
-  let (header, dims) = packed.split_at(HEADER);
-  let allocation = AllocationInput {
-    weight: header[2],
-    cap_value: (header[3] != 0.0).then_some(header[4]),
-    cap_unit: if header[5] < 0.0 {
-      None
-    } else {
-      Some(index(&QuotaUnit::ALL, header[5])?)
-    },
-    policy: index(&Policy::ALL, header[6])?,
-  };
-  let decision = DIMENSIONS.with(|slot| {
-    let mut dimensions = slot.borrow_mut();
-    dimensions.clear();
-    let mut consumed = [0.0; MAX_DIMENSIONS];
-    for (i, d) in dims.chunks_exact(STRIDE).enumerate() {
-      consumed[i] = d[5];
-      dimensions.push(DimensionInput {
-        key: DimensionKey::new(
-          String::new(),
-          index(&QuotaUnit::ALL, d[0])?,
-          index(&QuotaWindow::ALL, d[1])?,
-        ),
-        limit: d[2],
-        consumed_total: d[3],
-        global_used_percent: d[4],
-        breakdown: (d[6] != 0.0).then_some(WindowBreakdown {
-          now_ms: d[7] as i64,
-          key_prev: d[8],
-          key_curr: d[9],
-          pool_prev: d[10],
-          pool_curr: d[11],
-        }),
-      });
-    }
-    Some(decide_fair_share(&FairShareInput {
-      dimensions: &dimensions,
-      allocation: &allocation,
-      consumed_by_this_key: &consumed[..count],
-      saturation_threshold: header[1],
-    }))
-  })?;
-  buffer[0] = outcome_code(&decision);
-  buffer[1] = decision.retry_after_ms.map_or(f64::NAN, |ms| ms as f64);
-  Some(())
-}
 
 thread_local! {
   /// This JS thread's packing buffer (the `Float64Array` given to `__fairShareCrossing`),
