@@ -11,13 +11,12 @@ use super::errors::or_throw;
 use super::metadata::arg;
 use super::promise::spawn_settled;
 use super::{engine, host};
-use crate::core::burn_rate::compute_burn_rate_from_window;
-use crate::core::dimensions::{DimensionKey, QuotaUnit};
+use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::Driver;
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
-use crate::store::redis::Retry;
+use crate::store::redis::client_command;
 use crate::store::{PlanDimension, PoolUsageSnapshot};
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
@@ -282,37 +281,6 @@ pub fn close_quota_db(env: Env) -> napi::Result<()> {
   Ok(())
 }
 
-/// A Redis reply as JSON-like JS: nil → `null`, integers and doubles → numbers, bulk and
-/// status strings → strings, arrays, sets and pushes → arrays, maps → `[key, value]` pairs,
-/// a server error inside an array → its message.
-fn reply_json(value: redis::Value) -> serde_json::Value {
-  use redis::Value as V;
-  use serde_json::Value as J;
-  match value {
-    V::Nil => J::Null,
-    V::Int(n) => J::from(n),
-    V::Double(n) => serde_json::Number::from_f64(n).map_or(J::Null, J::Number),
-    V::Boolean(b) => J::Bool(b),
-    V::BulkString(bytes) => J::String(String::from_utf8_lossy(&bytes).into_owned()),
-    V::SimpleString(s) => J::String(s),
-    V::Okay => J::String("OK".into()),
-    V::VerbatimString { text, .. } => J::String(text),
-    V::BigNumber(n) => J::String(String::from_utf8_lossy(&n).into_owned()),
-    V::Array(items) | V::Set(items) | V::Push { data: items, .. } => {
-      J::Array(items.into_iter().map(reply_json).collect())
-    }
-    V::Map(pairs) => J::Array(
-      pairs
-        .into_iter()
-        .map(|(k, v)| J::Array(vec![reply_json(k), reply_json(v)]))
-        .collect(),
-    ),
-    V::Attribute { data, .. } => reply_json(*data),
-    V::ServerError(err) => J::String(format!("{err:?}")),
-    _ => J::Null,
-  }
-}
-
 /// A number argument as JavaScript's `String(n)` would give it, for integers at least.
 fn format_number(n: f64) -> String {
   if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
@@ -345,17 +313,12 @@ pub fn redis_command<'env>(
         _ => a.string(),
       })
       .collect::<Result<Vec<String>>>()?;
-    // Reads are retried after a dropped connection; everything else only when refused.
-    let retry = match args.first().map(|c| c.to_ascii_uppercase()).as_deref() {
-      Some("GET" | "MGET" | "PING" | "TTL" | "PTTL" | "EXISTS" | "SMEMBERS") => Retry::Read,
-      _ => Retry::Write,
-    };
-    Ok((backend, args, retry))
+    Ok((backend, args))
   })();
-  let (backend, args, retry) = or_throw(env, prepared)?;
+  let (backend, args) = or_throw(env, prepared)?;
   spawn_settled(
     env,
-    async move { backend.command(&args, retry).await.map(reply_json) },
+    async move { client_command(&backend, &args).await },
     |_, value| Ok(value),
   )
 }
@@ -451,20 +414,7 @@ pub(crate) fn read_plan_dimensions(plan_dims: Option<Unknown>) -> Result<Vec<Pla
 /// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
 /// from the first `tokens` dimension that has consumption.
 pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
-  let burn_rate = snapshot
-    .dimensions
-    .iter()
-    .find(|d| d.unit == QuotaUnit::Tokens)
-    .filter(|d| d.consumed_total > 0.0)
-    .map(|d| {
-      compute_burn_rate_from_window(
-        d.consumed_total,
-        d.window.ms(),
-        now,
-        Some(d.limit - d.consumed_total),
-      )
-      .into()
-    });
+  let burn_rate = snapshot.burn_rate(now).map(Into::into);
   PoolUsageSnapshotJs {
     pool_id: snapshot.pool_id,
     generated_at: iso_from_ms(now),

@@ -1,6 +1,7 @@
 //! `PoolUsageSnapshot` (docs/contract.md §4) and the pure arithmetic that builds one dimension of
 //! it from the pool's allocations and each key's effective consumption.
 
+use crate::core::burn_rate::{compute_burn_rate_from_window, BurnRate};
 use crate::core::dimensions::{PoolAllocation, QuotaUnit, QuotaWindow};
 
 /// One plan dimension as the caller passes it: strings as they come from JavaScript, so
@@ -17,6 +18,24 @@ pub struct PlanDimension<S = String> {
 pub struct PoolUsageSnapshot {
   pub pool_id: String,
   pub dimensions: Vec<DimensionUsage>,
+}
+
+impl PoolUsageSnapshot {
+  /// The snapshot's `burnRate` at `now_ms`: from its first `tokens` dimension, with what is
+  /// left of that dimension's limit; `None` without one or when it has no consumption.
+  pub fn burn_rate(&self, now_ms: i64) -> Option<BurnRate> {
+    let d = self
+      .dimensions
+      .iter()
+      .find(|d| d.unit == QuotaUnit::Tokens)
+      .filter(|d| d.consumed_total > 0.0)?;
+    Some(compute_burn_rate_from_window(
+      d.consumed_total,
+      d.window.ms(),
+      now_ms,
+      Some(d.limit - d.consumed_total),
+    ))
+  }
 }
 
 /// `{ unit, window, limit, consumedTotal, perKey }`.
@@ -82,6 +101,45 @@ pub fn dimension_usage(
 
 #[cfg(test)]
 mod tests {
+
+  #[test]
+  fn burn_rate_comes_from_the_first_tokens_dimension_when_it_has_consumption() {
+    let dim = |unit, consumed_total| DimensionUsage {
+      unit,
+      window: QuotaWindow::Hourly,
+      limit: 1000.0,
+      consumed_total,
+      per_key: Vec::new(),
+    };
+    let now = 1_800_000; // half way through an hourly bucket
+    let snapshot = |dimensions| PoolUsageSnapshot {
+      pool_id: "p".into(),
+      dimensions,
+    };
+    assert_eq!(
+      snapshot(vec![dim(QuotaUnit::Requests, 50.0)]).burn_rate(now),
+      None
+    );
+    assert_eq!(
+      snapshot(vec![
+        dim(QuotaUnit::Tokens, 0.0),
+        dim(QuotaUnit::Tokens, 9.0)
+      ])
+      .burn_rate(now),
+      None
+    );
+    let rate = snapshot(vec![
+      dim(QuotaUnit::Requests, 5.0),
+      dim(QuotaUnit::Tokens, 360.0),
+    ])
+    .burn_rate(now)
+    .unwrap();
+    assert_eq!(
+      rate,
+      compute_burn_rate_from_window(360.0, QuotaWindow::Hourly.ms(), now, Some(640.0))
+    );
+  }
+
   use super::*;
   use crate::core::dimensions::Policy;
 

@@ -8,6 +8,7 @@
 //!   arguments; every counter operation is one EVALSHA.
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
 //!   time per operation.
+//! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
 //! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
 //!   snapshot, and the hot path's batched reads and writes.
 //!
@@ -16,12 +17,14 @@
 //! on SQLite (which answers in microseconds on the JS thread) or blocking on Redis, so
 //! each driver keeps its natural shape and the edge dispatches per driver.
 
+pub mod client;
 pub mod connection;
 pub mod counters;
 pub mod keys;
 pub mod scripts;
 pub mod target;
 
+pub use client::client_command;
 pub use connection::{backend, forget_backend, RedisBackend, Retry};
 pub use keys::{hash_tag, ttl_seconds, KeyLayout};
 pub use scripts::{ReadBatch, ScriptCall};
