@@ -94,7 +94,15 @@ await row('consume', 'baseline: the same 4 commands pipelined', () => tsConsumeP
 await row('peek', 'engine (read.lua)', () => store.peek('k', dim))
 await row('peek', 'baseline: MGET', () => tsPeek('k', dim))
 
-// Pool totals: the engine sums the allocations' buckets (and the members set) in Lua.
+// Pool totals: the engine sums the allocations' buckets (and the members set) in Lua
+// (the default, exact beside old replicas), or reads the buckets' totals
+// (QUOTA_STORE_REDIS_POOL_TOTALS=aggregate, docs/redis.md#pool-totals). The aggregate
+// store has its own backend (the mode is read when a URL's backend is created): the same
+// server under another URL string (a fragment the driver ignores).
+process.env.QUOTA_STORE_REDIS_POOL_TOTALS = 'aggregate'
+const aggregate = new engine.RedisQuotaStore(`${url}#pool-totals=aggregate`)
+await aggregate.peek('k', dim)
+delete process.env.QUOTA_STORE_REDIS_POOL_TOTALS
 for (const size of [10, 1000, 10_000]) {
   const p = pool(size, `pool${size}`)
   const d = { poolId: p.id, unit: 'tokens', window: 'hourly' }
@@ -102,7 +110,8 @@ for (const size of [10, 1000, 10_000]) {
   for (const k of keys) await store.consume(k, d, 3)
   // 10 000 keys: serial only (64 calls of ~25 ms each, queued in Redis, would pass the timeout).
   const both = size < 10_000
-  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua)', () => store.poolConsumedTotal(p.id, d), { both })
+  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua), exact (default)', () => store.poolConsumedTotal(p.id, d), { both })
+  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua), aggregate: 2 GETs', () => aggregate.poolConsumedTotal(p.id, d), { both })
   await row(`poolConsumedTotal, ${size} keys`, `baseline: MGET of ${2 * size} keys`, () => tsPoolTotal(keys, d), { both })
 }
 
