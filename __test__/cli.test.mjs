@@ -359,9 +359,16 @@ test('doctor: Redis reachability by TCP connect and PING, and unreachable server
   assert.ok(report.problems.some((p) => p.startsWith(`Redis at 127.0.0.1:${port} is unreachable`)), report.problems.join('\n'))
   const badUrl = JSON.parse(cli(['--db', fresh, 'doctor', '--json'], { env: { QUOTA_STORE_REDIS_URL: 'http://example' } }).stdout)
   assert.equal(badUrl.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').valid, false)
-  // The driver's own URL check decides: TLS is refused by this build, a cluster URL is fine.
+  // The driver's own URL check decides: TLS, cluster and Sentinel URLs are fine (docs/redis.md#url-forms);
+  // a Sentinel URL without its master name is not.
   const tls = JSON.parse(cli(['--db', fresh, 'doctor', '--json'], { env: { QUOTA_STORE_REDIS_URL: 'rediss://127.0.0.1:1' } }).stdout)
-  assert.match(tls.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').problem, /TLS/)
+  assert.equal(tls.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').problem, null)
+  assert.equal(tls.redis.tls, true)
+  const sentinel = JSON.parse(cli(['--db', fresh, 'doctor', '--json'], { env: { QUOTA_STORE_REDIS_URL: 'redis+sentinel://127.0.0.1:1,127.0.0.1:2/mymaster' } }).stdout)
+  assert.equal(sentinel.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').problem, null)
+  assert.equal(sentinel.redis.port, 1)
+  const noMaster = JSON.parse(cli(['--db', fresh, 'doctor', '--json'], { env: { QUOTA_STORE_REDIS_URL: 'redis+sentinel://127.0.0.1:1' } }).stdout)
+  assert.match(noMaster.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').problem, /names its master/)
   const cluster = JSON.parse(cli(['--db', fresh, 'doctor', '--json'], { env: { QUOTA_STORE_REDIS_URL: 'redis+cluster://127.0.0.1:1,127.0.0.1:2' } }).stdout)
   assert.equal(cluster.config.find((s) => s.name === 'QUOTA_STORE_REDIS_URL').valid, true)
 })

@@ -75,7 +75,8 @@ test('cluster keys carry the pool hash tag, so every key of a pool lives on one 
   const nodesUsed = new Set()
   for (const pool of pools) {
     const mine = keys.filter((k) => k.key.includes(`{${pool}}`))
-    assert.equal(mine.length, 3 * 2 + 2, `${pool}: 6 buckets and 2 members sets`)
+    assert.equal(mine.length, 3 * 2 + 2 + 2, `${pool}: 6 buckets, 2 members sets and 2 bucket totals`)
+    assert.ok(mine.some((k) => k.key === `omniroute:quota-total:{${pool}}:${pool}:tokens:daily:${Math.floor(Date.now() / 86_400_000)}`), JSON.stringify(mine))
     assert.ok(mine.some((k) => k.key === `omniroute:quota:{${pool}}:k1:${pool}:tokens:daily:${Math.floor(Date.now() / 86_400_000)}`), JSON.stringify(mine))
     assert.ok(mine.some((k) => k.key === `omniroute:quota-members:{${pool}}:${pool}:model:m:requests:hourly:${Math.floor(Date.now() / 3_600_000)}`))
     assert.equal(new Set(mine.map((k) => k.node)).size, 1, `${pool} is on one node`)

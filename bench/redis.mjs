@@ -4,7 +4,7 @@
 //   node bench/redis.mjs [--ops N] [--max-ms MS] [--url redis://host:port]
 //
 // Without --url a redis-server is started on a free loopback port and stopped at the end.
-// Rows: consume, peek, poolConsumedTotal (pools of 10 and 1 000 keys), enforceQuotaShare
+// Rows: consume, peek, poolConsumedTotal (pools of 10, 1 000 and 10 000 keys), enforceQuotaShare
 // (8 keys × 2 dimensions), serial and 64 concurrent (Promise.all batches of 64). The
 // baseline is a plain ioredis client doing what the TypeScript driver does: per consume
 // INCRBYFLOAT, two EXPIREs and an MGET (awaited one after the other, and pipelined in one
@@ -94,14 +94,25 @@ await row('consume', 'baseline: the same 4 commands pipelined', () => tsConsumeP
 await row('peek', 'engine (read.lua)', () => store.peek('k', dim))
 await row('peek', 'baseline: MGET', () => tsPeek('k', dim))
 
-// Pool totals: the engine sums the allocations' buckets (and the members set) in Lua.
-for (const size of [10, 1000]) {
+// Pool totals: the engine sums the allocations' buckets (and the members set) in Lua
+// (the default, exact beside old replicas), or reads the buckets' totals
+// (QUOTA_STORE_REDIS_POOL_TOTALS=aggregate, docs/redis.md#pool-totals). The aggregate
+// store has its own backend (the mode is read when a URL's backend is created): the same
+// server under another URL string (a fragment the driver ignores).
+process.env.QUOTA_STORE_REDIS_POOL_TOTALS = 'aggregate'
+const aggregate = new engine.RedisQuotaStore(`${url}#pool-totals=aggregate`)
+await aggregate.peek('k', dim)
+delete process.env.QUOTA_STORE_REDIS_POOL_TOTALS
+for (const size of [10, 1000, 10_000]) {
   const p = pool(size, `pool${size}`)
   const d = { poolId: p.id, unit: 'tokens', window: 'hourly' }
   const keys = p.allocations.map((a) => a.apiKeyId)
   for (const k of keys) await store.consume(k, d, 3)
-  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua)', () => store.poolConsumedTotal(p.id, d))
-  await row(`poolConsumedTotal, ${size} keys`, `baseline: MGET of ${2 * size} keys`, () => tsPoolTotal(keys, d))
+  // 10 000 keys: serial only (64 calls of ~25 ms each, queued in Redis, would pass the timeout).
+  const both = size < 10_000
+  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua), exact (default)', () => store.poolConsumedTotal(p.id, d), { both })
+  await row(`poolConsumedTotal, ${size} keys`, 'engine (read.lua), aggregate: 2 GETs', () => aggregate.poolConsumedTotal(p.id, d), { both })
+  await row(`poolConsumedTotal, ${size} keys`, `baseline: MGET of ${2 * size} keys`, () => tsPoolTotal(keys, d), { both })
 }
 
 // The hot path: 8 keys, a plan with 2 dimensions, saturation cached.

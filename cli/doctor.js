@@ -35,7 +35,14 @@ function parseRedisUrl(url) {
     const first = rest.split(/[/,?]/)[0]
     const match = /^\[?([^\]]+?)\]?(?::(\d+))?$/.exec(first)
     if (!match) return { error: 'no host in the URL' }
-    return { host: match[1], port: Number(match[2] || 6379), tls: false, cluster: info.cluster }
+    const sentinel = /^rediss?\+sentinel:/i.test(url)
+    return {
+      host: match[1],
+      port: Number(match[2] || (sentinel ? 26379 : 6379)),
+      tls: /^rediss/i.test(url),
+      cluster: info.cluster,
+      sentinel,
+    }
   } catch (err) {
     return { error: String(err.message).replace(/^url: /, '') }
   }
@@ -90,7 +97,7 @@ function describeDriverSetting(env) {
       raw: url ? host.maskSecrets(url) : null,
       value: url ? host.maskSecrets(url) : '',
       valid: !url || !parseRedisUrl(url).error,
-      rule: 'redis://[user:password@]host[:port][/db] or redis+cluster://host:port,host:port',
+      rule: 'redis[s]://[user:password@]host[:port][/db], redis[s]+cluster://host:port,host:port or redis[s]+sentinel://host:port,host:port/master',
       problem: !url || !parseRedisUrl(url).error ? null : parseRedisUrl(url).error,
     },
   ]

@@ -170,3 +170,136 @@ export async function startCluster() {
     stop: () => Promise.all(nodes.map((n) => n.stop())),
   }
 }
+
+export const OPENSSL = onPath('openssl')
+
+function openssl(args, cwd) {
+  const r = spawnSync(OPENSSL, args, { cwd, encoding: 'utf8', timeout: 30_000 })
+  if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed: ${r.stderr}`)
+}
+
+/**
+ * A throwaway CA (made here with openssl, trusted nowhere else), a server certificate for
+ * 127.0.0.1/localhost and a client certificate, both signed by it. Returns the PEM paths.
+ */
+export function makeCertificates() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-tls-'))
+  const days = ['-days', '2']
+  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', ...days, '-subj', '/CN=quota-engine test CA'], dir)
+  fs.writeFileSync(path.join(dir, 'server.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n')
+  fs.writeFileSync(path.join(dir, 'client.ext'), 'extendedKeyUsage=clientAuth\n')
+  for (const who of ['server', 'client']) {
+    openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${who}.key`, '-out', `${who}.csr`, '-subj', `/CN=${who}`], dir)
+    openssl(['x509', '-req', '-in', `${who}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${who}.pem`, ...days, '-extfile', `${who}.ext`], dir)
+  }
+  const at = (name) => path.join(dir, name)
+  return { dir, ca: at('ca.pem'), cert: at('server.pem'), key: at('server.key'), clientCert: at('client.pem'), clientKey: at('client.key') }
+}
+
+/**
+ * A `redis-server` that also listens for TLS on `tlsPort` (the plain port stays open for
+ * the test's own inspection). `authClients`: whether it asks for a client certificate.
+ */
+export async function startTlsRedis(certs, { authClients = false, args = [] } = {}) {
+  const tlsPort = await freePort()
+  const server = await startRedis({
+    args: [
+      '--tls-port', String(tlsPort),
+      '--tls-cert-file', certs.cert,
+      '--tls-key-file', certs.key,
+      '--tls-ca-cert-file', certs.ca,
+      '--tls-auth-clients', authClients ? 'yes' : 'no',
+      ...args,
+    ],
+  })
+  server.tlsPort = tlsPort
+  return server
+}
+
+/**
+ * A primary, one replica and three Sentinels (`redis-server --sentinel`, quorum 2)
+ * watching it as `master`, with short timeouts so a failover takes about a second or two.
+ * Ready when every Sentinel knows the replica and the other Sentinels.
+ */
+export async function startSentinels({ master = 'mymaster', downAfterMs = 1000 } = {}) {
+  const primary = await startRedis()
+  const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(primary.port)] })
+  await waitFor(async () => (await bulk(replica.port, 'INFO replication')).includes('master_link_status:up'), 'the replica in sync')
+  const sentinels = []
+  for (let i = 0; i < 3; i++) {
+    const port = await freePort()
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-sentinel-'))
+    const conf = path.join(dir, 'sentinel.conf')
+    fs.writeFileSync(conf, [
+      `port ${port}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${master} 127.0.0.1 ${primary.port} 2`,
+      `sentinel down-after-milliseconds ${master} ${downAfterMs}`,
+      `sentinel failover-timeout ${master} 10000`,
+      `sentinel parallel-syncs ${master} 1`,
+      '',
+    ].join('\n'))
+    const child = spawn(REDIS_SERVER, [conf, '--sentinel'], { stdio: ['ignore', 'pipe', 'pipe'] })
+    child.exited = new Promise((resolve) => child.once('exit', resolve))
+    child.stdout.resume()
+    child.stderr.resume()
+    sentinels.push({ port, dir, child })
+    await waitFor(async () => (await rawCommand(port, 'PING')).startsWith('+PONG'), `sentinel on ${port}`)
+  }
+  for (const s of sentinels) {
+    await waitFor(async () => {
+      const info = await bulk(s.port, `SENTINEL MASTER ${master}`)
+      return /num-other-sentinels\r\n\$1\r\n2\r\n/.test(info) && /num-slaves\r\n\$1\r\n1\r\n/.test(info)
+    }, `sentinel ${s.port} discovering the replica and its peers`, 20_000)
+  }
+  return {
+    master,
+    primary,
+    replica,
+    sentinels,
+    url: `redis+sentinel://${sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${master}`,
+    /** The port the Sentinels name as the primary now. */
+    async primaryPort() {
+      const reply = await bulk(sentinels[0].port, `SENTINEL GET-MASTER-ADDR-BY-NAME ${master}`)
+      return Number(reply.split('\r\n').filter((l) => /^\d+$/.test(l)).pop())
+    },
+    async stop() {
+      for (const s of sentinels) {
+        if (s.child.exitCode === null && s.child.signalCode === null) {
+          process.kill(s.child.pid, 'SIGTERM')
+          await s.child.exited
+        }
+      }
+      await Promise.all([primary.stop(), replica.stop()])
+    },
+  }
+}
+
+/** One inline command's whole reply (multi-line, RESP2) over a fresh connection. */
+export function bulk(port, command, timeoutMs = 2000) {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1')
+    let data = ''
+    let idle = null
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(new Error(`no reply from 127.0.0.1:${port}`))
+    }, timeoutMs)
+    const done = () => {
+      clearTimeout(timer)
+      socket.end()
+      resolve(data)
+    }
+    socket.on('connect', () => socket.write(`${command}\r\n`))
+    socket.on('data', (chunk) => {
+      data += chunk
+      clearTimeout(idle)
+      idle = setTimeout(done, 30)
+    })
+    socket.on('error', (err) => {
+      clearTimeout(timer)
+      reject(err)
+    })
+  })
+}

@@ -97,6 +97,18 @@ pub const STORE_REDIS_URL: &str = "QUOTA_STORE_REDIS_URL";
 pub const STORE_REDIS_CLUSTER: &str = "QUOTA_STORE_REDIS_CLUSTER";
 pub const ADMISSION: &str = "QUOTA_ADMISSION";
 pub const DATA_DIR: &str = "DATA_DIR";
+/// `QUOTA_STORE_REDIS_CA_FILE`: a PEM bundle of CAs a `rediss` URL's server may chain to,
+/// added to the system roots (docs/redis.md#tls).
+pub const STORE_REDIS_CA_FILE: &str = "QUOTA_STORE_REDIS_CA_FILE";
+/// `NODE_EXTRA_CA_CERTS`: Node's own extra CAs, trusted the same way.
+pub const NODE_EXTRA_CA_CERTS: &str = "NODE_EXTRA_CA_CERTS";
+/// `QUOTA_STORE_REDIS_TLS_CERT_FILE` / `QUOTA_STORE_REDIS_TLS_KEY_FILE`: a client
+/// certificate chain and its key (PEM) for servers that ask for one; both or neither.
+pub const STORE_REDIS_TLS_CERT_FILE: &str = "QUOTA_STORE_REDIS_TLS_CERT_FILE";
+pub const STORE_REDIS_TLS_KEY_FILE: &str = "QUOTA_STORE_REDIS_TLS_KEY_FILE";
+/// `QUOTA_STORE_REDIS_POOL_TOTALS`: `exact` (the default) or `aggregate`
+/// (docs/redis.md#pool-totals).
+pub const STORE_REDIS_POOL_TOTALS: &str = "QUOTA_STORE_REDIS_POOL_TOTALS";
 
 /// What a raw value of a numeric setting means.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -153,6 +165,20 @@ pub fn admission_of(raw: Option<&str>) -> (AdmissionMode, bool) {
     "" | "default" => (AdmissionMode::Default, true),
     "reserve" => (AdmissionMode::Reserve, true),
     _ => (AdmissionMode::Default, false),
+  }
+}
+
+/// `QUOTA_STORE_REDIS_POOL_TOTALS`, and whether the raw value was valid.
+pub fn pool_totals_of(raw: Option<&str>) -> (crate::store::redis::PoolTotals, bool) {
+  use crate::store::redis::PoolTotals;
+  match raw
+    .map(|v| v.trim().to_ascii_lowercase())
+    .unwrap_or_default()
+    .as_str()
+  {
+    "" | "exact" => (PoolTotals::Exact, true),
+    "aggregate" => (PoolTotals::Aggregate, true),
+    _ => (PoolTotals::Exact, false),
   }
 }
 
@@ -252,6 +278,47 @@ impl Config {
     (mode, warning)
   }
 
+  /// `QUOTA_STORE_REDIS_POOL_TOTALS`, and the warning for a bad value (once).
+  pub fn pool_totals(&self) -> (crate::store::redis::PoolTotals, Option<String>) {
+    let raw = self.raw(STORE_REDIS_POOL_TOTALS);
+    let (mode, valid) = pool_totals_of(raw.as_deref());
+    if valid {
+      return (mode, None);
+    }
+    let raw = raw.unwrap_or_default();
+    let warning = self.first_warning(STORE_REDIS_POOL_TOTALS, &raw, || {
+      format!("{STORE_REDIS_POOL_TOTALS}={raw:?} is not \"exact\" or \"aggregate\"; using exact")
+    });
+    (mode, warning)
+  }
+
+  /// The TLS files of a `rediss` URL: the extra CAs (`NODE_EXTRA_CA_CERTS`, then
+  /// `QUOTA_STORE_REDIS_CA_FILE`) and the client certificate, with the warning for a
+  /// certificate without its key or a key without its certificate (once; neither is used).
+  pub fn redis_tls_files(&self) -> (crate::store::redis::tls::TlsFiles, Option<String>) {
+    let ca = [NODE_EXTRA_CA_CERTS, STORE_REDIS_CA_FILE]
+      .into_iter()
+      .filter_map(|name| self.raw(name).map(|path| (name, path)))
+      .collect();
+    let cert = self.raw(STORE_REDIS_TLS_CERT_FILE);
+    let key = self.raw(STORE_REDIS_TLS_KEY_FILE);
+    let (client, warning) = match (cert, key) {
+      (Some(cert), Some(key)) => (Some((cert, key)), None),
+      (None, None) => (None, None),
+      (cert, _) => {
+        let (set, unset) = match cert {
+          Some(_) => (STORE_REDIS_TLS_CERT_FILE, STORE_REDIS_TLS_KEY_FILE),
+          None => (STORE_REDIS_TLS_KEY_FILE, STORE_REDIS_TLS_CERT_FILE),
+        };
+        let warning = self.first_warning(set, "", || {
+          format!("{set} is set without {unset}; no client certificate is presented")
+        });
+        (None, warning)
+      }
+    };
+    (crate::store::redis::tls::TlsFiles { ca, client }, warning)
+  }
+
   /// Every numeric setting as the environment has it, without warning.
   pub fn describe(&self) -> Vec<SettingReport> {
     NUMBERS
@@ -321,6 +388,45 @@ mod tests {
       (AdmissionMode::Reserve, true)
     );
     assert!(cluster_switch(Some(" YES ")) && !cluster_switch(Some("0")));
+  }
+
+  fn tls_env(name: &str) -> Option<String> {
+    match name {
+      "NODE_EXTRA_CA_CERTS" => Some("/etc/node-extra.pem".into()),
+      "QUOTA_STORE_REDIS_CA_FILE" => Some("/etc/redis-ca.pem".into()),
+      "QUOTA_STORE_REDIS_TLS_CERT_FILE" => Some("/etc/client.pem".into()),
+      "QUOTA_STORE_REDIS_POOL_TOTALS" => Some("sometimes".into()),
+      _ => None,
+    }
+  }
+
+  #[test]
+  fn tls_files_and_pool_totals() {
+    use crate::store::redis::PoolTotals;
+    let config = Config::new(tls_env);
+    let (files, warning) = config.redis_tls_files();
+    assert_eq!(
+      files.ca,
+      vec![
+        ("NODE_EXTRA_CA_CERTS", "/etc/node-extra.pem".to_string()),
+        ("QUOTA_STORE_REDIS_CA_FILE", "/etc/redis-ca.pem".to_string()),
+      ]
+    );
+    assert_eq!(files.client, None);
+    assert!(warning
+      .unwrap()
+      .contains("QUOTA_STORE_REDIS_TLS_CERT_FILE is set without QUOTA_STORE_REDIS_TLS_KEY_FILE"));
+    assert_eq!(config.redis_tls_files().1, None, "warned once");
+    let (mode, warning) = config.pool_totals();
+    assert_eq!(mode, PoolTotals::Exact);
+    assert!(warning
+      .unwrap()
+      .contains("QUOTA_STORE_REDIS_POOL_TOTALS=\"sometimes\""));
+    assert_eq!(
+      pool_totals_of(Some(" Aggregate ")),
+      (PoolTotals::Aggregate, true)
+    );
+    assert_eq!(pool_totals_of(None), (PoolTotals::Exact, true));
   }
 
   #[test]

@@ -14,7 +14,9 @@ use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::error::Result;
 use crate::store::redis::keys::base_pool_id;
-use crate::store::redis::{counters, mask_url, KeyLayout, RedisBackend, Retry};
+use crate::store::redis::{
+  counters, mask_url, KeyLayout, PoolTotals, RedisBackend, RedisOptions, Retry,
+};
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -233,13 +235,24 @@ impl DriverChoice {
 }
 
 impl Engine {
-  /// The Redis backend of `url` (one per URL; the timeout and cluster switch are read
-  /// from the configuration when it is created). A URL the engine cannot use is a
-  /// `RangeError` naming `url`, its password masked.
+  /// The Redis backend of `url` (one per URL; the timeout, cluster switch, TLS files and
+  /// pool-totals mode are read from the configuration when it is created, each bad value
+  /// warned about once). A URL the engine cannot use is a `RangeError` naming `url`, its
+  /// password masked.
   pub fn redis_backend(&self, url: &str) -> Result<Arc<RedisBackend>> {
-    let cluster = config::cluster_switch(self.config.raw(config::STORE_REDIS_CLUSTER).as_deref());
-    let timeout = Duration::from_millis(self.number(&config::REDIS_TIMEOUT_MS).round() as u64);
-    crate::store::redis::backend(url, cluster, timeout)
+    crate::store::redis::backend(url, || {
+      let (totals, totals_warning) = self.config.pool_totals();
+      let (tls, tls_warning) = self.config.redis_tls_files();
+      for warning in [totals_warning, tls_warning].into_iter().flatten() {
+        self.logs.warn("quota:config", warning, None);
+      }
+      RedisOptions {
+        cluster: config::cluster_switch(self.config.raw(config::STORE_REDIS_CLUSTER).as_deref()),
+        timeout: Duration::from_millis(self.number(&config::REDIS_TIMEOUT_MS).round() as u64),
+        tls,
+        totals,
+      }
+    })
   }
 
   /// The driver `getQuotaStore()` chose, if it resolved since the last reset.
@@ -589,7 +602,15 @@ impl Engine {
       }
       Driver::Redis(url) => later(
         crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
-          .and_then(|()| Ok((self.redis_backend(url)?, self.pool_key_ids(&key.pool_id)?)))
+          .and_then(|()| {
+            let backend = self.redis_backend(url)?;
+            // The buckets' totals need no key list (docs/redis.md#pool-totals).
+            let ids = match backend.totals() {
+              PoolTotals::Aggregate => Vec::new(),
+              PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
+            };
+            Ok((backend, ids))
+          })
           .and_then(|(backend, ids)| counters::pool_consumed_total(backend, key, ids, now_ms)),
       ),
     }

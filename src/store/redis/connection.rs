@@ -7,6 +7,12 @@
 //! - A cluster: a [`ClusterConnection`] (one multiplexed connection per node, slots
 //!   refreshed on MOVED), created on first use; an initial failure is retried by the next
 //!   operation.
+//! - A Sentinel-managed primary: the Sentinels are asked for the primary's address, which
+//!   is checked with ROLE, and one multiplexed connection is kept to it. A connection
+//!   failure or a `READONLY` reply (a primary demoted by a failover) drops it, and the next
+//!   attempt asks the Sentinels again (docs/redis.md#sentinel).
+//! - `rediss`: TLS (rustls) to every node, with the roots and client identity of
+//!   `tls.rs`.
 //! - Every operation runs under `QUOTA_STORE_REDIS_TIMEOUT_MS` (default 1000 ms): past it,
 //!   the operation fails with [`QuotaError::Unavailable`] — never a hang. A connection
 //!   refusal (nothing was sent) is retried once inside that time, so the first operation
@@ -17,13 +23,20 @@
 //! keep Node's event loop alive.
 
 use super::scripts::ScriptCall;
-use super::target::{parse_target, RedisTarget};
+use super::target::{parse_target, RedisTarget, SentinelTarget, Topology};
+use super::tls::{certificates, TlsFiles};
 use super::KeyLayout;
 use crate::error::{QuotaError, Result};
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{
+  ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, RedisError, RedisFuture, RedisResult, Value};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+  AsyncConnectionConfig, Client, Cmd, ConnectionAddr, RedisError, RedisFuture, RedisResult,
+  TlsMode, Value,
+};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,6 +48,8 @@ use tokio::sync::OnceCell;
 enum Conn {
   Single(ConnectionManager),
   Cluster(ClusterConnection),
+  /// The primary a Sentinel named, and the generation of that answer.
+  Primary(MultiplexedConnection, u64),
 }
 
 impl ConnectionLike for Conn {
@@ -42,6 +57,7 @@ impl ConnectionLike for Conn {
     match self {
       Conn::Single(c) => c.req_packed_command(cmd),
       Conn::Cluster(c) => c.req_packed_command(cmd),
+      Conn::Primary(c, _) => c.req_packed_command(cmd),
     }
   }
 
@@ -54,6 +70,7 @@ impl ConnectionLike for Conn {
     match self {
       Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
       Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+      Conn::Primary(c, _) => c.req_packed_commands(pipeline, offset, count),
     }
   }
 
@@ -61,6 +78,7 @@ impl ConnectionLike for Conn {
     match self {
       Conn::Single(c) => c.get_db(),
       Conn::Cluster(c) => c.get_db(),
+      Conn::Primary(c, _) => c.get_db(),
     }
   }
 }
@@ -76,13 +94,48 @@ pub enum Retry {
   Write,
 }
 
+/// How a backend connects, from the engine's configuration (docs/contract.md §11).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisOptions {
+  /// `QUOTA_STORE_REDIS_CLUSTER`.
+  pub cluster: bool,
+  /// `QUOTA_STORE_REDIS_TIMEOUT_MS`.
+  pub timeout: Duration,
+  /// The CA and client certificate files of a `rediss` URL.
+  pub tls: TlsFiles,
+  /// `QUOTA_STORE_REDIS_POOL_TOTALS`.
+  pub totals: super::PoolTotals,
+}
+
+impl RedisOptions {
+  /// The defaults with `timeout`.
+  pub fn with_timeout(timeout: Duration) -> Self {
+    RedisOptions {
+      cluster: false,
+      timeout,
+      tls: TlsFiles::default(),
+      totals: super::PoolTotals::default(),
+    }
+  }
+}
+
+/// The Sentinels of a backend and the primary they last named.
+struct Sentinels {
+  client: tokio::sync::Mutex<SentinelClient>,
+  /// The connection to the primary, and its generation (bumped per new answer).
+  primary: Mutex<(Option<MultiplexedConnection>, u64)>,
+}
+
 /// The connection to one Redis URL.
 pub struct RedisBackend {
   /// The URL as given (password included): the backend's name.
   url: String,
   target: RedisTarget,
   timeout: Duration,
+  tls: TlsFiles,
+  totals: super::PoolTotals,
   conn: OnceCell<Conn>,
+  sentinels: OnceCell<Sentinels>,
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -96,12 +149,34 @@ impl std::fmt::Debug for RedisBackend {
 
 impl RedisBackend {
   /// A backend for `target`; nothing connects until the first operation.
-  pub fn new(target: RedisTarget, timeout: Duration) -> Self {
+  pub fn new(target: RedisTarget, options: RedisOptions) -> Self {
     RedisBackend {
       url: String::new(),
       target,
-      timeout,
+      timeout: options.timeout,
+      tls: options.tls,
+      totals: options.totals,
       conn: OnceCell::new(),
+      sentinels: OnceCell::new(),
+    }
+  }
+
+  /// How pool totals are read (docs/redis.md#pool-totals).
+  pub fn totals(&self) -> super::PoolTotals {
+    self.totals
+  }
+
+  /// Whether the URL is `rediss`.
+  pub fn tls(&self) -> bool {
+    self.target.tls
+  }
+
+  /// The topology's name: `single`, `cluster` or `sentinel`.
+  pub fn topology(&self) -> &'static str {
+    match self.target.topology {
+      Topology::Single(_) => "single",
+      Topology::Cluster(_) => "cluster",
+      Topology::Sentinel(_) => "sentinel",
     }
   }
 
@@ -126,13 +201,33 @@ impl RedisBackend {
     self.timeout
   }
 
+  /// The TLS roots and identity of a `rediss` URL (`None` for plain TCP).
+  fn tls_certificates(&self) -> RedisResult<Option<redis::TlsCertificates>> {
+    if !self.target.tls {
+      return Ok(None);
+    }
+    certificates(&self.tls)
+      .map(Some)
+      .map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "TLS", e.to_string())))
+  }
+
+  fn client_of(&self, info: &redis::ConnectionInfo) -> RedisResult<Client> {
+    match self.tls_certificates()? {
+      Some(certs) => Client::build_with_tls(info.clone(), certs),
+      None => Client::open(info.clone()),
+    }
+  }
+
   async fn connection(&self) -> RedisResult<Conn> {
+    if let Topology::Sentinel(sentinel) = &self.target.topology {
+      return self.primary(sentinel).await;
+    }
     self
       .conn
       .get_or_try_init(|| async {
-        match self.target.layout {
-          KeyLayout::Standalone => {
-            let client = redis::Client::open(self.target.nodes[0].clone())?;
+        match &self.target.topology {
+          Topology::Single(info) => {
+            let client = self.client_of(info)?;
             let config = ConnectionManagerConfig::new()
               .set_connection_timeout(Some(self.timeout))
               .set_response_timeout(Some(self.timeout))
@@ -143,20 +238,103 @@ impl RedisBackend {
               client, config,
             )?))
           }
-          KeyLayout::Cluster => {
-            let client = ClusterClientBuilder::new(self.target.nodes.clone())
+          Topology::Cluster(nodes) => {
+            let mut builder = ClusterClientBuilder::new(nodes.clone())
               .connection_timeout(self.timeout)
               .response_timeout(self.timeout)
               .retries(2)
               .min_retry_wait(10)
-              .max_retry_wait(200)
-              .build()?;
-            Ok(Conn::Cluster(client.get_async_connection().await?))
+              .max_retry_wait(200);
+            if let Some(certs) = self.tls_certificates()? {
+              builder = builder.tls(TlsMode::Secure).certs(certs);
+            }
+            Ok(Conn::Cluster(
+              builder.build()?.get_async_connection().await?,
+            ))
           }
+          Topology::Sentinel(_) => unreachable!("handled above"),
         }
       })
       .await
       .cloned()
+  }
+
+  /// The connection to the primary the Sentinels name: the one kept, or a new answer.
+  async fn primary(&self, target: &SentinelTarget) -> RedisResult<Conn> {
+    let sentinels = self
+      .sentinels
+      .get_or_try_init(|| async {
+        let addrs = target
+          .sentinels
+          .iter()
+          .map(|(host, port)| match self.target.tls {
+            true => ConnectionAddr::TcpTls {
+              host: host.clone(),
+              port: *port,
+              insecure: false,
+              tls_params: None,
+            },
+            false => ConnectionAddr::Tcp(host.clone(), *port),
+          });
+        let mut builder =
+          SentinelClientBuilder::new(addrs, &target.master, SentinelServerType::Master)?
+            .set_client_to_redis_db(target.db);
+        if let Some(user) = &target.username {
+          builder = builder.set_client_to_redis_username(user);
+        }
+        if let Some(password) = &target.password {
+          builder = builder.set_client_to_redis_password(password);
+        }
+        if let Some(certs) = self.tls_certificates()? {
+          builder = builder
+            .set_client_to_redis_tls_mode(TlsMode::Secure)
+            .set_client_to_redis_certificates(certs.clone())
+            .set_client_to_sentinel_tls_mode(TlsMode::Secure)
+            .set_client_to_sentinel_certificates(certs);
+        }
+        RedisResult::Ok(Sentinels {
+          client: tokio::sync::Mutex::new(builder.build()?),
+          primary: Mutex::new((None, 0)),
+        })
+      })
+      .await?;
+    let kept = || {
+      let guard = sentinels.primary.lock().unwrap_or_else(|e| e.into_inner());
+      guard.0.clone().map(|c| Conn::Primary(c, guard.1))
+    };
+    if let Some(conn) = kept() {
+      return Ok(conn);
+    }
+    // One answer at a time: callers waiting here use the connection the first one made.
+    let mut client = sentinels.client.lock().await;
+    if let Some(conn) = kept() {
+      return Ok(conn);
+    }
+    let primary = client.async_get_client().await?;
+    let config = AsyncConnectionConfig::new()
+      .set_connection_timeout(Some(self.timeout))
+      .set_response_timeout(Some(self.timeout));
+    let conn = primary
+      .get_multiplexed_async_connection_with_config(&config)
+      .await?;
+    let mut guard = sentinels.primary.lock().unwrap_or_else(|e| e.into_inner());
+    guard.1 += 1;
+    guard.0 = Some(conn.clone());
+    Ok(Conn::Primary(conn, guard.1))
+  }
+
+  /// Forgets the primary of generation `generation` after `err` showed it gone or
+  /// demoted, so the next attempt asks the Sentinels again.
+  fn drop_primary(&self, conn: &Conn, err: &RedisError) {
+    let (Conn::Primary(_, generation), Some(sentinels)) = (conn, self.sentinels.get()) else {
+      return;
+    };
+    if is_connection_failure(err) || is_readonly(err) {
+      let mut guard = sentinels.primary.lock().unwrap_or_else(|e| e.into_inner());
+      if guard.1 == *generation {
+        guard.0 = None;
+      }
+    }
   }
 
   /// Runs `attempt` within the timeout, retrying once as `retry` allows.
@@ -169,7 +347,13 @@ impl RedisBackend {
       let mut retried = false;
       loop {
         let result = match self.connection().await {
-          Ok(conn) => attempt(conn).await,
+          Ok(conn) => {
+            let result = attempt(conn.clone()).await;
+            if let Err(err) = &result {
+              self.drop_primary(&conn, err);
+            }
+            result
+          }
           Err(err) => Err(err),
         };
         match result {
@@ -244,27 +428,41 @@ fn is_connection_failure(err: &RedisError) -> bool {
     || err.is_cluster_error()
     || matches!(
       err.kind(),
-      redis::ErrorKind::ClusterConnectionNotFound | redis::ErrorKind::Io
+      redis::ErrorKind::ClusterConnectionNotFound
+        | redis::ErrorKind::Io
+        // No Sentinel named a primary that answers as one: a failover in progress, or
+        // every Sentinel down.
+        | redis::ErrorKind::MasterNameNotFoundBySentinel
+        | redis::ErrorKind::EmptySentinelList
     )
 }
 
+/// A `READONLY` reply: the node is a replica now (a failover demoted it); nothing was
+/// written.
+fn is_readonly(err: &RedisError) -> bool {
+  err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+    || err.code() == Some("READONLY")
+}
+
 fn retryable(err: &RedisError, retry: Retry) -> bool {
-  err.is_connection_refusal() || (retry == Retry::Read && is_connection_failure(err))
+  err.is_connection_refusal()
+    || is_readonly(err)
+    || (retry == Retry::Read && is_connection_failure(err))
 }
 
 static BACKENDS: Mutex<Option<HashMap<String, Arc<RedisBackend>>>> = Mutex::new(None);
 
-/// The backend of `url` (one per URL string, created on first use with `cluster` and
-/// `timeout`, which the engine's configuration gives). Invalid URLs are a `RangeError`
-/// naming `url`.
-pub fn backend(url: &str, cluster: bool, timeout: Duration) -> Result<Arc<RedisBackend>> {
+/// The backend of `url` (one per URL string, created on first use with `options`, which
+/// the engine's configuration gives). Invalid URLs are a `RangeError` naming `url`.
+pub fn backend(url: &str, options: impl FnOnce() -> RedisOptions) -> Result<Arc<RedisBackend>> {
   let mut guard = BACKENDS.lock().unwrap_or_else(|e| e.into_inner());
   let map = guard.get_or_insert_with(HashMap::new);
   if let Some(found) = map.get(url) {
     return Ok(found.clone());
   }
-  let target = parse_target(url, cluster)?;
-  let mut created = RedisBackend::new(target, timeout);
+  let options = options();
+  let target = parse_target(url, options.cluster)?;
+  let mut created = RedisBackend::new(target, options);
   created.url = url.to_string();
   let created = Arc::new(created);
   map.insert(url.to_string(), created.clone());
@@ -292,15 +490,15 @@ mod tests {
   #[test]
   fn one_backend_per_url_until_forgotten() {
     let url = "redis://127.0.0.1:1/15";
-    let timeout = Duration::from_millis(1000);
-    let a = backend(url, false, timeout).unwrap();
-    let b = backend(url, false, timeout).unwrap();
+    let options = || RedisOptions::with_timeout(Duration::from_millis(1000));
+    let a = backend(url, options).unwrap();
+    let b = backend(url, options).unwrap();
     assert_eq!(a.url(), url);
     assert!(Arc::ptr_eq(&a, &b));
     forget_backend(Some(url));
-    let c = backend(url, false, timeout).unwrap();
+    let c = backend(url, options).unwrap();
     assert!(!Arc::ptr_eq(&a, &c));
-    assert!(backend("nope", false, timeout).is_err());
+    assert!(backend("nope", options).is_err());
   }
 
   #[test]
@@ -310,7 +508,10 @@ mod tests {
       .build()
       .unwrap();
     let target = parse_target("redis://:pw@127.0.0.1:1", false).unwrap();
-    let backend = RedisBackend::new(target, Duration::from_millis(300));
+    let backend = RedisBackend::new(
+      target,
+      RedisOptions::with_timeout(Duration::from_millis(300)),
+    );
     let started = std::time::Instant::now();
     let err = rt
       .block_on(backend.command(&["PING".to_string()], Retry::Read))

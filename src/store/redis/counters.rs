@@ -4,7 +4,8 @@
 
 use super::connection::{RedisBackend, Retry};
 use super::scripts::{
-  parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch, ScriptCheck,
+  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
+  ScriptCheck,
 };
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{Buckets, CounterRead};
@@ -117,7 +118,7 @@ pub fn counter_batch(
   pool_ids: impl IntoIterator<Item = String>,
   reads: &[CounterRead],
 ) -> ReadBatch {
-  let mut batch = ReadBatch::new(backend.layout(), pool_ids);
+  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
   for read in reads {
     match read {
       CounterRead::Key { key, current } => batch.key(api_key_id, key, *current),
@@ -136,7 +137,7 @@ pub fn peek(
 ) -> Result<impl Future<Output = Result<f64>> + Send> {
   check_key(&api_key_id, &key)?;
   let window_ms = key.window.ms();
-  let mut batch = ReadBatch::new(backend.layout(), []);
+  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), []);
   batch.key(&api_key_id, &key, bucket_index(now_ms, window_ms));
   Ok(async move {
     let values = read(&backend, &batch).await?;
@@ -154,7 +155,7 @@ pub fn pool_consumed_total(
 ) -> Result<impl Future<Output = Result<f64>> + Send> {
   validate::non_empty(&key.pool_id, "dim.poolId")?;
   let window_ms = key.window.ms();
-  let mut batch = ReadBatch::new(backend.layout(), pool_ids);
+  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
   batch.pool(&key, bucket_index(now_ms, window_ms));
   Ok(async move {
     let values = read(&backend, &batch).await?;
@@ -162,7 +163,7 @@ pub fn pool_consumed_total(
   })
 }
 
-/// `clear`: deletes the key's current and previous buckets (one DEL).
+/// `clear`: deletes the key's current and previous buckets (`clear.lua`).
 pub fn clear(
   backend: Arc<RedisBackend>,
   api_key_id: String,
@@ -171,14 +172,9 @@ pub fn clear(
 ) -> Result<impl Future<Output = Result<()>> + Send> {
   check_key(&api_key_id, &key)?;
   let current = bucket_index(now_ms, key.window.ms());
-  let layout = backend.layout();
-  let args = vec![
-    "DEL".to_string(),
-    layout.bucket_key(&api_key_id, &key, current),
-    layout.bucket_key(&api_key_id, &key, current - 1),
-  ];
+  let call = clear_call(backend.layout(), &api_key_id, &key, current);
   Ok(async move {
-    backend.command(&args, Retry::Write).await?;
+    backend.run_script(&call, Retry::Write).await?;
     Ok(())
   })
 }
@@ -208,6 +204,7 @@ pub fn pool_usage(
   let allocations = allocations.unwrap_or_default();
   let mut batch = ReadBatch::new(
     backend.layout(),
+    backend.totals(),
     allocations.iter().map(|a| a.api_key_id.clone()),
   );
   let mut groups: Vec<Vec<usize>> = Vec::with_capacity(dims.len());

@@ -9,6 +9,10 @@
 //!   plus the members of the current and previous buckets, so a key that consumed without
 //!   an allocation still counts, as on SQLite. The TypeScript driver does not write the
 //!   set; its keys are counted through the allocations.
+//! - The total of a bucket: `omniroute:quota-total:<dimensionKey>:<bucketIndex>`, the sum
+//!   of every key's bucket this engine wrote (same TTL, refreshed by every write), kept by
+//!   the write scripts in one INCRBYFLOAT. Pool totals read it in constant time when
+//!   `QUOTA_STORE_REDIS_POOL_TOTALS=aggregate` ([`PoolTotals`], docs/redis.md#pool-totals).
 //! - Cluster layout (opt-in): every key of one pool carries the hash tag `{<pool>}` right
 //!   after the prefix — `omniroute:quota:{<pool>}:<apiKeyId>:<dimensionKey>:<bucketIndex>`
 //!   and `omniroute:quota-members:{<pool>}:<dimensionKey>:<bucketIndex>` — so all the keys one script
@@ -21,6 +25,22 @@ use crate::core::dimensions::{DimensionKey, QuotaWindow};
 pub const BUCKET_PREFIX: &str = "omniroute:quota:";
 /// The prefix of every members set.
 pub const MEMBERS_PREFIX: &str = "omniroute:quota-members:";
+/// The prefix of every bucket total.
+pub const TOTAL_PREFIX: &str = "omniroute:quota-total:";
+
+/// How pool totals are read (`QUOTA_STORE_REDIS_POOL_TOTALS`, docs/redis.md#pool-totals).
+/// The write scripts keep the totals in both modes, so switching is safe at any time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PoolTotals {
+  /// The sum of every allocation's buckets plus the members sets' (linear in the pool's
+  /// keys): exact beside replicas running the host's TypeScript driver, which do not keep
+  /// the totals. The default.
+  #[default]
+  Exact,
+  /// The buckets' totals (two GETs per dimension, whatever the pool's size): exact when
+  /// every replica runs the engine.
+  Aggregate,
+}
 
 /// Which key names a server gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,12 +98,18 @@ impl KeyLayout {
 
   /// The set of API key ids written into bucket `bucket` of `key`.
   pub fn members_key(self, key: &DimensionKey, bucket: i64) -> String {
+    self.per_bucket(MEMBERS_PREFIX, key, bucket)
+  }
+
+  /// The sum of every key's bucket `bucket` of `key` the engine wrote.
+  pub fn total_key(self, key: &DimensionKey, bucket: i64) -> String {
+    self.per_bucket(TOTAL_PREFIX, key, bucket)
+  }
+
+  fn per_bucket(self, prefix: &str, key: &DimensionKey, bucket: i64) -> String {
     match self {
-      KeyLayout::Standalone => format!("{MEMBERS_PREFIX}{key}:{bucket}"),
-      KeyLayout::Cluster => format!(
-        "{MEMBERS_PREFIX}{{{}}}:{key}:{bucket}",
-        hash_tag(&key.pool_id)
-      ),
+      KeyLayout::Standalone => format!("{prefix}{key}:{bucket}"),
+      KeyLayout::Cluster => format!("{prefix}{{{}}}:{key}:{bucket}", hash_tag(&key.pool_id)),
     }
   }
 }
@@ -113,6 +139,10 @@ mod tests {
       "omniroute:quota-members:pool-9:tokens:daily:20000"
     );
     assert_eq!(layout.bucket_prefix("anything"), "omniroute:quota:");
+    assert_eq!(
+      layout.total_key(&dim("pool-9"), 20_000),
+      "omniroute:quota-total:pool-9:tokens:daily:20000"
+    );
   }
 
   #[test]
@@ -125,6 +155,10 @@ mod tests {
     assert_eq!(
       layout.members_key(&dim("pool-9"), 7),
       "omniroute:quota-members:{pool-9}:pool-9:tokens:daily:7"
+    );
+    assert_eq!(
+      layout.total_key(&dim("pool-9"), 7),
+      "omniroute:quota-total:{pool-9}:pool-9:tokens:daily:7"
     );
     // A model-cap bucket shares its pool's tag, so one script can read both.
     let model = DimensionKey::new(

@@ -3,7 +3,9 @@
 //!
 //! - `keys.rs`: key names and TTLs — the host's exact names, or hash-tagged per pool in a
 //!   cluster.
-//! - `target.rs`: URL forms (one server, a cluster) and password masking.
+//! - `target.rs`: URL forms (one server, a cluster, a Sentinel-managed primary; `rediss`
+//!   for TLS) and password masking.
+//! - `tls.rs`: the roots and client identity of a TLS connection.
 //! - `scripts.rs`: the two Lua scripts (`lua/write.lua`, `lua/read.lua`) and their
 //!   arguments; every counter operation is one EVALSHA.
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
@@ -23,9 +25,10 @@ pub mod counters;
 pub mod keys;
 pub mod scripts;
 pub mod target;
+pub mod tls;
 
 pub use client::client_command;
-pub use connection::{backend, forget_backend, RedisBackend, Retry};
-pub use keys::{hash_tag, ttl_seconds, KeyLayout};
+pub use connection::{backend, forget_backend, RedisBackend, RedisOptions, Retry};
+pub use keys::{hash_tag, ttl_seconds, KeyLayout, PoolTotals};
 pub use scripts::{ReadBatch, ScriptCall};
 pub use target::{mask_secrets, mask_url, parse_target, RedisTarget};

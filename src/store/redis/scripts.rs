@@ -1,17 +1,20 @@
-//! The two Lua scripts every counter operation goes through, and their arguments.
+//! The Lua scripts every counter operation goes through, and their arguments.
 //!
 //! Building a call is pure (keys and arguments as strings, unit-tested here); running it
 //! is `connection.rs`'s. Scripts are called by SHA (EVALSHA) and loaded once per server
 //! (SCRIPT LOAD on the first NOSCRIPT reply, after a restart or a `SCRIPT FLUSH`).
 //!
 //! - `write.lua`: INCRBYFLOAT + EXPIRE of the current bucket (exactly what the host's
-//!   TypeScript driver did), SADD + EXPIRE of the current bucket's members set, GET of the
-//!   previous bucket; for one or several dimensions of one API key, atomically.
+//!   TypeScript driver did), SADD + EXPIRE of the current bucket's members set,
+//!   INCRBYFLOAT + EXPIRE of the bucket's total, GET of the previous bucket; for one or
+//!   several dimensions of one API key, atomically.
 //! - `read.lua`: groups of `(dimension key, current bucket, previous bucket, who)`, `who`
-//!   being one API key or the whole pool (the listed ids plus the members of both
-//!   buckets), each answered with its summed `(curr, prev)`.
+//!   being one API key or the whole pool — the listed ids plus the members of both
+//!   buckets ([`PoolTotals::Exact`]), or the buckets' totals ([`PoolTotals::Aggregate`]) —
+//!   each answered with its summed `(curr, prev)`.
+//! - `clear.lua`: DEL of a key's two buckets, their values taken out of the totals.
 
-use super::keys::{ttl_seconds, KeyLayout};
+use super::keys::{ttl_seconds, KeyLayout, PoolTotals};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
@@ -38,6 +41,8 @@ pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 });
 /// `settle.lua`.
 pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
+/// `clear.lua`.
+pub static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/clear.lua")));
 
 /// Which script a call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,7 @@ pub enum ScriptName {
   Read,
   Reserve,
   Settle,
+  Clear,
 }
 
 impl ScriptName {
@@ -56,6 +62,7 @@ impl ScriptName {
       ScriptName::Read => &READ,
       ScriptName::Reserve => &RESERVE,
       ScriptName::Settle => &SETTLE,
+      ScriptName::Clear => &CLEAR,
     }
   }
 }
@@ -84,7 +91,7 @@ pub fn write_call(
   writes: &[(DimensionKey, f64)],
   now_ms: i64,
 ) -> ScriptCall {
-  let mut keys = Vec::with_capacity(writes.len() * 3);
+  let mut keys = Vec::with_capacity(writes.len() * 4);
   let mut args = Vec::with_capacity(1 + writes.len() * 2);
   args.push(api_key_id.to_string());
   for (key, cost) in writes {
@@ -92,6 +99,7 @@ pub fn write_call(
     keys.push(layout.bucket_key(api_key_id, key, current));
     keys.push(layout.bucket_key(api_key_id, key, current - 1));
     keys.push(layout.members_key(key, current));
+    keys.push(layout.total_key(key, current));
     args.push(decimal(*cost));
     args.push(ttl_seconds(key.window).to_string());
   }
@@ -117,6 +125,7 @@ enum Owner {
 #[derive(Debug, Clone)]
 pub struct ReadBatch {
   pub(crate) layout: KeyLayout,
+  totals: PoolTotals,
   prefix_pool: Option<String>,
   ids: Vec<String>,
   id_index: HashMap<String, usize>,
@@ -125,17 +134,21 @@ pub struct ReadBatch {
 
 impl ReadBatch {
   /// An empty batch whose pool totals sum `ids` (duplicates are dropped) plus the members
-  /// sets.
-  pub fn new(layout: KeyLayout, ids: impl IntoIterator<Item = String>) -> Self {
+  /// sets ([`PoolTotals::Exact`]), or read the buckets' totals ([`PoolTotals::Aggregate`]:
+  /// `ids` is not even iterated).
+  pub fn new(layout: KeyLayout, totals: PoolTotals, ids: impl IntoIterator<Item = String>) -> Self {
     let mut batch = ReadBatch {
       layout,
+      totals,
       prefix_pool: None,
       ids: Vec::new(),
       id_index: HashMap::new(),
       groups: Vec::new(),
     };
-    for id in ids {
-      batch.id(&id);
+    if totals == PoolTotals::Exact {
+      for id in ids {
+        batch.id(&id);
+      }
     }
     batch
   }
@@ -192,6 +205,7 @@ impl ReadBatch {
     // (current, previous) pair of them (pool groups), each listed once.
     let mut single: HashMap<String, usize> = HashMap::new();
     let mut pairs: HashMap<String, usize> = HashMap::new();
+    let mut totals: HashMap<String, usize> = HashMap::new();
     let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
     args.push(prefix);
     args.push(self.ids.len().to_string());
@@ -206,6 +220,15 @@ impl ReadBatch {
             keys.len()
           });
           (index + 1).to_string()
+        }
+        Owner::Pool if self.totals == PoolTotals::Aggregate => {
+          let total = self.layout.total_key(key, *current);
+          let slot = *totals.entry(total).or_insert_with(|| {
+            keys.push(self.layout.total_key(key, *current));
+            keys.push(self.layout.total_key(key, current - 1));
+            keys.len() - 1
+          });
+          format!("t{slot}")
         }
         Owner::Pool => {
           let slot = *pairs.entry(members).or_insert_with(|| {
@@ -279,6 +302,7 @@ pub fn reserve_call(
   for (key, bucket, amount) in writes {
     keys.push(batch.layout.bucket_key(api_key_id, key, *bucket));
     keys.push(batch.layout.members_key(key, *bucket));
+    keys.push(batch.layout.total_key(key, *bucket));
     args.push(decimal(*amount));
     args.push(ttl_seconds(key.window).to_string());
   }
@@ -317,12 +341,13 @@ pub fn settle_call(
   api_key_id: &str,
   deltas: &[(DimensionKey, i64, f64)],
 ) -> ScriptCall {
-  let mut keys = Vec::with_capacity(deltas.len() * 2);
+  let mut keys = Vec::with_capacity(deltas.len() * 3);
   let mut args = Vec::with_capacity(1 + deltas.len() * 2);
   args.push(api_key_id.to_string());
   for (key, bucket, delta) in deltas {
     keys.push(layout.bucket_key(api_key_id, key, *bucket));
     keys.push(layout.members_key(key, *bucket));
+    keys.push(layout.total_key(key, *bucket));
     args.push(decimal(*delta));
     args.push(ttl_seconds(key.window).to_string());
   }
@@ -330,6 +355,26 @@ pub fn settle_call(
     script: ScriptName::Settle,
     keys,
     args,
+  }
+}
+
+/// `clear.lua`: `api_key_id`'s buckets `current` and `current − 1` of `key` deleted, their
+/// values taken out of the buckets' totals.
+pub fn clear_call(
+  layout: KeyLayout,
+  api_key_id: &str,
+  key: &DimensionKey,
+  current: i64,
+) -> ScriptCall {
+  ScriptCall {
+    script: ScriptName::Clear,
+    keys: vec![
+      layout.bucket_key(api_key_id, key, current),
+      layout.bucket_key(api_key_id, key, current - 1),
+      layout.total_key(key, current),
+      layout.total_key(key, current - 1),
+    ],
+    args: Vec::new(),
   }
 }
 
@@ -376,7 +421,7 @@ mod tests {
   }
 
   #[test]
-  fn write_call_lists_three_keys_and_two_args_per_write() {
+  fn write_call_lists_four_keys_and_two_args_per_write() {
     let writes = vec![
       (dim("p", QuotaUnit::Requests, QuotaWindow::Hourly), 1.0),
       (dim("p", QuotaUnit::Usd, QuotaWindow::Daily), 0.25),
@@ -389,9 +434,11 @@ mod tests {
         "omniroute:quota:k:p:requests:hourly:10",
         "omniroute:quota:k:p:requests:hourly:9",
         "omniroute:quota-members:p:requests:hourly:10",
+        "omniroute:quota-total:p:requests:hourly:10",
         "omniroute:quota:k:p:usd:daily:0",
         "omniroute:quota:k:p:usd:daily:-1",
         "omniroute:quota-members:p:usd:daily:0",
+        "omniroute:quota-total:p:usd:daily:0",
       ]
     );
     assert_eq!(call.args, vec!["k", "1", "7200", "0.25", "172800"]);
@@ -411,6 +458,7 @@ mod tests {
     let model = dim("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
     let mut batch = ReadBatch::new(
       KeyLayout::Cluster,
+      PoolTotals::Exact,
       ["a".to_string(), "b".to_string(), "a".to_string()],
     );
     assert_eq!(batch.key("b", &model, 500), 0);
@@ -459,9 +507,38 @@ mod tests {
   }
 
   #[test]
+  fn aggregate_pool_groups_read_the_totals_and_need_no_ids() {
+    let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let ids = (0..10_000).map(|i| format!("k{i}"));
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, ids);
+    batch.key("k7", &tokens, 500);
+    batch.pool(&tokens, 500);
+    batch.pool(&tokens, 500);
+    let call = batch.call();
+    assert_eq!(
+      call.keys,
+      vec![
+        "omniroute:quota-members:pool:tokens:hourly:500",
+        "omniroute:quota-total:pool:tokens:hourly:500",
+        "omniroute:quota-total:pool:tokens:hourly:499",
+      ]
+    );
+    // Only the key group's own id is sent: the call's size does not grow with the pool.
+    assert_eq!(&call.args[..3], ["omniroute:quota:", "1", "k7"]);
+    assert_eq!(call.args[6], "1");
+    assert_eq!((&call.args[10][..], &call.args[14][..]), ("t2", "t2"));
+    let clear = clear_call(KeyLayout::Standalone, "k", &tokens, 500);
+    assert_eq!(clear.script, ScriptName::Clear);
+    assert_eq!(
+      clear.keys[3],
+      "omniroute:quota-total:pool:tokens:hourly:499"
+    );
+  }
+
+  #[test]
   fn reserve_call_appends_checks_and_writes_to_the_read() {
     let requests = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
-    let mut batch = ReadBatch::new(KeyLayout::Standalone, ["k".to_string()]);
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, ["k".to_string()]);
     batch.key("k", &requests, 10);
     batch.pool(&requests, 10);
     let read = batch.call();
@@ -487,6 +564,7 @@ mod tests {
     let mut keys = read.keys.clone();
     keys.push("omniroute:quota:k:p:requests:hourly:10".into());
     keys.push("omniroute:quota-members:p:requests:hourly:10".into());
+    keys.push("omniroute:quota-total:p:requests:hourly:10".into());
     assert_eq!(call.keys, keys);
     let mut args = vec![read.args.len().to_string()];
     args.extend(read.args);
@@ -510,6 +588,7 @@ mod tests {
       vec![
         "omniroute:quota:{p}:k:p:tokens:daily:3",
         "omniroute:quota-members:{p}:p:tokens:daily:3",
+        "omniroute:quota-total:{p}:p:tokens:daily:3",
       ]
     );
     assert_eq!(call.args, vec!["k", "-0.5", "172800"]);

@@ -1,25 +1,53 @@
-//! Which Redis a URL names: one server or a cluster, and how to show the URL in messages.
+//! Which Redis a URL names: one server, a cluster or a Sentinel-managed primary, and how to
+//! show the URL in messages (docs/redis.md#url-forms).
 //!
-//! URL forms:
+//! URL forms (`rediss` instead of `redis` for TLS, docs/redis.md#tls):
 //! - `redis://[user:password@]host[:port][/db]` — one server (the host's form);
 //!   `redis+unix:///path/to/socket` and `unix:///path` for a Unix socket.
 //! - `redis+cluster://[user:password@]host1:port1[,host2:port2…]` — Redis Cluster, the
 //!   hosts being seed nodes (one is enough). The same with `redis://` when
 //!   `QUOTA_STORE_REDIS_CLUSTER` is `1`/`true`/`yes`.
-//!
-//! `rediss://` (TLS) is refused: this build carries no TLS stack.
+//! - `redis+sentinel://[user:password@]host1:port1[,host2:port2…]/<master name>[/db]` — the
+//!   primary the Sentinels at those addresses (port 26379 by default) name; the user and
+//!   password are the data nodes'.
 
 use super::keys::KeyLayout;
 use crate::error::{QuotaError, Result};
 use redis::{ConnectionInfo, IntoConnectionInfo};
+
+/// Where the server is.
+#[derive(Debug, Clone)]
+pub enum Topology {
+  /// One server.
+  Single(ConnectionInfo),
+  /// A cluster's seed nodes.
+  Cluster(Vec<ConnectionInfo>),
+  /// The primary named `master` by these Sentinels.
+  Sentinel(SentinelTarget),
+}
+
+/// A Sentinel-managed primary.
+#[derive(Debug, Clone)]
+pub struct SentinelTarget {
+  /// The Sentinels (host, port).
+  pub sentinels: Vec<(String, u16)>,
+  /// The master name the Sentinels monitor.
+  pub master: String,
+  /// The data nodes' user, password (decoded) and database.
+  pub username: Option<String>,
+  pub password: Option<String>,
+  pub db: i64,
+}
 
 /// A parsed Redis URL.
 #[derive(Debug, Clone)]
 pub struct RedisTarget {
   /// How keys are named there.
   pub layout: KeyLayout,
-  /// One node (standalone) or the seed nodes (cluster).
-  pub nodes: Vec<ConnectionInfo>,
+  /// Where the server is.
+  pub topology: Topology,
+  /// `rediss`: TLS to every node.
+  pub tls: bool,
   /// The URL with its password masked, for messages.
   pub display: String,
 }
@@ -94,6 +122,31 @@ fn node_info(url: &str, node: &str) -> Result<ConnectionInfo> {
     .map_err(|e| invalid(url, format!("not a Redis URL: {e}")))
 }
 
+/// Splits `host:port,host:port` (IPv6 in brackets) into addresses, `default_port` when
+/// a port is left out.
+fn hosts(url: &str, list: &str, default_port: u16) -> Result<Vec<(String, u16)>> {
+  let mut out = Vec::new();
+  for host in list.split(',').map(str::trim).filter(|h| !h.is_empty()) {
+    let (name, port) = match host.rfind(':') {
+      Some(colon) if !host.ends_with(']') => (&host[..colon], &host[colon + 1..]),
+      _ => (host, ""),
+    };
+    let port = if port.is_empty() {
+      default_port
+    } else {
+      port
+        .parse::<u16>()
+        .map_err(|_| invalid(url, format!("bad port in {host:?}")))?
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    if name.is_empty() {
+      return Err(invalid(url, format!("no host in {host:?}")));
+    }
+    out.push((name.to_string(), port));
+  }
+  Ok(out)
+}
+
 /// Parses `url`; `cluster_switch` is `QUOTA_STORE_REDIS_CLUSTER`.
 pub fn parse_target(url: &str, cluster_switch: bool) -> Result<RedisTarget> {
   let url = url.trim();
@@ -102,47 +155,105 @@ pub fn parse_target(url: &str, cluster_switch: bool) -> Result<RedisTarget> {
   };
   let scheme = url[..scheme_end].to_ascii_lowercase();
   let rest = &url[scheme_end + 3..];
-  let (cluster, base_scheme) = match scheme.as_str() {
-    "redis+cluster" => (true, "redis"),
-    "rediss+cluster" | "rediss" => {
-      return Err(invalid(
-        url,
-        "TLS (rediss://) is not supported by this build",
-      ))
-    }
-    "redis" => (cluster_switch, "redis"),
-    "redis+unix" | "unix" => (false, ""),
+  #[derive(PartialEq)]
+  enum Kind {
+    Single,
+    Cluster,
+    Sentinel,
+    Unix,
+  }
+  let (kind, tls) = match scheme.as_str() {
+    "redis" if cluster_switch => (Kind::Cluster, false),
+    "rediss" if cluster_switch => (Kind::Cluster, true),
+    "redis" => (Kind::Single, false),
+    "rediss" => (Kind::Single, true),
+    "redis+cluster" => (Kind::Cluster, false),
+    "rediss+cluster" => (Kind::Cluster, true),
+    "redis+sentinel" => (Kind::Sentinel, false),
+    "rediss+sentinel" => (Kind::Sentinel, true),
+    "redis+unix" | "unix" => (Kind::Unix, false),
     _ => return Err(invalid(url, format!("unknown scheme {scheme:?}"))),
   };
+  let base_scheme = if tls { "rediss" } else { "redis" };
   let display = mask_url(url);
-  if !cluster {
-    return Ok(RedisTarget {
-      layout: KeyLayout::Standalone,
-      nodes: vec![node_info(url, url)?],
-      display,
-    });
+  let target = |layout, topology| RedisTarget {
+    layout,
+    topology,
+    tls,
+    display: display.clone(),
+  };
+  if kind == Kind::Unix {
+    return Ok(target(
+      KeyLayout::Standalone,
+      Topology::Single(node_info(url, url)?),
+    ));
   }
-  // Seed nodes: `[user info@]host:port,host:port[/path][?query]`.
+  // `[user info@]host:port[,host:port…][/path][?query]`.
   let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
   let (authority, tail) = rest.split_at(authority_end);
-  let (user_info, hosts) = match authority.rfind('@') {
+  let (user_info, host_list) = match authority.rfind('@') {
     Some(at) => (&authority[..=at], &authority[at + 1..]),
     None => ("", authority),
   };
-  let nodes = hosts
-    .split(',')
-    .map(str::trim)
-    .filter(|h| !h.is_empty())
-    .map(|host| node_info(url, &format!("{base_scheme}://{user_info}{host}{tail}")))
-    .collect::<Result<Vec<_>>>()?;
-  if nodes.is_empty() {
-    return Err(invalid(url, "no cluster node in the URL"));
+  match kind {
+    Kind::Single => {
+      let single = format!("{base_scheme}://{rest}");
+      Ok(target(
+        KeyLayout::Standalone,
+        Topology::Single(node_info(url, &single)?),
+      ))
+    }
+    Kind::Cluster => {
+      let nodes = host_list
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|host| node_info(url, &format!("{base_scheme}://{user_info}{host}{tail}")))
+        .collect::<Result<Vec<_>>>()?;
+      if nodes.is_empty() {
+        return Err(invalid(url, "no cluster node in the URL"));
+      }
+      Ok(target(KeyLayout::Cluster, Topology::Cluster(nodes)))
+    }
+    _ => {
+      let sentinels = hosts(url, host_list, 26379)?;
+      if sentinels.is_empty() {
+        return Err(invalid(url, "no Sentinel address in the URL"));
+      }
+      let path = tail.split(['?', '#']).next().unwrap_or_default();
+      let mut parts = path.trim_start_matches('/').split('/');
+      let master = parts.next().unwrap_or_default().to_string();
+      if master.is_empty() {
+        return Err(invalid(
+          url,
+          "a Sentinel URL names its master: redis+sentinel://host:port[,host:port]/<master name>[/db]",
+        ));
+      }
+      let db = match parts.next().filter(|d| !d.is_empty()) {
+        None => 0,
+        Some(db) => db
+          .parse::<i64>()
+          .map_err(|_| invalid(url, format!("bad database number {db:?}")))?,
+      };
+      // The credentials, percent-decoded as the crate decodes a redis:// URL's.
+      let (first_host, first_port) = &sentinels[0];
+      let creds = node_info(
+        url,
+        &format!("redis://{user_info}{first_host}:{first_port}"),
+      )?;
+      let settings = creds.redis_settings();
+      Ok(target(
+        KeyLayout::Standalone,
+        Topology::Sentinel(SentinelTarget {
+          sentinels,
+          master,
+          username: settings.username().map(str::to_string),
+          password: settings.password().map(str::to_string),
+          db,
+        }),
+      ))
+    }
   }
-  Ok(RedisTarget {
-    layout: KeyLayout::Cluster,
-    nodes,
-    display,
-  })
 }
 
 #[cfg(test)]
@@ -175,19 +286,65 @@ mod tests {
   fn standalone_and_cluster_forms() {
     let one = parse_target("redis://127.0.0.1:6390", false).unwrap();
     assert_eq!(one.layout, KeyLayout::Standalone);
-    assert_eq!(one.nodes.len(), 1);
+    assert!(matches!(one.topology, Topology::Single(_)) && !one.tls);
 
     let seeds = parse_target("redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002", false).unwrap();
     assert_eq!(seeds.layout, KeyLayout::Cluster);
-    assert_eq!(seeds.nodes.len(), 2);
+    let Topology::Cluster(nodes) = &seeds.topology else {
+      panic!("{:?}", seeds.topology)
+    };
+    assert_eq!(nodes.len(), 2);
     assert_eq!(
       seeds.display,
       "redis+cluster://u:***@127.0.0.1:7001,127.0.0.1:7002"
     );
-    assert_eq!(seeds.nodes[1].redis_settings().password(), Some("pw"));
+    assert_eq!(nodes[1].redis_settings().password(), Some("pw"));
 
     let switched = parse_target("redis://127.0.0.1:7001", true).unwrap();
     assert_eq!(switched.layout, KeyLayout::Cluster);
+  }
+
+  #[test]
+  fn tls_and_sentinel_forms() {
+    let tls = parse_target("rediss://alice:pw@cache.example:6380/2", false).unwrap();
+    assert!(tls.tls);
+    let Topology::Single(info) = &tls.topology else {
+      panic!()
+    };
+    assert!(
+      matches!(info.addr(), redis::ConnectionAddr::TcpTls { host, port: 6380, .. } if host == "cache.example")
+    );
+    assert_eq!(info.redis_settings().username(), Some("alice"));
+    assert_eq!(tls.display, "rediss://alice:***@cache.example:6380/2");
+    let cluster = parse_target("rediss+cluster://a:1,b:2", false).unwrap();
+    assert!(cluster.tls && cluster.layout == KeyLayout::Cluster);
+
+    let s = parse_target(
+      "redis+sentinel://bob:p%40ss@10.0.0.1:26380,[::1],s3/mymaster/3",
+      false,
+    )
+    .unwrap();
+    assert_eq!(s.layout, KeyLayout::Standalone);
+    assert_eq!(
+      s.display,
+      "redis+sentinel://bob:***@10.0.0.1:26380,[::1],s3/mymaster/3"
+    );
+    let Topology::Sentinel(sentinel) = &s.topology else {
+      panic!()
+    };
+    assert_eq!(
+      sentinel.sentinels,
+      vec![
+        ("10.0.0.1".into(), 26380),
+        ("::1".into(), 26379),
+        ("s3".into(), 26379)
+      ]
+    );
+    assert_eq!(sentinel.master, "mymaster");
+    assert_eq!(sentinel.username.as_deref(), Some("bob"));
+    assert_eq!(sentinel.password.as_deref(), Some("p@ss"));
+    assert_eq!(sentinel.db, 3);
+    assert!(parse_target("rediss+sentinel://s1/m", false).unwrap().tls);
   }
 
   #[test]
@@ -196,8 +353,11 @@ mod tests {
       "",
       "127.0.0.1:6379",
       "http://x",
-      "rediss://u:secret@host",
       "redis+cluster://u:secret@",
+      "redis+sentinel://u:secret@h:26379",
+      "redis+sentinel://u:secret@h:x/m",
+      "redis+sentinel://u:secret@/m",
+      "redis+sentinel://u:secret@h/m/zero",
     ] {
       let err = parse_target(url, false).unwrap_err();
       assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG", "{url}");

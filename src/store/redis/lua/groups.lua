@@ -6,7 +6,9 @@
 -- ARGV[last] four per group: dimension key, current bucket, previous bucket, who:
 --   who = i > 0: the buckets of id i;
 --   who = -j < 0: the pool's — every id, plus every member of KEYS[j] (the current
---   bucket's set) and KEYS[j + 1] (the previous bucket's) not among them.
+--   bucket's set) and KEYS[j + 1] (the previous bucket's) not among them;
+--   who = "tj": the pool's, from the buckets' totals KEYS[j] (current) and KEYS[j + 1]
+--   (previous): two GETs, whatever the pool's size (docs/redis.md#pool-totals).
 -- Returns two lists, each group's summed current and previous buckets (numbers).
 local function read_groups(at, last)
   local prefix = ARGV[at]
@@ -31,11 +33,18 @@ local function read_groups(at, last)
 
   local currs, prevs = {}, {}
   for g = at + 2 + n, last, 4 do
-    local dim, curr, prev, who = ARGV[g], ARGV[g + 1], ARGV[g + 2], tonumber(ARGV[g + 3])
+    local dim, curr, prev, who = ARGV[g], ARGV[g + 1], ARGV[g + 2], ARGV[g + 3]
     local owners
-    if who > 0 then
+    if string.sub(who, 1, 1) == 't' then
+      local j = tonumber(string.sub(who, 2))
+      owners = false
+      currs[#currs + 1] = tonumber(redis.call('GET', KEYS[j])) or 0
+      prevs[#prevs + 1] = tonumber(redis.call('GET', KEYS[j + 1])) or 0
+    elseif tonumber(who) > 0 then
+      who = tonumber(who)
       owners = { ids[who] }
     else
+      who = tonumber(who)
       owners = {}
       for i = 1, n do owners[i] = ids[i] end
       local members = redis.call('SUNION', KEYS[-who], KEYS[1 - who])
@@ -43,13 +52,15 @@ local function read_groups(at, last)
         if not is_id[members[i]] then owners[#owners + 1] = members[i] end
       end
     end
-    local cn, pn = {}, {}
-    for i = 1, #owners do
-      cn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. curr
-      pn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. prev
+    if owners then
+      local cn, pn = {}, {}
+      for i = 1, #owners do
+        cn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. curr
+        pn[i] = prefix .. owners[i] .. ':' .. dim .. ':' .. prev
+      end
+      currs[#currs + 1] = sum(cn)
+      prevs[#prevs + 1] = sum(pn)
     end
-    currs[#currs + 1] = sum(cn)
-    prevs[#prevs + 1] = sum(pn)
   end
   return currs, prevs
 end

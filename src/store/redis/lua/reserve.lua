@@ -1,8 +1,8 @@
 -- enforce in reserve mode: read every counter the decision needs, evaluate the compiled
 -- checks, and — when none blocks — add the reservation, all in one atomic step.
 --
--- KEYS: first the read's (read.lua's members sets), then two per write: the bucket, the
---   bucket's members set.
+-- KEYS: first the read's (read.lua's members sets and totals), then three per write: the
+--   bucket, the bucket's members set, the bucket's total.
 -- ARGV[1]: r, the number of read arguments; ARGV[2 .. 1 + r]: read.lua's ARGV exactly
 --   (read by groups.lua's read_groups).
 -- Then c, the number of checks, and three per check: the group (1-based; 0 = always
@@ -29,18 +29,21 @@ end
 if blocked == 0 then
   local w = at + 3 * checks + 1
   local id = ARGV[w]
-  local first = #KEYS - 2 * ((#ARGV - w) / 2)
+  local first = #KEYS - 3 * ((#ARGV - w) / 2)
   for k = 0, (#ARGV - w) / 2 - 1 do
-    local bucket, members = KEYS[first + 1 + 2 * k], KEYS[first + 2 + 2 * k]
+    local bucket, members, total = KEYS[first + 1 + 3 * k], KEYS[first + 2 + 3 * k], KEYS[first + 3 + 3 * k]
     local ttl = ARGV[w + 2 + 2 * k]
     -- Saturating at 1e15 (COUNTER_MAX), as write.lua does.
     local old = tonumber(redis.call('GET', bucket)) or 0
     if old + tonumber(ARGV[w + 1 + 2 * k]) < 1e15 then
       redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
+      redis.call('INCRBYFLOAT', total, ARGV[w + 1 + 2 * k])
     else
       redis.call('SET', bucket, '1e15')
+      redis.call('INCRBYFLOAT', total, string.format('%.17g', 1e15 - old))
     end
     redis.call('EXPIRE', bucket, ttl)
+    redis.call('EXPIRE', total, ttl)
     redis.call('SADD', members, id)
     redis.call('EXPIRE', members, ttl)
   end

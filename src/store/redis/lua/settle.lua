@@ -2,18 +2,28 @@
 -- buckets of one API key (the reservation's own buckets), never leaving one below 0 nor
 -- above 1e15 (COUNTER_MAX, as write.lua).
 --
--- KEYS, two per delta: the bucket, the bucket's members set.
+-- KEYS, three per delta: the bucket, the bucket's members set, the bucket's total (which
+-- gets the change actually made).
 -- ARGV[1]: the API key id; then two per delta: the delta (a decimal string), the TTL (s).
 -- A bucket keeps its TTL; one without (created here, or floored by SET) gets the TTL.
-for d = 0, #KEYS / 2 - 1 do
-  local bucket, members = KEYS[2 * d + 1], KEYS[2 * d + 2]
+for d = 0, #KEYS / 3 - 1 do
+  local bucket, members, total = KEYS[3 * d + 1], KEYS[3 * d + 2], KEYS[3 * d + 3]
   local delta, ttl = ARGV[2 * d + 2], ARGV[2 * d + 3]
   local old = tonumber(redis.call('GET', bucket)) or 0
+  local new
   if old + tonumber(delta) >= 1e15 then
     redis.call('SET', bucket, '1e15')
+    new = 1e15
   else
-    local value = tonumber(redis.call('INCRBYFLOAT', bucket, delta))
-    if value < 0 then redis.call('SET', bucket, '0') end
+    new = tonumber(redis.call('INCRBYFLOAT', bucket, delta))
+    if new < 0 then
+      redis.call('SET', bucket, '0')
+      new = 0
+    end
+  end
+  if new - old ~= 0 then
+    redis.call('INCRBYFLOAT', total, string.format('%.17g', new - old))
+    redis.call('EXPIRE', total, ttl)
   end
   if redis.call('TTL', bucket) < 0 then redis.call('EXPIRE', bucket, ttl) end
   if tonumber(delta) > 0 then

@@ -1,8 +1,9 @@
 -- recordConsumption / consume: add to the current bucket of one API key in one or more
 -- dimensions, atomically, and read back what the sliding window needs.
 --
--- KEYS, three per write: the current bucket, the previous bucket, the current bucket's
--- members set (the API key ids written into it).
+-- KEYS, four per write: the current bucket, the previous bucket, the current bucket's
+-- members set (the API key ids written into it), the current bucket's total (the sum of
+-- every key's current bucket, docs/redis.md#pool-totals).
 -- ARGV[1]: the API key id; then two per write: the cost (a decimal string), the TTL (seconds).
 -- Returns two per write: the current bucket's new value and the previous bucket's value
 -- (nil when absent), as the decimal strings Redis keeps.
@@ -10,17 +11,20 @@
 -- an infinite result and fail the script half-way; the cap is SET instead.
 local cap = 1e15
 local out = {}
-for w = 0, #KEYS / 3 - 1 do
-  local curr, prev, members = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
+for w = 0, #KEYS / 4 - 1 do
+  local curr, prev, members, total = KEYS[4 * w + 1], KEYS[4 * w + 2], KEYS[4 * w + 3], KEYS[4 * w + 4]
   local ttl = ARGV[2 * w + 3]
   local old = tonumber(redis.call('GET', curr)) or 0
   if old + tonumber(ARGV[2 * w + 2]) < cap then
     out[2 * w + 1] = redis.call('INCRBYFLOAT', curr, ARGV[2 * w + 2])
+    redis.call('INCRBYFLOAT', total, ARGV[2 * w + 2])
   else
     redis.call('SET', curr, '1e15')
     out[2 * w + 1] = '1e15'
+    redis.call('INCRBYFLOAT', total, string.format('%.17g', cap - old))
   end
   redis.call('EXPIRE', curr, ttl)
+  redis.call('EXPIRE', total, ttl)
   redis.call('SADD', members, ARGV[1])
   redis.call('EXPIRE', members, ttl)
   out[2 * w + 2] = redis.call('GET', prev)
