@@ -72,7 +72,9 @@ function listenForSignals() {
 function scheduleFlush() {
   if (flush.timer) return
   listenForSignals()
-  arm(askEngine())
+  // Never commit inside the recording call's own turn (the engine does that itself when
+  // the buffer is due): the first timer asks the engine how long is left.
+  arm(0)
 }
 
 function askEngine() {
