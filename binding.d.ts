@@ -374,6 +374,13 @@ export interface FairShareLayout {
 }
 
 /**
+ * The facade's flush timer: commits the buffered records once the oldest is
+ * `QUOTA_RECORD_FLUSH_MS` old. Returns the milliseconds to wait before calling again, or
+ * `-1` when nothing is buffered. Never opens the database.
+ */
+export declare function flushDueQuotaWrites(): number
+
+/**
  * Commits `recordConsumption`'s buffered records now. Returns `null`, or the error
  * message (the records stay buffered, for the next flush; the fault is logged once).
  * Never opens the database.

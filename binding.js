@@ -869,6 +869,7 @@ module.exports.describeStoreChoice = nativeBinding.describeStoreChoice
 module.exports.dimensionKeyToString = nativeBinding.dimensionKeyToString
 module.exports.enforce = nativeBinding.enforce
 module.exports.failOpen = nativeBinding.failOpen
+module.exports.flushDueQuotaWrites = nativeBinding.flushDueQuotaWrites
 module.exports.flushQuotaWrites = nativeBinding.flushQuotaWrites
 module.exports.gcConsumption = nativeBinding.gcConsumption
 module.exports.gcOlderThan = nativeBinding.gcOlderThan

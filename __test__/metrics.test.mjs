@@ -152,6 +152,7 @@ test('the exposition parses, with every family the contract of metrics() names',
     ['quota_engine_fail_open_total', 'counter'],
     ['quota_engine_saturation_cache_hits_total', 'counter'],
     ['quota_engine_saturation_cache_misses_total', 'counter'],
+    ['quota_engine_record_commits_total', 'counter'],
   ]) {
     assert.equal(families.get(name)?.type, type, name)
   }

@@ -1,6 +1,7 @@
 // recordConsumption's buffered writes (store/sqlite/record_buffer.rs): the engine's own reads count a
-// record at once; the host's connection sees it after the next turn of the event loop (or
-// flushQuotaWrites()); a process that ends — normally, by process.exit(), by an uncaught
+// record at once; the host's connection sees it once the flush timer commits it, within
+// QUOTA_RECORD_FLUSH_MS (or at flushQuotaWrites()); a file replaced or renamed away keeps or
+// reports its buffered records; a process that ends — normally, by process.exit(), by an uncaught
 // exception — commits what it buffered, so counters stay exact across processes and
 // threads. And the hot path's decisions from memory never hide another connection's commit.
 import { test, after } from 'node:test'
@@ -56,7 +57,7 @@ function committed(apiKeyId, dimensionKey) {
   }
 }
 
-test('a record counts for the very next decision, and reaches the host connection on the next turn', async () => {
+test('a record counts for the very next decision, and reaches the host connection by the flush timer (QUOTA_RECORD_FLUSH_MS)', async () => {
   const p = pool(3)
   for (let i = 0; i < 3; i++) {
     assert.equal((await enforceQuotaShare(p.request)).kind, 'allow', `request ${i}`)
@@ -65,7 +66,8 @@ test('a record counts for the very next decision, and reaches the host connectio
   // No turn of the event loop yet: the three records are buffered, and still count.
   assert.equal(committed(p.request.apiKeyId, p.requestsKey), 0)
   assert.equal((await enforceQuotaShare(p.request)).kind, 'block')
-  await nextTurn()
+  // No further call: the engine's timer commits them (waited for here, not timed).
+  while (committed(p.request.apiKeyId, p.requestsKey) < 3) await new Promise((resolve) => setTimeout(resolve, 5))
   assert.equal(committed(p.request.apiKeyId, p.requestsKey), 3)
   assert.equal((await enforceQuotaShare(p.request)).kind, 'block', 'counted once, not twice')
 })
@@ -259,4 +261,74 @@ test('decisions from memory are never older than a commit made before the call (
   assert.equal(stale, 0, `${stale} of ${reads} reads were older than a commit made before them`)
   assert.ok(reads > 100, `the reads raced the writer (${reads})`)
   assert.equal(await store.peek('writer', dim), 3000)
+})
+
+/** A fresh database file of its own, for the tests that replace or move it. */
+function ownFile(tag) {
+  const dir = fs.mkdtempSync(path.join(path.dirname(dataDir), `qe-buffer-${tag}-`))
+  return { dir, file: path.join(dir, 'storage.sqlite') }
+}
+
+function countersIn(file, apiKeyId, dimensionKey) {
+  const db = openHost(file)
+  try {
+    return db.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE api_key_id = ? AND dimension_key = ?').get(apiKeyId, dimensionKey).s ?? 0
+  } finally {
+    db.close()
+  }
+}
+
+test('the database file replaced (a rename over it) with records buffered: they are committed to the new file, with a warning', async () => {
+  const { dir, file } = ownFile('replaced')
+  const warnings = []
+  installHost({ dbPath: file, logger: { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} } })
+  closeQuotaDb() // the next call opens the file just installed
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  try {
+    const p = pool(1e9)
+    flushQuotaWrites()
+    for (let i = 0; i < 50; i++) await recordConsumption({ ...p.request, cost: { requests: 1 } })
+    // A restored copy of the file (schema, pools and plans) is moved over it.
+    const host = openHost(file)
+    host.exec(`VACUUM INTO '${file}.restored'`)
+    host.close()
+    fs.renameSync(`${file}.restored`, file)
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal(countersIn(file, p.request.apiKeyId, p.requestsKey), 50, 'the records are in the file at the path')
+    const said = warnings.find((w) => /replaced while quota records were buffered/.test(w.msg))
+    assert.ok(said, JSON.stringify(warnings))
+    assert.equal(said.counters, 1)
+    assert.equal(said.path, file)
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    installHost({})
+    closeQuotaDb()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+})
+
+test('the database file renamed away with records buffered: a warning says how many left the path and where they went', async () => {
+  const { dir, file } = ownFile('moved')
+  const warnings = []
+  installHost({ dbPath: file, logger: { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} } })
+  closeQuotaDb() // the next call opens the file just installed
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  try {
+    const p = pool(1e9)
+    flushQuotaWrites()
+    for (let i = 0; i < 5; i++) await recordConsumption({ ...p.request, cost: { requests: 1, tokens: 3 } })
+    for (const suffix of ['', '-wal', '-shm']) fs.renameSync(file + suffix, path.join(dir, `moved.sqlite${suffix}`))
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal(fs.existsSync(file), false, 'no file is created at the path by a flush')
+    const said = warnings.find((w) => /deleted or renamed away while quota records were buffered/.test(w.msg))
+    assert.ok(said, JSON.stringify(warnings))
+    assert.equal(said.counters, 2)
+    assert.equal(said.path, file)
+    assert.equal(countersIn(path.join(dir, 'moved.sqlite'), p.request.apiKeyId, p.requestsKey), 5, 'committed to the file under its new name')
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    installHost({})
+    closeQuotaDb()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
 })

@@ -47,6 +47,7 @@ test('consume sums across calls and resolves to the new effective value', async 
   assert.equal(await store.peek('k1', d), 3.75)
   assert.equal(await store.peek('k2', d), 0)
   const bucket = Math.floor(Date.now() / WINDOW_MS.hourly)
+  assert.equal(qe.flushQuotaWrites(), null) // consume is buffered like a record: the host's connection sees it once committed
   const row = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE api_key_id=? AND dimension_key=?').get('k1', key(d))
   assert.equal(row.s, 3.75)
   assert.ok([bucket, bucket - 1].some((b) => qe.getBucket('k1', key(d), b) === 3.75))
@@ -204,6 +205,7 @@ test('pool totals stay exact with host upserts interleaved with engine consumes'
     else await store.consume(k, d, i % 4 + 1)
     expected += i % 3 === 0 ? i % 5 + 1 : i % 4 + 1
     if (i % 50 === 49) {
+      assert.equal(qe.flushQuotaWrites(), null) // the engine's consumes are buffered
       const brute = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE dimension_key = ? AND bucket_index = ?').get(key(d), bucket).s
       assert.equal(brute, expected)
       assert.equal(await store.poolConsumedTotal('mix-pool', d), brute)

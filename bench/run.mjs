@@ -6,13 +6,16 @@
 // Store operations (consume, peek, poolConsumedTotal) at pools of 10 / 1 000 / 10 000 keys,
 // then the hot path (enforceQuotaShare, recordConsumption) for 8 keys × 2 dimensions,
 // serial and 64 concurrent (Promise.all batches of 64), then the crossing options of the
-// hot path side by side (JS thread vs a worker thread; buffered vs per-call commits). Each row: warm-up, then up to N
+// hot path side by side (JS thread vs a worker thread; buffered vs per-call commits), then
+// the host's real path and its HTTP variant (bench/real-path.mjs). Each row: warm-up, then up to N
 // ops or MS milliseconds, whichever comes first; latency per op from process.hrtime.bigint
 // (for the concurrent rows: from the batch's start to the op's resolution).
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { measurer } from './measure.mjs'
 import { openBaseline } from './baseline/store.mjs'
 
@@ -130,7 +133,7 @@ try {
     await option('enforce on a tokio worker thread', 'enforceQuotaShare', (i) =>
       native.__enforceOnWorkerForBench(hotKeys[i % 8], connectionId, provider, 0.5),
     )
-    await option('record buffered, committed per turn or every 10 ms (the engine)', 'recordConsumption', (i) => engine.recordConsumption(rec(i)))
+    await option('record buffered, committed together every 10 ms (the engine)', 'recordConsumption', (i) => engine.recordConsumption(rec(i)))
     process.env.QUOTA_RECORD_FLUSH_MS = '0'
     try {
       await option('record committed in its own call (QUOTA_RECORD_FLUSH_MS=0)', 'recordConsumption', (i) => engine.recordConsumption(rec(i)))
@@ -172,3 +175,7 @@ try {
   baseline.close()
   fs.rmSync(tmp, { recursive: true, force: true })
 }
+
+// --- the host's real path and the HTTP variant, in a process of their own ---------------------
+const realPath = spawnSync(process.execPath, [fileURLToPath(new URL('./real-path.mjs', import.meta.url))], { stdio: 'inherit', env: process.env })
+if (realPath.status !== 0) process.exitCode = realPath.status ?? 1

@@ -6,6 +6,7 @@
 const native = require('./native.js')
 const host = require('./host.js')
 const { typeError } = require('./invalidArg.js')
+const writes = require('./writeBuffer.js')
 
 function settle(fn) {
   try {
@@ -56,6 +57,13 @@ const sqliteDriver = new native.StoreDriver()
 class SqliteQuotaStore extends CounterStore {
   [DRIVER]() {
     return sqliteDriver
+  }
+
+  /** Adds `cost` to the current bucket (buffered, committed by time like the records); resolves to the new effective value. */
+  consume(apiKeyId, dim, cost) {
+    const value = super.consume(apiKeyId, dim, cost)
+    writes.scheduleFlush()
+    return value
   }
 }
 

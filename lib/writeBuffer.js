@@ -5,13 +5,28 @@
 const native = require('./native.js')
 const host = require('./host.js')
 
-// Every thread that buffered a record commits on its next event-loop turn (scheduled
-// here) and when it exits — normally, by process.exit() or by an uncaught exception. (A
-// worker that is terminated, or a process killed by a signal without a handler, skips
-// 'exit': the native side commits at the environment's teardown where it still runs.) A
-// failed commit keeps the records and is retried after a second.
-const flush = { scheduled: false, retry: null }
-const RETRY_FLUSH_MS = 1000
+// Records (and SQLite `consume`s) are committed BY TIME, not per event-loop turn: the
+// first record buffered arms one unref'd timer, which commits the buffer once its oldest
+// record is QUOTA_RECORD_FLUSH_MS old (the engine answers how long to wait), so in a
+// server, where every request is its own turn, the records of many requests share one
+// commit (docs/sqlite.md, "Records are buffered"). The recording calls also commit a due
+// or full buffer themselves, so code that never yields keeps the same bound. A failed
+// commit keeps the records; the engine answers the one-second back-off.
+//
+// Commits at the end, so a crash loses at most the last QUOTA_RECORD_FLUSH_MS of records
+// (docs/reliability.md, "Durability of records"):
+// - 'exit' (a normal end, process.exit(), an uncaught exception);
+// - SIGTERM, SIGINT, SIGHUP on the main thread, without changing what the signal does:
+//   when nobody else listens, the default is to die by the signal, so the handler commits,
+//   removes itself and raises the signal again; when the host listens too, it only
+//   commits and the host's handler decides. The listeners are added when the first record
+//   is buffered, and signal listeners do not keep the event loop alive;
+// - a worker that is terminated skips 'exit': the native side commits at the
+//   environment's teardown.
+const { isMainThread } = require('node:worker_threads')
+
+const flush = { timer: null, signals: false }
+const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 process.on('exit', () => {
   const buffered = native.pendingQuotaWrites()
@@ -21,26 +36,64 @@ process.on('exit', () => {
   if (error) host.log('warn', 'quota:enforce', 'buffered quota records could not be committed at exit', { buffered, error })
 })
 
+function commitAtSignal(signal) {
+  let error
+  let buffered = 0
+  try {
+    buffered = native.pendingQuotaWrites()
+    if (buffered > 0) error = native.flushQuotaWrites()
+  } catch (err) {
+    error = String((err && err.message) || err)
+  }
+  if (error) host.log('warn', 'quota:enforce', `buffered quota records could not be committed at ${signal}`, { buffered, error })
+  host.drainLogs()
+}
+
+const onSignal = Object.fromEntries(
+  SIGNALS.map((signal) => [
+    signal,
+    function quotaEngineCommitAtSignal() {
+      commitAtSignal(signal)
+      if (process.listenerCount(signal) > 1) return // the host handles it
+      // Nobody else: restore the default (dying by the signal) and raise it again.
+      for (const s of SIGNALS) process.removeListener(s, onSignal[s])
+      flush.signals = false
+      process.kill(process.pid, signal)
+    },
+  ]),
+)
+
+function listenForSignals() {
+  if (flush.signals || !isMainThread || process.platform === 'win32') return
+  flush.signals = true
+  for (const signal of SIGNALS) process.on(signal, onSignal[signal])
+}
+
 function scheduleFlush() {
-  if (flush.scheduled || flush.retry) return
-  flush.scheduled = true
-  setImmediate(runScheduledFlush)
+  if (flush.timer) return
+  listenForSignals()
+  // Never commit inside the recording call's own turn (the engine does that itself when
+  // the buffer is due): the first timer asks the engine how long is left.
+  arm(0)
 }
 
-function runScheduledFlush() {
-  flush.scheduled = false
-  flush.retry = null
-  if (flushQuotaWrites()) {
-    flush.retry = setTimeout(runScheduledFlush, RETRY_FLUSH_MS)
-    flush.retry.unref()
+function askEngine() {
+  try {
+    return native.flushDueQuotaWrites()
+  } finally {
+    host.drainLogs()
   }
 }
 
-function stopRetrying() {
-  if (flush.retry) {
-    clearTimeout(flush.retry)
-    flush.retry = null
-  }
+function arm(wait) {
+  if (!(wait >= 0)) return
+  flush.timer = setTimeout(runTimer, Math.max(1, Math.ceil(wait)))
+  flush.timer.unref()
+}
+
+function runTimer() {
+  flush.timer = null
+  arm(askEngine())
 }
 
 /**
@@ -57,7 +110,6 @@ function flushQuotaWrites() {
     error = String((err && err.message) || err)
   }
   host.drainLogs()
-  if (!error) stopRetrying()
   return error || null
 }
 
@@ -67,7 +119,6 @@ function flushQuotaWrites() {
  * be committed (the file is gone) are dropped with a warning, logged before it returns.
  */
 function closeQuotaDb() {
-  stopRetrying()
   try {
     native.closeQuotaDb()
   } finally {

@@ -153,7 +153,7 @@ thread_local! {
 /// Once per JS thread that buffered a record: commit the buffer when its environment is
 /// torn down — a worker terminated (its `exit` event does not run) or the process exiting
 /// by a path that skips the facade's `exit` hook.
-fn flush_at_teardown(env: &Env) {
+pub(crate) fn flush_at_teardown(env: &Env) {
   if TEARDOWN_FLUSH.with(|done| done.replace(true)) {
     return;
   }
@@ -244,6 +244,14 @@ pub fn fail_open(operation: String, message: String, error: String, api_key_id: 
 #[napi(catch_unwind)]
 pub fn flush_quota_writes() -> Option<String> {
   engine().flush(true)
+}
+
+/// The facade's flush timer: commits the buffered records once the oldest is
+/// `QUOTA_RECORD_FLUSH_MS` old. Returns the milliseconds to wait before calling again, or
+/// `-1` when nothing is buffered. Never opens the database.
+#[napi(catch_unwind)]
+pub fn flush_due_quota_writes() -> f64 {
+  engine().flush_when_due()
 }
 
 /// How many counters are buffered, not yet committed.

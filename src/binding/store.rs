@@ -113,6 +113,9 @@ impl StoreDriver {
     })();
     let (api_key_id, key, cost) = or_throw(env, read)?;
     host::prepare_db(env);
+    if self.driver.url().is_none() {
+      super::hot_path::flush_at_teardown(env);
+    }
     answer(
       env,
       engine().consume(&self.driver, api_key_id, key, cost, clock(now_ms)),

@@ -560,7 +560,12 @@ impl Engine {
     now_ms: i64,
   ) -> Step<Result<f64>> {
     match driver {
-      Driver::Sqlite => Step::Now(self.with_db(|db| db.consume(&api_key_id, &key, cost, now_ms))),
+      Driver::Sqlite => {
+        let max_age = Duration::from_secs_f64(self.number(&config::RECORD_FLUSH_MS) / 1000.0);
+        Step::Now(
+          self.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
+        )
+      }
       Driver::Redis(url) => later(
         self
           .redis_backend(url)

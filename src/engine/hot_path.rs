@@ -27,7 +27,7 @@ use crate::core::enforce::{
 use crate::error::{QuotaError, Result};
 use crate::store::redis::counters;
 use crate::store::redis::scripts::ScriptCheck;
-use crate::store::sqlite::Recorded;
+use crate::store::sqlite::{FileChange, Recorded};
 use std::time::Duration;
 
 /// Who a hot-path call is for: the request's API key, connection, provider and model.
@@ -572,10 +572,18 @@ impl Engine {
   /// Commits `recordConsumption`'s buffered records now (never opens the database).
   /// Returns the error message, or `None`; the records stay buffered on an error, and
   /// the failure is a fault (logged once).
-  pub fn flush(&self, automatic: bool) -> Option<String> {
-    let error = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic))
+  /// Records carried from a file that was replaced are committed to the file now at the
+  /// path, opening it (docs/reliability.md, "Durability of records").
+  pub fn flush(&'static self, automatic: bool) -> Option<String> {
+    crate::store::sqlite::recheck_file();
+    let mut result = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic));
+    if crate::store::sqlite::carried_count() > 0 {
+      result = Some(self.with_hot_db(|db| db.flush_pending(automatic)));
+    }
+    let error = result
       .and_then(|result| result.err())
       .map(|e| e.to_string());
+    self.report_file_changes();
     match &error {
       Some(message) => {
         self.metrics.store_error(StoreOperation::Record);
@@ -593,10 +601,65 @@ impl Engine {
     error
   }
 
+  /// The event loop's flush timer (docs/sqlite.md, "Records are buffered"): commits the
+  /// buffer when its oldest record is `QUOTA_RECORD_FLUSH_MS` old, so records of many
+  /// requests share one commit. Returns how many milliseconds to wait before asking
+  /// again, or `-1` when nothing is buffered (no timer needed). A failed commit is a fault
+  /// (logged once), and the answer is then the back-off of a second.
+  pub fn flush_when_due(&'static self) -> f64 {
+    let max_age = Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0);
+    let mut wait = crate::store::sqlite::with_hot_open_db(|db| Ok(db.flush_wait(max_age)))
+      .and_then(|r| r.ok())
+      .flatten();
+    if crate::store::sqlite::carried_count() > 0 {
+      wait = Some(Duration::ZERO);
+    }
+    self.report_file_changes();
+    match wait {
+      None => -1.0,
+      Some(wait) if !wait.is_zero() => wait.as_secs_f64() * 1000.0,
+      Some(_) => match self.flush(true) {
+        None => -1.0,
+        Some(_) => crate::store::sqlite::RETRY_AFTER_FAILURE.as_secs_f64() * 1000.0,
+      },
+    }
+  }
+
+  /// Logs what became of buffered records whose file was replaced or went away (one
+  /// atomic load when nothing happened).
+  pub fn report_file_changes(&self) {
+    for change in crate::store::sqlite::take_file_changes() {
+      let (message, counters, path, error) = match change {
+        FileChange::Carried { counters, path } => (
+          "the database file was replaced while quota records were buffered; they are committed to the file now at its path, not to the old one",
+          counters,
+          path,
+          None,
+        ),
+        FileChange::Gone { counters, path, error } => (
+          "the database file was deleted or renamed away while quota records were buffered; they were committed to the old file if it still exists under another name, and none of them is in a file at its path",
+          counters,
+          path,
+          error,
+        ),
+      };
+      let mut context = vec![
+        ("counters", LogValue::Number(counters as f64)),
+        ("path", LogValue::Text(path.display().to_string())),
+      ];
+      if let Some(error) = error {
+        context.push(("error", LogValue::Text(error)));
+      }
+      self.logs.push("warn", "quota:store", message, context);
+    }
+  }
+
   /// How many counters are buffered, not yet committed.
   pub fn pending_writes(&self) -> usize {
-    crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
+    let open = crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
       .and_then(|r| r.ok())
-      .unwrap_or(0)
+      .unwrap_or(0);
+    self.report_file_changes();
+    open + crate::store::sqlite::carried_count()
   }
 }

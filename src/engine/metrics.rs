@@ -235,6 +235,17 @@ impl Metrics {
       "quota_engine_saturation_cache_misses_total {}",
       read(&self.saturation_misses)
     );
+    family(
+      &mut out,
+      "quota_engine_record_commits_total",
+      "counter",
+      "Transactions that committed buffered SQLite records (group commit by time: docs/sqlite.md).",
+    );
+    let _ = writeln!(
+      out,
+      "quota_engine_record_commits_total {}",
+      crate::store::sqlite::record_commits()
+    );
     out
   }
 }

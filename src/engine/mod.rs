@@ -159,6 +159,7 @@ impl Engine {
 
   fn run_db<T>(&'static self, hot: bool, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
     let (result, opened) = self.database.run(hot, f);
+    self.report_file_changes();
     if opened {
       self.after_open();
     }

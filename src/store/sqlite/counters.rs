@@ -124,6 +124,31 @@ fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
   validate::non_empty(&key.pool_id, "dim.poolId")
 }
 
+impl SqliteDb {
+  /// `SqliteQuotaStore.consume` through the record buffer (docs/sqlite.md, "Records are
+  /// buffered"): validates, adds `cost` to the buffer and answers the new effective value,
+  /// which the buffered read already knows — no transaction of its own; the buffer is
+  /// committed with the records, by time. With `max_age` zero (`QUOTA_RECORD_FLUSH_MS=0`)
+  /// it commits in its own call, as before, after what is buffered.
+  pub fn consume_buffered(
+    &self,
+    api_key_id: &str,
+    key: &DimensionKey,
+    cost: f64,
+    now_ms: i64,
+    max_age: std::time::Duration,
+  ) -> Result<f64> {
+    check_key(api_key_id, key)?;
+    validate::cost(cost, "cost")?;
+    if max_age.is_zero() {
+      self.flush_before_use();
+      return self.consume(api_key_id, key, cost, now_ms);
+    }
+    self.buffer_one(api_key_id, key, cost, now_ms, max_age);
+    self.hot_scope(|db| db.peek(api_key_id, key, now_ms))
+  }
+}
+
 impl CounterStore for SqliteDb {
   fn consume(&self, api_key_id: &str, key: &DimensionKey, cost: f64, now_ms: i64) -> Result<f64> {
     check_key(api_key_id, key)?;

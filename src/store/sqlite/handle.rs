@@ -7,10 +7,16 @@
 //! again. A path that no longer names the file the connection has open (the data
 //! directory was deleted, maybe recreated) is noticed on the next call (an `fstat` of the
 //! connection's descriptor, see `SqliteDb::file_replaced`) and the connection is replaced:
-//! the engine never keeps using a deleted file.
+//! the engine never keeps using a deleted file. Its buffered records follow the path
+//! (docs/reliability.md, "Durability of records"): when another file is at the path now
+//! (replaced, or renamed away and a new one put there), they are carried to the new
+//! connection and committed there; when nothing is at the path, they are committed to the
+//! old file (still there under its new name, or deleted) and the engine says how many
+//! left the path. Either way a [`FileChange`] is queued for the engine to log.
 
 use super::locks;
 use super::open::OpenOptions;
+use super::record_buffer::PendingWrites;
 use super::SqliteDb;
 use crate::error::Result;
 use std::path::PathBuf;
@@ -18,6 +24,89 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 static DB: Mutex<Option<SqliteDb>> = Mutex::new(None);
+
+/// What became of buffered records when the connection's file was replaced or went away.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileChange {
+  /// Another file is at the path now: the buffered counters are carried to it.
+  Carried { counters: usize, path: PathBuf },
+  /// No file is at the path: the counters were committed to the old file (`error`: they
+  /// could not even be) — none of them is in a file at the path.
+  Gone {
+    counters: usize,
+    path: PathBuf,
+    error: Option<String>,
+  },
+}
+
+/// Records taken from a replaced file's connection, for the next connection at the path.
+static CARRIED: Mutex<Option<PendingWrites>> = Mutex::new(None);
+static CHANGES: Mutex<Vec<FileChange>> = Mutex::new(Vec::new());
+/// Whether [`CHANGES`] holds anything, readable without the lock (asked on every call).
+static HAS_CHANGES: AtomicBool = AtomicBool::new(false);
+
+/// The file changes noticed since the last call (for the engine to log).
+pub fn take_file_changes() -> Vec<FileChange> {
+  if !HAS_CHANGES.load(Ordering::Acquire) {
+    return Vec::new();
+  }
+  let mut changes = CHANGES.lock().unwrap_or_else(|e| e.into_inner());
+  HAS_CHANGES.store(false, Ordering::Release);
+  std::mem::take(&mut *changes)
+}
+
+/// Buffered counters carried from a replaced file, waiting for the next open.
+pub fn carried_count() -> usize {
+  CARRIED
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .as_ref()
+    .map_or(0, PendingWrites::len)
+}
+
+fn note(change: FileChange) {
+  CHANGES
+    .lock()
+    .unwrap_or_else(|e| e.into_inner())
+    .push(change);
+  HAS_CHANGES.store(true, Ordering::Release);
+}
+
+/// Closes a connection whose file is no longer the one at its path (see the module
+/// documentation for where its buffered records go).
+fn retire(stale: SqliteDb) {
+  OPEN.store(false, Ordering::Release);
+  let counters = stale.pending_count();
+  if counters == 0 {
+    let _ = stale.close();
+    return;
+  }
+  let path = stale.path().to_path_buf();
+  if super::open::file_id(&path).is_some() {
+    let pending = stale.take_pending();
+    {
+      let mut carried = CARRIED.lock().unwrap_or_else(|e| e.into_inner());
+      match carried.as_mut() {
+        Some(earlier) => earlier.merge(pending),
+        None => *carried = Some(pending),
+      }
+    }
+    let _ = stale.close();
+    note(FileChange::Carried { counters, path });
+  } else {
+    let error = match stale.close() {
+      Ok(None) => None,
+      Ok(Some(dropped)) => Some(dropped.error),
+      Err(err) => Some(err.to_string()),
+    };
+    note(FileChange::Gone {
+      counters,
+      path,
+      error,
+    });
+  }
+}
+
 /// Whether [`DB`] holds a connection, readable without taking the lock.
 static OPEN: AtomicBool = AtomicBool::new(false);
 
@@ -79,18 +168,33 @@ pub fn with_hot_db<T>(
   let mut slot = lock_db();
   if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
-      OPEN.store(false, Ordering::Release);
-      let _ = stale.close();
+      retire(stale);
     }
   }
   if slot.is_none() {
     locks::sweep_parked();
-    *slot = Some(SqliteDb::open(&resolve_path(), &open_options())?);
+    let db = SqliteDb::open(&resolve_path(), &open_options())?;
+    if let Some(carried) = CARRIED.lock().unwrap_or_else(|e| e.into_inner()).take() {
+      db.adopt_pending(carried);
+    }
+    *slot = Some(db);
     OPEN.store(true, Ordering::Release);
   }
   match slot.as_mut() {
     Some(db) => f(db),
     None => unreachable!("opened above"),
+  }
+}
+
+/// Before buffered records are committed: looks the path up now (not at most every
+/// 100 ms, as the per-call check does) and retires a connection whose file is no longer
+/// the one at the path.
+pub fn recheck_file() {
+  let mut slot = lock_db();
+  if slot.as_ref().is_some_and(SqliteDb::file_replaced_now) {
+    if let Some(stale) = slot.take() {
+      retire(stale);
+    }
   }
 }
 
@@ -109,8 +213,7 @@ pub fn with_hot_open_db<T>(f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Option
   let mut slot = lock_db();
   if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
-      OPEN.store(false, Ordering::Release);
-      let _ = stale.close();
+      retire(stale);
     }
     return None;
   }
@@ -126,7 +229,13 @@ pub fn close_quota_db() -> Result<Option<super::record_buffer::Dropped>> {
   let closed = {
     let mut slot = lock_db();
     OPEN.store(false, Ordering::Release);
-    slot.take().map(SqliteDb::close)
+    match slot.take() {
+      Some(stale) if stale.file_replaced_now() => {
+        retire(stale);
+        None
+      }
+      db => db.map(SqliteDb::close),
+    }
   };
   locks::sweep_parked();
   closed.unwrap_or(Ok(None))

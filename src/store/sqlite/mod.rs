@@ -39,14 +39,15 @@ mod wal_index;
 pub use cache::KeyPools;
 pub use gc::TotalsCursor;
 pub use handle::{
-  close_quota_db, is_open, set_open_options, with_db, with_hot_db, with_hot_open_db, with_open_db,
+  carried_count, close_quota_db, is_open, recheck_file, set_open_options, take_file_changes,
+  with_db, with_hot_db, with_hot_open_db, with_open_db, FileChange,
 };
 pub use inspect::{inspect_path, DatabaseInspection, PoisonedCounters};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
-pub use record_buffer::{Dropped, Recorded, FLUSH_BATCH};
+pub use record_buffer::{record_commits, Dropped, Recorded, FLUSH_BATCH, RETRY_AFTER_FAILURE};
 pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};
 
 use crate::error::QuotaError;

@@ -283,6 +283,15 @@ impl SqliteDb {
     file_id(&self.path) != Some(id)
   }
 
+  /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of
+  /// buffered records, so none goes to a file renamed away a moment ago).
+  pub fn file_replaced_now(&self) -> bool {
+    if let Some(due) = std::time::Instant::now().checked_sub(PATH_CHECK_EVERY) {
+      self.path_checked.set(due);
+    }
+    self.file_replaced()
+  }
+
   /// Whether [`SqliteDb::file_replaced`] can `fstat` the connection's own descriptor
   /// (diagnostics and tests).
   pub fn watches_descriptor(&self) -> bool {

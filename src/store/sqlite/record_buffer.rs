@@ -18,7 +18,16 @@ use crate::store::validate;
 use rusqlite::params;
 use std::collections::HashMap;
 use std::fmt::{Display, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Transactions that committed buffered records, process-wide (`metrics()`).
+static COMMITS: AtomicU64 = AtomicU64::new(0);
+
+/// How many transactions have committed buffered records in this process.
+pub fn record_commits() -> u64 {
+  COMMITS.load(Ordering::Relaxed)
+}
 
 /// Counters committed per flush transaction, and the buffer size that makes a recording
 /// call flush at once: a transaction this size holds the write lock for about a
@@ -26,7 +35,7 @@ use std::time::{Duration, Instant};
 pub const FLUSH_BATCH: usize = 256;
 /// After a failed automatic flush, the recording calls wait this long before trying
 /// again themselves (the facade's scheduled retry keeps its own pace).
-const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
 /// How long an automatic flush waits for another connection's write lock: failing costs
 /// nothing (the buffer is kept), waiting blocks the caller's thread.
 const AUTOMATIC_BUSY_TIMEOUT: Duration = Duration::from_millis(100);
@@ -153,6 +162,16 @@ impl PendingWrites {
         e.updated_at,
       );
     }
+  }
+
+  /// Adds `other`'s amounts, keeping the older of the two ages.
+  pub(crate) fn merge(&mut self, other: PendingWrites) {
+    let since = match (self.since, other.since) {
+      (Some(a), Some(b)) => Some(a.min(b)),
+      (a, b) => a.or(b),
+    };
+    self.restore(other.counters.into_values());
+    self.since = since;
   }
 
   /// `(curr, prev)` buffered for one key's counter.
@@ -285,12 +304,48 @@ impl SqliteDb {
     Ok(Recorded::Buffered)
   }
 
+  /// One validated amount into the buffer; commits the buffer when it is due (a failure
+  /// keeps it buffered, for the next flush).
+  pub(super) fn buffer_one(
+    &self,
+    api_key_id: &str,
+    key: &DimensionKey,
+    cost: f64,
+    now_ms: i64,
+    max_age: Duration,
+  ) {
+    let bucket = bucket_index(now_ms, key.window.ms());
+    self
+      .buffer
+      .borrow_mut()
+      .add(api_key_id, &key.to_string(), bucket, cost, now_ms);
+    if self.buffer.borrow().due(max_age) {
+      let _ = self.flush_pending(true);
+    }
+  }
+
   fn buffer(&self, api_key_id: &str, writes: &[(DimensionKey, f64)], now_ms: i64) {
     let pending = &mut *self.buffer.borrow_mut();
     for (key, cost) in writes {
       let bucket = bucket_index(now_ms, key.window.ms());
       pending.add(api_key_id, &key.to_string(), bucket, *cost, now_ms);
     }
+  }
+
+  /// How long the event loop's flush timer should wait before committing the buffer:
+  /// `None` when nothing is buffered; zero when the oldest buffered amount is `max_age`
+  /// old (commit now); while an automatic flush failed within the last second, what is
+  /// left of that second (docs/sqlite.md, "Records are buffered").
+  pub fn flush_wait(&self, max_age: Duration) -> Option<Duration> {
+    let pending = &*self.buffer.borrow();
+    let since = pending.since.filter(|_| !pending.is_empty())?;
+    if let Some(failed) = pending.failed_at {
+      let left = RETRY_AFTER_FAILURE.saturating_sub(failed.elapsed());
+      if !left.is_zero() {
+        return Some(left);
+      }
+    }
+    Some(max_age.saturating_sub(since.elapsed()))
   }
 
   /// Buffered counters not yet committed.
@@ -303,27 +358,34 @@ impl SqliteDb {
   /// stay buffered. `automatic` (the scheduled flush and the recording calls): a failure
   /// holds back the recording calls' own attempts for a second.
   pub fn flush_pending(&self, automatic: bool) -> Result<usize> {
-    let entries: Vec<PendingCounter> = {
+    let (entries, since): (Vec<PendingCounter>, _) = {
       let pending = &mut *self.buffer.borrow_mut();
       if pending.counters.is_empty() {
         return Ok(0);
       }
       pending.totals.clear();
-      pending.since = None;
-      pending.counters.drain().map(|(_, e)| e).collect()
+      let since = pending.since.take();
+      (pending.counters.drain().map(|(_, e)| e).collect(), since)
     };
     let short_wait = automatic && self.busy_timeout > AUTOMATIC_BUSY_TIMEOUT;
     if short_wait {
       let _ = self.conn.busy_timeout(AUTOMATIC_BUSY_TIMEOUT);
     }
-    let result = self.commit_entries(entries, automatic);
+    let result = self.commit_entries(entries, since, automatic);
     if short_wait {
       let _ = self.conn.busy_timeout(self.busy_timeout);
     }
     result
   }
 
-  fn commit_entries(&self, entries: Vec<PendingCounter>, automatic: bool) -> Result<usize> {
+  /// `since`: when the oldest of `entries` was buffered, kept if they go back to the
+  /// buffer (their age is what the durability bound is about).
+  fn commit_entries(
+    &self,
+    entries: Vec<PendingCounter>,
+    since: Option<Instant>,
+    automatic: bool,
+  ) -> Result<usize> {
     let mut committed = 0;
     let mut rest = entries.into_iter().peekable();
     while rest.peek().is_some() {
@@ -331,6 +393,10 @@ impl SqliteDb {
       if let Err(err) = self.commit_batch(&batch) {
         let mut pending = self.buffer.borrow_mut();
         pending.restore(batch.into_iter().chain(rest));
+        pending.since = match (pending.since, since) {
+          (Some(a), Some(b)) => Some(a.min(b)),
+          (a, b) => a.or(b),
+        };
         if automatic {
           pending.failed_at = Some(Instant::now());
         }
@@ -344,6 +410,12 @@ impl SqliteDb {
   }
 
   fn commit_batch(&self, batch: &[PendingCounter]) -> Result<()> {
+    self.commit_batch_rows(batch)?;
+    COMMITS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+  }
+
+  fn commit_batch_rows(&self, batch: &[PendingCounter]) -> Result<()> {
     let tx =
       rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
         .ctx("starting a write")?;
@@ -384,6 +456,18 @@ impl SqliteDb {
       .buffer
       .borrow_mut()
       .remove_counter(api_key_id, dimension_key);
+  }
+
+  /// Takes the whole buffer out (to carry it to the file now at the path).
+  pub(super) fn take_pending(&self) -> PendingWrites {
+    let mut pending = std::mem::take(&mut *self.buffer.borrow_mut());
+    pending.failed_at = None;
+    pending
+  }
+
+  /// Adds a buffer taken from another connection to this one's, keeping its age.
+  pub(super) fn adopt_pending(&self, carried: PendingWrites) {
+    self.buffer.borrow_mut().merge(carried);
   }
 
   /// Drops the buffer (its file is gone); returns how many counters were dropped.

@@ -1,0 +1,218 @@
+// The host's real path (run by `npm run bench`; alone: `node scripts/with-hooks.js
+// bench/real-path.mjs [--requests N] [--http-seconds S]`).
+//
+// 1. Per request, as OmniRoute's request handler does it: `enforceQuotaShare` → the host
+//    commits one unrelated row to its own table (a call log) on its own better-sqlite3
+//    connection to the SAME storage.sqlite → `recordConsumption`, through the `compat/*`
+//    entries the host imports; one request per event-loop turn (setImmediate between
+//    requests); 8 keys × 2 dimensions. p50/p99 per request for: no quota (the host's insert
+//    alone), the engine, and the JS baseline (bench/baseline: the old engine's way, on the
+//    host's connection). The engine's share = its p50 − the no-quota p50. Also the record
+//    commits per second (group commit by time: docs/sqlite.md).
+// 2. End to end over HTTP: a minimal node:http server (a child process) doing enforce →
+//    a simulated upstream (setImmediate) → record → the host's insert, driven by
+//    autocannon; req/s and latency with quota off and on.
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import { fileURLToPath } from 'node:url'
+import { summarize } from './measure.mjs'
+import { openBaseline } from './baseline/store.mjs'
+
+const arg = (name, fallback) => {
+  const i = process.argv.indexOf(name)
+  return i > 0 ? process.argv[i + 1] : fallback
+}
+const require = createRequire(import.meta.url)
+const Database = require('better-sqlite3')
+const CALL_LOG = `CREATE TABLE IF NOT EXISTS call_logs (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, api_key_id TEXT, model TEXT, tokens INTEGER, status INTEGER, payload TEXT)`
+const INSERT = 'INSERT INTO call_logs (ts, api_key_id, model, tokens, status, payload) VALUES (?, ?, ?, ?, ?, ?)'
+const PAYLOAD = JSON.stringify({ route: '/v1/chat/completions', latencyMs: 812, finish: 'stop' })
+
+/** The host's own connection, opened as OmniRoute opens it. */
+export function openHostDb(file) {
+  const db = new Database(file)
+  db.pragma('journal_mode = WAL')
+  db.pragma('busy_timeout = 2000')
+  db.pragma('synchronous = NORMAL')
+  db.exec(CALL_LOG)
+  return db
+}
+
+const connectionId = 'real-conn'
+const provider = 'real-provider' // no saturation fetcher: no fetch round
+const dimensions = [
+  { unit: 'requests', window: 'hourly', limit: 1e9 },
+  { unit: 'tokens', window: 'hourly', limit: 1e12 },
+]
+const keys = Array.from({ length: 8 }, (_, i) => `real-key-${i}`)
+const allocations = keys.map((apiKeyId) => ({ apiKeyId, weight: 12.5, policy: 'hard' }))
+const req = (i) => ({ apiKeyId: keys[i % 8], connectionId, provider })
+const rec = (i) => ({ ...req(i), model: 'gpt-x', cost: { tokens: 1200, usd: 0.002, requests: 1 } })
+
+/** The engine's pool and plan (setup, not timed). */
+export function setupEngine() {
+  const engine = require('@omniroute/quota-engine')
+  engine.upsertProviderPlan({ connectionId, provider, dimensions, source: 'manual' })
+  return engine.createPool({ connectionId, name: 'real path', allocations })
+}
+
+/** One request per turn, `n` of them after a warm-up; latency per request in µs. */
+async function perTurn(n, request) {
+  const turn = () => new Promise((resolve) => setImmediate(resolve))
+  for (let i = 0; i < 1000; i++) {
+    await request(i)
+    await turn()
+  }
+  const lat = new Float64Array(n)
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < n; i++) {
+    const t0 = process.hrtime.bigint()
+    await request(i)
+    lat[i] = Number(process.hrtime.bigint() - t0)
+    await turn()
+  }
+  const total = process.hrtime.bigint() - start
+  return { ...summarize(lat, n, total), seconds: Number(total) / 1e9 }
+}
+
+async function realPath(n) {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-real-'))
+  process.env.DATA_DIR = tmp
+  const file = path.join(tmp, 'storage.sqlite')
+  const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+  const engine = require('@omniroute/quota-engine')
+  try {
+    const pool = setupEngine()
+    const host = openHostDb(file)
+    const insert = host.prepare(INSERT)
+    const hostWrite = (i) => insert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+    if ((await enforceQuotaShare(req(0))).kind !== 'allow') throw new Error('real path: the engine does not allow')
+
+    const noQuota = await perTurn(n, async (i) => { hostWrite(i) })
+    // (NaN on a build without the counter: the bench also runs against older builds.)
+    const commits = () => Number(/^quota_engine_record_commits_total (\d+)$/m.exec(engine.metrics())?.[1])
+    const before = commits()
+    const withEngine = await perTurn(n, async (i) => {
+      const decision = await enforceQuotaShare(req(i))
+      if (decision.kind !== 'allow') throw new Error('blocked')
+      hostWrite(i)
+      await recordConsumption(rec(i))
+    })
+    const commitsPerSec = (commits() - before) / withEngine.seconds
+    // The same without the host's insert: what a commit by anyone costs the next decision.
+    const quietHost = await perTurn(n, async (i) => {
+      const decision = await enforceQuotaShare(req(i))
+      if (decision.kind !== 'allow') throw new Error('blocked')
+      await recordConsumption(rec(i))
+    })
+    host.close()
+
+    // The old engine's way: its statements on the host's own connection (one file).
+    const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
+    baseline.db.exec(CALL_LOG)
+    baseline.setup.upsertProviderPlan({ connectionId, provider, dimensions })
+    baseline.setup.createPool({ id: pool.id, connectionId, name: 'real path', allocations })
+    const bInsert = baseline.db.prepare(INSERT)
+    const withBaseline = await perTurn(n, async (i) => {
+      const decision = await baseline.enforceQuotaShare(req(i))
+      if (decision.kind !== 'allow') throw new Error('baseline blocked')
+      bInsert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+      await baseline.recordConsumption(rec(i))
+    })
+    baseline.close()
+    return { noQuota, withEngine, quietHost, withBaseline, commitsPerSec }
+  } finally {
+    engine.closeQuotaDb()
+    fs.rmSync(tmp, { recursive: true, force: true })
+  }
+}
+
+// --- the HTTP variant ------------------------------------------------------------------------
+const here = fileURLToPath(import.meta.url)
+
+/** The server child: argv --serve <quota on|off>; prints its port. */
+async function serve(quota) {
+  const http = await import('node:http')
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-http-'))
+  process.env.DATA_DIR = tmp
+  const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+  setupEngine()
+  const host = openHostDb(path.join(tmp, 'storage.sqlite'))
+  const insert = host.prepare(INSERT)
+  let i = 0
+  const server = http.createServer(async (request, response) => {
+    const n = i++
+    if (quota) {
+      const decision = await enforceQuotaShare(req(n))
+      if (decision.kind !== 'allow') {
+        response.writeHead(429).end()
+        return
+      }
+    }
+    await new Promise((resolve) => setImmediate(resolve)) // the upstream call
+    if (quota) await recordConsumption(rec(n))
+    insert.run(Date.now(), keys[n % 8], 'gpt-x', 1200, 200, PAYLOAD)
+    response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+  })
+  server.listen(0, '127.0.0.1', () => process.stdout.write(`PORT ${server.address().port}\n`))
+  process.on('SIGTERM', () => {
+    server.close()
+    host.close()
+    fs.rmSync(tmp, { recursive: true, force: true })
+    process.exit(0)
+  })
+}
+
+async function httpRun(quota, seconds) {
+  const autocannon = require('autocannon')
+  const child = spawn(process.execPath, [here, '--serve', quota ? 'on' : 'off'], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
+  const port = await new Promise((resolve, reject) => {
+    let out = ''
+    child.stdout.on('data', (b) => {
+      out += b
+      const m = /PORT (\d+)/.exec(out)
+      if (m) resolve(Number(m[1]))
+    })
+    child.on('exit', (code) => reject(new Error(`server exited ${code}`)))
+  })
+  try {
+    const options = { url: `http://127.0.0.1:${port}/v1/chat/completions`, connections: 32, pipelining: 1 }
+    await autocannon({ ...options, duration: 1 }) // warm-up
+    const r = await autocannon({ ...options, duration: seconds })
+    return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors }
+  } finally {
+    child.kill('SIGTERM')
+  }
+}
+
+async function main() {
+  const n = Number(arg('--requests', 20_000))
+  const seconds = Number(arg('--http-seconds', 5))
+  const r = await realPath(n)
+  const f1 = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1))
+  console.log(`\nThe host's real path — ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'}: ${n} requests, one per event-loop turn, 8 keys × 2 dims, the host committing a call-log row per request on its own connection to the same file\n`)
+  console.log('| per request | p50 µs | p99 µs | the engine\'s share, p50 µs | the engine\'s share, p99 µs |')
+  console.log('|---|---:|---:|---:|---:|')
+  const share = (x) => `${f1(x.p50 - r.noQuota.p50)} | ${f1(Math.max(0, x.p99 - r.noQuota.p99))}`
+  console.log(`| no quota (the host's insert alone) | ${f1(r.noQuota.p50)} | ${f1(r.noQuota.p99)} | – | – |`)
+  console.log(`| the engine: enforce → insert → record | ${f1(r.withEngine.p50)} | ${f1(r.withEngine.p99)} | ${share(r.withEngine)} |`)
+  console.log(`| the JS baseline (old engine's way) | ${f1(r.withBaseline.p50)} | ${f1(r.withBaseline.p99)} | ${share(r.withBaseline)} |`)
+  console.log(`| the engine, the host writes nothing (enforce → record) | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} |`)
+  console.log(`\n(engine vs baseline, share p50: ${((r.withBaseline.p50 - r.noQuota.p50) / Math.max(0.01, r.withEngine.p50 - r.noQuota.p50)).toFixed(1)}×; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${(n / r.withEngine.seconds).toFixed(0)} requests/s)`)
+
+  const off = await httpRun(false, seconds)
+  const on = await httpRun(true, seconds)
+  console.log(`\nEnd to end over HTTP — node:http server (enforce → simulated upstream → record → the host's insert), autocannon 32 connections, ${seconds} s each\n`)
+  console.log('| quota | req/s | p50 ms | p99 ms | non-2xx | errors |')
+  console.log('|---|---:|---:|---:|---:|---:|')
+  for (const [name, x] of [['off', off], ['on (the engine)', on]]) {
+    console.log(`| ${name} | ${Math.round(x.rps).toLocaleString('en-US')} | ${x.p50} | ${x.p99} | ${x.non2xx} | ${x.errors} |`)
+  }
+  console.log(`\n(quota on: ${((on.rps / off.rps) * 100).toFixed(1)} % of the req/s with quota off)`)
+}
+
+if (process.argv[2] === '--serve') serve(process.argv[3] === 'on')
+else await main()
