@@ -12,7 +12,9 @@
 //! — the host's request logs, in its own tables. Every change to an engine table rewrites,
 //! in the same transaction, a page the hot path watches: the root of `quota_data_version`
 //! (counters) or of `quota_metadata_version` (metadata), single-row tables bumped by
-//! triggers whoever the writer; any schema change rewrites page 1 (the schema cookie). So
+//! triggers whoever the writer; any schema change rewrites page 1 and moves the schema
+//! cookie there (page 1 is also rewritten when the file grows: then the cookie in its latest
+//! frame is read from the WAL, and only a moved cookie counts). So
 //! when none of the frames committed since the last full read holds one of those pages
 //! (their page numbers are in the wal-index, `WalIndexView::wrote_since`), everything
 //! cached is still current: the header is taken as the new reference and the decision
@@ -71,7 +73,7 @@ impl HotState {
 
   /// Whether what is cached is current at header `now`: it was filled under `now`, or no
   /// frame committed since rewrote a watched page.
-  fn current_at(&self, now: &WalToken) -> bool {
+  fn current_at(&self, conn: &rusqlite::Connection, now: &WalToken) -> bool {
     let Some(then) = &self.token else {
       return false;
     };
@@ -79,7 +81,11 @@ impl HotState {
       return true;
     }
     match &self.watch {
-      Some(watch) => self.wal.wrote_since(then, now, &watch.pages) == Since::Untouched,
+      Some(watch) => {
+        // PRAGMA schema_version gives the 32-bit cookie as a signed number: its bits.
+        let cookie = Some(watch.schema_version as u32);
+        self.wal.wrote_since(conn, then, now, &watch.pages, cookie) == Since::Untouched
+      }
       None => false,
     }
   }
@@ -113,7 +119,7 @@ impl SqliteDb {
     let token = self.hot.borrow().wal.token();
     let current = {
       let mut hot = self.hot.borrow_mut();
-      let current = token.is_some_and(|now| hot.current_at(&now));
+      let current = token.is_some_and(|now| hot.current_at(&self.conn, &now));
       if current && hot.token != token {
         hot.token = token;
         hot.skipped += 1;
@@ -149,7 +155,10 @@ impl SqliteDb {
   /// tables alone.
   pub fn hot_cache_current(&self) -> bool {
     let hot = self.hot.borrow();
-    hot.wal.token().is_some_and(|now| hot.current_at(&now))
+    hot
+      .wal
+      .token()
+      .is_some_and(|now| hot.current_at(&self.conn, &now))
   }
 
   /// How many hot scopes ran from memory although the header had moved (diagnostics).

@@ -205,7 +205,19 @@ impl WalIndexView {
   /// any frame is overwritten. So with equal salts, frames `then.mxFrame + 1 ..=
   /// now.mxFrame` are exactly what was committed in between, and the header read again
   /// after the scan, salts unchanged, shows none of them was overwritten meanwhile.
-  pub(crate) fn wrote_since(&self, then: &WalToken, now: &WalToken, pages: &[u32]) -> Since {
+  ///
+  /// With `schema_cookie`, a frame of page 1 does not count by itself: the latest one's
+  /// schema cookie is read from the WAL (one `pread`), and only a cookie other than
+  /// `schema_cookie` — a schema change — counts. Page 1 is also rewritten whenever the
+  /// file grows or its freelist changes, which the host's own inserts do now and then.
+  pub(crate) fn wrote_since(
+    &self,
+    conn: &Connection,
+    then: &WalToken,
+    now: &WalToken,
+    pages: &[u32],
+    schema_cookie: Option<u32>,
+  ) -> Since {
     let Some((region0, unmaps)) = self.mapped else {
       return Since::Unknown;
     };
@@ -222,6 +234,7 @@ impl WalIndexView {
       return Since::Unknown;
     }
     fence(Ordering::SeqCst);
+    let mut page_one = None;
     for frame in from + 1..=to {
       let (region, word) = frame_slot(frame);
       let base = if region == 0 {
@@ -236,7 +249,14 @@ impl WalIndexView {
       // not unmapped (the count is unchanged, and only this connection, held by the caller,
       // can make it unmap this file's regions). Other processes write it: atomic loads.
       let pgno = unsafe { (*base.add(word)).load(Ordering::Relaxed) };
-      if pages.contains(&pgno) {
+      if pgno == 1 && schema_cookie.is_some() {
+        page_one = Some(frame);
+      } else if pages.contains(&pgno) {
+        return Since::Unknown;
+      }
+    }
+    if let (Some(frame), Some(cookie)) = (page_one, schema_cookie) {
+      if schema_cookie_in_frame(conn, now, frame) != Some(cookie) {
         return Since::Unknown;
       }
     }
@@ -254,6 +274,59 @@ impl WalIndexView {
     self.mapped = None;
     self.more.clear();
   }
+}
+
+/// The schema cookie (database header offset 40, big-endian) in page 1 as frame `frame`
+/// holds it, read from the WAL through the connection's own WAL file
+/// (`SQLITE_FCNTL_JOURNAL_POINTER`: SQLite's `sqlite3_file` of the WAL while it has one),
+/// `None` when it cannot be read or the frame's salts are not `now`'s (it belongs to an
+/// older generation of the WAL). The caller checks afterwards that the WAL did not restart
+/// meanwhile.
+fn schema_cookie_in_frame(conn: &Connection, now: &WalToken, frame: u32) -> Option<u32> {
+  let size_bytes = now[W_PAGE_SIZE].to_ne_bytes();
+  let page_size = match u16::from_ne_bytes([size_bytes[2], size_bytes[3]]) {
+    1 => 65536,
+    n => i64::from(n),
+  };
+  // The WAL header is 32 bytes; each frame a 24-byte header (salts at 8..16), then the page.
+  let at = 32 + i64::from(frame - 1) * (page_size + 24) + 8;
+  let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+  // SAFETY: the handle is live (the caller holds the connection); JOURNAL_POINTER writes
+  // the WAL's (or, without one, the rollback journal's) `sqlite3_file *` into `file`.
+  let rc = unsafe {
+    ffi::sqlite3_file_control(
+      conn.handle(),
+      c"main".as_ptr(),
+      ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+    )
+  };
+  if rc != ffi::SQLITE_OK || file.is_null() {
+    return None;
+  }
+  let mut buf = [0u8; 60];
+  // SAFETY: a `sqlite3_file` SQLite keeps open while the connection is (an unopened
+  // journal has no methods and is refused); `xRead` of 60 bytes into `buf`. A short read
+  // (the frame not in the file) returns SQLITE_IOERR_SHORT_READ.
+  let rc = unsafe {
+    let methods = (*file).pMethods;
+    if methods.is_null() {
+      return None;
+    }
+    let read = (*methods).xRead?;
+    read(file, buf.as_mut_ptr().cast(), buf.len() as c_int, at)
+  };
+  if rc != ffi::SQLITE_OK {
+    return None;
+  }
+  let mut salts = [0u8; 8];
+  salts[..4].copy_from_slice(&now[W_SALT[0]].to_ne_bytes());
+  salts[4..].copy_from_slice(&now[W_SALT[1]].to_ne_bytes());
+  if buf[..8] != salts {
+    return None;
+  }
+  // The page starts 16 bytes after the salts; the cookie is at its offset 40.
+  Some(u32::from_be_bytes([buf[56], buf[57], buf[58], buf[59]]))
 }
 
 // SAFETY: the pointer is into memory shared by every thread of the process (and other
