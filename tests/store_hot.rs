@@ -430,6 +430,8 @@ fn closing_waits_out_a_short_lock_to_commit_the_buffer() {
 
 #[test]
 fn a_deleted_file_is_noticed_at_once_and_one_renamed_away_within_100_ms() {
+  // Its connection's lock calls would show in the tests that count them.
+  let _serial = serial();
   let (dir, path, db) = temp_db();
   if cfg!(target_os = "linux") {
     assert!(
@@ -450,4 +452,339 @@ fn a_deleted_file_is_noticed_at_once_and_one_renamed_away_within_100_ms() {
   std::fs::remove_file(&other_path).unwrap();
   assert!(other.file_replaced());
   drop(other_dir);
+}
+
+// --- Commits that leave the engine's tables alone (docs/sqlite.md#decisions-that-survive-unrelated-commits)
+
+/// The host's own table (created before the cache is warmed: creating it is a schema
+/// change, which always means a full read).
+fn host_log_table(host: &rusqlite::Connection) {
+  host
+    .execute_batch(
+      "CREATE TABLE IF NOT EXISTS host_logs (id INTEGER PRIMARY KEY, at INTEGER, body TEXT);
+       CREATE INDEX IF NOT EXISTS host_logs_at ON host_logs (at);",
+    )
+    .unwrap();
+}
+
+/// One row in the host's table, committed on its own (like its call log per request).
+fn host_log(host: &rusqlite::Connection, i: i64) {
+  host
+    .execute(
+      "INSERT INTO host_logs (at, body) VALUES (?1, ?2)",
+      rusqlite::params![i, "x".repeat(200)],
+    )
+    .unwrap();
+}
+
+/// A warm cache on a file where the host has its own table.
+fn warm_with_host_table(limit: f64) -> (Warm, rusqlite::Connection) {
+  let _serial = serial();
+  let (_dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  host_log_table(&host);
+  let pool_id = setup_warm(&db, limit);
+  let key = requests_key(&pool_id);
+  (
+    Warm {
+      _serial,
+      _dir,
+      path,
+      db,
+      pool_id,
+      key,
+    },
+    host,
+  )
+}
+
+#[test]
+fn a_commit_to_another_table_leaves_the_next_decision_in_memory() {
+  let (
+    Warm {
+      _serial, _dir, db, ..
+    },
+    host,
+  ) = warm_with_host_table(1500.0);
+  host_log(&host, 0);
+  assert!(
+    db.hot_cache_current(),
+    "the header moved, but not for a page the engine's reads depend on"
+  );
+  let before = locks::lock_calls();
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(locks::lock_calls() - before, 0, "decided from memory");
+  assert_eq!(db.hot_skips(), 1);
+  // And again, commit after commit (the host's own lock calls are counted too: only the
+  // decisions' are compared), its table growing by pages (which rewrites page 1: the
+  // schema cookie there has not moved).
+  for i in 1..60 {
+    host_log(&host, i);
+    let before = locks::lock_calls();
+    assert_eq!(decide(&db), ALLOW);
+    assert_eq!(locks::lock_calls() - before, 0, "decision {i} from memory");
+  }
+}
+
+#[test]
+fn after_many_unrelated_commits_a_commit_to_the_counters_or_the_metadata_is_seen_at_once() {
+  let (
+    Warm {
+      _serial,
+      _dir,
+      db,
+      pool_id,
+      key,
+      ..
+    },
+    host,
+  ) = warm_with_host_table(10.0);
+  // Enough rows that the host's table grows by pages (which rewrites page 1 now and then:
+  // those commits cost a full read, the others none).
+  for i in 0..300 {
+    host_log(&host, i);
+    assert_eq!(decide(&db), ALLOW);
+  }
+  assert_eq!(db.hot_skips(), 300, "every unrelated commit was skipped");
+  // The host writes the counter (its old code, or another process), between two rows of
+  // its own: the next decision sees it.
+  host_log(&host, 300);
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    10.0,
+  );
+  host_log(&host, 301);
+  assert!(!db.hot_cache_current(), "a counter page was rewritten");
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  assert_eq!(db.peek("k", &key, NOW).unwrap(), 10.0);
+  for i in 302..310 {
+    host_log(&host, i);
+    assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  }
+  // An update of the row, then a metadata change (a larger plan), each after unrelated rows.
+  host
+    .execute(
+      "UPDATE quota_consumption SET consumed = 3 WHERE api_key_id = 'k'",
+      [],
+    )
+    .unwrap();
+  host_log(&host, 310);
+  assert_eq!(decide(&db), ALLOW);
+  host
+    .execute(
+      "UPDATE quota_consumption SET consumed = 10 WHERE api_key_id = 'k'",
+      [],
+    )
+    .unwrap();
+  host_log(&host, 311);
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  host
+    .execute(
+      "UPDATE provider_plans SET dimensions_json = '[{\"unit\":\"requests\",\"window\":\"hourly\",\"limit\":100}]' WHERE connection_id = 'c'",
+      [],
+    )
+    .unwrap();
+  host_log(&host, 312);
+  assert_eq!(decide(&db), ALLOW);
+  // A deleted row.
+  host
+    .execute(
+      "UPDATE provider_plans SET dimensions_json = '[{\"unit\":\"requests\",\"window\":\"hourly\",\"limit\":10}]' WHERE connection_id = 'c'",
+      [],
+    )
+    .unwrap();
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+  host_log(&host, 313);
+  host
+    .execute("DELETE FROM quota_consumption WHERE api_key_id = 'k'", [])
+    .unwrap();
+  host_log(&host, 314);
+  assert_eq!(decide(&db), ALLOW);
+}
+
+#[test]
+fn a_direct_write_to_the_pool_totals_is_seen_after_unrelated_commits() {
+  let (
+    Warm {
+      _serial,
+      _dir,
+      db,
+      key,
+      ..
+    },
+    host,
+  ) = warm_with_host_table(1500.0);
+  host_put(&host, "k", &key.to_string(), NOW / H, 4.0);
+  let read = |db: &SqliteDb| {
+    db.hot_scope(|db| db.pool_consumed_total(&key, NOW))
+      .unwrap()
+  };
+  read(&db);
+  assert_eq!(read(&db), 4.0);
+  host_log(&host, 0);
+  assert_eq!(read(&db), 4.0);
+  assert_eq!(db.hot_skips(), 1);
+  // What the retention sweep's reconciliation does: the totals table alone.
+  host
+    .execute(
+      "UPDATE quota_consumption_totals SET consumed = 7 WHERE dimension_key = ?1",
+      [key.to_string()],
+    )
+    .unwrap();
+  host_log(&host, 1);
+  assert_eq!(read(&db), 7.0);
+}
+
+#[test]
+fn a_dropped_version_trigger_is_recreated_and_writes_through_it_are_seen() {
+  let (
+    Warm {
+      _serial,
+      _dir,
+      db,
+      pool_id,
+      ..
+    },
+    host,
+  ) = warm_with_host_table(10.0);
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    9.0,
+  );
+  assert_eq!(decide(&db), ALLOW);
+  host
+    .execute_batch("DROP TRIGGER quota_consumption_data_version_au")
+    .unwrap();
+  assert_eq!(decide(&db), ALLOW);
+  assert!(
+    store_support::schema_names(db.connection(), "trigger")
+      .contains(&"quota_consumption_data_version_au".to_string()),
+    "the schema change made the engine apply its migrations again"
+  );
+  decide(&db);
+  host_log(&host, 0);
+  assert_eq!(decide(&db), ALLOW);
+  host
+    .execute(
+      "UPDATE quota_consumption SET consumed = 10 WHERE api_key_id = 'k'",
+      [],
+    )
+    .unwrap();
+  host_log(&host, 1);
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+}
+
+#[test]
+fn a_wal_restart_means_a_full_read() {
+  let (
+    Warm {
+      _serial,
+      _dir,
+      db,
+      pool_id,
+      ..
+    },
+    host,
+  ) = warm_with_host_table(10.0);
+  host_log(&host, 0);
+  assert_eq!(decide(&db), ALLOW);
+  let (_, _, _): (i64, i64, i64) = host
+    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+      Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    })
+    .unwrap();
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    10.0,
+  );
+  assert!(
+    !db.hot_cache_current(),
+    "new salts: the frames cannot be compared"
+  );
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+}
+
+#[test]
+fn past_the_first_wal_index_region_commits_are_still_told_apart() {
+  let (
+    Warm {
+      _serial,
+      _dir,
+      db,
+      pool_id,
+      path,
+      ..
+    },
+    host,
+  ) = warm_with_host_table(10.0);
+  // No checkpoint, so the WAL grows past the 4062 frames whose page numbers are in region
+  // 0 of the wal-index.
+  host.execute_batch("PRAGMA wal_autocheckpoint = 0").unwrap();
+  let wal = path.with_file_name("storage.sqlite-wal");
+  let frames = || {
+    (std::fs::metadata(&wal)
+      .expect("the -wal file")
+      .len()
+      .saturating_sub(32))
+      / (4096 + 24)
+  };
+  let mut i = 0;
+  while frames() < 4200 {
+    host_log(&host, i);
+    if i % 50 == 0 {
+      assert_eq!(decide(&db), ALLOW);
+    }
+    i += 1;
+  }
+  assert_eq!(decide(&db), ALLOW);
+  decide(&db);
+  let skips = db.hot_skips();
+  host_log(&host, i);
+  assert!(
+    db.hot_cache_current(),
+    "a frame past region 0, of another table"
+  );
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(db.hot_skips(), skips + 1);
+  host_put(
+    &host,
+    "k",
+    &format!("{pool_id}:requests:hourly"),
+    NOW / H,
+    10.0,
+  );
+  host_log(&host, i + 1);
+  assert!(!db.hot_cache_current(), "a counter page, past region 0");
+  assert!(matches!(decide(&db), EnforceOutcome::Block { .. }));
+}
+
+#[test]
+fn a_schema_change_by_the_host_means_a_full_read() {
+  let (
+    Warm {
+      _serial, _dir, db, ..
+    },
+    host,
+  ) = warm_with_host_table(10.0);
+  host_log(&host, 0);
+  assert!(db.hot_cache_current());
+  host
+    .execute_batch("CREATE TABLE host_other (x INTEGER)")
+    .unwrap();
+  assert!(!db.hot_cache_current(), "the schema cookie moved");
+  let before = locks::lock_calls();
+  assert_eq!(decide(&db), ALLOW);
+  assert!(locks::lock_calls() > before, "read in a transaction");
+  // Under the new cookie, the host's rows are skipped again.
+  host_log(&host, 1);
+  assert!(db.hot_cache_current());
 }

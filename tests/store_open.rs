@@ -10,13 +10,14 @@ use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use rusqlite::Connection;
 use store_support::*;
 
-const TABLES: [&str; 9] = [
+const TABLES: [&str; 10] = [
   "key_value",
   "provider_plans",
   "quota_allocation_model_caps",
   "quota_allocations",
   "quota_consumption",
   "quota_consumption_totals",
+  "quota_data_version",
   "quota_metadata_version",
   "quota_pool_connections",
   "quota_pools",
@@ -61,7 +62,8 @@ fn a_fresh_file_gets_the_schema_and_the_pragmas() {
   ] {
     assert!(indexes.contains(&i.to_string()), "{i} missing");
   }
-  assert_eq!(schema_names(conn, "trigger").len(), 4 + 15);
+  // Totals (4), metadata version (15), counter version (6).
+  assert_eq!(schema_names(conn, "trigger").len(), 4 + 15 + 6);
   assert_eq!(db.path(), path);
   // A custom busy timeout.
   drop(db);

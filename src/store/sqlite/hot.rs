@@ -8,9 +8,23 @@
 //! the header taken *before* that transaction began: a commit between that header and the
 //! transaction's snapshot only makes the next check fail, never succeed wrongly.
 //!
+//! When the header moved, the commits since may still have left the engine's tables alone
+//! — the host's request logs, in its own tables. Every change to an engine table rewrites,
+//! in the same transaction, a page the hot path watches: the root of `quota_data_version`
+//! (counters) or of `quota_metadata_version` (metadata), single-row tables bumped by
+//! triggers whoever the writer; any schema change rewrites page 1 and moves the schema
+//! cookie there (page 1 is also rewritten when the file grows: then the cookie in its latest
+//! frame is read from the WAL, and only a moved cookie counts). So
+//! when none of the frames committed since the last full read holds one of those pages
+//! (their page numbers are in the wal-index, `WalIndexView::wrote_since`), everything
+//! cached is still current: the header is taken as the new reference and the decision
+//! runs from memory (docs/sqlite.md#decisions-that-survive-unrelated-commits). The watched
+//! pages are looked up in a full read, again whenever the schema cookie moved, and only
+//! when every version trigger exists; otherwise any commit means a full read.
+//!
 //! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
 
-use super::wal_index::{WalIndexView, WalToken};
+use super::wal_index::{Since, WalIndexView, WalToken};
 use super::SqliteDb;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
@@ -29,6 +43,11 @@ pub(crate) struct HotState {
   /// The header taken before the read that last filled `counters` and checked the
   /// metadata; `None`: nothing is known to be current.
   token: Option<WalToken>,
+  /// The pages whose rewrite means a full read (see the module documentation); `None`:
+  /// any commit does.
+  watch: Option<Watch>,
+  /// Hot scopes that found the header moved and still ran from memory (diagnostics).
+  skipped: u64,
   /// Inside a hot scope: counter reads go through `counters`.
   active: bool,
   /// `(curr, prev)` as read from the database (buffered writes not included), keyed by
@@ -37,12 +56,56 @@ pub(crate) struct HotState {
   scratch: String,
 }
 
+/// Page 1 and the roots of the two version tables, under the schema cookie they were
+/// looked up with.
+#[derive(Debug, Clone, Copy)]
+struct Watch {
+  schema_version: i64,
+  pages: [u32; 3],
+}
+
 impl HotState {
   /// Nothing cached is known to be current any more.
   pub(super) fn invalidate(&mut self) {
     self.token = None;
     self.counters.clear();
   }
+
+  /// Whether what is cached is current at header `now`: it was filled under `now`, or no
+  /// frame committed since rewrote a watched page.
+  fn current_at(&self, conn: &rusqlite::Connection, now: &WalToken) -> bool {
+    let Some(then) = &self.token else {
+      return false;
+    };
+    if then == now {
+      return true;
+    }
+    match &self.watch {
+      Some(watch) => {
+        // PRAGMA schema_version gives the 32-bit cookie as a signed number: its bits.
+        let cookie = Some(watch.schema_version as u32);
+        self.wal.wrote_since(conn, then, now, &watch.pages, cookie) == Since::Untouched
+      }
+      None => false,
+    }
+  }
+}
+
+/// The version tables' root pages and how many of the version triggers exist.
+fn watch_query() -> &'static str {
+  static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+  SQL.get_or_init(|| {
+    let names = super::migrations::version_triggers()
+      .iter()
+      .map(|name| format!("'{name}'"))
+      .collect::<Vec<_>>()
+      .join(", ");
+    format!(
+      "SELECT (SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'quota_data_version'),
+              (SELECT rootpage FROM sqlite_schema WHERE type = 'table' AND name = 'quota_metadata_version'),
+              (SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name IN ({names}))"
+    )
+  })
 }
 
 impl SqliteDb {
@@ -54,7 +117,15 @@ impl SqliteDb {
       return f(self);
     }
     let token = self.hot.borrow().wal.token();
-    let current = token.is_some() && self.hot.borrow().token == token;
+    let current = {
+      let mut hot = self.hot.borrow_mut();
+      let current = token.is_some_and(|now| hot.current_at(&self.conn, &now));
+      if current && hot.token != token {
+        hot.token = token;
+        hot.skipped += 1;
+      }
+      current
+    };
     let _guard = HotGuard(self);
     if current {
       self.hot.borrow_mut().active = true;
@@ -70,6 +141,7 @@ impl SqliteDb {
     let result = self.read_scope(|db| {
       let value = f(db)?;
       db.hot.borrow_mut().wal.refresh(&db.conn);
+      db.refresh_watch();
       Ok(value)
     });
     if result.is_ok() {
@@ -78,12 +150,66 @@ impl SqliteDb {
     result
   }
 
-  /// Whether the last hot scope ran from memory (tests and diagnostics): the header has
-  /// not moved since the cache was filled.
+  /// Whether the next hot scope would run from memory (tests and diagnostics): the header
+  /// has not moved since the cache was filled, or only by commits that left the engine's
+  /// tables alone.
   pub fn hot_cache_current(&self) -> bool {
     let hot = self.hot.borrow();
-    let token = hot.wal.token();
-    token.is_some() && hot.token == token
+    hot
+      .wal
+      .token()
+      .is_some_and(|now| hot.current_at(&self.conn, &now))
+  }
+
+  /// How many hot scopes ran from memory although the header had moved (diagnostics).
+  pub fn hot_skips(&self) -> u64 {
+    self.hot.borrow().skipped
+  }
+
+  /// Looks the watched pages up again when the schema cookie moved (inside the full read's
+  /// transaction). Any failure, a missing version table or trigger: no watch, so every
+  /// commit means a full read — slower, never wrong.
+  fn refresh_watch(&self) {
+    let schema_version = self
+      .conn
+      .prepare_cached("PRAGMA schema_version")
+      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)));
+    let Ok(schema_version) = schema_version else {
+      self.hot.borrow_mut().watch = None;
+      return;
+    };
+    if self
+      .hot
+      .borrow()
+      .watch
+      .is_some_and(|w| w.schema_version == schema_version)
+    {
+      return;
+    }
+    let found = self
+      .conn
+      .prepare_cached(watch_query())
+      .and_then(|mut stmt| {
+        stmt.query_row([], |row| {
+          Ok((
+            row.get::<_, Option<i64>>(0)?,
+            row.get::<_, Option<i64>>(1)?,
+            row.get::<_, i64>(2)?,
+          ))
+        })
+      });
+    let expected = super::migrations::version_triggers().len() as i64;
+    let page = |root: Option<i64>| root.and_then(|r| u32::try_from(r).ok()).filter(|&r| r > 1);
+    self.hot.borrow_mut().watch = match found {
+      Ok((data, meta, triggers)) if triggers == expected => match (page(data), page(meta)) {
+        (Some(data), Some(meta)) => Some(Watch {
+          schema_version,
+          pages: [1, data, meta],
+        }),
+        _ => None,
+      },
+      _ => None,
+    };
   }
 
   /// One key's `(curr, prev)` from the database, through the counter cache inside a hot

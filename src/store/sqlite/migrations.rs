@@ -57,6 +57,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     "0008_quota_consumption_totals_saturating.sql",
     include_str!("../../../migrations/0008_quota_consumption_totals_saturating.sql"),
   ),
+  (
+    "0009_quota_data_version.sql",
+    include_str!("../../../migrations/0009_quota_data_version.sql"),
+  ),
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
@@ -111,6 +115,24 @@ fn statements() -> &'static [Statement] {
       .collect();
     mark_superseded(&mut all);
     all
+  })
+}
+
+/// The triggers that bump a version row (`quota_metadata_version`, `quota_data_version`)
+/// whenever an engine table changes: what the hot path's skip over unrelated commits
+/// relies on (`hot.rs`).
+pub(crate) fn version_triggers() -> &'static [String] {
+  static NAMES: OnceLock<Vec<String>> = OnceLock::new();
+  NAMES.get_or_init(|| {
+    statements()
+      .iter()
+      .filter(|s| !s.superseded)
+      .filter(|s| s.sql.contains("quota_metadata_version") || s.sql.contains("quota_data_version"))
+      .filter_map(|s| match &s.object {
+        Some((ObjectKind::Trigger, name)) => Some(name.clone()),
+        _ => None,
+      })
+      .collect()
   })
 }
 

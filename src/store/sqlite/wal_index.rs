@@ -32,10 +32,51 @@ const HEADER_WORDS: usize = 12;
 /// `WALINDEX_PGSZ` in SQLite's `wal.c`: the size of each wal-index region.
 const WALINDEX_PGSZ: c_int = 32768;
 
-/// Region 0 of the connection's wal-index, and the unmap count when it was taken.
+/// `WALINDEX_HDR_SIZE / 4`: the words before region 0's page-number array (two header
+/// copies and the checkpoint information).
+const HDR_WORDS: usize = 34;
+/// `HASHTABLE_NPAGE`: frames per region's page-number array (region 0 has
+/// `HASHTABLE_NPAGE - HDR_WORDS`).
+const NPAGE: u32 = 4096;
+const NPAGE_ONE: u32 = NPAGE - HDR_WORDS as u32;
+/// At most this many new frames are looked through; more, and the caller reads the
+/// database (a full read costs about as much as scanning some thousands of words).
+const MAX_SCAN: u32 = 8192;
+
+/// Word indices in a header copy (`WalIndexHdr` in SQLite's `wal.c`).
+const W_PAGE_SIZE: usize = 3; // isInit, bigEndCksum, szPage
+const W_MX_FRAME: usize = 4;
+const W_SALT: [usize; 2] = [8, 9];
+
+/// The region of the wal-index holding frame `frame`'s page number, and the word within
+/// it (`walFramePage` and `walFramePgno` in SQLite's `wal.c`); frames count from 1.
+fn frame_slot(frame: u32) -> (usize, usize) {
+  debug_assert!(frame >= 1);
+  if frame <= NPAGE_ONE {
+    (0, HDR_WORDS + frame as usize - 1)
+  } else {
+    let past = frame - 1 - NPAGE_ONE;
+    (1 + (past / NPAGE) as usize, (past % NPAGE) as usize)
+  }
+}
+
+/// What the frames committed between two headers wrote, as far as a list of pages goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Since {
+  /// None of the pages is in any frame committed in between.
+  Untouched,
+  /// One of them is, or it cannot be told (the WAL restarted, too many frames, a region
+  /// not mapped, a commit in progress): read the database.
+  Unknown,
+}
+
+/// The wal-index regions of the connection, and the unmap count when region 0 was taken.
 #[derive(Debug, Default)]
 pub(crate) struct WalIndexView {
   mapped: Option<(*const AtomicU32, u64)>,
+  /// Regions 1, 2, …: mapped (inside read transactions) as the WAL grows, valid while
+  /// region 0 is.
+  more: Vec<*const AtomicU32>,
   /// The connection is not in WAL mode: not asked again (its mode does not change while
   /// it is open; the engine sets WAL at open and warns when it did not take).
   not_wal: bool,
@@ -71,10 +112,12 @@ impl WalIndexView {
   /// Takes the pointer, when there is none that is still live. Call inside a read
   /// transaction; does nothing unless the connection is in WAL mode.
   pub(crate) fn refresh(&mut self, conn: &Connection) {
-    if self.token().is_some() {
+    if let Some(token) = self.token() {
+      self.map_ahead(conn, token[W_MX_FRAME]);
       return;
     }
     self.mapped = None;
+    self.more.clear();
     if self.not_wal {
       return;
     }
@@ -116,14 +159,202 @@ impl WalIndexView {
         self.mapped = Some((region.cast_const().cast(), unmaps));
       }
     }
+    if let Some(token) = self.token() {
+      self.map_ahead(conn, token[W_MX_FRAME]);
+    }
   }
 
-  /// Forgets the pointer (before the connection closes).
+  /// Maps the regions up to the one after `mx_frame`'s (so the WAL can grow by a region
+  /// before a frame's page number is out of reach). Call inside a read transaction, with
+  /// region 0 live; a region SQLite has not created yet is left for a later call.
+  fn map_ahead(&mut self, conn: &Connection, mx_frame: u32) {
+    let wanted = frame_slot(mx_frame.max(1)).0 + 1;
+    if self.more.len() >= wanted {
+      return;
+    }
+    let Some(file) = super::main_db_file(conn) else {
+      return;
+    };
+    // SAFETY: as in `refresh`: a live `sqlite3_file` whose io methods have `xShmMap` (region
+    // 0 was mapped through it), inside a read transaction; `bExtend = 0` maps an existing
+    // region or returns null, and SQLite keeps every mapped region until it unmaps them
+    // all (counted by the hook in `locks.rs`).
+    unsafe {
+      let file = file.as_ptr();
+      let Some(shm_map) = (*(*file).pMethods).xShmMap else {
+        return;
+      };
+      while self.more.len() < wanted {
+        let mut region: *mut c_void = std::ptr::null_mut();
+        let index = c_int::try_from(self.more.len() + 1).unwrap_or(c_int::MAX);
+        let rc = shm_map(file, index, WALINDEX_PGSZ, 0, &mut region);
+        if rc != ffi::SQLITE_OK || region.is_null() {
+          return;
+        }
+        self.more.push(region.cast_const().cast());
+      }
+    }
+  }
+
+  /// Whether any frame committed after header `then` up to header `now` (both from
+  /// [`Self::token`], `now` the later) wrote one of `pages`.
+  ///
+  /// Frames are only ever appended after the last committed one, each with its page
+  /// number in the wal-index's page-number arrays, written before the header that commits
+  /// it (the reader's barrier in `token` orders them); a WAL restart draws new salts before
+  /// any frame is overwritten. So with equal salts, frames `then.mxFrame + 1 ..=
+  /// now.mxFrame` are exactly what was committed in between, and the header read again
+  /// after the scan, salts unchanged, shows none of them was overwritten meanwhile.
+  ///
+  /// With `schema_cookie`, a frame of page 1 does not count by itself: the latest one's
+  /// schema cookie is read from the WAL (one `pread`), and only a cookie other than
+  /// `schema_cookie` — a schema change — counts. Page 1 is also rewritten whenever the
+  /// file grows or its freelist changes, which the host's own inserts do now and then.
+  pub(crate) fn wrote_since(
+    &self,
+    conn: &Connection,
+    then: &WalToken,
+    now: &WalToken,
+    pages: &[u32],
+    schema_cookie: Option<u32>,
+  ) -> Since {
+    let Some((region0, unmaps)) = self.mapped else {
+      return Since::Unknown;
+    };
+    if locks::unmaps() != Some(unmaps) {
+      return Since::Unknown;
+    }
+    let (from, to) = (then[W_MX_FRAME], now[W_MX_FRAME]);
+    if then[W_SALT[0]] != now[W_SALT[0]]
+      || then[W_SALT[1]] != now[W_SALT[1]]
+      || then[W_PAGE_SIZE] != now[W_PAGE_SIZE]
+      || to < from
+      || to - from > MAX_SCAN
+    {
+      return Since::Unknown;
+    }
+    fence(Ordering::SeqCst);
+    let mut page_one = None;
+    for frame in from + 1..=to {
+      let (region, word) = frame_slot(frame);
+      let base = if region == 0 {
+        region0
+      } else {
+        match self.more.get(region - 1) {
+          Some(&base) => base,
+          None => return Since::Unknown,
+        }
+      };
+      // SAFETY: a region of 32 KiB (8192 words; `word` < 4096) that SQLite mapped and has
+      // not unmapped (the count is unchanged, and only this connection, held by the caller,
+      // can make it unmap this file's regions). Other processes write it: atomic loads.
+      let pgno = unsafe { (*base.add(word)).load(Ordering::Relaxed) };
+      if pgno == 1 && schema_cookie.is_some() {
+        page_one = Some(frame);
+      } else if pages.contains(&pgno) {
+        return Since::Unknown;
+      }
+    }
+    if let (Some(frame), Some(cookie)) = (page_one, schema_cookie) {
+      if schema_cookie_in_frame(conn, now, frame) != Some(cookie) {
+        return Since::Unknown;
+      }
+    }
+    fence(Ordering::SeqCst);
+    match self.token() {
+      Some(after) if after[W_SALT[0]] == now[W_SALT[0]] && after[W_SALT[1]] == now[W_SALT[1]] => {
+        Since::Untouched
+      }
+      _ => Since::Unknown,
+    }
+  }
+
+  /// Forgets the pointers (before the connection closes).
   pub(crate) fn forget(&mut self) {
     self.mapped = None;
+    self.more.clear();
   }
+}
+
+/// The schema cookie (database header offset 40, big-endian) in page 1 as frame `frame`
+/// holds it, read from the WAL through the connection's own WAL file
+/// (`SQLITE_FCNTL_JOURNAL_POINTER`: SQLite's `sqlite3_file` of the WAL while it has one),
+/// `None` when it cannot be read or the frame's salts are not `now`'s (it belongs to an
+/// older generation of the WAL). The caller checks afterwards that the WAL did not restart
+/// meanwhile.
+fn schema_cookie_in_frame(conn: &Connection, now: &WalToken, frame: u32) -> Option<u32> {
+  let size_bytes = now[W_PAGE_SIZE].to_ne_bytes();
+  let page_size = match u16::from_ne_bytes([size_bytes[2], size_bytes[3]]) {
+    1 => 65536,
+    n => i64::from(n),
+  };
+  // The WAL header is 32 bytes; each frame a 24-byte header (salts at 8..16), then the page.
+  let at = 32 + i64::from(frame - 1) * (page_size + 24) + 8;
+  let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+  // SAFETY: the handle is live (the caller holds the connection); JOURNAL_POINTER writes
+  // the WAL's (or, without one, the rollback journal's) `sqlite3_file *` into `file`.
+  let rc = unsafe {
+    ffi::sqlite3_file_control(
+      conn.handle(),
+      c"main".as_ptr(),
+      ffi::SQLITE_FCNTL_JOURNAL_POINTER,
+      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+    )
+  };
+  if rc != ffi::SQLITE_OK || file.is_null() {
+    return None;
+  }
+  let mut buf = [0u8; 60];
+  // SAFETY: a `sqlite3_file` SQLite keeps open while the connection is (an unopened
+  // journal has no methods and is refused); `xRead` of 60 bytes into `buf`. A short read
+  // (the frame not in the file) returns SQLITE_IOERR_SHORT_READ.
+  let rc = unsafe {
+    let methods = (*file).pMethods;
+    if methods.is_null() {
+      return None;
+    }
+    let read = (*methods).xRead?;
+    read(file, buf.as_mut_ptr().cast(), buf.len() as c_int, at)
+  };
+  if rc != ffi::SQLITE_OK {
+    return None;
+  }
+  let mut salts = [0u8; 8];
+  salts[..4].copy_from_slice(&now[W_SALT[0]].to_ne_bytes());
+  salts[4..].copy_from_slice(&now[W_SALT[1]].to_ne_bytes());
+  if buf[..8] != salts {
+    return None;
+  }
+  // The page starts 16 bytes after the salts; the cookie is at its offset 40.
+  Some(u32::from_be_bytes([buf[56], buf[57], buf[58], buf[59]]))
 }
 
 // SAFETY: the pointer is into memory shared by every thread of the process (and other
 // processes); it is read with atomic loads only, by whoever holds the connection.
 unsafe impl Send for WalIndexView {}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// `walFramePage` / `walFramePgno` in SQLite's `wal.c`, written out as there.
+  fn sqlite_slot(frame: u32) -> (usize, usize) {
+    let hdr = 136 / 4;
+    let npage_one = 4096 - hdr;
+    let hash = ((frame + 4096 - npage_one - 1) / 4096) as usize;
+    if hash == 0 {
+      (0, (hdr + frame - 1) as usize)
+    } else {
+      (hash, ((frame - 1 - npage_one) % 4096) as usize)
+    }
+  }
+
+  #[test]
+  fn frame_slots_are_sqlites() {
+    for frame in (1..20_000).chain([4061, 4062, 4063, 8157, 8158, 8159, 1 << 20]) {
+      assert_eq!(frame_slot(frame), sqlite_slot(frame), "frame {frame}");
+    }
+    assert_eq!(frame_slot(4062), (0, 4095));
+    assert_eq!(frame_slot(4063), (1, 0));
+  }
+}
