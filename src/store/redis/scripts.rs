@@ -11,7 +11,7 @@
 //!   being one API key or the whole pool (the listed ids plus the members of both
 //!   buckets), each answered with its summed `(curr, prev)`.
 
-use super::keys::{ttl_seconds, KeyLayout};
+use super::keys::{dimension_part, id_part, ttl_seconds, KeyLayout};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
@@ -86,7 +86,7 @@ pub fn write_call(
 ) -> ScriptCall {
   let mut keys = Vec::with_capacity(writes.len() * 3);
   let mut args = Vec::with_capacity(1 + writes.len() * 2);
-  args.push(api_key_id.to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, cost) in writes {
     let current = bucket_index(now_ms, key.window.ms());
     keys.push(layout.bucket_key(api_key_id, key, current));
@@ -195,7 +195,7 @@ impl ReadBatch {
     let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
     args.push(prefix);
     args.push(self.ids.len().to_string());
-    args.extend(self.ids.iter().cloned());
+    args.extend(self.ids.iter().map(|id| id_part(id).into_owned()));
     for (key, current, owner) in &self.groups {
       let members = self.layout.members_key(key, *current);
       let who = match owner {
@@ -216,7 +216,7 @@ impl ReadBatch {
           format!("-{slot}")
         }
       };
-      args.push(key.to_string());
+      args.push(dimension_part(key));
       args.push(current.to_string());
       args.push((current - 1).to_string());
       args.push(who);
@@ -275,7 +275,7 @@ pub fn reserve_call(
       _ => args.extend(["0".to_string(), "0".to_string(), "0".to_string()]),
     }
   }
-  args.push(api_key_id.to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, bucket, amount) in writes {
     keys.push(batch.layout.bucket_key(api_key_id, key, *bucket));
     keys.push(batch.layout.members_key(key, *bucket));
@@ -319,7 +319,7 @@ pub fn settle_call(
 ) -> ScriptCall {
   let mut keys = Vec::with_capacity(deltas.len() * 2);
   let mut args = Vec::with_capacity(1 + deltas.len() * 2);
-  args.push(api_key_id.to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, bucket, delta) in deltas {
     keys.push(layout.bucket_key(api_key_id, key, *bucket));
     keys.push(layout.members_key(key, *bucket));
