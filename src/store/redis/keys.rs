@@ -27,6 +27,8 @@ use std::borrow::Cow;
 pub const BUCKET_PREFIX: &str = "omniroute:quota:";
 /// The prefix of every members set.
 pub const MEMBERS_PREFIX: &str = "omniroute:quota-members:";
+/// The prefix of a reservation's state (reserve admission, docs/admission.md).
+pub const RESERVATION_PREFIX: &str = "omniroute:quota-reservation:";
 
 /// Which key names a server gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,15 @@ impl KeyLayout {
       id_part(api_key_id),
       dimension_part(key)
     )
+  }
+
+  /// The state of reservation `id`, made in pool `pool_id` (in a cluster it shares the
+  /// pool's slot, so the scripts that make and settle it touch one slot).
+  pub fn reservation_key(self, pool_id: &str, id: &str) -> String {
+    match self {
+      KeyLayout::Standalone => format!("{RESERVATION_PREFIX}{id}"),
+      KeyLayout::Cluster => format!("{RESERVATION_PREFIX}{{{}}}:{id}", hash_tag(pool_id)),
+    }
   }
 
   /// The set of API key ids written into bucket `bucket` of `key`.

@@ -57,6 +57,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     "0008_quota_consumption_totals_saturating.sql",
     include_str!("../../../migrations/0008_quota_consumption_totals_saturating.sql"),
   ),
+  (
+    "0009_quota_reservations.sql",
+    include_str!("../../../migrations/0009_quota_reservations.sql"),
+  ),
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
