@@ -120,9 +120,11 @@ async function recordConsumption(input) {
 /**
  * `releaseReservation(reservation)` (reserve mode, beyond the contract): the request an
  * allow reserved for did not happen — subtracts what was reserved from the reservation's
- * own buckets (never below 0). Call it instead of `recordConsumption`, once. Rejects with
- * a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value that is not a
- * reservation, writing nothing; a store failure is logged and resolves.
+ * own buckets (never below 0). Call it instead of `recordConsumption`; a reservation takes
+ * effect once, and one already settled, released, expired or unknown is refused with a
+ * warning (docs/admission.md). Rejects with a `TypeError`/`RangeError`
+ * (`ERR_QUOTA_INVALID_ARG`) for a value that is not a reservation, writing nothing; a
+ * store failure is logged and resolves.
  */
 async function releaseReservation(reservation) {
   try {
