@@ -613,7 +613,11 @@ mod names {
   }
 
   fn window() -> impl Strategy<Value = QuotaWindow> {
-    select(vec![QuotaWindow::Hourly, QuotaWindow::Daily, QuotaWindow::FiveHours])
+    select(vec![
+      QuotaWindow::Hourly,
+      QuotaWindow::Daily,
+      QuotaWindow::FiveHours,
+    ])
   }
 
   type Counter = (String, String, QuotaUnit, QuotaWindow, i64);

@@ -312,14 +312,11 @@ impl Reservation {
 
   /// The pool the reservation was made in (model-cap counters belong to it).
   pub fn pool_id(&self) -> &str {
-    self
-      .entries
-      .first()
-      .map_or("", |e| {
-        // A model cap's `<pool>:model:<model>` belongs to `<pool>`.
-        let pool = e.key.pool_id.as_str();
-        pool.find(":model:").map_or(pool, |at| &pool[..at])
-      })
+    self.entries.first().map_or("", |e| {
+      // A model cap's `<pool>:model:<model>` belongs to `<pool>`.
+      let pool = e.key.pool_id.as_str();
+      pool.find(":model:").map_or(pool, |at| &pool[..at])
+    })
   }
 
   /// What the caller is given: `"qr2." + id + "." + base64url(pool id)`.
@@ -384,7 +381,11 @@ impl Reservation {
         .as_f64()
         .filter(|a| a.is_finite() && *a >= 0.0)
         .ok_or_else(|| bad("an amount is not a finite number >= 0"))?;
-      entries.push(ReservedEntry { key, bucket, amount });
+      entries.push(ReservedEntry {
+        key,
+        bucket,
+        amount,
+      });
     }
     Ok(Reservation {
       id: id.to_string(),
@@ -534,7 +535,10 @@ mod tests {
   fn malformed_tokens_are_range_errors() {
     let id = "0123456789abcdef0123456789abcdef".to_string();
     let good = Reservation::new(id.clone(), "k", vec![(key(QuotaUnit::Requests), 1.0)], 0).token();
-    let old = format!("qr1.{}", base64url::encode(br#"{"k":"k","e":[["p:requests:hourly",1,1]]}"#));
+    let old = format!(
+      "qr1.{}",
+      base64url::encode(br#"{"k":"k","e":[["p:requests:hourly",1,1]]}"#)
+    );
     for text in [
       String::new(),
       "nope".to_string(),

@@ -19,13 +19,13 @@ use crate::core::admission::{
   compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
   ReservationToken,
 };
-use crate::store::ids::new_reservation_id;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::{
   consumption_writes, enforce, plan_enforce, planned_writes, BlockReason, ConsumptionCost,
   EnforceOutcome, EnforceStart, QuotaRequest,
 };
 use crate::error::{QuotaError, Result};
+use crate::store::ids::new_reservation_id;
 use crate::store::redis::counters;
 use crate::store::redis::scripts::ScriptCheck;
 use crate::store::sqlite::Recorded;
@@ -263,34 +263,30 @@ impl Engine {
         self.decided(outcome, &call, started)
       }),
       Some(compiled) => {
-        let reservation =
-          (!writes.is_empty()).then(|| {
-            Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now)
-          });
+        let reservation = (!writes.is_empty())
+          .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
         let additions = reservation
           .as_ref()
           .map(Reservation::additions)
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
         Step::later(async move {
-          let outcome =
-            counters::reserve(
-              &backend,
-              &batch,
-              &checks,
-              &call.ids.api_key_id,
-              &additions,
-              reservation.as_ref(),
-              now,
-            )
-            .await
-              .map(|(blocked, values)| {
-                let outcome =
-                  reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
-                let reservation =
-                  reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
-                (outcome, reservation.map(|r| r.token()))
-              });
+          let outcome = counters::reserve(
+            &backend,
+            &batch,
+            &checks,
+            &call.ids.api_key_id,
+            &additions,
+            reservation.as_ref(),
+            now,
+          )
+          .await
+          .map(|(blocked, values)| {
+            let outcome = reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
+            let reservation =
+              reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+            (outcome, reservation.map(|r| r.token()))
+          });
           self.decided(outcome, &call, started)
         })
       }
@@ -547,7 +543,12 @@ impl Engine {
     match driver {
       Driver::Sqlite => {
         let result = self.with_db(|db| {
-          db.settle_reservation(&settle.token, settle.api_key_id.as_deref(), deltas, settle.now_ms)
+          db.settle_reservation(
+            &settle.token,
+            settle.api_key_id.as_deref(),
+            deltas,
+            settle.now_ms,
+          )
         });
         self.settled(result, &settle, msg, &who);
         Step::Now(false)

@@ -10,10 +10,10 @@
 //! refresh asked for on a JS thread is handed to that thread's next enforce answer (or
 //! `takeSaturationRefreshes()`), which runs the fetcher there.
 
+use super::logs::LogValue;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
 use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
-use super::logs::LogValue;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -179,7 +179,12 @@ impl SaturationState {
     name: String,
     now_ms: i64,
   ) {
-    let refresh: Refresh = (provider.to_string(), connection_id.to_string(), unit, window);
+    let refresh: Refresh = (
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    );
     {
       let mut refreshing = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
       match refreshing.get(&refresh) {
@@ -223,7 +228,12 @@ impl SaturationState {
       .refreshing
       .lock()
       .unwrap_or_else(|e| e.into_inner())
-      .remove(&(provider.to_string(), connection_id.to_string(), unit, window));
+      .remove(&(
+        provider.to_string(),
+        connection_id.to_string(),
+        unit,
+        window,
+      ));
     if answered.is_some() && !self.timed_out.is_empty() {
       self
         .timed_out
@@ -381,14 +391,27 @@ mod tests {
     assert_eq!(view.saturation("c", "codex", u, w), Some(0.4));
     assert_eq!(
       take_refreshes(),
-      Some(vec![(("codex".to_string(), "c".to_string(), u, w), "host:codex".to_string())]),
+      Some(vec![(
+        ("codex".to_string(), "c".to_string(), u, w),
+        "host:codex".to_string()
+      )]),
       "one refresh for three lookups"
     );
     assert_eq!(take_refreshes(), None);
     state.store("codex", "c", u, w, Some(0.6), later + 10);
     let again = later + 10 + SATURATION_TTL_MS;
-    assert_eq!(state.lookup("codex", "c", u, w, again).clone(), Lookup::Known { value: 0.6, cached: true });
-    assert_eq!(take_refreshes().map(|r| r.len()), Some(1), "asked again after the answer");
+    assert_eq!(
+      state.lookup("codex", "c", u, w, again).clone(),
+      Lookup::Known {
+        value: 0.6,
+        cached: true
+      }
+    );
+    assert_eq!(
+      take_refreshes().map(|r| r.len()),
+      Some(1),
+      "asked again after the answer"
+    );
     let too_old = again + SATURATION_STALE_MS;
     assert_eq!(
       state.lookup("codex", "c", u, w, too_old),
@@ -399,7 +422,10 @@ mod tests {
     assert!(state.fetch_timed_out("codex", "c"));
     assert!(!state.fetch_timed_out("codex", "c"), "warned once");
     state.store("codex", "c", u, w, Some(0.1), too_old);
-    assert!(state.fetch_timed_out("codex", "c"), "an answer ends the timeout");
+    assert!(
+      state.fetch_timed_out("codex", "c"),
+      "an answer ends the timeout"
+    );
   }
 
   #[test]

@@ -94,39 +94,40 @@ pub async fn reserve(
 /// deletes it and adds `deltas(state)` — only if the state is still there, so two
 /// settles racing on two replicas take effect once. Resolves to `Err(why)` for a refused
 /// reservation (unknown, used, expired, another key or pool): nothing changed.
-pub fn settle_reservation(
+pub async fn settle_reservation(
   backend: Arc<RedisBackend>,
   token: ReservationToken,
   api_key_id: Option<String>,
   deltas: impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static,
-) -> impl Future<Output = Result<std::result::Result<(), &'static str>>> + Send {
-  async move {
-    const GONE: &str = "unknown, already settled or released, or expired";
-    let layout = backend.layout();
-    let key = layout.reservation_key(&token.pool_id, &token.id);
-    let state = match backend.command(&["GET".to_string(), key.clone()], Retry::Read).await? {
-      redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-      redis::Value::SimpleString(text) => text,
-      _ => return Ok(Err(GONE)),
-    };
-    let reservation = Reservation::from_state(&token.id, &state)?;
-    if api_key_id.is_some_and(|k| k != reservation.api_key_id) {
-      return Ok(Err("made for another API key"));
-    }
-    if reservation.pool_id() != token.pool_id {
-      return Ok(Err("made in another pool"));
-    }
-    let deltas = deltas(&reservation);
-    for (index, (_, _, delta)) in deltas.iter().enumerate() {
-      validate::finite(*delta, &format!("deltas[{index}]"))?;
-    }
-    let call = settle_call(layout, &key, &state, &reservation.api_key_id, &deltas);
-    let reply = backend.run_script(&call, Retry::Write).await?;
-    Ok(match reply.first().and_then(|v| v.as_deref()) {
-      Some("1") => Ok(()),
-      _ => Err(GONE),
-    })
+) -> Result<std::result::Result<(), &'static str>> {
+  const GONE: &str = "unknown, already settled or released, or expired";
+  let layout = backend.layout();
+  let key = layout.reservation_key(&token.pool_id, &token.id);
+  let state = match backend
+    .command(&["GET".to_string(), key.clone()], Retry::Read)
+    .await?
+  {
+    redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+    redis::Value::SimpleString(text) => text,
+    _ => return Ok(Err(GONE)),
+  };
+  let reservation = Reservation::from_state(&token.id, &state)?;
+  if api_key_id.is_some_and(|k| k != reservation.api_key_id) {
+    return Ok(Err("made for another API key"));
   }
+  if reservation.pool_id() != token.pool_id {
+    return Ok(Err("made in another pool"));
+  }
+  let deltas = deltas(&reservation);
+  for (index, (_, _, delta)) in deltas.iter().enumerate() {
+    validate::finite(*delta, &format!("deltas[{index}]"))?;
+  }
+  let call = settle_call(layout, &key, &state, &reservation.api_key_id, &deltas);
+  let reply = backend.run_script(&call, Retry::Write).await?;
+  Ok(match reply.first().and_then(|v| v.as_deref()) {
+    Some("1") => Ok(()),
+    _ => Err(GONE),
+  })
 }
 
 /// Reads a batch: one `Buckets` per group, in order.

@@ -506,7 +506,13 @@ mod tests {
       state: "{}".into(),
       ttl_ms: 7_200_000,
     };
-    let call = reserve_call(&batch, &checks, "k", &[(requests.clone(), 10, 1.0)], Some(&kept));
+    let call = reserve_call(
+      &batch,
+      &checks,
+      "k",
+      &[(requests.clone(), 10, 1.0)],
+      Some(&kept),
+    );
     assert_eq!(call.script, ScriptName::Reserve);
     let mut keys = read.keys.clone();
     keys.push("omniroute:quota:k:p:requests:hourly:10".into());
@@ -517,8 +523,7 @@ mod tests {
     args.extend(read.args);
     args.extend(
       [
-        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "{}", "7200000", "k", "1",
-        "7200",
+        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "{}", "7200000", "k", "1", "7200",
       ]
       .iter()
       .map(|s| s.to_string()),
@@ -531,7 +536,13 @@ mod tests {
     let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
     let reservation = KeyLayout::Cluster.reservation_key("p", "ab");
     assert_eq!(reservation, "omniroute:quota-reservation:{p}:ab");
-    let call = settle_call(KeyLayout::Cluster, &reservation, "{}", "k", &[(tokens, 3, -0.5)]);
+    let call = settle_call(
+      KeyLayout::Cluster,
+      &reservation,
+      "{}",
+      "k",
+      &[(tokens, 3, -0.5)],
+    );
     assert_eq!(call.script, ScriptName::Settle);
     assert_eq!(
       call.keys,

@@ -94,7 +94,10 @@ impl SqliteDb {
 
   /// Keeps a reservation's state (in the caller's transaction).
   fn keep_reservation(&self, reservation: &Reservation, now_ms: i64) -> Result<()> {
-    let mut stmt = self.conn.prepare_cached(INSERT_RESERVATION).ctx("reserving")?;
+    let mut stmt = self
+      .conn
+      .prepare_cached(INSERT_RESERVATION)
+      .ctx("reserving")?;
     let expires_at = reservation.expires_at(now_ms);
     for entry in &reservation.entries {
       stmt
@@ -129,7 +132,13 @@ impl SqliteDb {
         .prepare_cached(SELECT_RESERVATION)
         .ctx("settling")?
         .query_map([&token.id], |row| {
-          Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?, row.get(4)?))
+          Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+          ))
         })
         .ctx("settling")?
         .collect::<rusqlite::Result<_>>()
@@ -143,8 +152,9 @@ impl SqliteDb {
       }
       let mut entries = Vec::with_capacity(rows.len());
       for (_, dimension_key, bucket, amount, _) in &rows {
-        let key = parse_dimension_key(dimension_key)
-          .ok_or_else(|| crate::error::QuotaError::Store(format!("stored reservation {} is corrupt", token.id)))?;
+        let key = parse_dimension_key(dimension_key).ok_or_else(|| {
+          crate::error::QuotaError::Store(format!("stored reservation {} is corrupt", token.id))
+        })?;
         entries.push(ReservedEntry {
           key,
           bucket: *bucket,
@@ -220,12 +230,20 @@ mod tests {
     let (r, token) = reserve(&db, "a", 5.0);
     assert_eq!(tokens(&db), 5.0);
     assert_eq!(
-      db.settle_reservation(&token, Some("other"), release, NOW).unwrap(),
+      db.settle_reservation(&token, Some("other"), release, NOW)
+        .unwrap(),
       Err("made for another API key")
     );
-    assert_eq!(db.settle_reservation(&token, Some("k"), release, NOW).unwrap(), Ok(()));
+    assert_eq!(
+      db.settle_reservation(&token, Some("k"), release, NOW)
+        .unwrap(),
+      Ok(())
+    );
     assert_eq!(tokens(&db), 0.0);
-    assert!(db.settle_reservation(&token, Some("k"), release, NOW).unwrap().is_err());
+    assert!(db
+      .settle_reservation(&token, Some("k"), release, NOW)
+      .unwrap()
+      .is_err());
     // Past its expiry: refused, its rows deleted, the counters left.
     let (_, token) = reserve(&db, "b", 5.0);
     assert!(db
@@ -236,10 +254,15 @@ mod tests {
     // The retention sweep forgets expired reservations.
     let (r, token) = reserve(&db, "c", 1.0);
     db.gc_reservations(r.expires_at(NOW) + 1).unwrap();
-    assert!(db.settle_reservation(&token, None, release, NOW).unwrap().is_err());
+    assert!(db
+      .settle_reservation(&token, None, release, NOW)
+      .unwrap()
+      .is_err());
     let count: i64 = db
       .connection()
-      .query_row("SELECT count(*) FROM quota_reservations", [], |row| row.get(0))
+      .query_row("SELECT count(*) FROM quota_reservations", [], |row| {
+        row.get(0)
+      })
       .unwrap();
     assert_eq!(count, 0);
   }

@@ -320,16 +320,24 @@ impl SqliteDb {
   /// `quota_consumption_totals` (one row per dimension key and bucket), the table's
   /// estimated by its largest rowid; a random row read costs about three in order.
   fn listing_window(&self, low: &str, high: &str, limit: i64) -> rusqlite::Result<Option<i64>> {
-    let (pool_rows, table_rows): (i64, i64) = self.conn.prepare_cached(LIST_SIZES)?.query_row(
-      params![low, high],
-      |row| Ok((row.get::<_, Option<i64>>(0)?.unwrap_or(0), row.get::<_, Option<i64>>(1)?.unwrap_or(0))),
-    )?;
+    let (pool_rows, table_rows): (i64, i64) =
+      self
+        .conn
+        .prepare_cached(LIST_SIZES)?
+        .query_row(params![low, high], |row| {
+          Ok((
+            row.get::<_, Option<i64>>(0)?.unwrap_or(0),
+            row.get::<_, Option<i64>>(1)?.unwrap_or(0),
+          ))
+        })?;
     if pool_rows <= 0 {
       return Ok(None);
     }
     let expected = limit.saturating_mul(table_rows.max(pool_rows)) / pool_rows;
-    Ok((expected <= LIST_MAX_WINDOW && expected.saturating_mul(3) <= pool_rows)
-      .then(|| expected.saturating_mul(2).clamp(1_024, LIST_MAX_WINDOW)))
+    Ok(
+      (expected <= LIST_MAX_WINDOW && expected.saturating_mul(3) <= pool_rows)
+        .then(|| expected.saturating_mul(2).clamp(1_024, LIST_MAX_WINDOW)),
+    )
   }
 
   /// The pool's newest `limit` rows among the rows newer than the table's `window`-th
@@ -463,9 +471,17 @@ mod tests {
   fn reference(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {
     let mut stmt = db.connection().prepare(LIST_POOL_SORTED).unwrap();
     stmt
-      .query_map(params![format!("{pool}:"), format!("{pool};"), limit], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get::<_, Option<i64>>(4)?.unwrap_or(0)))
-      })
+      .query_map(
+        params![format!("{pool}:"), format!("{pool};"), limit],
+        |r| {
+          Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+          ))
+        },
+      )
       .unwrap()
       .collect::<rusqlite::Result<_>>()
       .unwrap()
@@ -484,7 +500,13 @@ mod tests {
   /// and NULL `updated_at`s, the listing is exactly the full sort's.
   #[test]
   fn listing_a_pool_matches_the_full_sort_at_any_share_of_the_table() {
-    for (share, rows) in [(90u64, 3_000u64), (40, 20_000), (5, 40_000), (1, 40_000), (0, 20_000)] {
+    for (share, rows) in [
+      (90u64, 3_000u64),
+      (40, 20_000),
+      (5, 40_000),
+      (1, 40_000),
+      (0, 20_000),
+    ] {
       let (_dir, db) = temp_db();
       let tx = db.connection().unchecked_transaction().unwrap();
       let mut seed = 7u64 + share;
@@ -492,9 +514,13 @@ mod tests {
         seed = seed
           .wrapping_mul(6364136223846793005)
           .wrapping_add(1442695040888963407);
-        let in_pool = (seed >> 40) % 100 < share || i % 2_000 == 0;
+        let in_pool = (seed >> 40) % 100 < share || i.is_multiple_of(2_000);
         let dim = if in_pool {
-          ["p:tokens:5h", "p:requests:daily", "p:model:m:requests:hourly"][(seed >> 33) as usize % 3]
+          [
+            "p:tokens:5h",
+            "p:requests:daily",
+            "p:model:m:requests:hourly",
+          ][(seed >> 33) as usize % 3]
         } else {
           ["q:tokens:5h", "p2:tokens:5h", "o:requests:daily"][(seed >> 33) as usize % 3]
         };
@@ -502,7 +528,11 @@ mod tests {
         // 40 % (so the walk of the newest rows finds too few and the pool is sorted).
         let older = (share < 5 || share == 40) && in_pool;
         let updated_at = ((seed >> 20) % 400) as i64 - if older { 1_000 } else { 0 };
-        let updated_at = if (seed >> 8) % 97 == 0 { None } else { Some(updated_at) };
+        let updated_at = if (seed >> 8).is_multiple_of(97) {
+          None
+        } else {
+          Some(updated_at)
+        };
         tx.execute(
           "INSERT OR IGNORE INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, ?3, 1, ?4)",
           params![format!("k{}", i % 5_003), dim, ((seed >> 10) % 3) as i64, updated_at],
@@ -511,7 +541,11 @@ mod tests {
       }
       tx.commit().unwrap();
       for limit in [1, 7, 100, 500] {
-        assert_eq!(listed(&db, "p", limit), reference(&db, "p", limit), "share {share}%, limit {limit}");
+        assert_eq!(
+          listed(&db, "p", limit),
+          reference(&db, "p", limit),
+          "share {share}%, limit {limit}"
+        );
       }
       assert!(listed(&db, "nothing", 500).is_empty());
     }
@@ -525,7 +559,11 @@ mod tests {
     let (_dir, mut db) = temp_db();
     let tx = db.connection().unchecked_transaction().unwrap();
     for i in 0..75_000i64 {
-      let dim = if i % 5 == 0 { "other:tokens:5h" } else { "p:tokens:5h" };
+      let dim = if i % 5 == 0 {
+        "other:tokens:5h"
+      } else {
+        "p:tokens:5h"
+      };
       tx.execute(
         "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, 1, 1, ?3)",
         params![format!("k{i}"), dim, (i * 7_919) % 86_400_000],
@@ -535,16 +573,19 @@ mod tests {
     tx.commit().unwrap();
     let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = ticks.clone();
-    db.conn.progress_handler(
-      1_000,
-      Some(move || {
-        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        false
-      }),
-    )
-    .unwrap();
+    db.conn
+      .progress_handler(
+        1_000,
+        Some(move || {
+          counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+          false
+        }),
+      )
+      .unwrap();
     assert_eq!(db.list_consumption_for_pool("p", 500).unwrap().len(), 500);
-    db.conn.progress_handler(1_000, None::<fn() -> bool>).unwrap();
+    db.conn
+      .progress_handler(1_000, None::<fn() -> bool>)
+      .unwrap();
     let instructions = ticks.load(std::sync::atomic::Ordering::Relaxed) * 1_000;
     assert!(instructions < 200_000, "{instructions} VM instructions");
   }

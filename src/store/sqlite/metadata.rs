@@ -593,7 +593,10 @@ impl SqliteDb {
         // `<poolId>:model:<model>:…` (docs/redis.md#key-names): a `:` makes it ambiguous.
         return Err(QuotaError::range_error(
           at("id"),
-          format!("pool id {:?} must not contain ':' (it separates the parts of a counter's key)", pool.id),
+          format!(
+            "pool id {:?} must not contain ':' (it separates the parts of a counter's key)",
+            pool.id
+          ),
         ));
       }
       if !ids.insert(pool.id.as_str()) {
