@@ -68,12 +68,15 @@ async function callFetcher(name, connectionId, provider, dim) {
   return native.usageSaturation(usage, dim.window)
 }
 
-/** `promise`, or `TIMED_OUT` after `ms` (the timer never keeps the process alive). */
+/**
+ * `promise`, or `TIMED_OUT` after `ms`. The timer is not unref'd: a request waiting on a
+ * fetcher that never settles must still be answered, and it keeps the process at most
+ * `ms` longer.
+ */
 function bounded(promise, ms) {
   let timer
   const timeout = new Promise((resolve) => {
     timer = setTimeout(resolve, ms, TIMED_OUT)
-    if (typeof timer.unref === 'function') timer.unref()
   })
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
