@@ -306,6 +306,11 @@ export interface EnforceStep {
   reservation?: string
   /** Log records produced since the last crossing. */
   logs?: Array<LogRecordJs>
+  /**
+   * Saturation entries served stale: refresh each in the background
+   * (`[provider, connectionId, unit, window, fetcher name]`).
+   */
+  refresh?: Array<Array<string>>
 }
 
 /**
@@ -699,6 +704,15 @@ export declare function resolvePlan(connectionId: string, provider: string): Pro
 export declare const SATURATION_THRESHOLD_PCT: number
 
 /**
+ * A saturation fetch timed out (its fallback is stored): warns once per
+ * `(provider, connectionId)` until a fetch of it answers.
+ */
+export declare function saturationFetchTimedOut(provider: string, connectionId: string, timeoutMs: number): void
+
+/** `QUOTA_SATURATION_FETCH_TIMEOUT_MS`: how long a saturation fetch is waited for. */
+export declare function saturationFetchTimeoutMs(): number
+
+/**
  * `getSaturation`'s first step: the value (a cache hit, or the fallback when no fetcher
  * serves the provider), or the name of the fetcher to call (`"host:<p>"`, `"seam:<p>"`).
  */
@@ -764,6 +778,12 @@ export declare function sumPoolDimension(dimensionKey: string, currentBucket: nu
 
 /** The log records produced since the last call, or `null` when there are none. */
 export declare function takeLogs(): Array<LogRecordJs> | null
+
+/**
+ * The background refreshes lookups on this thread asked for since the last answer:
+ * `[provider, connectionId, unit, window, fetcher name]` each, or `null`.
+ */
+export declare function takeSaturationRefreshes(): Array<Array<string>> | null
 
 /** `{ saturation, resetAt }` (resetAt as epoch ms, or null). */
 export interface TokenHeaderSaturationJs {

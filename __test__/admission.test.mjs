@@ -306,18 +306,131 @@ for (const driver of drivers) {
       const p = makePool(requestsOnly(100))
       const decision = await enforceQuotaShare(p.request())
       assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
-      for (const bad of ['garbage', `${decision.reservation}x`, 'qr1.e30', decision.reservation.slice(0, -8)]) {
+      const id = decision.reservation.split('.')[1]
+      for (const bad of ['garbage', 'qr1.e30', `qr2.${id}`, `qr2.${id.slice(1)}.cA`, `qr2.${id.toUpperCase()}.cA`, `${decision.reservation}x`.replace(/\.[^.]*$/, '.a')]) {
         await assert.rejects(releaseReservation(bad), (err) => err.code === 'ERR_QUOTA_INVALID_ARG' && /reservation/.test(err.message), bad)
       }
       await assert.rejects(releaseReservation(42), (err) => err instanceof TypeError && err.code === 'ERR_QUOTA_INVALID_ARG')
       // recordConsumption never rejects: it warns and writes nothing — also for a
-      // reservation made for another API key.
+      // reservation made for another API key (refused by the store, which keeps it).
       await recordConsumption({ ...p.request(), cost: { requests: 1 }, reservation: 'garbage' })
       await recordConsumption({ ...p.request(1), cost: { requests: 3 }, reservation: decision.reservation })
       // A bad reservation is the caller's bug, not a store fault: each one is logged.
-      assert.equal(warnings.filter((w) => w.msg === 'settling a quota reservation failed').length, 2)
+      assert.equal(warnings.filter((w) => /^settling a quota reservation failed/.test(w.msg)).length, 2)
       assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
       assert.equal(await store.peek(p.keys[1], p.dim('requests')), 0)
+      // Still the owner's to settle.
+      await recordConsumption({ ...p.request(), cost: { requests: 1 }, reservation: decision.reservation })
+      assert.equal(await store.peek(p.keys[0], p.dim('requests')), 1)
+      assert.equal(warnings.length, 2)
+    })
+
+    // Issue 15 item 4: reservations are ids into state the store holds.
+    test('a reservation takes effect at most once: settle or release, once', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([{ unit: 'tokens', window: 'hourly', limit: 100_000 }])
+      const tokens = (i = 0) => store.peek(p.keys[i], p.dim('tokens'))
+      await store.consume(p.keys[0], p.dim('tokens'), 1000)
+      const refused = () => warnings.filter((w) => /the reservation was refused; nothing changed/.test(w.msg))
+      // Released three times: subtracted once.
+      const a = await enforceQuotaShare({ ...p.request(), estimatedTokens: 300 })
+      assert.equal(await tokens(), 1300)
+      for (let i = 0; i < 3; i++) await releaseReservation(a.reservation)
+      assert.equal(await tokens(), 1000)
+      assert.equal(refused().length, 2)
+      // Released, then settled: the settle changes nothing.
+      await recordConsumption({ ...p.request(), cost: { tokens: 50 }, reservation: a.reservation })
+      assert.equal(await tokens(), 1000)
+      // Settled twice (a forged 0-cost settle would have erased the caller's use): once.
+      const b = await enforceQuotaShare({ ...p.request(), estimatedTokens: 300 })
+      await recordConsumption({ ...p.request(), cost: { tokens: 100 }, reservation: b.reservation })
+      assert.equal(await tokens(), 1100)
+      await recordConsumption({ ...p.request(), cost: { tokens: 0 }, reservation: b.reservation })
+      await releaseReservation(b.reservation)
+      assert.equal(await tokens(), 1100)
+      assert.equal(refused().length, 5)
+      assert.ok(refused().every((w) => w.reservation && /already settled or released/.test(w.error)), JSON.stringify(refused()))
+      // Two reservations of the same key, bucket and amount are two reservations.
+      const c = await enforceQuotaShare({ ...p.request(), estimatedTokens: 300 })
+      const d = await enforceQuotaShare({ ...p.request(), estimatedTokens: 300 })
+      assert.notEqual(c.reservation, d.reservation)
+      await releaseReservation(c.reservation)
+      await releaseReservation(d.reservation)
+      assert.equal(await tokens(), 1100)
+    })
+
+    test('a reservation cannot be forged or moved: another id, key or pool is refused and changes nothing', async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([{ unit: 'tokens', window: 'hourly', limit: 100_000 }])
+      const other = makePool([{ unit: 'tokens', window: 'hourly', limit: 100_000 }])
+      await store.consume(p.keys[1], p.dim('tokens'), 500)
+      await store.consume(other.keys[0], other.dim('tokens'), 700)
+      const mine = await enforceQuotaShare({ ...p.request(), estimatedTokens: 10 })
+      const [, id, pool] = mine.reservation.split('.')
+      const flip = (hex) => hex.slice(0, -1) + (hex.endsWith('0') ? '1' : '0')
+      const otherPool = Buffer.from(other.pool.id).toString('base64url')
+      const forged = [
+        `qr2.${flip(id)}.${pool}`, // an id nobody issued
+        `qr2.${'0'.repeat(32)}.${otherPool}`,
+        `qr2.${id}.${otherPool}`, // the real id, named in another pool
+      ]
+      for (const token of forged) {
+        await releaseReservation(token)
+        await recordConsumption({ ...p.request(), cost: { tokens: 0 }, reservation: token })
+      }
+      // Bound to its key: another key of the pool cannot settle it.
+      await recordConsumption({ ...p.request(1), cost: { tokens: 0 }, reservation: mine.reservation })
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 10)
+      assert.equal(await store.peek(p.keys[1], p.dim('tokens')), 500)
+      assert.equal(await store.peek(other.keys[0], other.dim('tokens')), 700)
+      assert.equal(await store.poolConsumedTotal(other.pool.id, other.dim('tokens')), 700)
+      const said = warnings.filter((w) => /the reservation was refused; nothing changed/.test(w.msg))
+      assert.equal(said.length, 7, JSON.stringify(said))
+      assert.ok(said.some((w) => w.error === 'made for another API key'))
+      // The genuine one still works, once.
+      await recordConsumption({ ...p.request(), cost: { tokens: 4 }, reservation: mine.reservation })
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 4)
+    })
+
+    test('a reservation issued by one process settles on another, once', { timeout: 30_000 }, async () => {
+      process.env.QUOTA_ADMISSION = 'reserve'
+      await awayFromHourEnd()
+      const p = makePool([{ unit: 'tokens', window: 'hourly', limit: 100_000 }])
+      const decision = await enforceQuotaShare({ ...p.request(), estimatedTokens: 900 })
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 900)
+      closeQuotaDb() // the other process writes the file
+      const { spawnSync } = await import('node:child_process')
+      const script = `
+        const engine = require(process.env.ENTRY)
+        const warned = []
+        engine.installHost({ dbPath: process.env.DB, logger: { warn: (o, m) => warned.push(m), info() {}, debug() {} } })
+        ;(async () => {
+          const input = JSON.parse(process.env.INPUT)
+          await engine.recordConsumption({ ...input, cost: { tokens: 250 } })
+          await engine.recordConsumption({ ...input, cost: { tokens: 250 } })
+          await engine.flushQuotaWrites?.()
+          engine.closeQuotaDb()
+          console.log(JSON.stringify(warned))
+        })()
+      `
+      const child = spawnSync(process.execPath, ['-e', script], {
+        env: {
+          ...process.env,
+          ENTRY: createRequire(import.meta.url).resolve('@omniroute/quota-engine'),
+          DB: path.join(dir, 'storage.sqlite'),
+          INPUT: JSON.stringify({ ...p.request(), reservation: decision.reservation }),
+        },
+        encoding: 'utf8',
+      })
+      assert.equal(child.status, 0, child.stderr)
+      const warned = JSON.parse(child.stdout.trim().split('\n').pop())
+      assert.equal(warned.length, 1, 'the second settle is refused')
+      assert.match(warned[0], /refused/)
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 250)
+      await releaseReservation(decision.reservation)
+      assert.equal(await store.peek(p.keys[0], p.dim('tokens')), 250)
     })
 
     test('the atomic check weighs the previous bucket as the decision does', async () => {
@@ -367,10 +480,15 @@ for (const driver of drivers) {
       assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 150)
       assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 1)
       assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour + 1), 0)
-      // A release never takes a bucket below 0.
+      // Settled once: a release after it changes nothing.
       await releaseReservation(step.reservation)
+      assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 150)
+      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 1)
+      // A release never takes a bucket below 0.
+      const again = await reserveAt(p, (hour + 1) * HOUR - 500, { tokens: 400 })
+      await store.clear(p.keys[0], p.dim('tokens')) // this bucket is the previous one now
+      await releaseReservation(again.reservation)
       assert.equal(await bucket(p.keys[0], p.dim('tokens'), hour), 0)
-      assert.equal(await bucket(p.keys[0], p.dim('requests'), hour), 0)
     })
   })
 }

@@ -283,6 +283,89 @@ test('fail-open: corrupt dimensions_json reads as no plan; a throwing fetcher co
   install()
 })
 
+// Issue 15 item 2: fetchers are bounded, shared and, once warm, off the request path.
+test('a saturation fetcher that never settles: enforce resolves with the fallback after QUOTA_SATURATION_FETCH_TIMEOUT_MS, warning once', { timeout: 10_000 }, async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'hung', weight: 50 }, { key: 'hung2', weight: 50 }] })
+  hostPlan(c, 'hungp', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+  let calls = 0
+  installHost({ dbPath, logger, saturationFetchers: { hungp: () => { calls++; return new Promise(() => {}) } } })
+  process.env.QUOTA_SATURATION_FETCH_TIMEOUT_MS = '20'
+  try {
+    // The token headers are the fallback: 0.9 used → strict mode, and 'hung' is over its share.
+    storeRateLimitHeaders(c, 'hungp', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '100' })
+    hostConsume('hung', `${id}:requests:hourly`, 60)
+    const results = await Promise.all(Array.from({ length: 5 }, () => enforceQuotaShare({ apiKeyId: 'hung', connectionId: c, provider: 'hungp' })))
+    assert.ok(results.every((r) => r.kind === 'block' && /Quota share limit/.test(r.reason)), JSON.stringify(results))
+    assert.equal(calls, 1, 'one fetch for five concurrent requests')
+    const said = warnings.filter((w) => w.component === 'quota:saturation')
+    assert.equal(said.length, 1, JSON.stringify(said))
+    assert.match(said[0].msg, /saturation fetch timed out; using the fallback/)
+    assert.equal(said[0].connectionId, c)
+    assert.equal(said[0].timeoutMs, 20)
+  } finally {
+    delete process.env.QUOTA_SATURATION_FETCH_TIMEOUT_MS
+    install()
+  }
+})
+
+test('100 concurrent cold enforces on one connection call the fetcher once per dimension (single flight)', { timeout: 10_000 }, async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'crowd', weight: 100 }] })
+  hostPlan(c, 'crowdp', [{ unit: 'requests', window: 'hourly', limit: 1000 }])
+  let calls = 0
+  let release
+  const gate = new Promise((resolve) => { release = resolve })
+  installHost({ dbPath, logger, saturationFetchers: { crowdp: async () => { calls++; await gate; return 0.1 } } })
+  const pending = Array.from({ length: 100 }, () => enforceQuotaShare({ apiKeyId: 'crowd', connectionId: c, provider: 'crowdp' }))
+  await new Promise((resolve) => setImmediate(resolve))
+  release()
+  const results = await Promise.all(pending)
+  assert.ok(results.every((r) => r.kind === 'allow'))
+  assert.equal(calls, 1)
+  install()
+})
+
+test('seam usage fetches: one usage call serves every window of a connection, shared by concurrent requests', async () => {
+  const { __setGenericUsageFetcherForTests } = await import('@omniroute/quota-engine/compat/saturationSignals')
+  let calls = 0
+  __setGenericUsageFetcherForTests(async () => {
+    calls++
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    return { quotas: { 'session (5h)': { remainingPercentage: 40 }, 'weekly (7d)': { used: 1, total: 4 } } }
+  })
+  try {
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => getSaturation('seam-conn', 'someprovider', { unit: 'percent', window: i % 2 ? '5h' : 'weekly' })),
+    )
+    assert.equal(calls, 1)
+    assert.deepEqual([...new Set(answers)].sort(), [0.25, 0.6])
+  } finally {
+    __setGenericUsageFetcherForTests(null)
+  }
+})
+
+test('stale-while-revalidate: an expired entry is served at once while one background refresh runs', { timeout: 10_000 }, async () => {
+  const c = conn()
+  hostPool({ connections: [c], allocations: [{ key: 'warm', weight: 50 }, { key: 'warm2', weight: 50 }] })
+  hostPlan(c, 'warmp', [{ unit: 'requests', window: 'hourly', limit: 100 }])
+  let calls = 0
+  let release
+  installHost({ dbPath, logger, saturationFetchers: { warmp: () => { calls++; return new Promise((resolve) => { release = resolve }) } } })
+  // A value fetched 31 s ago: expired, still the last known one.
+  native.putSaturation('warmp', c, 'requests', 'hourly', 0.1, Date.now() - 31_000)
+  const results = await Promise.all(Array.from({ length: 10 }, () => enforceQuotaShare({ apiKeyId: 'warm', connectionId: c, provider: 'warmp' })))
+  assert.ok(results.every((r) => r.kind === 'allow'), 'answered from the stale value, the fetch still pending')
+  assert.equal(calls, 1, 'one background refresh')
+  assert.equal(await getSaturation(c, 'warmp', { unit: 'requests', window: 'hourly' }), 0.1)
+  assert.equal(calls, 1)
+  release(0.9)
+  await new Promise((resolve) => setImmediate(resolve))
+  assert.equal(await getSaturation(c, 'warmp', { unit: 'requests', window: 'hourly' }), 0.9, 'the refresh landed')
+  assert.equal(calls, 1)
+  install()
+})
+
 test('saturation: cached for 30 s per (provider, connection, unit, window); header fallback', async () => {
   let calls = 0
   installHost({ dbPath, logger, saturationFetchers: { sat: async () => { calls++; return 0.4 } } })

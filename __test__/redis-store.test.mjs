@@ -95,6 +95,27 @@ test('the compat entry: a class, one store per URL, resettable', { skip }, () =>
   assert.throws(() => new RedisQuotaStore(''), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG')
 })
 
+test('ids with separators never share a Redis key: key k in pool x:p and key k:x in pool p stay apart (issue 15 item 5)', { skip }, async () => {
+  await clearOfHourEnd()
+  const store = new RedisQuotaStore(server.url)
+  const a = { poolId: 'sep-x:p', unit: 'requests', window: 'hourly' }
+  const b = { poolId: 'p', unit: 'requests', window: 'hourly' }
+  await store.consume('sep-k', a, 3)
+  await store.consume('sep-k:sep-x', b, 5)
+  assert.equal(await store.peek('sep-k', a), 3)
+  assert.equal(await store.peek('sep-k:sep-x', b), 5)
+  // The escaped names; an id without ':' or '%' keeps the host's name (the interop test below).
+  const bucket = bucketOf('hourly')
+  assert.equal(await plain.get(`omniroute:quota:sep-k:sep-x%3Ap:requests:hourly:${bucket}`), '3')
+  assert.equal(await plain.get(`omniroute:quota:sep-k%3Asep-x:p:requests:hourly:${bucket}`), '5')
+  // A '%' is escaped too, so an id that looks escaped is not confused with one that is.
+  await store.consume('sep-%3A', b, 1)
+  assert.equal(await store.peek('sep-:', b), 0)
+  assert.equal(await store.peek('sep-%3A', b), 1)
+  await store.clear('sep-k', a)
+  assert.equal(await store.peek('sep-k:sep-x', b), 5)
+})
+
 test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver writes and reads them', { skip }, async () => {
   await clearOfHourEnd()
   const store = new RedisQuotaStore(server.url)

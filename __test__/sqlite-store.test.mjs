@@ -247,6 +247,15 @@ test('metadata validation: right class, field named, nothing written', () => {
   assert.equal(qe.getPool(base.id).allocations[0].weight, 10)
 })
 
+test('importLegacyPools refuses a pool id with a \':\' (it would make counter keys ambiguous), writing nothing', () => {
+  const n = count('quota_pools')
+  assert.throws(
+    () => qe.importLegacyPools([{ id: 'x:p', connectionId: 'lc', name: 'colon', allocations: [] }]),
+    (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /pools\[0\]\.id/.test(e.message) && /must not contain ':'/.test(e.message),
+  )
+  assert.equal(count('quota_pools'), n)
+})
+
 test('importLegacyPools imports once; the second call is a no-op', () => {
   // a fresh file is needed for "no pool exists yet": check only the second-call no-op here
   const n = count('quota_pools')

@@ -254,6 +254,11 @@ function runSimulation(options = {}) {
     const result = native.enforce(key.id, CONNECTION, provider, null, undefined, undefined, undefined, undefined, now)
     if (typeof result === 'number') return result === 0 ? { kind: 'allow' } : { kind: 'allow', deprioritize: result === 2 }
     if (result.logs) host.forwardLogs(result.logs)
+    // An entry served past its 30 s (stale-while-revalidate, docs/contract.md §8): its
+    // background refresh lands at once on the simulated clock.
+    if (result.refresh) {
+      for (const [p, c, unit, window] of result.refresh) native.putSaturation(p, c, unit, window, saturationOf(unit, window, now), now)
+    }
     return result
   }
 

@@ -6,7 +6,7 @@
 // records' commit, and emits `quota.exceeded`.
 const native = require('./native.js')
 const host = require('./host.js')
-const { getSaturation } = require('./saturation.js')
+const { getSaturation, refreshInBackground } = require('./saturation.js')
 const writes = require('./writeBuffer.js')
 
 // The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, and a
@@ -24,9 +24,14 @@ const number = (value) => (typeof value === 'number' ? value : undefined)
 
 const settled = async (answer) => (isPromise(answer) ? await answer : answer)
 
-/** An enforce crossing: its answer now, or awaited. */
-function enforceStep(args, afterFetch, startedMs) {
-  return settled(native.enforce(...args, startedMs, afterFetch))
+/**
+ * An enforce crossing: its answer now, or awaited. Saturation entries the engine served
+ * past their 30 s are refreshed in the background; the request does not wait for them.
+ */
+async function enforceStep(args, afterFetch, startedMs) {
+  const step = await settled(native.enforce(...args, startedMs, afterFetch))
+  if (typeof step === 'object' && step.refresh) refreshInBackground(step.refresh)
+  return step
 }
 
 /** A failure caught here: the engine logs it once per fault and counts an enforce one. */
@@ -115,9 +120,11 @@ async function recordConsumption(input) {
 /**
  * `releaseReservation(reservation)` (reserve mode, beyond the contract): the request an
  * allow reserved for did not happen — subtracts what was reserved from the reservation's
- * own buckets (never below 0). Call it instead of `recordConsumption`, once. Rejects with
- * a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value that is not a
- * reservation, writing nothing; a store failure is logged and resolves.
+ * own buckets (never below 0). Call it instead of `recordConsumption`; a reservation takes
+ * effect once, and one already settled, released, expired or unknown is refused with a
+ * warning (docs/admission.md). Rejects with a `TypeError`/`RangeError`
+ * (`ERR_QUOTA_INVALID_ARG`) for a value that is not a reservation, writing nothing; a
+ * store failure is logged and resolves.
  */
 async function releaseReservation(reservation) {
   try {

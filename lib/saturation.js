@@ -35,6 +35,23 @@ function getTokenHeaderSaturation(provider, connectionId) {
   }
 }
 
+// Fetches in flight in this isolate, shared by every need of the same entry (single
+// flight): `provider\0connectionId\0unit\0window` → the promise of the stored value, and
+// a seam's usage fetch `name\0provider\0connectionId` → the promise of the usage.
+const flights = new Map()
+const usageFlights = new Map()
+const TIMED_OUT = Symbol('timed out')
+
+/** One shared promise per key while it runs. */
+function shared(map, key, start) {
+  let flight = map.get(key)
+  if (!flight) {
+    flight = start().finally(() => map.delete(key))
+    map.set(key, flight)
+  }
+  return flight
+}
+
 /** Calls the fetcher the engine named (`host:<provider>` or `seam:<provider>`). */
 async function callFetcher(name, connectionId, provider, dim) {
   const [tier, key] = [name.slice(0, 4), name.slice(5)]
@@ -42,26 +59,42 @@ async function callFetcher(name, connectionId, provider, dim) {
     const fetcher = host.state.fetchers.get(key)
     return fetcher ? Number(await fetcher(connectionId, dim)) : null
   }
-  const usage =
+  // One usage fetch answers every window of a connection.
+  const usage = await shared(usageFlights, `${name}\0${provider}\0${connectionId}`, async () =>
     key === '*'
-      ? await seams.generic(connectionId, provider)
-      : await seams.anthropic.fetchUsage(await seams.anthropic.loadConnection(connectionId))
+      ? seams.generic(connectionId, provider)
+      : seams.anthropic.fetchUsage(await seams.anthropic.loadConnection(connectionId)),
+  )
   return native.usageSaturation(usage, dim.window)
 }
 
 /**
- * `getSaturation(connectionId, provider, { unit, window })` → 0..1, cached 30 s per
- * `(provider, connectionId, unit, window)`; any error → 0.
+ * `promise`, or `TIMED_OUT` after `ms`. The timer is not unref'd: a request waiting on a
+ * fetcher that never settles must still be answered, and it keeps the process at most
+ * `ms` longer.
  */
-async function getSaturation(connectionId, provider, dim) {
-  const unit = String(dim && dim.unit)
-  const window = String(dim && dim.window)
-  const [p, c] = [String(provider), String(connectionId)]
-  const found = native.saturationLookup(p, c, unit, window)
-  if (typeof found === 'number') return found
+function bounded(promise, ms) {
+  let timer
+  const timeout = new Promise((resolve) => {
+    timer = setTimeout(resolve, ms, TIMED_OUT)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+/**
+ * Runs the fetcher and stores its answer, bounded by QUOTA_SATURATION_FETCH_TIMEOUT_MS: a
+ * fetch that takes longer stores the fallback (token headers, else 0) and warns once per
+ * connection until it answers; an error stores 0.
+ */
+async function fetchAndStore(name, connectionId, provider, p, c, unit, window) {
+  const timeoutMs = native.saturationFetchTimeoutMs()
   let value
   try {
-    value = await callFetcher(found, connectionId, provider, { unit, window })
+    value = await bounded(callFetcher(name, connectionId, provider, { unit, window }), timeoutMs)
+    if (value === TIMED_OUT) {
+      native.saturationFetchTimedOut(p, c, timeoutMs)
+      value = null
+    }
   } catch (err) {
     host.log('warn', 'quota:saturation', 'saturation fetch failed; treating as 0', {
       provider,
@@ -70,7 +103,43 @@ async function getSaturation(connectionId, provider, dim) {
     })
     value = 0
   }
-  return native.putSaturation(p, c, unit, window, typeof value === 'number' ? value : null)
+  const stored = native.putSaturation(p, c, unit, window, typeof value === 'number' ? value : null)
+  host.drainLogs()
+  return stored
+}
+
+/** The single flight of one entry's fetch. */
+function fetchOnce(name, connectionId, provider, unit, window) {
+  const [p, c] = [String(provider), String(connectionId)]
+  return shared(flights, `${p}\0${c}\0${unit}\0${window}`, () => fetchAndStore(name, connectionId, provider, p, c, unit, window))
+}
+
+/**
+ * Runs in the background the refreshes the engine asked for (`[provider, connectionId,
+ * unit, window, fetcher name]`: entries it served past their 30 s). Never rejects.
+ */
+function refreshInBackground(refreshes) {
+  for (const [provider, connectionId, unit, window, name] of refreshes) {
+    fetchOnce(name, connectionId, provider, unit, window).catch(() => {})
+  }
+}
+
+/**
+ * `getSaturation(connectionId, provider, { unit, window })` → 0..1, cached 30 s per
+ * `(provider, connectionId, unit, window)`; any error → 0. Concurrent calls for one entry
+ * share one fetch; an entry past its 30 s is answered at once while one refresh runs.
+ */
+async function getSaturation(connectionId, provider, dim) {
+  const unit = String(dim && dim.unit)
+  const window = String(dim && dim.window)
+  const [p, c] = [String(provider), String(connectionId)]
+  const found = native.saturationLookup(p, c, unit, window)
+  if (typeof found === 'number') {
+    const refreshes = native.takeSaturationRefreshes()
+    if (refreshes) refreshInBackground(refreshes)
+    return found
+  }
+  return fetchOnce(found, connectionId, provider, unit, window)
 }
 
 function syncSeams() {
@@ -94,6 +163,7 @@ function __setGenericUsageFetcherForTests(fn) {
 
 module.exports = {
   getSaturation,
+  refreshInBackground,
   storeRateLimitHeaders,
   getTokenHeaderSaturation,
   _clearRateLimitHeaders: native._clearRateLimitHeaders,

@@ -590,3 +590,87 @@ mod finite_counters {
     }
   }
 }
+
+// ---- Redis key names and reservation tokens (issue 15 items 4 and 5) -------------------
+
+mod names {
+  use super::*;
+  use omniroute_quota_engine::core::admission::{Reservation, ReservationToken};
+  use omniroute_quota_engine::store::redis::keys::KeyLayout;
+
+  /// Ids made of the characters that could make names collide: separators, escapes and
+  /// the pieces of `:model:`.
+  fn id() -> impl Strategy<Value = String> {
+    prop_oneof![
+      3 => prop::collection::vec(select(vec!["a", "b", ":", "%", "3A", "25", "model", ":model:", "}", "{"]), 1..6)
+        .prop_map(|parts| parts.concat()),
+      1 => "[a-z0-9-]{1,8}",
+    ]
+  }
+
+  fn unit() -> impl Strategy<Value = QuotaUnit> {
+    select(vec![QuotaUnit::Requests, QuotaUnit::Tokens, QuotaUnit::Usd])
+  }
+
+  fn window() -> impl Strategy<Value = QuotaWindow> {
+    select(vec![
+      QuotaWindow::Hourly,
+      QuotaWindow::Daily,
+      QuotaWindow::FiveHours,
+    ])
+  }
+
+  type Counter = (String, String, QuotaUnit, QuotaWindow, i64);
+
+  fn counter() -> impl Strategy<Value = Counter> {
+    (id(), id(), unit(), window(), -2i64..3)
+  }
+
+  proptest! {
+    #![proptest_config(config())]
+
+    /// No two distinct (key, pool, unit, window, bucket) share a bucket name or a members
+    /// set name, in either layout; ids without `:` or `%` keep the host's exact names.
+    #[test]
+    fn fuzz_redis_names_are_injective(a in counter(), b in counter()) {
+      for layout in [KeyLayout::Standalone, KeyLayout::Cluster] {
+        let name = |c: &Counter| layout.bucket_key(&c.0, &DimensionKey::new(c.1.as_str(), c.2, c.3), c.4);
+        let members = |c: &Counter| layout.members_key(&DimensionKey::new(c.1.as_str(), c.2, c.3), c.4);
+        prop_assert_eq!(name(&a) == name(&b), a == b, "{} / {}", name(&a), name(&b));
+        prop_assert_eq!(members(&a) == members(&b), (&a.1, a.2, a.3, a.4) == (&b.1, b.2, b.3, b.4));
+      }
+      if !format!("{}{}", a.0, a.1).contains([':', '%']) {
+        prop_assert_eq!(
+          KeyLayout::Standalone.bucket_key(&a.0, &DimensionKey::new(a.1.as_str(), a.2, a.3), a.4),
+          format!("omniroute:quota:{}:{}:{}:{}:{}", a.0, a.1, a.2, a.3, a.4)
+        );
+      }
+    }
+
+    /// Any text, or a real token with a byte changed, parses without a panic; what parses
+    /// names a 32-hex-digit id. Any stored state reads back without a panic.
+    #[test]
+    fn fuzz_reservation_tokens(text in ".{0,80}", at in 0usize..64, byte in any::<u8>(), pool in id()) {
+      let real = Reservation::new(
+        "0123456789abcdef0123456789abcdef".into(),
+        "k",
+        vec![(DimensionKey::new(pool.as_str(), QuotaUnit::Tokens, QuotaWindow::Hourly), 1.0)],
+        0,
+      );
+      let token = real.token();
+      let parsed = ReservationToken::parse(&token, "reservation").unwrap();
+      prop_assert_eq!(&parsed.id, &real.id);
+      prop_assert_eq!(Reservation::from_state(&real.id, &real.state()).unwrap(), real.clone());
+      let mut bytes = token.into_bytes();
+      let at = at % bytes.len();
+      bytes[at] = byte;
+      for candidate in [text.clone(), String::from_utf8_lossy(&bytes).into_owned()] {
+        match ReservationToken::parse(&candidate, "reservation") {
+          Ok(t) => prop_assert!(t.id.len() == 32 && t.id.bytes().all(|b| b.is_ascii_hexdigit())),
+          Err(e) => prop_assert_eq!(e.code(), "ERR_QUOTA_INVALID_ARG"),
+        }
+        let _ = Reservation::from_state("x", &candidate);
+      }
+    }
+  }
+}

@@ -182,6 +182,26 @@ pub fn saturation_lookup(
   }
 }
 
+/// `QUOTA_SATURATION_FETCH_TIMEOUT_MS`: how long a saturation fetch is waited for.
+#[napi(catch_unwind)]
+pub fn saturation_fetch_timeout_ms() -> f64 {
+  engine().number(&config::SATURATION_FETCH_TIMEOUT_MS)
+}
+
+/// A saturation fetch timed out (its fallback is stored): warns once per
+/// `(provider, connectionId)` until a fetch of it answers.
+#[napi(catch_unwind)]
+pub fn saturation_fetch_timed_out(provider: String, connection_id: String, timeout_ms: f64) {
+  engine().saturation_fetch_timed_out(&provider, &connection_id, timeout_ms);
+}
+
+/// The background refreshes lookups on this thread asked for since the last answer:
+/// `[provider, connectionId, unit, window, fetcher name]` each, or `null`.
+#[napi(catch_unwind)]
+pub fn take_saturation_refreshes() -> Option<Vec<Vec<String>>> {
+  crate::engine::saturation::take_refreshes().map(crate::engine::saturation::refreshes_as_text)
+}
+
 /// Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header
 /// fallback, else 0) and returns the stored value.
 #[napi(catch_unwind)]

@@ -12,6 +12,7 @@ use super::store::clock;
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};
+use crate::engine::saturation::{refreshes_as_text, take_refreshes};
 use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
@@ -39,6 +40,9 @@ pub struct EnforceStep {
   pub reservation: Option<String>,
   /// Log records produced since the last crossing.
   pub logs: Option<Vec<LogRecordJs>>,
+  /// Saturation entries served stale: refresh each in the background
+  /// (`[provider, connectionId, unit, window, fetcher name]`).
+  pub refresh: Option<Vec<Vec<String>>>,
 }
 
 /// An enforce answer: an allow code, or the step.
@@ -46,11 +50,12 @@ type Shaped = Either<u32, EnforceStep>;
 
 fn shaped(decision: Decision) -> Shaped {
   let logs = take_records();
+  let refresh = take_refreshes().map(refreshes_as_text);
   let step = match decision {
     Decision::Allow {
       deprioritize,
       reservation: None,
-    } if logs.is_none() => {
+    } if logs.is_none() && refresh.is_none() => {
       return Either::A(match deprioritize {
         None => 0,
         Some(false) => 1,
@@ -89,7 +94,11 @@ fn shaped(decision: Decision) -> Shaped {
       ..Default::default()
     },
   };
-  Either::B(EnforceStep { logs, ..step })
+  Either::B(EnforceStep {
+    logs,
+    refresh,
+    ..step
+  })
 }
 
 /// A hot-path step as JS sees it: the value now, or a promise of it (never rejecting).

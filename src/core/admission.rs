@@ -9,9 +9,12 @@
 //!   (a Lua script on Redis). [`evaluate`] is that evaluation; it agrees with
 //!   [`EnforcePlan::decide`] on every input (a property test checks it).
 //! - [`Reservation`]: what was reserved — the API key and, per counter, the dimension key,
-//!   the bucket and the amount — encoded as a self-describing string, so settling needs
-//!   no server-side table and lands in the reservation's bucket even after the window
-//!   rotated.
+//!   the bucket and the amount — kept by the store under a random 128-bit id (SQLite:
+//!   `quota_reservations`, Redis: one key with a TTL). The caller holds only
+//!   [`ReservationToken`] (`qr2.<id>.<pool>`), which names that state and cannot say what
+//!   it holds: settling or releasing takes the state away in the step that adjusts the
+//!   counters, so a reservation takes effect at most once, on any process or replica
+//!   (docs/admission.md#reservations-are-held-by-the-store).
 //!
 //! The admission rule: a reservation is made when the default rule allows on the values
 //! just before it. The store serializes check-and-add, so each admitted request saw the
@@ -209,15 +212,27 @@ pub struct ReservedEntry {
   pub amount: f64,
 }
 
-/// A reservation: what enforce added, per counter, for one API key.
+/// A reservation: what enforce added, per counter, for one API key, under its id.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reservation {
+  /// 32 lower-case hex digits (128 random bits).
+  pub id: String,
   pub api_key_id: String,
   pub entries: Vec<ReservedEntry>,
 }
 
-/// The version prefix of an encoded reservation.
-const PREFIX: &str = "qr1.";
+/// What the caller holds: the id of a reservation the store keeps, and its pool (where
+/// the state lives in a Redis Cluster). Checked against the state, never trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReservationToken {
+  pub id: String,
+  pub pool_id: String,
+}
+
+/// The version prefix of a reservation token.
+const PREFIX: &str = "qr2.";
+/// A reservation's state lives at most this long (or two of its longest window, if less).
+pub const RESERVATION_MAX_TTL_MS: i64 = 24 * 3_600_000;
 /// At most this many counters in one reservation (a plan has a handful).
 const MAX_ENTRIES: usize = 64;
 /// At most this long, encoded.
@@ -235,10 +250,11 @@ pub fn estimated_cost(usd: Option<f64>, tokens: Option<f64>) -> ConsumptionCost 
 }
 
 impl Reservation {
-  /// The reservation of `writes` (from [`crate::core::enforce::planned_writes`]) made at
-  /// `now_ms`; non-finite or negative amounts reserve 0.
-  pub fn new(api_key_id: &str, writes: Vec<(DimensionKey, f64)>, now_ms: i64) -> Self {
+  /// The reservation `id` of `writes` (from [`crate::core::enforce::planned_writes`])
+  /// made at `now_ms`; non-finite or negative amounts reserve 0.
+  pub fn new(id: String, api_key_id: &str, writes: Vec<(DimensionKey, f64)>, now_ms: i64) -> Self {
     Reservation {
+      id,
       api_key_id: api_key_id.to_string(),
       entries: writes
         .into_iter()
@@ -294,29 +310,50 @@ impl Reservation {
       .collect()
   }
 
-  /// `"qr1." + base64url(JSON { k: apiKeyId, e: [[dimensionKey, bucket, amount], …] })`.
-  pub fn encode(&self) -> String {
+  /// The pool the reservation was made in (model-cap counters belong to it).
+  pub fn pool_id(&self) -> &str {
+    self.entries.first().map_or("", |e| {
+      // A model cap's `<pool>:model:<model>` belongs to `<pool>`.
+      let pool = e.key.pool_id.as_str();
+      pool.find(":model:").map_or(pool, |at| &pool[..at])
+    })
+  }
+
+  /// What the caller is given: `"qr2." + id + "." + base64url(pool id)`.
+  pub fn token(&self) -> String {
+    format!(
+      "{PREFIX}{}.{}",
+      self.id,
+      base64url::encode(self.pool_id().as_bytes())
+    )
+  }
+
+  /// When the store may forget it: two of its longest window, at most a day.
+  pub fn expires_at(&self, now_ms: i64) -> i64 {
+    let longest = self
+      .entries
+      .iter()
+      .map(|e| e.key.window.ms())
+      .max()
+      .unwrap_or(0);
+    now_ms.saturating_add(longest.saturating_mul(2).min(RESERVATION_MAX_TTL_MS))
+  }
+
+  /// The state a store keeps (Redis): `JSON { k: apiKeyId, e: [[dimensionKey, bucket,
+  /// amount], …] }`.
+  pub fn state(&self) -> String {
     let entries: Vec<serde_json::Value> = self
       .entries
       .iter()
       .map(|e| serde_json::json!([e.key.to_string(), e.bucket, e.amount]))
       .collect();
-    let json = serde_json::json!({ "k": self.api_key_id, "e": entries });
-    format!("{PREFIX}{}", base64url::encode(json.to_string().as_bytes()))
+    serde_json::json!({ "k": self.api_key_id, "e": entries }).to_string()
   }
 
-  /// Parses and validates an encoded reservation: a `RangeError` naming `field` on
-  /// anything malformed.
-  pub fn decode(text: &str, field: &str) -> Result<Self> {
-    let bad = |why: &str| QuotaError::range_error(field, format!("not a valid reservation: {why}"));
-    if text.len() > MAX_LEN {
-      return Err(bad("too long"));
-    }
-    let body = text
-      .strip_prefix(PREFIX)
-      .ok_or_else(|| bad("unknown format"))?;
-    let bytes = base64url::decode(body).ok_or_else(|| bad("not base64url"))?;
-    let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| bad("not JSON"))?;
+  /// A store's state of reservation `id` back; an error says what is wrong with it.
+  pub fn from_state(id: &str, text: &str) -> Result<Self> {
+    let bad = |why: &str| QuotaError::Store(format!("stored reservation {id} is corrupt: {why}"));
+    let json: serde_json::Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
     let api_key_id = json
       .get("k")
       .and_then(|v| v.as_str())
@@ -333,38 +370,61 @@ impl Reservation {
         .as_array()
         .filter(|t| t.len() == 3)
         .ok_or_else(|| bad("a counter is not [key, bucket, amount]"))?;
-      let key_text = triple[0]
+      let key = triple[0]
         .as_str()
-        .ok_or_else(|| bad("a dimension key is not a string"))?;
-      let mut parts = key_text.rsplitn(3, ':');
-      let (window, unit, pool) = (
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or(""),
-      );
-      let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
-        return Err(bad("a dimension key has no valid unit and window"));
-      };
-      if pool.is_empty() || unit == QuotaUnit::Percent {
-        return Err(bad("a dimension key has no pool or counts percent"));
-      }
+        .and_then(parse_dimension_key)
+        .ok_or_else(|| bad("a dimension key has no pool, unit and window"))?;
       let bucket = triple[1]
         .as_i64()
-        .filter(|b| *b >= 0)
-        .ok_or_else(|| bad("a bucket is not a non-negative integer"))?;
+        .ok_or_else(|| bad("a bucket is not an integer"))?;
       let amount = triple[2]
         .as_f64()
         .filter(|a| a.is_finite() && *a >= 0.0)
         .ok_or_else(|| bad("an amount is not a finite number >= 0"))?;
       entries.push(ReservedEntry {
-        key: DimensionKey::new(pool, unit, window),
+        key,
         bucket,
         amount,
       });
     }
     Ok(Reservation {
+      id: id.to_string(),
       api_key_id: api_key_id.to_string(),
       entries,
+    })
+  }
+}
+
+/// `"<pool>:<unit>:<window>"` (a counting unit) back into a key.
+pub fn parse_dimension_key(text: &str) -> Option<DimensionKey> {
+  let mut parts = text.rsplitn(3, ':');
+  let (window, unit, pool) = (parts.next()?, parts.next()?, parts.next()?);
+  let (unit, window) = (QuotaUnit::parse(unit)?, QuotaWindow::parse(window)?);
+  (!pool.is_empty() && unit != QuotaUnit::Percent).then(|| DimensionKey::new(pool, unit, window))
+}
+
+impl ReservationToken {
+  /// Reads what a caller gave back: a `RangeError` naming `field` when it is not a
+  /// reservation token at all (an old `qr1.` one included: those were forgeable). A
+  /// well-formed token names state the store may not have; that is decided there.
+  pub fn parse(text: &str, field: &str) -> Result<Self> {
+    let bad = |why: &str| QuotaError::range_error(field, format!("not a valid reservation: {why}"));
+    if text.len() > MAX_LEN {
+      return Err(bad("too long"));
+    }
+    let body = text
+      .strip_prefix(PREFIX)
+      .ok_or_else(|| bad("unknown format"))?;
+    let (id, pool) = body.split_once('.').ok_or_else(|| bad("no pool"))?;
+    if id.len() != 32 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+      return Err(bad("the id is not 32 lower-case hex digits"));
+    }
+    let pool_id = base64url::decode(pool)
+      .and_then(|bytes| String::from_utf8(bytes).ok())
+      .ok_or_else(|| bad("the pool is not base64url UTF-8"))?;
+    Ok(ReservationToken {
+      id: id.to_string(),
+      pool_id,
     })
   }
 }
@@ -438,9 +498,17 @@ mod tests {
         0.0,
       ),
     ];
-    let r = Reservation::new("k", writes, 10 * 3_600_000 + 5);
-    let decoded = Reservation::decode(&r.encode(), "reservation").unwrap();
-    assert_eq!(decoded, r);
+    let id = "0123456789abcdef0123456789abcdef".to_string();
+    let r = Reservation::new(id.clone(), "k", writes, 10 * 3_600_000 + 5);
+    assert_eq!(Reservation::from_state(&id, &r.state()).unwrap(), r);
+    assert_eq!(
+      ReservationToken::parse(&r.token(), "reservation").unwrap(),
+      ReservationToken {
+        id,
+        pool_id: "p".into()
+      }
+    );
+    assert_eq!(r.expires_at(0), 2 * 3_600_000);
     assert_eq!(r.entries[0].bucket, 10);
     let actual = ConsumptionCost {
       tokens: Some(40.0),
@@ -464,28 +532,39 @@ mod tests {
   }
 
   #[test]
-  fn malformed_reservations_are_range_errors() {
-    let good = Reservation::new("k", vec![(key(QuotaUnit::Requests), 1.0)], 0).encode();
-    let forged = |json: &str| format!("{PREFIX}{}", base64url::encode(json.as_bytes()));
+  fn malformed_tokens_are_range_errors() {
+    let id = "0123456789abcdef0123456789abcdef".to_string();
+    let good = Reservation::new(id.clone(), "k", vec![(key(QuotaUnit::Requests), 1.0)], 0).token();
+    let old = format!(
+      "qr1.{}",
+      base64url::encode(br#"{"k":"k","e":[["p:requests:hourly",1,1]]}"#)
+    );
     for text in [
       String::new(),
       "nope".to_string(),
+      old,
       format!("{good}!"),
-      "qr1.e30".to_string(),
-      forged(r#"{"k":"","e":[["p:requests:hourly",1,1]]}"#),
-      forged(r#"{"k":"k","e":[]}"#),
-      forged(r#"{"k":"k","e":[["p:requests:never",1,1]]}"#),
-      forged(r#"{"k":"k","e":[["p:percent:hourly",1,1]]}"#),
-      forged(r#"{"k":"k","e":[["p:requests:hourly",-1,1]]}"#),
-      forged(r#"{"k":"k","e":[["p:requests:hourly",1.5,1]]}"#),
-      forged(r#"{"k":"k","e":[["p:requests:hourly",1,-1]]}"#),
-      forged(r#"{"k":"k","e":[["p:requests:hourly",1]]}"#),
+      format!("qr2.{id}"),
+      format!("qr2.{}.cA", &id[1..]),
+      format!("qr2.{}.cA", id.to_uppercase()),
+      format!("qr2.{id}.a"),
     ] {
-      let err = Reservation::decode(&text, "reservation").unwrap_err();
+      let err = ReservationToken::parse(&text, "reservation").unwrap_err();
       assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG", "{text}");
       assert!(err.to_string().starts_with("reservation: "), "{err}");
     }
-    assert!(Reservation::decode(&good, "reservation").is_ok());
+    assert!(ReservationToken::parse(&good, "reservation").is_ok());
+    for state in [
+      r#"{"k":"","e":[["p:requests:hourly",1,1]]}"#,
+      r#"{"k":"k","e":[]}"#,
+      r#"{"k":"k","e":[["p:requests:never",1,1]]}"#,
+      r#"{"k":"k","e":[["p:percent:hourly",1,1]]}"#,
+      r#"{"k":"k","e":[["p:requests:hourly",1.5,1]]}"#,
+      r#"{"k":"k","e":[["p:requests:hourly",1,-1]]}"#,
+      r#"{"k":"k","e":[["p:requests:hourly",1]]}"#,
+    ] {
+      assert!(Reservation::from_state(&id, state).is_err(), "{state}");
+    }
   }
 
   #[test]

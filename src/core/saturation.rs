@@ -9,6 +9,9 @@ use crate::core::iso8601::parse_iso8601_ms;
 
 /// How long a fetched saturation value is reused.
 pub const SATURATION_TTL_MS: i64 = 30_000;
+/// How long past its 30 s an entry may still be served while one refresh runs
+/// (stale-while-revalidate); older, a request waits for the fetch again.
+pub const SATURATION_STALE_MS: i64 = 5 * 60_000;
 /// How long recorded rate-limit headers count as fresh.
 pub const HEADER_FRESHNESS_MS: i64 = 5 * 60_000;
 
@@ -80,6 +83,32 @@ impl SaturationCache {
     }
   }
 
+  /// An entry past its 30 s but at most [`SATURATION_STALE_MS`] past it: the value to
+  /// serve while it is refreshed.
+  pub fn stale(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    now_ms: i64,
+  ) -> Option<f64> {
+    let key = (
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    );
+    match self.entries.get(&key) {
+      Some(&(value, expires_at))
+        if now_ms >= expires_at && now_ms < expires_at.saturating_add(SATURATION_STALE_MS) =>
+      {
+        Some(value)
+      }
+      _ => None,
+    }
+  }
+
   pub fn put(
     &mut self,
     provider: &str,
@@ -93,7 +122,12 @@ impl SaturationCache {
     if self.entries.len() >= 10_000 {
       self
         .entries
-        .retain(|_, (_, expires_at)| now_ms < *expires_at);
+        .retain(|_, (_, expires_at)| now_ms < expires_at.saturating_add(SATURATION_STALE_MS));
+      if self.entries.len() >= 10_000 {
+        self
+          .entries
+          .retain(|_, (_, expires_at)| now_ms < *expires_at);
+      }
     }
     self.entries.insert(
       (

@@ -79,8 +79,18 @@ pub const SCHEDULER_MAX_IDS: NumberSpec = NumberSpec {
   clamp: true,
 };
 
+/// `QUOTA_SATURATION_FETCH_TIMEOUT_MS`: how long a request waits for a host saturation
+/// fetcher (docs/contract.md §8); past it the fallback is used and one warning logged.
+pub const SATURATION_FETCH_TIMEOUT_MS: NumberSpec = NumberSpec {
+  name: "QUOTA_SATURATION_FETCH_TIMEOUT_MS",
+  default: 250.0,
+  min: 1.0,
+  max: 60_000.0,
+  clamp: false,
+};
+
 /// Every numeric setting, in the order `quota-engine doctor` lists them.
-pub const NUMBERS: [NumberSpec; 7] = [
+pub const NUMBERS: [NumberSpec; 8] = [
   SATURATION_THRESHOLD,
   SOFT_DEPRIORITIZE_FACTOR,
   RETENTION_DAYS,
@@ -88,6 +98,7 @@ pub const NUMBERS: [NumberSpec; 7] = [
   REDIS_TIMEOUT_MS,
   REDIS_THREADS,
   SCHEDULER_MAX_IDS,
+  SATURATION_FETCH_TIMEOUT_MS,
 ];
 
 /// `QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`, `QUOTA_STORE_REDIS_CLUSTER`,

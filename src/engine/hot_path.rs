@@ -16,8 +16,8 @@ use super::metrics::{AllowReason, Counted, StoreOperation};
 use super::saturation::DecisionLookup;
 use super::{Engine, Step};
 use crate::core::admission::{
-  compile_checks, estimated_cost, reserved_outcome, BucketDelta, CheckSide, CompiledAdmission,
-  Reservation,
+  compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
+  ReservationToken,
 };
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::{
@@ -25,6 +25,7 @@ use crate::core::enforce::{
   EnforceOutcome, EnforceStart, QuotaRequest,
 };
 use crate::error::{QuotaError, Result};
+use crate::store::ids::new_reservation_id;
 use crate::store::redis::counters;
 use crate::store::redis::scripts::ScriptCheck;
 use crate::store::sqlite::{FileChange, Recorded};
@@ -108,6 +109,27 @@ pub struct RecordCall {
   pub now_ms: i64,
 }
 
+/// A settle or release of one reservation.
+#[derive(Debug, Clone)]
+struct Settle {
+  token: ReservationToken,
+  /// The API key the record is for (`None`: a release, which names none).
+  api_key_id: Option<String>,
+  cost: ConsumptionCost,
+  release: bool,
+  now_ms: i64,
+}
+
+impl Settle {
+  fn message(&self) -> &'static str {
+    if self.release {
+      "releasing a quota reservation failed"
+    } else {
+      "settling a quota reservation failed"
+    }
+  }
+}
+
 /// Whether records were left buffered: the caller arranges a flush on its event loop.
 pub type Buffered = bool;
 
@@ -167,8 +189,15 @@ impl Engine {
           };
           if reserve {
             let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-            db.enforce_reserving(&lookup, &request, threshold, &estimate, call.now_ms)
-              .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.encode())))
+            db.enforce_reserving(
+              &lookup,
+              &request,
+              threshold,
+              &estimate,
+              new_reservation_id(),
+              call.now_ms,
+            )
+            .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.token())))
           } else {
             db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
               .map(|outcome| (outcome, None))
@@ -234,24 +263,30 @@ impl Engine {
         self.decided(outcome, &call, started)
       }),
       Some(compiled) => {
-        let reservation =
-          (!writes.is_empty()).then(|| Reservation::new(&call.ids.api_key_id, writes, now));
+        let reservation = (!writes.is_empty())
+          .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
         let additions = reservation
           .as_ref()
           .map(Reservation::additions)
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
         Step::later(async move {
-          let outcome =
-            counters::reserve(&backend, &batch, &checks, &call.ids.api_key_id, &additions)
-              .await
-              .map(|(blocked, values)| {
-                let outcome =
-                  reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
-                let reservation =
-                  reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
-                (outcome, reservation.map(|r| r.encode()))
-              });
+          let outcome = counters::reserve(
+            &backend,
+            &batch,
+            &checks,
+            &call.ids.api_key_id,
+            &additions,
+            reservation.as_ref(),
+            now,
+          )
+          .await
+          .map(|(blocked, values)| {
+            let outcome = reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
+            let reservation =
+              reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+            (outcome, reservation.map(|r| r.token()))
+          });
           self.decided(outcome, &call, started)
         })
       }
@@ -461,8 +496,10 @@ impl Engine {
 
   /// Settles (`release: false`: adds `actual − reserved` per counter, into the
   /// reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
-  /// a reservation; buckets never go below 0. A malformed reservation, or one made for
-  /// another `api_key_id`, is an error and writes nothing; a store failure is a fault.
+  /// a reservation, at most once; buckets never go below 0. A value that is not a
+  /// reservation token is an error and writes nothing. A token the store refuses —
+  /// unknown, already settled or released, expired, made for another `api_key_id` or pool
+  /// — is warned about and changes nothing (docs/admission.md); a store failure is a fault.
   pub fn settle(
     &'static self,
     reservation: &str,
@@ -471,74 +508,99 @@ impl Engine {
     release: bool,
     now_ms: i64,
   ) -> Result<Step<Buffered>> {
-    let parsed = Reservation::decode(reservation, "reservation")?;
-    if api_key_id.is_some_and(|key| key != parsed.api_key_id) {
-      return Err(QuotaError::range_error(
-        "reservation",
-        "was made for another API key",
-      ));
-    }
-    let deltas: Vec<BucketDelta> = if release {
-      parsed.release_deltas()
-    } else {
-      parsed.settle_deltas(&cost)
+    let token = ReservationToken::parse(reservation, "reservation")?;
+    let settle = Settle {
+      token,
+      api_key_id: api_key_id.map(str::to_string),
+      cost,
+      release,
+      now_ms,
     };
-    let msg = if release {
-      "releasing a quota reservation failed"
-    } else {
-      "settling a quota reservation failed"
-    };
-    let key = parsed.api_key_id;
-    Ok(self.settle_on(None, key, deltas, msg, now_ms))
+    Ok(self.settle_on(None, settle))
   }
 
-  /// Adds a reservation's deltas to `key`'s buckets on `driver`, or on the chosen one
-  /// (after a choice in flight).
-  fn settle_on(
-    &'static self,
-    driver: Option<Driver>,
-    key: String,
-    deltas: Vec<BucketDelta>,
-    msg: &'static str,
-    now_ms: i64,
-  ) -> Step<Buffered> {
+  /// Runs a [`Settle`] on `driver`, or on the chosen one (after a choice in flight).
+  fn settle_on(&'static self, driver: Option<Driver>, settle: Settle) -> Step<Buffered> {
     let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
       Ok(driver) => driver,
       Err(choosing) => {
         return Step::later(async move {
           let driver = choosing.resolve().await;
-          self
-            .settle_on(Some(driver), key, deltas, msg, now_ms)
-            .resolve()
-            .await
+          self.settle_on(Some(driver), settle).resolve().await
         })
+      }
+    };
+    let msg = settle.message();
+    let who = settle.api_key_id.clone().unwrap_or_default();
+    let (cost, release) = (settle.cost, settle.release);
+    let deltas = move |r: &Reservation| {
+      if release {
+        r.release_deltas()
+      } else {
+        r.settle_deltas(&cost)
       }
     };
     match driver {
       Driver::Sqlite => {
-        match self.with_db(|db| db.add_floored(&key, &deltas, now_ms)) {
-          Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-          Err(err) => self.record_failed(msg, &err, &key),
-        }
+        let result = self.with_db(|db| {
+          db.settle_reservation(
+            &settle.token,
+            settle.api_key_id.as_deref(),
+            deltas,
+            settle.now_ms,
+          )
+        });
+        self.settled(result, &settle, msg, &who);
         Step::Now(false)
       }
-      Driver::Redis(_) if deltas.is_empty() => Step::Now(false),
-      Driver::Redis(url) => match self
-        .redis_backend(&url)
-        .and_then(|b| counters::settle(b, key.clone(), deltas))
-      {
+      Driver::Redis(url) => match self.redis_backend(&url) {
         Err(err) => {
-          self.record_failed(msg, &err, &key);
+          self.record_failed(msg, &err, &who);
           Step::Now(false)
         }
-        Ok(write) => Step::later(async move {
-          match write.await {
-            Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-            Err(err) => self.record_failed(msg, &err, &key),
-          }
-          false
-        }),
+        Ok(backend) => {
+          let work = counters::settle_reservation(
+            backend,
+            settle.token.clone(),
+            settle.api_key_id.clone(),
+            deltas,
+          );
+          Step::later(async move {
+            let result = work.await;
+            self.settled(result, &settle, msg, &who);
+            false
+          })
+        }
       },
+    }
+  }
+
+  /// What a settle came to: done, refused (one warning, nothing changed) or a fault.
+  fn settled(
+    &self,
+    result: Result<std::result::Result<(), &'static str>>,
+    settle: &Settle,
+    msg: &str,
+    who: &str,
+  ) {
+    match result {
+      Ok(Ok(())) => self.faults.succeeded(&self.logs, Operation::Record),
+      Ok(Err(why)) => {
+        let mut fields = vec![
+          ("reservation", LogValue::Text(settle.token.id.clone())),
+          ("error", LogValue::Text(why.to_string())),
+        ];
+        if !who.is_empty() {
+          fields.insert(0, ("apiKeyId", LogValue::Text(who.to_string())));
+        }
+        self.logs.push(
+          "warn",
+          "quota:enforce",
+          format!("{msg}: the reservation was refused; nothing changed"),
+          fields,
+        );
+      }
+      Err(err) => self.record_failed(msg, &err, who),
     }
   }
 

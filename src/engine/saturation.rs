@@ -3,11 +3,20 @@
 //! connection, and the fallback. The fetchers themselves are the host's async JavaScript
 //! functions; the edge keeps them by the names this registry hands out, so the wildcard,
 //! the precedence and the fallback are decided here only.
+//!
+//! After a first value, no request waits for a fetcher (docs/contract.md §8, "Fetches
+//! are bounded"): an entry past its 30 s is still served, and the lookup that finds it
+//! asks for one background refresh — at most one in flight per entry in the process. A
+//! refresh asked for on a JS thread is handed to that thread's next enforce answer (or
+//! `takeSaturationRefreshes()`), which runs the fetcher there.
 
+use super::logs::LogValue;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
 use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 
 /// Connections whose headers are kept at most; past it the map starts over.
 const MAX_HEADER_SNAPSHOTS: usize = 10_000;
@@ -31,12 +40,39 @@ impl FetcherTier {
   }
 }
 
+/// A refresh a lookup asked for: `(provider, connectionId, unit, window)`.
+pub type Refresh = (String, String, QuotaUnit, QuotaWindow);
+
+/// A refresh asked for longer ago than this is taken as lost (its thread ended), and may
+/// be asked for again.
+const REFRESH_LOST_MS: i64 = 60_000;
+
+thread_local! {
+  /// The refreshes asked for on this thread, for its next answer to JavaScript.
+  static REFRESHES: RefCell<Vec<(Refresh, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The refreshes asked for on this thread since the last call, each with the name of the
+/// fetcher to call (`None`: none).
+pub fn take_refreshes() -> Option<Vec<(Refresh, String)>> {
+  REFRESHES.with(|queue| {
+    let mut queue = queue.borrow_mut();
+    (!queue.is_empty()).then(|| std::mem::take(&mut *queue))
+  })
+}
+
 /// The process's saturation state.
 #[derive(Default)]
 pub struct SaturationState {
   cache: SaturationCache,
   fetchers: HashSet<(FetcherTier, String)>,
   headers: HashMap<(String, String), RateLimitSnapshot>,
+  /// Refreshes in flight, and when each was asked for. Behind its own lock: the decision
+  /// reads the state through a shared reference.
+  refreshing: Mutex<HashMap<Refresh, i64>>,
+  /// `(provider, connectionId)` whose fetch timed out, warned about once until a fetch of
+  /// it answers.
+  timed_out: HashSet<(String, String)>,
 }
 
 /// What a `getSaturation` lookup must do.
@@ -108,6 +144,19 @@ impl SaturationState {
         cached: true,
       };
     }
+    if let Some(value) = self
+      .cache
+      .stale(provider, connection_id, unit, window, now_ms)
+    {
+      if let Some((tier, name)) = self.fetcher_for(provider) {
+        let name = format!("{}:{name}", tier.as_str());
+        self.ask_refresh(provider, connection_id, unit, window, name, now_ms);
+        return Lookup::Known {
+          value,
+          cached: true,
+        };
+      }
+    }
     match self.fetcher_for(provider) {
       Some((tier, name)) => Lookup::Fetch {
         name: format!("{}:{name}", tier.as_str()),
@@ -119,8 +168,51 @@ impl SaturationState {
     }
   }
 
+  /// Asks this thread's next answer to refresh an entry, unless a refresh of it is in
+  /// flight in the process.
+  fn ask_refresh(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    name: String,
+    now_ms: i64,
+  ) {
+    let refresh: Refresh = (
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    );
+    {
+      let mut refreshing = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+      match refreshing.get(&refresh) {
+        Some(&asked) if now_ms.saturating_sub(asked) < REFRESH_LOST_MS => return,
+        _ => {}
+      }
+      if refreshing.len() >= 10_000 {
+        refreshing.retain(|_, asked| now_ms.saturating_sub(*asked) < REFRESH_LOST_MS);
+      }
+      refreshing.insert(refresh.clone(), now_ms);
+    }
+    REFRESHES.with(|queue| queue.borrow_mut().push((refresh, name)));
+  }
+
+  /// A fetch of `(provider, connectionId)` timed out: whether to warn (the first time
+  /// since a fetch of it last answered).
+  pub fn fetch_timed_out(&mut self, provider: &str, connection_id: &str) -> bool {
+    if self.timed_out.len() >= MAX_HEADER_SNAPSHOTS {
+      self.timed_out.clear();
+    }
+    self
+      .timed_out
+      .insert((provider.to_string(), connection_id.to_string()))
+  }
+
   /// Stores a fetcher's answer for 30 s and returns the stored value: clamped into
-  /// 0..1; no answer (`None`, NaN) takes the fallback.
+  /// 0..1; no answer (`None`, NaN) takes the fallback. Ends the entry's refresh, and an
+  /// answer ends its timeout.
   #[allow(clippy::too_many_arguments)]
   pub fn store(
     &mut self,
@@ -131,9 +223,23 @@ impl SaturationState {
     value: Option<f64>,
     now_ms: i64,
   ) -> f64 {
-    let value = value
-      .filter(|v| !v.is_nan())
-      .unwrap_or_else(|| self.fallback(provider, connection_id, now_ms));
+    let answered = value.filter(|v| !v.is_nan());
+    self
+      .refreshing
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .remove(&(
+        provider.to_string(),
+        connection_id.to_string(),
+        unit,
+        window,
+      ));
+    if answered.is_some() && !self.timed_out.is_empty() {
+      self
+        .timed_out
+        .remove(&(provider.to_string(), connection_id.to_string()));
+    }
+    let value = answered.unwrap_or_else(|| self.fallback(provider, connection_id, now_ms));
     self
       .cache
       .put(provider, connection_id, unit, window, value, now_ms)
@@ -162,12 +268,46 @@ impl SaturationState {
   /// `_clearSaturationCache()`.
   pub fn clear_cache(&mut self) {
     self.cache.clear();
+    self
+      .refreshing
+      .lock()
+      .unwrap_or_else(|e| e.into_inner())
+      .clear();
+    self.timed_out.clear();
   }
 
   /// `_clearRateLimitHeaders()`.
   pub fn clear_headers(&mut self) {
     self.headers.clear();
   }
+}
+
+impl super::Engine {
+  /// A saturation fetch took longer than `QUOTA_SATURATION_FETCH_TIMEOUT_MS` and its
+  /// fallback was used: one warning per `(provider, connectionId)` until a fetch of it
+  /// answers again.
+  pub fn saturation_fetch_timed_out(&self, provider: &str, connection_id: &str, timeout_ms: f64) {
+    if self.saturation().fetch_timed_out(provider, connection_id) {
+      self.logs.push(
+        "warn",
+        "quota:saturation",
+        "saturation fetch timed out; using the fallback until it answers",
+        vec![
+          ("provider", LogValue::Text(provider.to_string())),
+          ("connectionId", LogValue::Text(connection_id.to_string())),
+          ("timeoutMs", LogValue::Number(timeout_ms)),
+        ],
+      );
+    }
+  }
+}
+
+/// Refreshes as `[provider, connectionId, unit, window, fetcher name]`, for JavaScript.
+pub fn refreshes_as_text(refreshes: Vec<(Refresh, String)>) -> Vec<Vec<String>> {
+  refreshes
+    .into_iter()
+    .map(|((p, c, u, w), name)| vec![p, c, u.as_str().to_string(), w.as_str().to_string(), name])
+    .collect()
 }
 
 /// The saturation view the enforce decision reads: a cache hit, the fallback when no
@@ -223,6 +363,68 @@ mod tests {
     assert_eq!(
       state.fetcher_for("claude"),
       Some((FetcherTier::Seam, "claude"))
+    );
+  }
+
+  /// Issue 15 item 2: past its 30 s an entry is served while one refresh runs; a second
+  /// lookup does not ask again, an answer ends the refresh, and past the stale bound a
+  /// request waits for the fetch again.
+  #[test]
+  fn an_expired_entry_is_served_while_one_refresh_runs() {
+    use crate::core::saturation::{SATURATION_STALE_MS, SATURATION_TTL_MS};
+    let mut state = SaturationState::default();
+    let (u, w) = (QuotaUnit::Tokens, QuotaWindow::FiveHours);
+    state.set_fetcher(FetcherTier::Host, "codex", true);
+    let _ = take_refreshes();
+    state.store("codex", "c", u, w, Some(0.4), NOW);
+    let later = NOW + SATURATION_TTL_MS + 1;
+    let served = Lookup::Known {
+      value: 0.4,
+      cached: true,
+    };
+    assert_eq!(state.lookup("codex", "c", u, w, later), served);
+    assert_eq!(state.lookup("codex", "c", u, w, later + 5), served);
+    let view = DecisionLookup {
+      state: &state,
+      now_ms: later + 6,
+    };
+    assert_eq!(view.saturation("c", "codex", u, w), Some(0.4));
+    assert_eq!(
+      take_refreshes(),
+      Some(vec![(
+        ("codex".to_string(), "c".to_string(), u, w),
+        "host:codex".to_string()
+      )]),
+      "one refresh for three lookups"
+    );
+    assert_eq!(take_refreshes(), None);
+    state.store("codex", "c", u, w, Some(0.6), later + 10);
+    let again = later + 10 + SATURATION_TTL_MS;
+    assert_eq!(
+      state.lookup("codex", "c", u, w, again).clone(),
+      Lookup::Known {
+        value: 0.6,
+        cached: true
+      }
+    );
+    assert_eq!(
+      take_refreshes().map(|r| r.len()),
+      Some(1),
+      "asked again after the answer"
+    );
+    let too_old = again + SATURATION_STALE_MS;
+    assert_eq!(
+      state.lookup("codex", "c", u, w, too_old),
+      Lookup::Fetch {
+        name: "host:codex".into()
+      }
+    );
+    assert!(state.fetch_timed_out("codex", "c"));
+    assert!(!state.fetch_timed_out("codex", "c"), "warned once");
+    state.store("codex", "c", u, w, Some(0.1), too_old);
+    assert!(
+      state.fetch_timed_out("codex", "c"),
+      "an answer ends the timeout"
     );
   }
 

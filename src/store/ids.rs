@@ -1,4 +1,5 @@
-//! Random identifiers for new pools: UUID v4 strings, like `crypto.randomUUID()`.
+//! Random identifiers: UUID v4 strings for new pools, like `crypto.randomUUID()`, and
+//! reservation ids.
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -21,6 +22,15 @@ pub fn new_uuid_v4() -> String {
     out.push(char::from_digit(u32::from(byte & 0x0f), 16).unwrap_or('0'));
   }
   out
+}
+
+/// A reservation id: 128 random bits as 32 lower-case hex digits (docs/admission.md).
+pub fn new_reservation_id() -> String {
+  let mut bytes = [0u8; 16];
+  if getrandom::fill(&mut bytes).is_err() {
+    fallback_bytes(&mut bytes);
+  }
+  bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// When the OS refuses randomness: SipHash with the process's random keys over a counter
@@ -60,6 +70,14 @@ mod tests {
       .chars()
       .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
     assert_ne!(new_uuid_v4(), id);
+  }
+
+  #[test]
+  fn reservation_ids_are_32_hex_digits_and_differ() {
+    let id = new_reservation_id();
+    assert_eq!(id.len(), 32);
+    assert!(id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    assert_ne!(new_reservation_id(), id);
   }
 
   #[test]

@@ -4,9 +4,10 @@
 
 use super::connection::{RedisBackend, Retry};
 use super::scripts::{
-  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
-  ScriptCheck,
+  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, KeptState,
+  ReadBatch, ScriptCheck,
 };
+use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{Buckets, CounterRead};
 use crate::core::sliding_window::bucket_index;
@@ -75,29 +76,57 @@ pub async fn reserve(
   checks: &[ScriptCheck],
   api_key_id: &str,
   writes: &[(DimensionKey, i64, f64)],
+  reservation: Option<&Reservation>,
+  now_ms: i64,
 ) -> Result<(Option<usize>, Vec<Buckets>)> {
-  let call = reserve_call(batch, checks, api_key_id, writes);
+  let kept = reservation.map(|r| KeptState {
+    key: backend.layout().reservation_key(r.pool_id(), &r.id),
+    state: r.state(),
+    ttl_ms: r.expires_at(now_ms) - now_ms,
+  });
+  let call = reserve_call(batch, checks, api_key_id, writes, kept.as_ref());
   let reply = backend.run_script(&call, Retry::Write).await?;
   parse_reserve(&reply, batch.len())
 }
 
-/// Settling or releasing a reservation: each `(dimension key, bucket, delta)` added to
-/// `api_key_id`'s bucket, floored at 0, in one script.
-pub fn settle(
+/// Settling or releasing the reservation `token` names, at most once: its state is read,
+/// checked (made for `api_key_id` when given, in the token's pool), and `settle.lua`
+/// deletes it and adds `deltas(state)` — only if the state is still there, so two
+/// settles racing on two replicas take effect once. Resolves to `Err(why)` for a refused
+/// reservation (unknown, used, expired, another key or pool): nothing changed.
+pub async fn settle_reservation(
   backend: Arc<RedisBackend>,
-  api_key_id: String,
-  deltas: Vec<(DimensionKey, i64, f64)>,
-) -> Result<impl Future<Output = Result<()>> + Send> {
-  validate::non_empty(&api_key_id, "apiKeyId")?;
+  token: ReservationToken,
+  api_key_id: Option<String>,
+  deltas: impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static,
+) -> Result<std::result::Result<(), &'static str>> {
+  const GONE: &str = "unknown, already settled or released, or expired";
+  let layout = backend.layout();
+  let key = layout.reservation_key(&token.pool_id, &token.id);
+  let state = match backend
+    .command(&["GET".to_string(), key.clone()], Retry::Read)
+    .await?
+  {
+    redis::Value::BulkString(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+    redis::Value::SimpleString(text) => text,
+    _ => return Ok(Err(GONE)),
+  };
+  let reservation = Reservation::from_state(&token.id, &state)?;
+  if api_key_id.is_some_and(|k| k != reservation.api_key_id) {
+    return Ok(Err("made for another API key"));
+  }
+  if reservation.pool_id() != token.pool_id {
+    return Ok(Err("made in another pool"));
+  }
+  let deltas = deltas(&reservation);
   for (index, (_, _, delta)) in deltas.iter().enumerate() {
     validate::finite(*delta, &format!("deltas[{index}]"))?;
   }
-  let call = settle_call(backend.layout(), &api_key_id, &deltas);
-  Ok(async move {
-    if !deltas.is_empty() {
-      backend.run_script(&call, Retry::Write).await?;
-    }
-    Ok(())
+  let call = settle_call(layout, &key, &state, &reservation.api_key_id, &deltas);
+  let reply = backend.run_script(&call, Retry::Write).await?;
+  Ok(match reply.first().and_then(|v| v.as_deref()) {
+    Some("1") => Ok(()),
+    _ => Err(GONE),
   })
 }
 

@@ -18,8 +18,14 @@
 //!   and `omniroute:quota-members:{<pool>}:<dimensionKey>:<bucketIndex>` — so all the keys one script
 //!   touches share a slot. `<pool>` is the dimension key's pool id up to `:model:` (a
 //!   model-cap bucket lives with its pool), with `%` and `}` percent-escaped.
+//! - Ids in names (docs/redis.md#key-names): `:` separates the parts of a name, so an API
+//!   key id, a pool id or a model that contains `:` or `%` is written with those two
+//!   characters percent-escaped (`%3A`, `%25`), each part on its own — `<pool>:model:<m>`
+//!   keeps its `:model:` — so no two distinct (key, pool, unit, window, bucket) share a
+//!   name. An id without `:` or `%` is written as it is: the host's names, unchanged.
 
 use crate::core::dimensions::{DimensionKey, QuotaWindow};
+use std::borrow::Cow;
 
 /// The prefix of every bucket key.
 pub const BUCKET_PREFIX: &str = "omniroute:quota:";
@@ -41,6 +47,8 @@ pub enum PoolTotals {
   /// every replica runs the engine.
   Aggregate,
 }
+/// The prefix of a reservation's state (reserve admission, docs/admission.md).
+pub const RESERVATION_PREFIX: &str = "omniroute:quota-reservation:";
 
 /// Which key names a server gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +82,38 @@ pub fn hash_tag(pool_id: &str) -> String {
   tag
 }
 
+/// One id as a part of a key name: `%` → `%25`, `:` → `%3A`; unchanged (borrowed) when it
+/// has neither, which is every id the host's documented names were made of.
+pub fn id_part(id: &str) -> Cow<'_, str> {
+  if !id.contains([':', '%']) {
+    return Cow::Borrowed(id);
+  }
+  let mut out = String::with_capacity(id.len() + 8);
+  for c in id.chars() {
+    match c {
+      '%' => out.push_str("%25"),
+      ':' => out.push_str("%3A"),
+      c => out.push(c),
+    }
+  }
+  Cow::Owned(out)
+}
+
+/// A dimension key as a part of a key name: `<pool>:<unit>:<window>`, or
+/// `<pool>:model:<model>:<unit>:<window>` for a model-cap bucket (split at the first
+/// `:model:`, as [`base_pool_id`] does), each id part escaped by [`id_part`].
+pub fn dimension_part(key: &DimensionKey) -> String {
+  let pool = match key.pool_id.find(":model:") {
+    Some(at) => format!(
+      "{}:model:{}",
+      id_part(&key.pool_id[..at]),
+      id_part(&key.pool_id[at + ":model:".len()..])
+    ),
+    None => id_part(&key.pool_id).into_owned(),
+  };
+  format!("{pool}:{}:{}", key.unit, key.window)
+}
+
 /// `ceil(2 × windowMs / 1000)` seconds: a bucket lives while it can still be `prev`.
 pub fn ttl_seconds(window: QuotaWindow) -> i64 {
   (2 * window.ms() + 999) / 1000
@@ -91,9 +131,20 @@ impl KeyLayout {
   /// The key of one bucket.
   pub fn bucket_key(self, api_key_id: &str, key: &DimensionKey, bucket: i64) -> String {
     format!(
-      "{}{api_key_id}:{key}:{bucket}",
-      self.bucket_prefix(&key.pool_id)
+      "{}{}:{}:{bucket}",
+      self.bucket_prefix(&key.pool_id),
+      id_part(api_key_id),
+      dimension_part(key)
     )
+  }
+
+  /// The state of reservation `id`, made in pool `pool_id` (in a cluster it shares the
+  /// pool's slot, so the scripts that make and settle it touch one slot).
+  pub fn reservation_key(self, pool_id: &str, id: &str) -> String {
+    match self {
+      KeyLayout::Standalone => format!("{RESERVATION_PREFIX}{id}"),
+      KeyLayout::Cluster => format!("{RESERVATION_PREFIX}{{{}}}:{id}", hash_tag(pool_id)),
+    }
   }
 
   /// The set of API key ids written into bucket `bucket` of `key`.
@@ -108,8 +159,12 @@ impl KeyLayout {
 
   fn per_bucket(self, prefix: &str, key: &DimensionKey, bucket: i64) -> String {
     match self {
-      KeyLayout::Standalone => format!("{prefix}{key}:{bucket}"),
-      KeyLayout::Cluster => format!("{prefix}{{{}}}:{key}:{bucket}", hash_tag(&key.pool_id)),
+      KeyLayout::Standalone => format!("{prefix}{}:{bucket}", dimension_part(key)),
+      KeyLayout::Cluster => format!(
+        "{prefix}{{{}}}:{}:{bucket}",
+        hash_tag(&key.pool_id),
+        dimension_part(key)
+      ),
     }
   }
 }
@@ -178,6 +233,29 @@ mod tests {
     assert_eq!(hash_tag("p:model:m}"), "p");
     assert_eq!(base_pool_id("p"), "p");
     assert_eq!(base_pool_id("p:model:a:model:b"), "p");
+  }
+
+  /// Issue 15 item 5: key `k` in pool `x:p` and key `k:x` in pool `p` were both
+  /// `omniroute:quota:k:x:p:…`.
+  #[test]
+  fn ids_with_separators_never_share_a_name() {
+    for layout in [KeyLayout::Standalone, KeyLayout::Cluster] {
+      assert_ne!(
+        layout.bucket_key("k", &dim("x:p"), 1),
+        layout.bucket_key("k:x", &dim("p"), 1)
+      );
+      assert_eq!(
+        KeyLayout::Standalone.bucket_key("k:x", &dim("p%3A"), 1),
+        "omniroute:quota:k%3Ax:p%253A:tokens:daily:1"
+      );
+    }
+    // A model part keeps its `:model:`; a model with a `:` is escaped on its own.
+    let model = DimensionKey::new("p:model:gpt:4", QuotaUnit::Tokens, QuotaWindow::Daily);
+    assert_eq!(
+      KeyLayout::Standalone.members_key(&model, 2),
+      "omniroute:quota-members:p:model:gpt%3A4:tokens:daily:2"
+    );
+    assert_eq!(id_part("plain-id_1.x"), Cow::Borrowed("plain-id_1.x"));
   }
 
   #[test]

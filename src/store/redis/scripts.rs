@@ -14,7 +14,7 @@
 //!   each answered with its summed `(curr, prev)`.
 //! - `clear.lua`: DEL of a key's two buckets, their values taken out of the totals.
 
-use super::keys::{ttl_seconds, KeyLayout, PoolTotals};
+use super::keys::{dimension_part, id_part, ttl_seconds, KeyLayout, PoolTotals};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
@@ -93,7 +93,7 @@ pub fn write_call(
 ) -> ScriptCall {
   let mut keys = Vec::with_capacity(writes.len() * 4);
   let mut args = Vec::with_capacity(1 + writes.len() * 2);
-  args.push(api_key_id.to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, cost) in writes {
     let current = bucket_index(now_ms, key.window.ms());
     keys.push(layout.bucket_key(api_key_id, key, current));
@@ -209,7 +209,7 @@ impl ReadBatch {
     let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
     args.push(prefix);
     args.push(self.ids.len().to_string());
-    args.extend(self.ids.iter().cloned());
+    args.extend(self.ids.iter().map(|id| id_part(id).into_owned()));
     for (key, current, owner) in &self.groups {
       let members = self.layout.members_key(key, *current);
       let who = match owner {
@@ -239,7 +239,7 @@ impl ReadBatch {
           format!("-{slot}")
         }
       };
-      args.push(key.to_string());
+      args.push(dimension_part(key));
       args.push(current.to_string());
       args.push((current - 1).to_string());
       args.push(who);
@@ -268,14 +268,23 @@ fn exact(value: f64) -> String {
   format!("{value:e}")
 }
 
+/// A reservation's state as a Redis key keeps it: the key, the state, its TTL (ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeptState {
+  pub key: String,
+  pub state: String,
+  pub ttl_ms: i64,
+}
+
 /// `reserve.lua`: `batch`'s reads, then `checks`, then — when none blocks — each
-/// `(dimension key, bucket, amount)` added to `api_key_id`'s buckets. The reply parses
-/// with [`parse_reserve`].
+/// `(dimension key, bucket, amount)` added to `api_key_id`'s buckets and the
+/// reservation's state kept. The reply parses with [`parse_reserve`].
 pub fn reserve_call(
   batch: &ReadBatch,
   checks: &[ScriptCheck],
   api_key_id: &str,
   writes: &[(DimensionKey, i64, f64)],
+  kept: Option<&KeptState>,
 ) -> ScriptCall {
   let read = batch.call();
   let mut keys = read.keys;
@@ -298,13 +307,18 @@ pub fn reserve_call(
       _ => args.extend(["0".to_string(), "0".to_string(), "0".to_string()]),
     }
   }
-  args.push(api_key_id.to_string());
+  args.push(kept.map(|k| k.state.clone()).unwrap_or_default());
+  args.push(kept.map_or(0, |k| k.ttl_ms.max(1)).to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, bucket, amount) in writes {
     keys.push(batch.layout.bucket_key(api_key_id, key, *bucket));
     keys.push(batch.layout.members_key(key, *bucket));
     keys.push(batch.layout.total_key(key, *bucket));
     args.push(decimal(*amount));
     args.push(ttl_seconds(key.window).to_string());
+  }
+  if let Some(kept) = kept {
+    keys.push(kept.key.clone());
   }
   ScriptCall {
     script: ScriptName::Reserve,
@@ -334,16 +348,21 @@ pub fn parse_reserve(
   ))
 }
 
-/// `settle.lua`: each `(dimension key, bucket, delta)` added to `api_key_id`'s bucket,
-/// floored at 0.
+/// `settle.lua`: when the reservation key `reservation` still holds `state`, deletes it
+/// and adds each `(dimension key, bucket, delta)` to `api_key_id`'s bucket, floored at 0
+/// — at most once. Its reply is `["1"]` when it did, `["0"]` when the state was gone.
 pub fn settle_call(
   layout: KeyLayout,
+  reservation: &str,
+  state: &str,
   api_key_id: &str,
   deltas: &[(DimensionKey, i64, f64)],
 ) -> ScriptCall {
-  let mut keys = Vec::with_capacity(deltas.len() * 3);
-  let mut args = Vec::with_capacity(1 + deltas.len() * 2);
-  args.push(api_key_id.to_string());
+  let mut keys = Vec::with_capacity(1 + deltas.len() * 3);
+  let mut args = Vec::with_capacity(2 + deltas.len() * 2);
+  keys.push(reservation.to_string());
+  args.push(state.to_string());
+  args.push(id_part(api_key_id).into_owned());
   for (key, bucket, delta) in deltas {
     keys.push(layout.bucket_key(api_key_id, key, *bucket));
     keys.push(layout.members_key(key, *bucket));
@@ -559,18 +578,30 @@ mod tests {
         threshold: f64::NAN,
       },
     ];
-    let call = reserve_call(&batch, &checks, "k", &[(requests.clone(), 10, 1.0)]);
+    let kept = KeptState {
+      key: "omniroute:quota-reservation:ab".into(),
+      state: "{}".into(),
+      ttl_ms: 7_200_000,
+    };
+    let call = reserve_call(
+      &batch,
+      &checks,
+      "k",
+      &[(requests.clone(), 10, 1.0)],
+      Some(&kept),
+    );
     assert_eq!(call.script, ScriptName::Reserve);
     let mut keys = read.keys.clone();
     keys.push("omniroute:quota:k:p:requests:hourly:10".into());
     keys.push("omniroute:quota-members:p:requests:hourly:10".into());
     keys.push("omniroute:quota-total:p:requests:hourly:10".into());
+    keys.push("omniroute:quota-reservation:ab".into());
     assert_eq!(call.keys, keys);
     let mut args = vec![read.args.len().to_string()];
     args.extend(read.args);
     args.extend(
       [
-        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "k", "1", "7200",
+        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "{}", "7200000", "k", "1", "7200",
       ]
       .iter()
       .map(|s| s.to_string()),
@@ -581,17 +612,26 @@ mod tests {
   #[test]
   fn settle_call_and_reserve_replies() {
     let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
-    let call = settle_call(KeyLayout::Cluster, "k", &[(tokens, 3, -0.5)]);
+    let reservation = KeyLayout::Cluster.reservation_key("p", "ab");
+    assert_eq!(reservation, "omniroute:quota-reservation:{p}:ab");
+    let call = settle_call(
+      KeyLayout::Cluster,
+      &reservation,
+      "{}",
+      "k",
+      &[(tokens, 3, -0.5)],
+    );
     assert_eq!(call.script, ScriptName::Settle);
     assert_eq!(
       call.keys,
       vec![
+        "omniroute:quota-reservation:{p}:ab",
         "omniroute:quota:{p}:k:p:tokens:daily:3",
         "omniroute:quota-members:{p}:p:tokens:daily:3",
         "omniroute:quota-total:{p}:p:tokens:daily:3",
       ]
     );
-    assert_eq!(call.args, vec!["k", "-0.5", "172800"]);
+    assert_eq!(call.args, vec!["{}", "k", "-0.5", "172800"]);
     let reply = vec![Some("2".to_string()), Some("4".to_string()), None];
     let (blocked, values) = parse_reserve(&reply, 1).unwrap();
     assert_eq!(blocked, Some(1));

@@ -6,7 +6,7 @@
 //! the default rule decides on the values just before the reservation, exactly.
 
 use super::{SqliteDb, StoreContext};
-use crate::core::admission::Reservation;
+use crate::core::admission::{parse_dimension_key, Reservation, ReservationToken, ReservedEntry};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
   plan_enforce, planned_writes, ConsumptionCost, EnforceOutcome, EnforceStart, QuotaRequest,
@@ -37,6 +37,7 @@ impl SqliteDb {
     request: &QuotaRequest<'_>,
     saturation_threshold: f64,
     estimate: &ConsumptionCost,
+    reservation_id: String,
     now_ms: i64,
   ) -> Result<(EnforceOutcome, Option<Reservation>)> {
     let start =
@@ -58,8 +59,9 @@ impl SqliteDb {
       if writes.is_empty() {
         return Ok((outcome, None));
       }
-      let reservation = Reservation::new(request.api_key_id, writes, now_ms);
+      let reservation = Reservation::new(reservation_id, request.api_key_id, writes, now_ms);
       db.add_floored(&reservation.api_key_id, &reservation.additions(), now_ms)?;
+      db.keep_reservation(&reservation, now_ms)?;
       Ok((outcome, Some(reservation)))
     })
   }
@@ -88,5 +90,180 @@ impl SqliteDb {
       }
       Ok(())
     })
+  }
+
+  /// Keeps a reservation's state (in the caller's transaction).
+  fn keep_reservation(&self, reservation: &Reservation, now_ms: i64) -> Result<()> {
+    let mut stmt = self
+      .conn
+      .prepare_cached(INSERT_RESERVATION)
+      .ctx("reserving")?;
+    let expires_at = reservation.expires_at(now_ms);
+    for entry in &reservation.entries {
+      stmt
+        .execute(params![
+          reservation.id,
+          reservation.api_key_id,
+          entry.key.to_string(),
+          entry.bucket,
+          entry.amount,
+          expires_at
+        ])
+        .ctx("reserving")?;
+    }
+    Ok(())
+  }
+
+  /// Settles or releases the reservation `token` names, at most once: in one IMMEDIATE
+  /// transaction its state is read, checked (made for `api_key_id` when given, in the
+  /// token's pool, not expired), deleted, and `deltas(state)` added to its buckets.
+  /// A reservation that is unknown, used, expired or made for another key or pool is
+  /// refused — `Ok(Err(why))` — and nothing changes (an expired one's rows are deleted).
+  pub fn settle_reservation(
+    &self,
+    token: &ReservationToken,
+    api_key_id: Option<&str>,
+    deltas: impl FnOnce(&Reservation) -> Vec<crate::core::admission::BucketDelta>,
+    now_ms: i64,
+  ) -> Result<std::result::Result<(), &'static str>> {
+    self.write_scope(|db| {
+      let rows: Vec<(String, String, i64, f64, i64)> = db
+        .conn
+        .prepare_cached(SELECT_RESERVATION)
+        .ctx("settling")?
+        .query_map([&token.id], |row| {
+          Ok((
+            row.get(0)?,
+            row.get(1)?,
+            row.get(2)?,
+            row.get(3)?,
+            row.get(4)?,
+          ))
+        })
+        .ctx("settling")?
+        .collect::<rusqlite::Result<_>>()
+        .ctx("settling")?;
+      let Some(first) = rows.first() else {
+        return Ok(Err("unknown, already settled or released, or expired"));
+      };
+      let owner = first.0.clone();
+      if api_key_id.is_some_and(|key| key != owner) {
+        return Ok(Err("made for another API key"));
+      }
+      let mut entries = Vec::with_capacity(rows.len());
+      for (_, dimension_key, bucket, amount, _) in &rows {
+        let key = parse_dimension_key(dimension_key).ok_or_else(|| {
+          crate::error::QuotaError::Store(format!("stored reservation {} is corrupt", token.id))
+        })?;
+        entries.push(ReservedEntry {
+          key,
+          bucket: *bucket,
+          amount: *amount,
+        });
+      }
+      let reservation = Reservation {
+        id: token.id.clone(),
+        api_key_id: owner,
+        entries,
+      };
+      if reservation.pool_id() != token.pool_id {
+        return Ok(Err("made in another pool"));
+      }
+      db.conn
+        .prepare_cached("DELETE FROM quota_reservations WHERE id = ?1")
+        .ctx("settling")?
+        .execute([&token.id])
+        .ctx("settling")?;
+      if rows.iter().any(|row| row.4 < now_ms) {
+        return Ok(Err("unknown, already settled or released, or expired"));
+      }
+      db.add_floored(&reservation.api_key_id, &deltas(&reservation), now_ms)?;
+      Ok(Ok(()))
+    })
+  }
+}
+
+const INSERT_RESERVATION: &str = "
+  INSERT INTO quota_reservations (id, api_key_id, dimension_key, bucket_index, amount, expires_at)
+  VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+
+const SELECT_RESERVATION: &str = "
+  SELECT api_key_id, dimension_key, bucket_index, amount, expires_at
+  FROM quota_reservations WHERE id = ?1";
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+  use crate::store::sqlite::OpenOptions;
+
+  const NOW: i64 = 1_000 * 3_600_000 + 5;
+
+  fn reserve(db: &SqliteDb, id: &str, amount: f64) -> (Reservation, ReservationToken) {
+    let key = DimensionKey::new("p", QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let r = Reservation::new(id.repeat(32), "k", vec![(key, amount)], NOW);
+    db.write_scope(|db| {
+      db.add_floored("k", &r.additions(), NOW)?;
+      db.keep_reservation(&r, NOW)
+    })
+    .unwrap();
+    let token = ReservationToken::parse(&r.token(), "reservation").unwrap();
+    (r, token)
+  }
+
+  fn tokens(db: &SqliteDb) -> f64 {
+    db.connection()
+      .query_row(
+        "SELECT coalesce(sum(consumed), 0) FROM quota_consumption WHERE api_key_id = 'k'",
+        [],
+        |row| row.get(0),
+      )
+      .unwrap()
+  }
+
+  /// Issue 15 item 4 on the store: once, bound to its key, gone after expiry or GC.
+  #[test]
+  fn a_reservation_settles_once_for_its_key_and_expires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+    let release = |r: &Reservation| r.release_deltas();
+    let (r, token) = reserve(&db, "a", 5.0);
+    assert_eq!(tokens(&db), 5.0);
+    assert_eq!(
+      db.settle_reservation(&token, Some("other"), release, NOW)
+        .unwrap(),
+      Err("made for another API key")
+    );
+    assert_eq!(
+      db.settle_reservation(&token, Some("k"), release, NOW)
+        .unwrap(),
+      Ok(())
+    );
+    assert_eq!(tokens(&db), 0.0);
+    assert!(db
+      .settle_reservation(&token, Some("k"), release, NOW)
+      .unwrap()
+      .is_err());
+    // Past its expiry: refused, its rows deleted, the counters left.
+    let (_, token) = reserve(&db, "b", 5.0);
+    assert!(db
+      .settle_reservation(&token, None, release, r.expires_at(NOW) + 1)
+      .unwrap()
+      .is_err());
+    assert_eq!(tokens(&db), 5.0);
+    // The retention sweep forgets expired reservations.
+    let (r, token) = reserve(&db, "c", 1.0);
+    db.gc_reservations(r.expires_at(NOW) + 1).unwrap();
+    assert!(db
+      .settle_reservation(&token, None, release, NOW)
+      .unwrap()
+      .is_err());
+    let count: i64 = db
+      .connection()
+      .query_row("SELECT count(*) FROM quota_reservations", [], |row| {
+        row.get(0)
+      })
+      .unwrap();
+    assert_eq!(count, 0);
   }
 }

@@ -305,6 +305,15 @@ impl SqliteDb {
   /// `updated_at` first, `limit` clamped to 1..=500. The prefix is matched as a byte range
   /// (`>= "<poolId>:"` and `< "<poolId>;"`), so `%` or `_` in a pool id match themselves
   /// and the match is case-sensitive.
+  ///
+  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows):
+  /// when the pool is a large enough share of the table, the table's newest rows are
+  /// walked backwards on `idx_quota_consumption_updated_at`, down to the `updated_at` of
+  /// the table's M-th newest row (M about twice the rows a page should take, at most
+  /// 16 384), keeping the pool's. When that finds `limit` rows they are exactly the pool's
+  /// newest (every row not walked is older than all of them). Otherwise — or when the
+  /// pool is a small share, where sorting its own rows costs less — the pool's rows are
+  /// sorted, as before.
   pub fn list_consumption_for_pool(
     &self,
     pool_id: &str,
@@ -313,35 +322,125 @@ impl SqliteDb {
     let limit = limit.clamp(1, 500);
     let low = format!("{pool_id}:");
     let high = format!("{pool_id};");
+    if let Ok(Some(window)) = self.listing_window(&low, &high, limit) {
+      // An error (no such index on a file the host made): sort the pool's rows.
+      if let Ok(Some(rows)) = self.list_newest_within(&low, &high, limit, window) {
+        return Ok(rows);
+      }
+    }
     let mut stmt = self
       .conn
-      .prepare_cached(
-        "SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
-         FROM quota_consumption
-         WHERE dimension_key >= ?1 AND dimension_key < ?2
-         ORDER BY updated_at DESC, bucket_index DESC, dimension_key, api_key_id
-         LIMIT ?3",
-      )
+      .prepare_cached(LIST_POOL_SORTED)
       .ctx("listing consumption")?;
     let rows = stmt
-      .query_map(params![low, high, limit], |row| {
-        let dimension_key = string_of(row.get_ref(1)?).unwrap_or_default();
-        let (_, unit, window) = split_dimension_key(&dimension_key);
-        Ok(ConsumptionRow {
-          api_key_id: string_of(row.get_ref(0)?).unwrap_or_default(),
-          unit: unit.to_string(),
-          window: window.to_string(),
-          bucket_index: i64_of(row.get_ref(2)?).unwrap_or(0),
-          consumed: f64_of(row.get_ref(3)?).unwrap_or(0.0),
-          updated_at: i64_of(row.get_ref(4)?).unwrap_or(0),
-          dimension_key,
-        })
-      })
+      .query_map(params![low, high, limit], consumption_row)
       .ctx("listing consumption")?;
     rows
       .collect::<rusqlite::Result<_>>()
       .ctx("listing consumption")
   }
+
+  /// How many of the table's newest rows to walk for a page of the pool, or `None` when
+  /// sorting the pool's rows is expected to cost less. The pool's rows are counted from
+  /// `quota_consumption_totals` (one row per dimension key and bucket), the table's
+  /// estimated by its largest rowid; a random row read costs about three in order.
+  fn listing_window(&self, low: &str, high: &str, limit: i64) -> rusqlite::Result<Option<i64>> {
+    let (pool_rows, table_rows): (i64, i64) =
+      self
+        .conn
+        .prepare_cached(LIST_SIZES)?
+        .query_row(params![low, high], |row| {
+          Ok((
+            row.get::<_, Option<i64>>(0)?.unwrap_or(0),
+            row.get::<_, Option<i64>>(1)?.unwrap_or(0),
+          ))
+        })?;
+    if pool_rows <= 0 {
+      return Ok(None);
+    }
+    let expected = limit.saturating_mul(table_rows.max(pool_rows)) / pool_rows;
+    Ok(
+      (expected <= LIST_MAX_WINDOW && expected.saturating_mul(3) <= pool_rows)
+        .then(|| expected.saturating_mul(2).clamp(1_024, LIST_MAX_WINDOW)),
+    )
+  }
+
+  /// The pool's newest `limit` rows among the rows newer than the table's `window`-th
+  /// newest, or `None` when fewer than `limit` are.
+  fn list_newest_within(
+    &self,
+    low: &str,
+    high: &str,
+    limit: i64,
+    window: i64,
+  ) -> rusqlite::Result<Option<Vec<ConsumptionRow>>> {
+    let floor: Option<i64> = self
+      .conn
+      .prepare_cached(LIST_FLOOR)?
+      .query_row([window - 1], |row| row.get(0))
+      .map(Some)
+      .or_else(|e| match e {
+        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+        e => Err(e),
+      })?;
+    let rows: Vec<ConsumptionRow> = self
+      .conn
+      .prepare_cached(LIST_NEWEST)?
+      .query_map(
+        params![low, high, floor.unwrap_or(i64::MIN), limit],
+        consumption_row,
+      )?
+      .collect::<rusqlite::Result<_>>()?;
+    // Rows at or below the floor (and NULL ones, which sort last) were not walked: only a
+    // full page is certainly the newest.
+    Ok((rows.len() as i64 == limit).then_some(rows))
+  }
+}
+
+/// How far back `listConsumptionForPool` walks the table's newest rows at most.
+const LIST_MAX_WINDOW: i64 = 16_384;
+
+/// The pool's rows (from the totals) and the table's (its largest rowid, an upper bound).
+pub(crate) const LIST_SIZES: &str = "
+  SELECT
+    (SELECT sum(row_count) FROM quota_consumption_totals
+     WHERE dimension_key >= ?1 AND dimension_key < ?2),
+    (SELECT max(rowid) FROM quota_consumption)";
+
+/// The `updated_at` of the table's `?1 + 1`-th newest row (from the index alone).
+pub(crate) const LIST_FLOOR: &str = "
+  SELECT updated_at FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
+  WHERE updated_at IS NOT NULL
+  ORDER BY updated_at DESC LIMIT 1 OFFSET ?1";
+
+/// The pool's newest rows above `?3`, walking `idx_quota_consumption_updated_at` backwards.
+pub(crate) const LIST_NEWEST: &str = "
+  SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
+  FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
+  WHERE updated_at > ?3 AND dimension_key >= ?1 AND dimension_key < ?2
+  ORDER BY updated_at DESC, bucket_index DESC, dimension_key, api_key_id
+  LIMIT ?4";
+
+/// Every row of the pool, sorted.
+pub(crate) const LIST_POOL_SORTED: &str = "
+  SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
+  FROM quota_consumption
+  WHERE dimension_key >= ?1 AND dimension_key < ?2
+  ORDER BY updated_at DESC, bucket_index DESC, dimension_key, api_key_id
+  LIMIT ?3";
+
+fn consumption_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ConsumptionRow> {
+  let dimension_key = string_of(row.get_ref(1)?).unwrap_or_default();
+  let (_, unit, window) = split_dimension_key(&dimension_key);
+  Ok(ConsumptionRow {
+    api_key_id: string_of(row.get_ref(0)?).unwrap_or_default(),
+    unit: unit.to_string(),
+    window: window.to_string(),
+    bucket_index: i64_of(row.get_ref(2)?).unwrap_or(0),
+    consumed: f64_of(row.get_ref(3)?).unwrap_or(0.0),
+    updated_at: i64_of(row.get_ref(4)?).unwrap_or(0),
+    dimension_key,
+  })
 }
 
 impl SqliteDb {
@@ -379,4 +478,140 @@ pub(super) fn validate_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) 
     validate::cost(*cost, &format!("writes[{index}].cost"))?;
   }
   Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::store::sqlite::OpenOptions;
+
+  fn temp_db() -> (tempfile::TempDir, SqliteDb) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+    (dir, db)
+  }
+
+  type Row = (String, String, i64, i64);
+
+  fn reference(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {
+    let mut stmt = db.connection().prepare(LIST_POOL_SORTED).unwrap();
+    stmt
+      .query_map(
+        params![format!("{pool}:"), format!("{pool};"), limit],
+        |r| {
+          Ok((
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get::<_, Option<i64>>(4)?.unwrap_or(0),
+          ))
+        },
+      )
+      .unwrap()
+      .collect::<rusqlite::Result<_>>()
+      .unwrap()
+  }
+
+  fn listed(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {
+    db.list_consumption_for_pool(pool, limit)
+      .unwrap()
+      .into_iter()
+      .map(|r| (r.api_key_id, r.dimension_key, r.bucket_index, r.updated_at))
+      .collect()
+  }
+
+  /// Whatever share of the table the pool is (so each way of answering runs: a full page
+  /// from the walk, a walk that finds too few, the pool sorted at once), with many ties
+  /// and NULL `updated_at`s, the listing is exactly the full sort's.
+  #[test]
+  fn listing_a_pool_matches_the_full_sort_at_any_share_of_the_table() {
+    for (share, rows) in [
+      (90u64, 3_000u64),
+      (40, 20_000),
+      (5, 40_000),
+      (1, 40_000),
+      (0, 20_000),
+    ] {
+      let (_dir, db) = temp_db();
+      let tx = db.connection().unchecked_transaction().unwrap();
+      let mut seed = 7u64 + share;
+      for i in 0..rows {
+        seed = seed
+          .wrapping_mul(6364136223846793005)
+          .wrapping_add(1442695040888963407);
+        let in_pool = (seed >> 40) % 100 < share || i.is_multiple_of(2_000);
+        let dim = if in_pool {
+          [
+            "p:tokens:5h",
+            "p:requests:daily",
+            "p:model:m:requests:hourly",
+          ][(seed >> 33) as usize % 3]
+        } else {
+          ["q:tokens:5h", "p2:tokens:5h", "o:requests:daily"][(seed >> 33) as usize % 3]
+        };
+        // Many ties; the pool's rows older than the rest when its share is small, and at
+        // 40 % (so the walk of the newest rows finds too few and the pool is sorted).
+        let older = (share < 5 || share == 40) && in_pool;
+        let updated_at = ((seed >> 20) % 400) as i64 - if older { 1_000 } else { 0 };
+        let updated_at = if (seed >> 8).is_multiple_of(97) {
+          None
+        } else {
+          Some(updated_at)
+        };
+        tx.execute(
+          "INSERT OR IGNORE INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, ?3, 1, ?4)",
+          params![format!("k{}", i % 5_003), dim, ((seed >> 10) % 3) as i64, updated_at],
+        )
+        .unwrap();
+      }
+      tx.commit().unwrap();
+      for limit in [1, 7, 100, 500] {
+        assert_eq!(
+          listed(&db, "p", limit),
+          reference(&db, "p", limit),
+          "share {share}%, limit {limit}"
+        );
+      }
+      assert!(listed(&db, "nothing", 500).is_empty());
+    }
+  }
+
+  /// Issue 15 item 9: listing a pool with many rows does work bounded by the page, not by
+  /// the pool: counted in SQLite VM instructions (deterministic), the old query sorted
+  /// every one of the pool's 60 000 rows.
+  #[test]
+  fn listing_a_busy_pool_does_not_sort_the_pool() {
+    let (_dir, mut db) = temp_db();
+    let tx = db.connection().unchecked_transaction().unwrap();
+    for i in 0..75_000i64 {
+      let dim = if i % 5 == 0 {
+        "other:tokens:5h"
+      } else {
+        "p:tokens:5h"
+      };
+      tx.execute(
+        "INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, 1, 1, ?3)",
+        params![format!("k{i}"), dim, (i * 7_919) % 86_400_000],
+      )
+      .unwrap();
+    }
+    tx.commit().unwrap();
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = ticks.clone();
+    db.conn
+      .progress_handler(
+        1_000,
+        Some(move || {
+          counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+          false
+        }),
+      )
+      .unwrap();
+    assert_eq!(db.list_consumption_for_pool("p", 500).unwrap().len(), 500);
+    db.conn
+      .progress_handler(1_000, None::<fn() -> bool>)
+      .unwrap();
+    let instructions = ticks.load(std::sync::atomic::Ordering::Relaxed) * 1_000;
+    assert!(instructions < 200_000, "{instructions} VM instructions");
+  }
 }

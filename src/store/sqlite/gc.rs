@@ -96,7 +96,20 @@ impl SqliteDb {
   /// `gcConsumption()`: deletes rows not updated for `retention_days` (> 0) before
   /// `now_ms`; returns how many.
   pub fn gc_consumption(&self, retention_days: f64, now_ms: i64) -> Result<usize> {
-    self.gc_older_than(retention_cutoff(retention_days, now_ms)?)
+    let cutoff = retention_cutoff(retention_days, now_ms)?;
+    self.gc_reservations(now_ms)?;
+    self.gc_older_than(cutoff)
+  }
+
+  /// Deletes the reservations that expired before `now_ms` (never settled nor released:
+  /// docs/admission.md); returns how many rows.
+  pub fn gc_reservations(&self, now_ms: i64) -> Result<usize> {
+    self
+      .conn
+      .prepare_cached("DELETE FROM quota_reservations WHERE expires_at < ?1")
+      .ctx("deleting expired reservations")?
+      .execute([now_ms])
+      .ctx("deleting expired reservations")
   }
 
   /// Recomputes up to `batch` totals rows after `after` (from the start when `None`) in

@@ -588,6 +588,17 @@ impl SqliteDb {
     for (i, pool) in pools.iter().enumerate() {
       let at = |field: &str| format!("pools[{i}].{field}");
       validate::non_empty(&pool.id, &at("id"))?;
+      if pool.id.contains(':') {
+        // A counter's dimension key is `<poolId>:<unit>:<window>` and a model cap's
+        // `<poolId>:model:<model>:…` (docs/redis.md#key-names): a `:` makes it ambiguous.
+        return Err(QuotaError::range_error(
+          at("id"),
+          format!(
+            "pool id {:?} must not contain ':' (it separates the parts of a counter's key)",
+            pool.id
+          ),
+        ));
+      }
       if !ids.insert(pool.id.as_str()) {
         return Err(QuotaError::range_error(
           at("id"),

@@ -61,6 +61,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     "0009_quota_data_version.sql",
     include_str!("../../../migrations/0009_quota_data_version.sql"),
   ),
+  (
+    "0010_quota_reservations.sql",
+    include_str!("../../../migrations/0010_quota_reservations.sql"),
+  ),
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.

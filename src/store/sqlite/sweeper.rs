@@ -30,6 +30,10 @@ pub fn run_retention_sweep(retention_days: f64, now_ms: i64) -> Option<Result<Sw
     Err(e) => return Some(Err(e)),
   };
   let mut report = SweepReport::default();
+  // Reserve admission's reservations past their expiry (docs/admission.md).
+  if let Err(e) = with_open_db(|db| db.gc_reservations(now_ms))? {
+    return Some(Err(e));
+  }
   loop {
     match with_open_db(|db| db.gc_chunk(cutoff, GC_CHUNK))? {
       Ok(n) => {

@@ -2,13 +2,16 @@
 -- checks, and — when none blocks — add the reservation, all in one atomic step.
 --
 -- KEYS: first the read's (read.lua's members sets and totals), then three per write: the
---   bucket, the bucket's members set, the bucket's total.
+--   bucket, the bucket's members set, the bucket's total; last, when a state is given, the
+--   reservation's key.
 -- ARGV[1]: r, the number of read arguments; ARGV[2 .. 1 + r]: read.lua's ARGV exactly
 --   (read by groups.lua's read_groups).
 -- Then c, the number of checks, and three per check: the group (1-based; 0 = always
 --   blocks, -1 = never), the weight of the group's previous bucket, the threshold. A check blocks
 --   when prev × weight + curr >= threshold.
--- Then the API key id, and two per write: the amount (a decimal string), the TTL (s).
+-- Then the reservation's state ('' for none) and its TTL (ms), kept on an admit so that
+--   settle.lua can take it once (docs/admission.md); then the API key id, and two per
+--   write: the amount (a decimal string), the TTL (s).
 -- Returns: the first blocking check (1-based, "0" when admitted and written), then two
 -- per group, the summed current and previous buckets as "%.17g" strings.
 local r = tonumber(ARGV[1])
@@ -27,9 +30,12 @@ for c = 1, checks do
 end
 
 if blocked == 0 then
-  local w = at + 3 * checks + 1
+  local s = at + 3 * checks + 1
+  local state, state_ttl = ARGV[s], ARGV[s + 1]
+  local kept = state ~= '' and 1 or 0
+  local w = s + 2
   local id = ARGV[w]
-  local first = #KEYS - 3 * ((#ARGV - w) / 2)
+  local first = #KEYS - kept - 3 * ((#ARGV - w) / 2)
   for k = 0, (#ARGV - w) / 2 - 1 do
     local bucket, members, total = KEYS[first + 1 + 3 * k], KEYS[first + 2 + 3 * k], KEYS[first + 3 + 3 * k]
     local ttl = ARGV[w + 2 + 2 * k]
@@ -47,6 +53,7 @@ if blocked == 0 then
     redis.call('SADD', members, id)
     redis.call('EXPIRE', members, ttl)
   end
+  if kept == 1 then redis.call('SET', KEYS[#KEYS], state, 'PX', state_ttl) end
 end
 
 local out = { tostring(blocked) }
