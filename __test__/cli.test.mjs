@@ -316,7 +316,7 @@ test('doctor reads a host database without migrating it', () => {
   const before = schema()
   const r = cli(['--db', hostOnly, 'doctor', '--json'])
   const report = JSON.parse(r.stdout)
-  assert.equal(report.database.schemaVersion, '1/9')
+  assert.equal(report.database.schemaVersion, '1/10')
   const kv = report.database.migrations.find((m) => m.name === '0005_key_value.sql')
   assert.equal(kv.applied, true)
   const first = report.database.migrations[0]
