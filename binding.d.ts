@@ -627,11 +627,11 @@ export interface QuotaPool {
 }
 
 /**
- * `recordConsumption`'s crossing: `0` done, `1` buffered (schedule `flushQuotaWrites()`
- * on this thread's event loop) — now or as a promise (Redis, or a driver being chosen). With a reservation
+ * `recordConsumption`'s crossing: bit 0 set when buffered (schedule `flushQuotaWrites()`
+ * on this thread's event loop), bit 1 when log records wait — now or as a promise (Redis, or a driver being chosen). With a reservation
  * (reserve mode), settles it with the cost instead.
  */
-export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): 0 | 1 | Promise<0 | 1>
+export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): number | Promise<number>
 
 /**
  * Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
@@ -680,7 +680,7 @@ export interface RedisTargetInfo {
  * (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
  * that is not a reservation, writing nothing; a store failure is logged.
  */
-export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): 0 | Promise<0>
+export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): number | Promise<number>
 
 /**
  * Repairs the counters of the engine's database (the one `installHost`/`DATA_DIR`

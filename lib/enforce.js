@@ -10,9 +10,10 @@ const { getSaturation, refreshInBackground } = require('./saturation.js')
 const writes = require('./writeBuffer.js')
 
 // The engine's numeric answers (src/binding/hot_path.rs): an allow of each kind, and a
-// record left buffered. (While the driver is being chosen the engine answers with a
-// promise that settles after the choice.)
+// record's bits — left buffered, log records waiting. (While the driver is being chosen
+// the engine answers with a promise that settles after the choice.)
 const BUFFERED = 1
+const LOGS_WAITING = 2
 const ALLOWS = [() => ({ kind: 'allow' }), () => ({ kind: 'allow', deprioritize: false }), () => ({ kind: 'allow', deprioritize: true })]
 
 function isPromise(value) {
@@ -22,16 +23,20 @@ function isPromise(value) {
 const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
 
-const settled = async (answer) => (isPromise(answer) ? await answer : answer)
-
-/**
- * An enforce crossing: its answer now, or awaited. Saturation entries the engine served
- * past their 30 s are refreshed in the background; the request does not wait for them.
- */
-async function enforceStep(args, afterFetch, startedMs) {
-  const step = await settled(native.enforce(...args, startedMs, afterFetch))
+/** The step an answer is about to become: saturation entries the engine served past their
+ * 30 s are refreshed in the background; the request does not wait for them. */
+function stepOf(step) {
   if (typeof step === 'object' && step.refresh) refreshInBackground(step.refresh)
   return step
+}
+
+/**
+ * An enforce crossing: its answer now (the common case: no promise is made for it), or a
+ * promise of it.
+ */
+function enforceStep(args, afterFetch, startedMs) {
+  const answer = native.enforce(...args, startedMs, afterFetch)
+  return isPromise(answer) ? answer.then(stepOf) : stepOf(answer)
 }
 
 /** A failure caught here: the engine logs it once per fault and counts an enforce one. */
@@ -75,7 +80,8 @@ async function enforceQuotaShare(input) {
     const args = input
       ? [text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(input.estimatedCost), number(input.estimatedTokens)]
       : []
-    let step = await enforceStep(args, false)
+    let step = enforceStep(args, false)
+    if (isPromise(step)) step = await step
     if (typeof step === 'object' && step.kind === 'fetch') {
       if (step.logs) host.forwardLogs(step.logs)
       await Promise.all(step.fetch.map(([unit, window]) => getSaturation(input.connectionId, provider, { unit, window })))
@@ -107,11 +113,10 @@ async function recordConsumption(input) {
       return
     }
     const provider = input.provider != null ? String(input.provider) : ''
-    const answer = await settled(
-      native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation),
-    )
-    if (answer === BUFFERED) writes.scheduleFlush()
-    host.drainLogs()
+    let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation)
+    if (isPromise(answer)) answer = await answer
+    if (answer & BUFFERED) writes.scheduleFlush()
+    if (answer & LOGS_WAITING) host.drainLogs()
   } catch (err) {
     failed('record', 'recording quota consumption failed', err, input)
   }
@@ -128,7 +133,8 @@ async function recordConsumption(input) {
  */
 async function releaseReservation(reservation) {
   try {
-    await settled(native.releaseReservation(reservation))
+    const answer = native.releaseReservation(reservation)
+    if (isPromise(answer)) await answer
   } finally {
     host.drainLogs()
   }

@@ -171,14 +171,16 @@ pub(crate) fn flush_at_teardown(env: &Env) {
   });
 }
 
+/// A record's answer: bit 0, buffered (schedule the commit); bit 1, the engine has log
+/// records waiting (drain them) — so the common call makes no second crossing.
 fn recorded(buffered: Buffered) -> u32 {
-  u32::from(buffered)
+  u32::from(buffered) | if engine().logs.pending() { 2 } else { 0 }
 }
 
-/// `recordConsumption`'s crossing: `0` done, `1` buffered (schedule `flushQuotaWrites()`
-/// on this thread's event loop) — now or as a promise (Redis, or a driver being chosen). With a reservation
+/// `recordConsumption`'s crossing: bit 0 set when buffered (schedule `flushQuotaWrites()`
+/// on this thread's event loop), bit 1 when log records wait — now or as a promise (Redis, or a driver being chosen). With a reservation
 /// (reserve mode), settles it with the cost instead.
-#[napi(catch_unwind, ts_return_type = "0 | 1 | Promise<0 | 1>")]
+#[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
   env: &'env Env,
@@ -219,7 +221,7 @@ pub fn record<'env>(
 /// `releaseReservation(reservation)`'s crossing: subtracts what the reservation reserved
 /// (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
 /// that is not a reservation, writing nothing; a store failure is logged.
-#[napi(catch_unwind, ts_return_type = "0 | Promise<0>")]
+#[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 pub fn release_reservation<'env>(
   env: &'env Env,
   reservation: napi::bindgen_prelude::Unknown,

@@ -14,8 +14,8 @@ use super::logs::LogValue;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
 use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 /// Connections whose headers are kept at most; past it the map starts over.

@@ -22,7 +22,7 @@ use crate::core::dimensions::{PoolAllocation, ProviderPlan, QuotaPool};
 use crate::error::Result;
 use crate::store::records::ModelCap;
 use rusqlite::{Connection, OptionalExtension};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 /// The pools an API key has an allocation in, each with that allocation, pools in

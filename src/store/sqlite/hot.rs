@@ -30,7 +30,7 @@ use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::validate::COUNTER_MAX;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 
 /// Cached counter entries before the cache is emptied (a bound, not an eviction policy).
@@ -52,7 +52,7 @@ pub(crate) struct HotState {
   active: bool,
   /// `(curr, prev)` as read from the database (buffered writes not included), keyed by
   /// `k \0 apiKeyId \0 dimensionKey \0 current` or `p \0 dimensionKey \0 current`.
-  counters: HashMap<String, (f64, f64)>,
+  counters: FxHashMap<String, (f64, f64)>,
   scratch: String,
 }
 

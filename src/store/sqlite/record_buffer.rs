@@ -16,7 +16,7 @@ use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::validate;
 use rusqlite::params;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fmt::{Display, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
