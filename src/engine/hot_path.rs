@@ -6,7 +6,8 @@
 //!
 //! SQLite answers on the calling thread: from memory while nothing was committed, else in
 //! one read transaction, and records are buffered (`store/sqlite/record_buffer.rs`).
-//! Redis reads the metadata on the calling thread, then does one round trip.
+//! Redis reads the metadata on the calling thread, then does one round trip; its records
+//! are buffered too (write-behind, `engine/redis_writes.rs`) and its reads add the buffer.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
 use super::driver::Driver;
@@ -228,9 +229,13 @@ impl Engine {
     let compiled = if reserve { compile_checks(&plan) } else { None };
     match compiled {
       None => Step::later(async move {
-        let outcome = counters::read(&backend, &batch)
-          .await
-          .map(|values| (plan.decide(&call.ids.request(), &values), None));
+        // This process's buffered records count, flushed or not (docs/redis.md#write-behind).
+        let outcome = counters::read(&backend, &batch).await.map(|mut values| {
+          self
+            .redis_writes
+            .overlay(backend.url(), &batch, &mut values);
+          (plan.decide(&call.ids.request(), &values), None)
+        });
         self.decided(outcome, &call, started)
       }),
       Some(compiled) => {
@@ -242,6 +247,11 @@ impl Engine {
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
         Step::later(async move {
+          // The script decides on what Redis holds: records buffered before reserve mode
+          // was switched on go first.
+          if self.redis_writes.holds(backend.url()) {
+            self.flush_redis(backend.url().to_string()).await;
+          }
           let outcome =
             counters::reserve(&backend, &batch, &checks, &call.ids.api_key_id, &additions)
               .await
@@ -333,7 +343,9 @@ impl Engine {
   }
 
   /// `recordConsumption`: every plan dimension and the model bucket, buffered on SQLite
-  /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`), one script on Redis.
+  /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`); on Redis buffered too and
+  /// flushed in one script call per flush (`engine/redis_writes.rs`), or — flush window 0,
+  /// or reserve admission — one script per record.
   pub fn record(&'static self, call: RecordCall) -> Step<Buffered> {
     self.record_with(call, None)
   }
@@ -403,10 +415,17 @@ impl Engine {
         Step::Now(buffered)
       }
       Driver::Redis(url) => {
+        let behind = self.redis_write_behind();
         let prepared = self
           .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
           .and_then(|writes| {
             if writes.is_empty() {
+              return Ok(None);
+            }
+            if behind {
+              // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
+              self.buffer_redis_writes(&url, &call.ids.api_key_id, &writes, call.now_ms)?;
+              self.faults.succeeded(&self.logs, Operation::Record);
               return Ok(None);
             }
             counters::consume_many(
@@ -572,7 +591,9 @@ impl Engine {
   /// Commits `recordConsumption`'s buffered records now (never opens the database).
   /// Returns the error message, or `None`; the records stay buffered on an error, and
   /// the failure is a fault (logged once).
-  pub fn flush(&self, automatic: bool) -> Option<String> {
+  pub fn flush(&'static self, automatic: bool) -> Option<String> {
+    // Redis's buffer (docs/redis.md#write-behind), waited for; its faults are its own.
+    let redis_error = self.flush_redis_blocking();
     let error = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic))
       .and_then(|result| result.err())
       .map(|e| e.to_string());
@@ -588,9 +609,10 @@ impl Engine {
           vec![("buffered", LogValue::Number(buffered as f64))],
         );
       }
-      None => self.faults.succeeded(&self.logs, Operation::Flush),
+      None if redis_error.is_none() => self.faults.succeeded(&self.logs, Operation::Flush),
+      None => {}
     }
-    error
+    error.or(redis_error)
   }
 
   /// How many counters are buffered, not yet committed.
@@ -598,5 +620,6 @@ impl Engine {
     crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
       .and_then(|r| r.ok())
       .unwrap_or(0)
+      + self.redis_writes.pending()
   }
 }

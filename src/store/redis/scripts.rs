@@ -41,6 +41,8 @@ pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 });
 /// `settle.lua`.
 pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
+/// `flush.lua`.
+pub static FLUSH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/flush.lua")));
 /// `clear.lua`.
 pub static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/clear.lua")));
 
@@ -52,6 +54,7 @@ pub enum ScriptName {
   Reserve,
   Settle,
   Clear,
+  Flush,
 }
 
 impl ScriptName {
@@ -63,6 +66,7 @@ impl ScriptName {
       ScriptName::Reserve => &RESERVE,
       ScriptName::Settle => &SETTLE,
       ScriptName::Clear => &CLEAR,
+      ScriptName::Flush => &FLUSH,
     }
   }
 }
@@ -105,6 +109,27 @@ pub fn write_call(
   }
   ScriptCall {
     script: ScriptName::Write,
+    keys,
+    args,
+  }
+}
+
+/// `flush.lua` adding each `(API key, dimension key, bucket, amount)`; every counter must
+/// route to one node in a cluster (the caller groups them by pool).
+pub fn flush_call(layout: KeyLayout, counters: &[(&str, &DimensionKey, i64, f64)]) -> ScriptCall {
+  let mut keys = Vec::with_capacity(counters.len() * 4);
+  let mut args = Vec::with_capacity(counters.len() * 3);
+  for (api_key_id, key, bucket, amount) in counters {
+    keys.push(layout.bucket_key(api_key_id, key, *bucket));
+    keys.push(layout.members_key(key, *bucket));
+    keys.push(layout.total_key(key, *bucket));
+    keys.push(layout.bucket_key(api_key_id, key, bucket - 1));
+    args.push(api_key_id.to_string());
+    args.push(decimal(*amount));
+    args.push(ttl_seconds(key.window).to_string());
+  }
+  ScriptCall {
+    script: ScriptName::Flush,
     keys,
     args,
   }
@@ -183,6 +208,18 @@ impl ReadBatch {
   /// group's index in the reply.
   pub fn pool(&mut self, key: &DimensionKey, current: i64) -> usize {
     self.push(key, current, Owner::Pool)
+  }
+
+  /// Each group's dimension key, current bucket and API key (`None`: the whole pool), in
+  /// reply order.
+  pub fn groups(&self) -> impl Iterator<Item = (&DimensionKey, i64, Option<&str>)> {
+    self.groups.iter().map(|(key, current, owner)| {
+      let who = match owner {
+        Owner::Key(index) => Some(self.ids[*index].as_str()),
+        Owner::Pool => None,
+      };
+      (key, *current, who)
+    })
   }
 
   /// How many groups (and so `Buckets` in the reply).
