@@ -14,6 +14,7 @@ import {
   closeQuotaDb,
   createPool,
   enforceQuotaShare,
+  flushQuotaWrites,
   getBucket,
   getQuotaStore,
   getSqliteQuotaStore,
@@ -73,6 +74,7 @@ test('the driver follows the host setting: getQuotaStore at once, the hot path w
     assert.ok(store instanceof RedisQuotaStore)
     assert.equal(store.url, server.url)
     await recordConsumption(request)
+    assert.equal(flushQuotaWrites(), null) // Redis records are written behind (docs/redis.md#write-behind)
     assert.equal(await plain.get(redisKey), '1', 'the record went to Redis')
     assert.equal(getBucket('key-follow', dimensionKey, bucket), 1, 'not to SQLite')
 
@@ -82,9 +84,11 @@ test('the driver follows the host setting: getQuotaStore at once, the hot path w
     while ((await plain.get(redisKey)) !== null && Date.now() - started < 3000) {
       await plain.del(redisKey)
       await recordConsumption(request)
+      flushQuotaWrites()
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
     await recordConsumption(request)
+    flushQuotaWrites()
     assert.equal(await plain.get(redisKey), null, 'no record on Redis any more')
     assert.ok(Date.now() - started < 2500, `re-chosen after ${Date.now() - started} ms`)
     assert.ok(getBucket('key-follow', dimensionKey, bucket) >= 2)

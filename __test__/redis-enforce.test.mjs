@@ -17,7 +17,7 @@ import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine
 import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
 import { getBucket } from '@omniroute/quota-engine/compat/quotaConsumption'
 import { _clearSaturationCache } from '@omniroute/quota-engine/compat/saturationSignals'
-import { closeQuotaDb, createPool, WINDOW_MS } from '@omniroute/quota-engine'
+import { closeQuotaDb, createPool, flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
 
 const skip = REDIS_SKIP
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-enforce-'))
@@ -106,6 +106,7 @@ test('recordConsumption writes every plan dimension to Redis (not SQLite) in the
   host.prepare('INSERT INTO quota_allocation_model_caps (pool_id, api_key_id, model, cap_value, cap_unit) VALUES (?, ?, ?, ?, ?)').run(id, 'rec', 'm1', 1000, 'tokens')
   await recordConsumption({ apiKeyId: 'rec', connectionId: connection, provider: 'mixed', model: 'm1', cost: { tokens: 120, usd: 0.25 } })
   await recordConsumption({ apiKeyId: 'rec', connectionId: connection, provider: 'mixed', cost: { tokens: 0, usd: 0, requests: 0 } })
+  assert.equal(flushQuotaWrites(), null) // write-behind (docs/redis.md#write-behind): sent now
   const hour = Math.floor(Date.now() / HOUR)
   const day = Math.floor(Date.now() / 86_400_000)
   assert.deepEqual(
@@ -167,6 +168,7 @@ test('Redis down: enforce fails open in bounded time with one warning, record ne
   await recordConsumption({ apiKeyId: 'down', connectionId: connection, provider: 'acme', cost: {} })
   await recordConsumption({ apiKeyId: 'down', connectionId: connection, provider: 'acme', cost: {} })
   assert.equal((await enforceQuotaShare({ apiKeyId: 'down', connectionId: connection, provider: 'acme' })).kind, 'block')
+  assert.equal(flushQuotaWrites(), null) // sent, so the kill loses them (no persistence)
   await server.kill('SIGKILL')
   const started = Date.now()
   for (let i = 0; i < 5; i++) {
@@ -178,12 +180,21 @@ test('Redis down: enforce fails open in bounded time with one warning, record ne
   assert.equal(enforceWarnings.length, 1, JSON.stringify(warnings))
   assert.match(enforceWarnings[0].error, /Redis/)
   // A key with no pool is decided from metadata alone: no Redis round trip, no warning.
-  warnings.length = 0
+  const earlier = warnings.splice(0)
   assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'stranger', connectionId: connection, provider: 'acme' }), { kind: 'allow' })
   assert.equal(warnings.length, 0)
+  // The records made while it was down stayed buffered (docs/redis.md#write-behind): a
+  // flush fails, keeps them and says so once.
+  assert.match(flushQuotaWrites(), /Redis/)
+  const kept = [...earlier, ...warnings].filter((w) => /stay buffered and are retried/.test(w.msg))
+  assert.equal(kept.length, 1, JSON.stringify(warnings))
   await server.start()
   await recordConsumption({ apiKeyId: 'down', connectionId: connection, provider: 'acme', cost: {} })
-  assert.equal(await plain.get(`omniroute:quota:down:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`), '1')
-  assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'down', connectionId: connection, provider: 'acme' }), { kind: 'allow', deprioritize: false })
+  assert.equal(flushQuotaWrites(), null)
+  // The server lost the two records before the kill (no persistence); the five made while
+  // it was down and the one after arrive.
+  assert.equal(await plain.get(`omniroute:quota:down:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`), '6')
+  // Enforcing again, from Redis: 6 over the limit of 2 (a fail-open allow has no deprioritize).
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'down', connectionId: connection, provider: 'acme' })).kind, 'block')
   install()
 })

@@ -5,7 +5,9 @@
 //
 // Without --url a redis-server is started on a free loopback port and stopped at the end.
 // Rows: consume, peek, poolConsumedTotal (pools of 10, 1 000 and 10 000 keys), enforceQuotaShare
-// (8 keys × 2 dimensions), serial and 64 concurrent (Promise.all batches of 64). The
+// (8 keys × 2 dimensions), recordConsumption (write-behind, and one script per record),
+// serial and 64 concurrent (Promise.all batches of 64); then Redis commands per request
+// under load (INFO commandstats). The
 // baseline is a plain ioredis client doing what the TypeScript driver does: per consume
 // INCRBYFLOAT, two EXPIREs and an MGET (awaited one after the other, and pipelined in one
 // round trip); per peek an MGET; per pool total an MGET of every key's two buckets; per
@@ -134,7 +136,39 @@ await row('enforceQuotaShare, 2 dims', 'baseline: peek + pool total per dimensio
   const k = hotKeys[i % 8]
   await Promise.all(hotDims.flatMap((d) => [tsPeek(k, d), tsPoolTotal(hotKeys, d)]))
 })
-await row('recordConsumption, 2 dims', 'engine on Redis (one write.lua)', (i) => engine.recordConsumption({ ...request(i), cost: { tokens: 10 } }))
+await row('recordConsumption, 2 dims', 'engine on Redis, write-behind (default)', (i) => engine.recordConsumption({ ...request(i), cost: { tokens: 10 } }))
+process.env.QUOTA_RECORD_FLUSH_MS = '0'
+await row('recordConsumption, 2 dims', 'engine on Redis, QUOTA_RECORD_FLUSH_MS=0 (one write.lua per record)', (i) => engine.recordConsumption({ ...request(i), cost: { tokens: 10 } }))
+delete process.env.QUOTA_RECORD_FLUSH_MS
+engine.flushQuotaWrites()
+
+// Redis commands per request under load (INFO commandstats): LOAD requests, 64 at a time,
+// each an enforceQuotaShare then a recordConsumption, with and without write-behind.
+const LOAD = Math.min(MAX_OPS, 4096)
+async function commandsPerRequest(flushMs) {
+  if (flushMs === undefined) delete process.env.QUOTA_RECORD_FLUSH_MS
+  else process.env.QUOTA_RECORD_FLUSH_MS = String(flushMs)
+  engine.flushQuotaWrites()
+  await plain.config('RESETSTAT')
+  const started = process.hrtime.bigint()
+  for (let i = 0; i < LOAD; i += CONCURRENCY) {
+    await Promise.all(Array.from({ length: Math.min(CONCURRENCY, LOAD - i) }, async (_, j) => {
+      await engine.enforceQuotaShare(request(i + j))
+      await engine.recordConsumption({ ...request(i + j), cost: { tokens: 10 } })
+    }))
+  }
+  engine.flushQuotaWrites()
+  const ms = Number(process.hrtime.bigint() - started) / 1e6
+  const stats = await plain.info('commandstats')
+  const calls = {}
+  for (const [, name, n] of stats.matchAll(/cmdstat_([^:]+):calls=(\d+)/g)) {
+    if (name !== 'info' && name !== 'config' && !name.startsWith('config|')) calls[name] = Number(n)
+  }
+  delete process.env.QUOTA_RECORD_FLUSH_MS
+  const total = Object.values(calls).reduce((a, b) => a + b, 0)
+  return { flushMs: flushMs ?? 10, perRequest: total / LOAD, calls, reqPerSec: (LOAD * 1000) / ms }
+}
+const load = [await commandsPerRequest(undefined), await commandsPerRequest(0)]
 await row('recordConsumption, 2 dims', 'baseline: consume per dimension', (i) => Promise.all(hotDims.map((d) => tsConsume(hotKeys[i % 8], d, d.unit === 'tokens' ? 10 : 1))))
 
 delete process.env.QUOTA_STORE_DRIVER
@@ -153,6 +187,10 @@ console.log(`\n\`node bench/redis.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\
 console.log('| operation | implementation | mode | ops/s | p50 µs | p99 µs |')
 console.log('|---|---|---|---:|---:|---:|')
 for (const r of rows) console.log(`| ${r.operation} | ${r.who} | ${r.mode} | ${Math.round(r.opsPerSec).toLocaleString('en-US')} | ${fmt(r.p50)} | ${fmt(r.p99)} |`)
+console.log(`\nRedis commands per request (enforce + record), ${LOAD} requests ${CONCURRENCY} at a time (INFO commandstats; a script's inner calls counted by Redis too):\n`)
+console.log('| QUOTA_RECORD_FLUSH_MS | commands / request | evalsha / request | requests/s | by command |')
+console.log('|---:|---:|---:|---:|---|')
+for (const l of load) console.log(`| ${l.flushMs} | ${l.perRequest.toFixed(2)} | ${((l.calls.evalsha || 0) / LOAD).toFixed(3)} | ${Math.round(l.reqPerSec).toLocaleString('en-US')} | ${Object.entries(l.calls).map(([k, v]) => `${k} ${v}`).join(', ')} |`)
 
 plain.disconnect()
 engine.resetRedisClient()

@@ -271,6 +271,8 @@ pub fn reset_store_choice() {
 /// a warning.
 #[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db(env: Env) -> napi::Result<()> {
+  // Redis's write-behind buffer too (a failure keeps it, logged as a fault).
+  let _ = engine().flush_redis_blocking();
   if let Some(dropped) = or_throw(&env, crate::store::close_quota_db())? {
     engine().logs.warn(
       "quota:store",

@@ -43,7 +43,8 @@ pub const RETENTION_DAYS: NumberSpec = NumberSpec {
   clamp: false,
 };
 /// `QUOTA_RECORD_FLUSH_MS` (beyond the contract): how old buffered records may get before
-/// a recording call commits them itself; 0 commits every record in its own call.
+/// a recording call commits them itself (SQLite), or before their flush (Redis,
+/// docs/redis.md#write-behind); 0 commits every record in its own call.
 pub const RECORD_FLUSH_MS: NumberSpec = NumberSpec {
   name: "QUOTA_RECORD_FLUSH_MS",
   default: 10.0,

@@ -566,10 +566,13 @@ impl Engine {
           self.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
         )
       }
-      Driver::Redis(url) => later(
-        self
-          .redis_backend(url)
-          .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
+      Driver::Redis(url) => self.after_redis_flush(
+        url,
+        later(
+          self
+            .redis_backend(url)
+            .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
+        ),
       ),
     }
   }
@@ -586,10 +589,13 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
       }
-      Driver::Redis(url) => later(
-        self
-          .redis_backend(url)
-          .and_then(|backend| counters::peek(backend, api_key_id, key, now_ms)),
+      Driver::Redis(url) => self.after_redis_flush(
+        url,
+        later(
+          self
+            .redis_backend(url)
+            .and_then(|backend| counters::peek(backend, api_key_id, key, now_ms)),
+        ),
       ),
     }
   }
@@ -605,18 +611,21 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
       }
-      Driver::Redis(url) => later(
-        crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
-          .and_then(|()| {
-            let backend = self.redis_backend(url)?;
-            // The buckets' totals need no key list (docs/redis.md#pool-totals).
-            let ids = match backend.totals() {
-              PoolTotals::Aggregate => Vec::new(),
-              PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
-            };
-            Ok((backend, ids))
-          })
-          .and_then(|(backend, ids)| counters::pool_consumed_total(backend, key, ids, now_ms)),
+      Driver::Redis(url) => self.after_redis_flush(
+        url,
+        later(
+          crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
+            .and_then(|()| {
+              let backend = self.redis_backend(url)?;
+              // The buckets' totals need no key list (docs/redis.md#pool-totals).
+              let ids = match backend.totals() {
+                PoolTotals::Aggregate => Vec::new(),
+                PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
+              };
+              Ok((backend, ids))
+            })
+            .and_then(|(backend, ids)| counters::pool_consumed_total(backend, key, ids, now_ms)),
+        ),
       ),
     }
   }
@@ -631,10 +640,13 @@ impl Engine {
   ) -> Step<Result<()>> {
     match driver {
       Driver::Sqlite => Step::Now(self.with_db(|db| db.clear(&api_key_id, &key))),
-      Driver::Redis(url) => later(
-        self
-          .redis_backend(url)
-          .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
+      Driver::Redis(url) => self.after_redis_flush(
+        url,
+        later(
+          self
+            .redis_backend(url)
+            .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
+        ),
       ),
     }
   }
@@ -664,10 +676,11 @@ impl Engine {
             now_ms,
           ))
         });
-        match prepared {
+        let step = match prepared {
           Ok(future) => Step::later(future),
           Err(err) => Step::Now(Err(err)),
-        }
+        };
+        self.after_redis_flush(url, step)
       }
     }
   }

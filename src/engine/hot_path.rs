@@ -6,7 +6,8 @@
 //!
 //! SQLite answers on the calling thread: from memory while nothing was committed, else in
 //! one read transaction, and records are buffered (`store/sqlite/record_buffer.rs`).
-//! Redis reads the metadata on the calling thread, then does one round trip.
+//! Redis reads the metadata on the calling thread, then does one round trip; its records
+//! are buffered too (write-behind, `engine/redis_writes.rs`) and its reads add the buffer.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
 use super::driver::Driver;
@@ -257,9 +258,13 @@ impl Engine {
     let compiled = if reserve { compile_checks(&plan) } else { None };
     match compiled {
       None => Step::later(async move {
-        let outcome = counters::read(&backend, &batch)
-          .await
-          .map(|values| (plan.decide(&call.ids.request(), &values), None));
+        // This process's buffered records count, flushed or not (docs/redis.md#write-behind).
+        let outcome = counters::read(&backend, &batch).await.map(|mut values| {
+          self
+            .redis_writes
+            .overlay(backend.url(), &batch, &mut values);
+          (plan.decide(&call.ids.request(), &values), None)
+        });
         self.decided(outcome, &call, started)
       }),
       Some(compiled) => {
@@ -271,6 +276,11 @@ impl Engine {
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
         Step::later(async move {
+          // The script decides on what Redis holds: records buffered before reserve mode
+          // was switched on go first.
+          if self.redis_writes.holds(backend.url()) {
+            self.flush_redis(backend.url().to_string()).await;
+          }
           let outcome = counters::reserve(
             &backend,
             &batch,
@@ -368,7 +378,9 @@ impl Engine {
   }
 
   /// `recordConsumption`: every plan dimension and the model bucket, buffered on SQLite
-  /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`), one script on Redis.
+  /// (or committed at once with `QUOTA_RECORD_FLUSH_MS=0`); on Redis buffered too and
+  /// flushed in one script call per flush (`engine/redis_writes.rs`), or — flush window 0,
+  /// or reserve admission — one script per record.
   pub fn record(&'static self, call: RecordCall) -> Step<Buffered> {
     self.record_with(call, None)
   }
@@ -438,10 +450,17 @@ impl Engine {
         Step::Now(buffered)
       }
       Driver::Redis(url) => {
+        let behind = self.redis_write_behind();
         let prepared = self
           .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
           .and_then(|writes| {
             if writes.is_empty() {
+              return Ok(None);
+            }
+            if behind {
+              // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
+              self.buffer_redis_writes(&url, &call.ids.api_key_id, &writes, call.now_ms)?;
+              self.faults.succeeded(&self.logs, Operation::Record);
               return Ok(None);
             }
             counters::consume_many(
@@ -637,6 +656,8 @@ impl Engine {
   /// Records carried from a file that was replaced are committed to the file now at the
   /// path, opening it (docs/reliability.md, "Durability of records").
   pub fn flush(&'static self, automatic: bool) -> Option<String> {
+    // Redis's buffer (docs/redis.md#write-behind), waited for; its faults are its own.
+    let redis_error = self.flush_redis_blocking();
     crate::store::sqlite::recheck_file();
     let mut result = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic));
     if crate::store::sqlite::carried_count() > 0 {
@@ -658,9 +679,10 @@ impl Engine {
           vec![("buffered", LogValue::Number(buffered as f64))],
         );
       }
-      None => self.faults.succeeded(&self.logs, Operation::Flush),
+      None if redis_error.is_none() => self.faults.succeeded(&self.logs, Operation::Flush),
+      None => {}
     }
-    error
+    error.or(redis_error)
   }
 
   /// The event loop's flush timer (docs/sqlite.md, "Records are buffered"): commits the
@@ -722,6 +744,6 @@ impl Engine {
       .and_then(|r| r.ok())
       .unwrap_or(0);
     self.report_file_changes();
-    open + crate::store::sqlite::carried_count()
+    open + crate::store::sqlite::carried_count() + self.redis_writes.pending()
   }
 }

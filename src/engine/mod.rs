@@ -7,6 +7,8 @@
 //! - `config.rs`: every `QUOTA_*` variable, parsed and validated in one place.
 //! - `database.rs`: where the SQLite database is, and the one way to reach it.
 //! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
+//! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
+//!   flushed, and what a failed flush does.
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
 //! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
@@ -19,6 +21,7 @@ pub mod faults;
 pub mod hot_path;
 pub mod logs;
 pub mod metrics;
+pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
 
@@ -66,6 +69,8 @@ pub struct Engine {
   pub faults: faults::Faults,
   pub database: database::Database,
   pub drivers: driver::DriverChoice,
+  /// `recordConsumption`'s write-behind buffers on Redis.
+  pub redis_writes: redis_writes::RedisWrites,
   saturation: Mutex<saturation::SaturationState>,
   scheduler: Mutex<scheduler::SchedulerState>,
   started: Instant,
@@ -87,6 +92,7 @@ impl Default for Engine {
       faults: faults::Faults::default(),
       database: database::Database::default(),
       drivers: driver::DriverChoice::default(),
+      redis_writes: redis_writes::RedisWrites::default(),
       saturation: Mutex::default(),
       scheduler: Mutex::default(),
       started: Instant::now(),

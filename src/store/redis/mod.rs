@@ -11,6 +11,8 @@
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
 //!   time per operation.
 //! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
+//! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
+//!   flushed in one script call).
 //! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
 //!   snapshot, and the hot path's batched reads and writes.
 //!
@@ -26,6 +28,7 @@ pub mod keys;
 pub mod scripts;
 pub mod target;
 pub mod tls;
+pub mod write_buffer;
 
 pub use client::client_command;
 pub use connection::{backend, forget_backend, RedisBackend, RedisOptions, Retry};

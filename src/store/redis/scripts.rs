@@ -41,6 +41,8 @@ pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
 });
 /// `settle.lua`.
 pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
+/// `flush.lua`.
+pub static FLUSH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/flush.lua")));
 /// `clear.lua`.
 pub static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/clear.lua")));
 
@@ -52,6 +54,7 @@ pub enum ScriptName {
   Reserve,
   Settle,
   Clear,
+  Flush,
 }
 
 impl ScriptName {
@@ -63,6 +66,7 @@ impl ScriptName {
       ScriptName::Reserve => &RESERVE,
       ScriptName::Settle => &SETTLE,
       ScriptName::Clear => &CLEAR,
+      ScriptName::Flush => &FLUSH,
     }
   }
 }
@@ -105,6 +109,28 @@ pub fn write_call(
   }
   ScriptCall {
     script: ScriptName::Write,
+    keys,
+    args,
+  }
+}
+
+/// `flush.lua` adding each `(API key, dimension key, bucket, amount)`; every counter must
+/// route to one node in a cluster (the caller groups them by pool).
+pub fn flush_call(layout: KeyLayout, counters: &[(&str, &DimensionKey, i64, f64)]) -> ScriptCall {
+  let mut keys = Vec::with_capacity(counters.len() * 4);
+  let mut args = Vec::with_capacity(counters.len() * 3);
+  for (api_key_id, key, bucket, amount) in counters {
+    keys.push(layout.bucket_key(api_key_id, key, *bucket));
+    keys.push(layout.members_key(key, *bucket));
+    keys.push(layout.total_key(key, *bucket));
+    keys.push(layout.bucket_key(api_key_id, key, bucket - 1));
+    // The members set holds the id as the key names carry it (escaped), like write.lua's.
+    args.push(id_part(api_key_id).into_owned());
+    args.push(decimal(*amount));
+    args.push(ttl_seconds(key.window).to_string());
+  }
+  ScriptCall {
+    script: ScriptName::Flush,
     keys,
     args,
   }
@@ -183,6 +209,18 @@ impl ReadBatch {
   /// group's index in the reply.
   pub fn pool(&mut self, key: &DimensionKey, current: i64) -> usize {
     self.push(key, current, Owner::Pool)
+  }
+
+  /// Each group's dimension key, current bucket and API key (`None`: the whole pool), in
+  /// reply order.
+  pub fn groups(&self) -> impl Iterator<Item = (&DimensionKey, i64, Option<&str>)> {
+    self.groups.iter().map(|(key, current, owner)| {
+      let who = match owner {
+        Owner::Key(index) => Some(self.ids[*index].as_str()),
+        Owner::Pool => None,
+      };
+      (key, *current, who)
+    })
   }
 
   /// How many groups (and so `Buckets` in the reply).
@@ -437,6 +475,22 @@ mod tests {
 
   fn dim(pool: &str, unit: QuotaUnit, window: QuotaWindow) -> DimensionKey {
     DimensionKey::new(pool, unit, window)
+  }
+
+  #[test]
+  fn flush_call_names_a_key_and_its_members_entry_as_write_call_does() {
+    // An id with a separator is escaped in the key names; the members set must hold the
+    // same escaped id, whichever script wrote the counter.
+    let key = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let now = 10 * QuotaWindow::Hourly.ms();
+    let bucket = bucket_index(now, QuotaWindow::Hourly.ms());
+    let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], now);
+    let flush = flush_call(KeyLayout::Standalone, &[("a:b%", &key, bucket, 1.0)]);
+    assert_eq!(flush.keys[0], write.keys[0]);
+    assert_eq!(flush.keys[1], write.keys[2]);
+    assert_eq!(flush.keys[2], write.keys[3]);
+    assert_eq!(flush.args[0], write.args[0]);
+    assert_ne!(flush.args[0], "a:b%");
   }
 
   #[test]

@@ -1,0 +1,161 @@
+// recordConsumption by write-behind on Redis (docs/redis.md#write-behind): a record answers
+// without a promise, increments coalesce per counter, one script call carries them to
+// Redis, this process's own reads see them before any flush, and what is buffered
+// reaches Redis at flushQuotaWrites() and at exit. QUOTA_RECORD_FLUSH_MS is set high here so
+// that no timer flush happens during a test (the flush window itself is not a timing test).
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawn } from 'node:child_process'
+import { createRequire } from 'node:module'
+import Redis from 'ioredis'
+import { openHost } from './support/store-env.mjs'
+import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
+import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { closeQuotaDb, createPool, flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
+
+const require = createRequire(import.meta.url)
+const native = require('../binding.js')
+const skip = REDIS_SKIP
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-wb-'))
+const dbPath = path.join(dir, 'storage.sqlite')
+const HOUR = WINDOW_MS.hourly
+const warnings = []
+const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
+let server
+let plain
+let host
+
+before(async () => {
+  if (skip) return
+  server = await startRedis()
+  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
+  installHost({ dbPath, logger, saturationFetchers: { wb: async () => 0 } })
+  createPool({ connectionId: 'bootstrap', name: 'bootstrap' })
+  host = openHost(dbPath)
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  process.env.QUOTA_STORE_REDIS_URL = server.url
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  resetQuotaStoreSingleton()
+  assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+})
+
+after(async () => {
+  delete process.env.QUOTA_STORE_DRIVER
+  delete process.env.QUOTA_STORE_REDIS_URL
+  delete process.env.QUOTA_RECORD_FLUSH_MS
+  resetQuotaStoreSingleton()
+  resetRedisClient()
+  plain?.disconnect()
+  host?.close()
+  closeQuotaDb()
+  await server?.stop()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+let seq = 0
+function hostPool(key, limit) {
+  const id = `wbpool-${++seq}-${process.pid}`
+  const connection = `wbconn-${seq}`
+  host.prepare('INSERT INTO quota_pools (id, connection_id, name, group_id) VALUES (?, ?, ?, ?)').run(id, connection, id, null)
+  host.prepare('INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?, ?, ?)').run(id, connection, 1000)
+  host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy) VALUES (?, ?, ?, ?, ?, ?)').run(id, key, 100, null, null, 'hard')
+  host.prepare("INSERT OR REPLACE INTO provider_plans (connection_id, provider, dimensions_json, source, updated_at) VALUES (?, ?, ?, 'manual', ?)").run(connection, 'wb', JSON.stringify([{ unit: 'requests', window: 'hourly', limit }, { unit: 'tokens', window: 'hourly', limit: 1e9 }]), Date.now())
+  return { id, connection }
+}
+
+const bucket = (key, id, unit) => `omniroute:quota:${key}:${id}:${unit}:hourly:${Math.floor(Date.now() / HOUR)}`
+
+async function evalshaCalls() {
+  const stats = await plain.info('commandstats')
+  return Number((stats.match(/cmdstat_evalsha:calls=(\d+)/) || [0, 0])[1])
+}
+
+test('a record answers without a promise; 50 records are one script call at the flush', { skip }, async () => {
+  const { id, connection } = hostPool('wb-a', 1e6)
+  // A first flush loads the script (NOSCRIPT, SCRIPT LOAD): not what is counted here.
+  await recordConsumption({ apiKeyId: 'wb-a', connectionId: connection, provider: 'wb', cost: {} })
+  assert.equal(flushQuotaWrites(), null)
+  const before = await evalshaCalls()
+  for (let i = 0; i < 50; i++) {
+    const answer = native.record('wb-a', connection, 'wb', undefined, 10, undefined, undefined, undefined, Date.now())
+    assert.equal(answer, 0, 'answered now, not a promise')
+  }
+  assert.equal(native.pendingQuotaWrites(), 2, 'coalesced: one counter per dimension')
+  assert.equal(await plain.get(bucket('wb-a', id, 'requests')), '1', 'not sent yet')
+  assert.equal(await evalshaCalls(), before, 'no script ran for the records')
+  assert.equal(flushQuotaWrites(), null)
+  assert.equal(native.pendingQuotaWrites(), 0)
+  assert.equal(await evalshaCalls(), before + 1, 'one script call for the whole flush')
+  assert.equal(await plain.get(bucket('wb-a', id, 'requests')), '51')
+  assert.equal(await plain.get(bucket('wb-a', id, 'tokens')), '500')
+  // The members set and the bucket's total come with it (docs/redis.md#pool-totals).
+  const hour = Math.floor(Date.now() / HOUR)
+  assert.deepEqual(await plain.smembers(`omniroute:quota-members:${id}:requests:hourly:${hour}`), ['wb-a'])
+  assert.equal(await plain.get(`omniroute:quota-total:${id}:requests:hourly:${hour}`), '51')
+})
+
+test('this process reads its own buffered records: enforce blocks before any flush', { skip }, async () => {
+  const { id, connection } = hostPool('wb-b', 3)
+  for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'wb-b', connectionId: connection, provider: 'wb', cost: { tokens: 1 } })
+  assert.equal(await plain.get(bucket('wb-b', id, 'requests')), null, 'still buffered')
+  assert.equal((await enforceQuotaShare({ apiKeyId: 'wb-b', connectionId: connection, provider: 'wb' })).kind, 'block')
+  // Reads through the store flush first.
+  const store = await getQuotaStore()
+  assert.equal(await store.peek('wb-b', { poolId: id, unit: 'requests', window: 'hourly' }), 3)
+  assert.equal(await plain.get(bucket('wb-b', id, 'requests')), '3')
+})
+
+test('QUOTA_RECORD_FLUSH_MS=0: one script per record, written before it resolves', { skip }, async () => {
+  const { id, connection } = hostPool('wb-c', 1e6)
+  process.env.QUOTA_RECORD_FLUSH_MS = '0'
+  try {
+    const answer = native.record('wb-c', connection, 'wb', undefined, 1, undefined, undefined, undefined, Date.now())
+    assert.ok(answer instanceof Promise)
+    await answer
+    assert.equal(await plain.get(bucket('wb-c', id, 'requests')), '1')
+  } finally {
+    process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  }
+})
+
+test('a failed flush keeps the records, says so once, and sends them when Redis is back', { skip }, async () => {
+  const { id, connection } = hostPool('wb-d', 1e6)
+  warnings.length = 0
+  await server.kill('SIGKILL')
+  for (let i = 0; i < 4; i++) await recordConsumption({ apiKeyId: 'wb-d', connectionId: connection, provider: 'wb', cost: { tokens: 5 } })
+  assert.match(flushQuotaWrites(), /Redis/)
+  assert.match(flushQuotaWrites(), /Redis/)
+  assert.equal(native.pendingQuotaWrites(), 2, 'kept')
+  const kept = warnings.filter((w) => /stay buffered and are retried/.test(w.msg))
+  assert.equal(kept.length, 1, JSON.stringify(warnings))
+  assert.equal(kept[0].buffered, 2)
+  await server.start()
+  assert.equal(flushQuotaWrites(), null)
+  assert.equal(await plain.get(bucket('wb-d', id, 'requests')), '4')
+  assert.equal(await plain.get(bucket('wb-d', id, 'tokens')), '20')
+})
+
+test('what is buffered reaches Redis when the process exits', { skip }, async () => {
+  const { id, connection } = hostPool('wb-e', 1e6)
+  const child = `
+    const { installHost } = require('@omniroute/quota-engine/compat/host')
+    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
+    installHost({ dbPath: ${JSON.stringify(dbPath)} })
+    getQuotaStore().then(async () => {
+      for (let i = 0; i < 7; i++) await recordConsumption({ apiKeyId: 'wb-e', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+      process.exit(0)
+    })`
+  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env: process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let err = ''
+  proc.stderr.on('data', (d) => (err += d))
+  const code = await new Promise((resolve) => proc.on('exit', resolve))
+  assert.equal(code, 0, err)
+  assert.equal(await plain.get(bucket('wb-e', id, 'requests')), '7')
+})

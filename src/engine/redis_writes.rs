@@ -1,0 +1,276 @@
+//! `recordConsumption` by write-behind on Redis (docs/redis.md#write-behind): a record adds
+//! its increments to the buffer of its Redis URL (`store/redis/write_buffer.rs`) and
+//! answers at once; the buffer is flushed in one script call (one per pool in a cluster)
+//! `QUOTA_RECORD_FLUSH_MS` after its first increment, at once when it holds
+//! [`FLUSH_AT`] counters, before the reads that must see it, and — blocking — by
+//! `flushQuotaWrites()`, `closeQuotaDb()` and at exit. The hot path's own reads add the
+//! buffer instead of waiting for a flush. A failed flush keeps its counters for the next
+//! one (retried after [`RETRY`]); past [`MAX_BUFFERED`] counters it drops them with a
+//! warning saying how many and why.
+
+use super::config::{AdmissionMode, RECORD_FLUSH_MS};
+use super::faults::Operation;
+use super::logs::LogValue;
+use super::metrics::StoreOperation;
+use super::{Engine, Step};
+use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::Buckets;
+use crate::error::Result;
+use crate::store::redis::write_buffer::WriteBuffer;
+use crate::store::redis::{ReadBatch, Retry};
+use crate::store::validate;
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// A buffer holding this many counters is flushed at once.
+pub const FLUSH_AT: usize = 1000;
+/// A failed flush keeps its counters unless the buffer would then hold more than this.
+pub const MAX_BUFFERED: usize = 10_000;
+/// How long after a failed flush the next one is tried.
+pub const RETRY: Duration = Duration::from_secs(1);
+
+/// The buffers, one per Redis URL.
+#[derive(Default)]
+pub struct RedisWrites {
+  buffers: Mutex<HashMap<String, WriteBuffer>>,
+}
+
+impl RedisWrites {
+  fn lock(&self) -> MutexGuard<'_, HashMap<String, WriteBuffer>> {
+    self.buffers.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// How many counters wait for a flush, over every URL.
+  pub fn pending(&self) -> usize {
+    self.lock().values().map(WriteBuffer::len).sum()
+  }
+
+  /// Whether `url`'s buffer holds anything, waiting or in flight.
+  pub fn holds(&self, url: &str) -> bool {
+    self
+      .lock()
+      .get(url)
+      .is_some_and(|b| !b.is_empty() || b.in_flight())
+  }
+
+  /// Adds `url`'s buffered increments to `values`, `batch`'s reply.
+  pub fn overlay(&self, url: &str, batch: &ReadBatch, values: &mut [Buckets]) {
+    if let Some(buffer) = self.lock().get(url) {
+      buffer.overlay(batch, values);
+    }
+  }
+}
+
+impl Engine {
+  /// Whether a record on Redis is buffered: `QUOTA_RECORD_FLUSH_MS` above 0, a runtime to
+  /// flush on, and not reserve admission (whose script must see every record,
+  /// docs/admission.md).
+  pub(super) fn redis_write_behind(&self) -> bool {
+    self.number(&RECORD_FLUSH_MS) > 0.0
+      && self.spawner.get().is_some()
+      && self.admission() != AdmissionMode::Reserve
+  }
+
+  /// Buffers `recordConsumption`'s writes for `url`; a bad write is an error and nothing
+  /// is buffered.
+  pub(super) fn buffer_redis_writes(
+    &'static self,
+    url: &str,
+    api_key_id: &str,
+    writes: &[(DimensionKey, f64)],
+    now_ms: i64,
+  ) -> Result<()> {
+    validate::non_empty(api_key_id, "apiKeyId")?;
+    for (index, (key, cost)) in writes.iter().enumerate() {
+      validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+      validate::cost(*cost, &format!("writes[{index}].cost"))?;
+    }
+    // The backend exists (a URL it cannot use fails here, not at the flush).
+    self.redis_backend(url)?;
+    let (arm, full) = {
+      let mut buffers = self.redis_writes.lock();
+      let buffer = buffers.entry(url.to_string()).or_default();
+      buffer.add(api_key_id, writes, now_ms);
+      let arm = !buffer.armed;
+      buffer.armed = true;
+      (arm, buffer.len() >= FLUSH_AT)
+    };
+    if full {
+      self.in_background(Step::later(self.flush_redis(url.to_string())));
+    }
+    if arm {
+      let delay = Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0);
+      self.flush_redis_after(url.to_string(), delay);
+    }
+    Ok(())
+  }
+
+  /// Flushes `url`'s buffer after `delay` (on the I/O runtime). What is left (records
+  /// that came meanwhile, or kept by a failure) arms the next flush — after [`RETRY`]
+  /// when this one failed.
+  fn flush_redis_after(&'static self, url: String, delay: Duration) {
+    self.in_background(Step::later(async move {
+      tokio::time::sleep(delay).await;
+      if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
+        buffer.armed = false;
+      }
+      let failed = self.flush_redis(url.clone()).await.is_some();
+      let again = match self.redis_writes.lock().get_mut(&url) {
+        Some(buffer) if !buffer.is_empty() && !buffer.armed => {
+          buffer.armed = true;
+          true
+        }
+        _ => false,
+      };
+      if again {
+        let next = if failed {
+          RETRY
+        } else {
+          Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0)
+        };
+        self.flush_redis_after(url, next);
+      }
+    }));
+  }
+
+  /// Flushes `url`'s buffer now: one script call per pool's worth (one in all off a
+  /// cluster). Resolves to the error message of a failed call, or `None`.
+  pub async fn flush_redis(&'static self, url: String) -> Option<String> {
+    let backend = match self.redis_backend(&url) {
+      Ok(backend) => backend,
+      Err(err) => return Some(err.to_string()),
+    };
+    let taken = match self.redis_writes.lock().get_mut(&url) {
+      Some(buffer) => buffer.take(backend.layout()),
+      None => Vec::new(),
+    };
+    let mut error = None;
+    for flush in taken {
+      let result = backend
+        .run_script(&flush.call(backend.layout()), Retry::Write)
+        .await;
+      match result {
+        Ok(_) => {
+          if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
+            buffer.settled(flush.id, false);
+          }
+          self.faults.succeeded(&self.logs, Operation::Flush);
+        }
+        Err(err) => {
+          let message = err.to_string();
+          self.redis_flush_failed(&url, flush.id, &message);
+          error = Some(message);
+        }
+      }
+    }
+    error
+  }
+
+  /// A failed flush: its counters are kept for the next one (a fault, logged once) —
+  /// unless the buffer would then hold more than [`MAX_BUFFERED`]: dropped, said every time.
+  fn redis_flush_failed(&self, url: &str, id: u64, message: &str) {
+    self.metrics.store_error(StoreOperation::Record);
+    let (kept, count, buffered) = {
+      let mut buffers = self.redis_writes.lock();
+      let Some(buffer) = buffers.get_mut(url) else {
+        return;
+      };
+      let (kept, count) = buffer.failed(id, MAX_BUFFERED);
+      (kept, count, buffer.len())
+    };
+    if kept {
+      self.faults.failed(
+        &self.logs,
+        Operation::Flush,
+        "sending buffered quota records to Redis failed; they stay buffered and are retried",
+        message,
+        vec![("buffered", LogValue::Number(buffered as f64))],
+      );
+    } else {
+      self.logs.push(
+        "warn",
+        "quota:enforce",
+        format!(
+          "dropped {count} buffered quota counters: Redis failed and {MAX_BUFFERED} are already buffered"
+        ),
+        vec![
+          ("dropped", LogValue::Number(count as f64)),
+          ("error", LogValue::Text(message.to_string())),
+        ],
+      );
+    }
+  }
+
+  /// `step` after `url`'s buffer is flushed, when it holds anything (a read that must see
+  /// this process's records, or a write that must come after them).
+  pub(super) fn after_redis_flush<T: Send + 'static>(
+    &'static self,
+    url: &str,
+    step: Step<T>,
+  ) -> Step<T> {
+    if !self.redis_writes.holds(url) {
+      return step;
+    }
+    let url = url.to_string();
+    Step::later(async move {
+      self.flush_redis(url).await;
+      step.resolve().await
+    })
+  }
+
+  /// Flushes every Redis buffer, waiting for the answers on this thread (never call it
+  /// from the I/O runtime) — and for flushes already out: `flushQuotaWrites()`,
+  /// `closeQuotaDb()`, exit. The first error, or `None`.
+  pub fn flush_redis_blocking(&'static self) -> Option<String> {
+    // Without a runtime nothing was buffered (see `redis_write_behind`).
+    self.spawner.get()?;
+    let urls: Vec<String> = self
+      .redis_writes
+      .lock()
+      .iter()
+      .filter(|(_, b)| !b.is_empty() || b.in_flight())
+      .map(|(url, _)| url.clone())
+      .collect();
+    let mut error = None;
+    for url in urls {
+      let wait = self
+        .redis_backend(&url)
+        .map(|b| b.timeout() * 2 + Duration::from_millis(100))
+        .unwrap_or(Duration::from_secs(1));
+      let deadline = std::time::Instant::now() + wait;
+      let answer = loop {
+        let (pending, out) = match self.redis_writes.lock().get(&url) {
+          Some(buffer) => (!buffer.is_empty(), buffer.in_flight()),
+          None => (false, false),
+        };
+        if std::time::Instant::now() >= deadline {
+          break Some(format!(
+            "no answer from Redis within {} ms",
+            wait.as_millis()
+          ));
+        }
+        if pending {
+          let (sender, receiver) = std::sync::mpsc::channel();
+          let flush = self.flush_redis(url.clone());
+          self.in_background(Step::later(async move {
+            let _ = sender.send(flush.await);
+          }));
+          match receiver.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+          {
+            Ok(Some(failed)) => break Some(failed),
+            Ok(None) => continue,
+            Err(_) => continue,
+          }
+        } else if out {
+          // Another flush (the timer's) is out: its answer decides.
+          std::thread::sleep(Duration::from_millis(1));
+        } else {
+          break None;
+        }
+      };
+      error = error.or(answer);
+    }
+    error
+  }
+}

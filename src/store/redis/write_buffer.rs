@@ -1,0 +1,285 @@
+//! `recordConsumption`'s write-behind buffer on Redis (docs/redis.md#write-behind): the
+//! increments of one process, coalesced per counter (API key, dimension key, bucket) until
+//! the engine flushes them in one script call (one per pool in a cluster). Pure data: the
+//! engine (`engine/redis_writes.rs`) owns one per Redis URL, times the flushes and runs
+//! them. Counters handed to a flush stay visible here ("in flight") until it answers, so
+//! this process's own reads add them at every moment.
+
+use super::keys::{base_pool_id, KeyLayout};
+use super::scripts::{flush_call, ReadBatch, ScriptCall};
+use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::Buckets;
+use crate::core::sliding_window::bucket_index;
+use std::collections::HashMap;
+
+/// One counter: the API key, the dimension key, the bucket index.
+pub type Counter = (String, DimensionKey, i64);
+
+/// The increments taken by one flush.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Taken {
+  /// Its number among the flushes (to let it go when it answers).
+  pub id: u64,
+  pub counters: Vec<(Counter, f64)>,
+}
+
+impl Taken {
+  /// The script call that writes it.
+  pub fn call(&self, layout: KeyLayout) -> ScriptCall {
+    let counters: Vec<(&str, &DimensionKey, i64, f64)> = self
+      .counters
+      .iter()
+      .map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount))
+      .collect();
+    flush_call(layout, &counters)
+  }
+}
+
+/// The buffer of one Redis URL.
+#[derive(Debug, Default)]
+pub struct WriteBuffer {
+  pending: HashMap<Counter, f64>,
+  in_flight: Vec<Taken>,
+  next_id: u64,
+  /// A flush is scheduled (the engine's timer).
+  pub armed: bool,
+}
+
+impl WriteBuffer {
+  /// Adds `writes` (each `(dimension key, cost)`) to `api_key_id`'s current buckets at
+  /// `now_ms`.
+  pub fn add(&mut self, api_key_id: &str, writes: &[(DimensionKey, f64)], now_ms: i64) {
+    for (key, cost) in writes {
+      let bucket = bucket_index(now_ms, key.window.ms());
+      *self
+        .pending
+        .entry((api_key_id.to_string(), key.clone(), bucket))
+        .or_insert(0.0) += cost;
+    }
+  }
+
+  /// How many counters wait for a flush (in flight ones not counted).
+  pub fn len(&self) -> usize {
+    self.pending.len()
+  }
+
+  /// Whether no counter waits.
+  pub fn is_empty(&self) -> bool {
+    self.pending.is_empty()
+  }
+
+  /// Hands every waiting counter to a flush, as one script call's worth — or, in a
+  /// cluster, one per pool (a script's keys share a hash slot there; the model bucket
+  /// routes with its pool). They stay visible until [`Self::settled`].
+  pub fn take(&mut self, layout: KeyLayout) -> Vec<Taken> {
+    let mut groups: Vec<(String, Taken)> = Vec::new();
+    for (counter, amount) in self.pending.drain() {
+      let route = match layout {
+        KeyLayout::Cluster => base_pool_id(&counter.1.pool_id).to_string(),
+        KeyLayout::Standalone => String::new(),
+      };
+      match groups.iter_mut().find(|(r, _)| *r == route) {
+        Some((_, taken)) => taken.counters.push((counter, amount)),
+        None => {
+          self.next_id += 1;
+          groups.push((
+            route,
+            Taken {
+              id: self.next_id,
+              counters: vec![(counter, amount)],
+            },
+          ));
+        }
+      }
+    }
+    let taken: Vec<Taken> = groups.into_iter().map(|(_, t)| t).collect();
+    self.in_flight.extend(taken.iter().cloned());
+    taken
+  }
+
+  /// Whether a flush is still out.
+  pub fn in_flight(&self) -> bool {
+    !self.in_flight.is_empty()
+  }
+
+  /// Flush `id` answered: written (`keep: false`), or failed and kept for the next one
+  /// (`keep: true`). Returns how many counters it held.
+  pub fn settled(&mut self, id: u64, keep: bool) -> usize {
+    let Some(index) = self.in_flight.iter().position(|t| t.id == id) else {
+      return 0;
+    };
+    let taken = self.in_flight.remove(index);
+    let count = taken.counters.len();
+    if keep {
+      for (counter, amount) in taken.counters {
+        *self.pending.entry(counter).or_insert(0.0) += amount;
+      }
+    }
+    count
+  }
+
+  /// Flush `id` failed: its counters are kept for the next one while the buffer then
+  /// holds at most `max` counters, else dropped. Returns `(kept, how many)`.
+  pub fn failed(&mut self, id: u64, max: usize) -> (bool, usize) {
+    let held = self
+      .in_flight
+      .iter()
+      .find(|t| t.id == id)
+      .map_or(0, |t| t.counters.len());
+    let keep = self.pending.len() + held <= max;
+    (keep, self.settled(id, keep))
+  }
+
+  /// What this buffer holds (waiting or in flight) for one counter.
+  fn amount(&self, api_key_id: Option<&str>, key: &DimensionKey, bucket: i64) -> f64 {
+    let matches = |(id, k, b): &Counter| {
+      *b == bucket && k == key && api_key_id.is_none_or(|wanted| wanted == id)
+    };
+    let mut sum = 0.0;
+    if let Some(api_key_id) = api_key_id {
+      sum += self
+        .pending
+        .get(&(api_key_id.to_string(), key.clone(), bucket))
+        .copied()
+        .unwrap_or(0.0);
+    } else {
+      sum += self
+        .pending
+        .iter()
+        .filter(|(c, _)| matches(c))
+        .map(|(_, a)| a)
+        .sum::<f64>();
+    }
+    for taken in &self.in_flight {
+      sum += taken
+        .counters
+        .iter()
+        .filter(|(c, _)| matches(c))
+        .map(|(_, a)| a)
+        .sum::<f64>();
+    }
+    sum
+  }
+
+  /// Adds what is buffered to `values`, `batch`'s reply: a key group gets its key's
+  /// buffered buckets, a pool group every key's.
+  pub fn overlay(&self, batch: &ReadBatch, values: &mut [Buckets]) {
+    if self.pending.is_empty() && self.in_flight.is_empty() {
+      return;
+    }
+    for ((key, current, who), value) in batch.groups().zip(values.iter_mut()) {
+      value.curr += self.amount(who, key, current);
+      value.prev += self.amount(who, key, current - 1);
+    }
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+  use crate::store::redis::PoolTotals;
+
+  fn dim(pool: &str) -> DimensionKey {
+    DimensionKey::new(pool, QuotaUnit::Tokens, QuotaWindow::Hourly)
+  }
+
+  #[test]
+  fn increments_coalesce_per_counter_and_one_call_carries_them() {
+    let mut buffer = WriteBuffer::default();
+    let now = 3_600_000 * 10 + 5;
+    for _ in 0..100 {
+      buffer.add("k1", &[(dim("p"), 2.0), (dim("p:model:m"), 1.0)], now);
+    }
+    buffer.add("k2", &[(dim("p"), 5.0)], now);
+    assert_eq!(buffer.len(), 3);
+    let taken = buffer.take(KeyLayout::Standalone);
+    assert!(buffer.is_empty());
+    let calls: Vec<ScriptCall> = taken
+      .iter()
+      .map(|t| t.call(KeyLayout::Standalone))
+      .collect();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (12, 9));
+    let amounts: Vec<&str> = calls[0]
+      .args
+      .iter()
+      .skip(1)
+      .step_by(3)
+      .map(|s| s.as_str())
+      .collect();
+    let mut sorted = amounts.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["100", "200", "5"]);
+    // In a cluster: one call per pool (the model bucket routes with its pool).
+    buffer.add("k1", &[(dim("p"), 1.0), (dim("p:model:m"), 1.0)], now);
+    buffer.add("k1", &[(dim("q"), 1.0)], now);
+    assert_eq!(buffer.take(KeyLayout::Cluster).len(), 2);
+  }
+
+  #[test]
+  fn reads_see_waiting_and_in_flight_counters_and_a_failed_flush_keeps_them() {
+    let mut buffer = WriteBuffer::default();
+    let hour = 3_600_000;
+    let now = hour * 10 + 5;
+    buffer.add("k1", &[(dim("p"), 7.0)], now - hour); // the previous bucket
+    buffer.add("k1", &[(dim("p"), 3.0)], now);
+    buffer.add("k2", &[(dim("p"), 4.0)], now);
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, []);
+    batch.key("k1", &dim("p"), 10);
+    batch.pool(&dim("p"), 10);
+    batch.key("k3", &dim("p"), 10);
+    let mut values = vec![
+      Buckets {
+        curr: 1.0,
+        prev: 0.0
+      };
+      3
+    ];
+    let taken = buffer.take(KeyLayout::Standalone).remove(0);
+    buffer.add("k1", &[(dim("p"), 1.0)], now);
+    buffer.overlay(&batch, &mut values);
+    assert_eq!(
+      values[0],
+      Buckets {
+        curr: 5.0,
+        prev: 7.0
+      }
+    );
+    assert_eq!(
+      values[1],
+      Buckets {
+        curr: 9.0,
+        prev: 7.0
+      }
+    );
+    assert_eq!(
+      values[2],
+      Buckets {
+        curr: 1.0,
+        prev: 0.0
+      }
+    );
+    assert_eq!(buffer.settled(taken.id, true), 3);
+    assert_eq!(buffer.len(), 3);
+    let taken = buffer.take(KeyLayout::Standalone).remove(0);
+    assert_eq!(
+      buffer.failed(taken.id, 3),
+      (true, 3),
+      "kept up to the bound"
+    );
+    let taken = buffer.take(KeyLayout::Standalone).remove(0);
+    buffer.add("k9", &[(dim("p"), 1.0)], now);
+    assert_eq!(
+      buffer.failed(taken.id, 3),
+      (false, 3),
+      "past the bound: dropped"
+    );
+    assert_eq!(buffer.len(), 1);
+    let taken = buffer.take(KeyLayout::Standalone).remove(0);
+    assert_eq!(buffer.settled(taken.id, false), 1);
+    let mut values = vec![Buckets::default(); 3];
+    buffer.overlay(&batch, &mut values);
+    assert_eq!(values[1], Buckets::default());
+  }
+}
