@@ -172,3 +172,24 @@ test('each JS thread packs into its own buffer: a worker and the main thread dec
   await worker.terminate()
   assert.deepEqual(reasons, Array.from({ length: 2000 }, (_, i) => (i % 120 >= 100 ? 'global-saturated' : 'ok')))
 })
+
+// A decideFairShare asked for from inside another one's input (a getter, a Proxy) must not
+// overwrite the outer call's packed buffer.
+const reentrantDim = (over = {}) => ({ key: { poolId: 'p', unit: 'tokens', window: 'daily' }, limit: 100, consumedTotal: 10, globalUsedPercent: 10, ...over })
+function reentrantInput() {
+  const second = reentrantDim()
+  Object.defineProperty(second, 'limit', {
+    enumerable: true,
+    get() {
+      decideFairShare({ dimensions: [reentrantDim(), reentrantDim(), reentrantDim()], allocation: { weight: 50, policy: 'hard' }, saturationThreshold: 95 })
+      return 100
+    },
+  })
+  // The first dimension is saturated: the answer is a block.
+  return { dimensions: [reentrantDim({ globalUsedPercent: 100, consumedTotal: 100 }), second], allocation: { weight: 50, policy: 'hard' }, saturationThreshold: 95 }
+}
+
+test("a decision made from inside another one's input does not change the outer answer", () => {
+  assert.equal(native.decideFairShare(reentrantInput()).kind, 'block', 'the checked entry blocks')
+  assert.deepEqual(decideFairShare(reentrantInput()), native.decideFairShare(reentrantInput()))
+})

@@ -93,6 +93,9 @@ function pack(input) {
   return true
 }
 
+// Whether pack() is running (see decideFairShare).
+let packing = false
+
 // The decision of each outcome code, in the engine's words.
 const OUTCOMES = LAYOUT.outcomes.map(([kind, reason, penalized]) => ({ kind, reason, penalized }))
 
@@ -102,7 +105,17 @@ const OUTCOMES = LAYOUT.outcomes.map(([kind, reason, penalized]) => ({ kind, rea
  * `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`) naming the field.
  */
 function decideFairShare(input) {
-  if (!pack(input)) return native.decideFairShare(input)
+  // A decision asked for while another is being packed (a getter or Proxy on the host's
+  // input calling back) takes the checked way: the buffer holds the outer one's input.
+  if (packing) return native.decideFairShare(input)
+  packing = true
+  let packed
+  try {
+    packed = pack(input)
+  } finally {
+    packing = false
+  }
+  if (!packed) return native.decideFairShare(input)
   decide()
   const outcome = OUTCOMES[buffer[0]]
   if (outcome.penalized) return { kind: outcome.kind, reason: outcome.reason, penalized: true }

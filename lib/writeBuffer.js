@@ -66,7 +66,9 @@ const onSignal = Object.fromEntries(
 function listenForSignals() {
   if (flush.signals || !isMainThread || process.platform === 'win32') return
   flush.signals = true
-  for (const signal of SIGNALS) process.on(signal, onSignal[signal])
+  // First in line: a host's process.once() wrapper is removed just before it runs, so ours
+  // must run while it is still registered to see that the host handles the signal.
+  for (const signal of SIGNALS) process.prependListener(signal, onSignal[signal])
 }
 
 function scheduleFlush() {

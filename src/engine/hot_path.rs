@@ -258,7 +258,10 @@ impl Engine {
     let compiled = if reserve { compile_checks(&plan) } else { None };
     match compiled {
       None => Step::later(async move {
-        // This process's buffered records count, flushed or not (docs/redis.md#write-behind).
+        // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
+        // each once: no flush is out while the read is (see RedisWrites::gates).
+        let gate = self.redis_writes.gate(backend.url());
+        let _shared = gate.read().await;
         let outcome = counters::read(&backend, &batch).await.map(|mut values| {
           self
             .redis_writes

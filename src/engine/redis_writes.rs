@@ -20,7 +20,7 @@ use crate::store::redis::write_buffer::WriteBuffer;
 use crate::store::redis::{ReadBatch, Retry};
 use crate::store::validate;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// A buffer holding this many counters is flushed at once.
@@ -34,11 +34,23 @@ pub const RETRY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct RedisWrites {
   buffers: Mutex<HashMap<String, WriteBuffer>>,
+  /// Per URL: a flush holds it exclusively from taking its counters to settling them, a
+  /// read that adds the buffer holds it shared from sending to adding. So no read ever sees
+  /// a flush Redis applied while its counters are still listed as in flight (counted
+  /// twice), nor misses one (counted never): reads and flushes wait at most one round trip
+  /// for each other.
+  gates: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
 }
 
 impl RedisWrites {
   fn lock(&self) -> MutexGuard<'_, HashMap<String, WriteBuffer>> {
     self.buffers.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// The flush/read gate of `url` (see [`RedisWrites::gates`]).
+  pub fn gate(&self, url: &str) -> Arc<tokio::sync::RwLock<()>> {
+    let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+    gates.entry(url.to_string()).or_default().clone()
   }
 
   /// How many counters wait for a flush, over every URL.
@@ -141,6 +153,8 @@ impl Engine {
       Ok(backend) => backend,
       Err(err) => return Some(err.to_string()),
     };
+    let gate = self.redis_writes.gate(&url);
+    let _exclusive = gate.write().await;
     let taken = match self.redis_writes.lock().get_mut(&url) {
       Some(buffer) => buffer.take(backend.layout()),
       None => Vec::new(),

@@ -65,6 +65,10 @@ pub const MIGRATIONS: &[(&str, &str)] = &[
     "0010_quota_reservations.sql",
     include_str!("../../../migrations/0010_quota_reservations.sql"),
   ),
+  (
+    "0011_quota_consumption_pool_listing.sql",
+    include_str!("../../../migrations/0011_quota_consumption_pool_listing.sql"),
+  ),
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
