@@ -278,8 +278,12 @@ function countersIn(file, apiKeyId, dimensionKey) {
   }
 }
 
-test('the database file replaced (a rename over it) with records buffered: they are committed to the new file, with a warning', async () => {
-  const { dir, file } = ownFile('replaced')
+/**
+ * Runs `body({ dir, file, warnings, p })` on a file of its own, installed as the host's
+ * dbPath, with a pool and records held in the buffer (no timer commit).
+ */
+async function withOwnFile(name, body) {
+  const { dir, file } = ownFile(name)
   const warnings = []
   installHost({ dbPath: file, logger: { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} } })
   closeQuotaDb() // the next call opens the file just installed
@@ -287,6 +291,17 @@ test('the database file replaced (a rename over it) with records buffered: they 
   try {
     const p = pool(1e9)
     flushQuotaWrites()
+    await body({ dir, file, warnings, p })
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    installHost({})
+    closeQuotaDb()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+test('the database file replaced (a rename over it) with records buffered: they are committed to the new file, with a warning', async () => {
+  await withOwnFile('replaced', async ({ file, warnings, p }) => {
     for (let i = 0; i < 50; i++) await recordConsumption({ ...p.request, cost: { requests: 1 } })
     // A restored copy of the file (schema, pools and plans) is moved over it.
     const host = openHost(file)
@@ -299,23 +314,11 @@ test('the database file replaced (a rename over it) with records buffered: they 
     assert.ok(said, JSON.stringify(warnings))
     assert.equal(said.counters, 1)
     assert.equal(said.path, file)
-  } finally {
-    delete process.env.QUOTA_RECORD_FLUSH_MS
-    installHost({})
-    closeQuotaDb()
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  })
 })
 
 test('the database file renamed away with records buffered: a warning says how many left the path and where they went', async () => {
-  const { dir, file } = ownFile('moved')
-  const warnings = []
-  installHost({ dbPath: file, logger: { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} } })
-  closeQuotaDb() // the next call opens the file just installed
-  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
-  try {
-    const p = pool(1e9)
-    flushQuotaWrites()
+  await withOwnFile('moved', async ({ dir, file, warnings, p }) => {
     for (let i = 0; i < 5; i++) await recordConsumption({ ...p.request, cost: { requests: 1, tokens: 3 } })
     for (const suffix of ['', '-wal', '-shm']) fs.renameSync(file + suffix, path.join(dir, `moved.sqlite${suffix}`))
     assert.equal(flushQuotaWrites(), null)
@@ -325,10 +328,5 @@ test('the database file renamed away with records buffered: a warning says how m
     assert.equal(said.counters, 2)
     assert.equal(said.path, file)
     assert.equal(countersIn(path.join(dir, 'moved.sqlite'), p.request.apiKeyId, p.requestsKey), 5, 'committed to the file under its new name')
-  } finally {
-    delete process.env.QUOTA_RECORD_FLUSH_MS
-    installHost({})
-    closeQuotaDb()
-    fs.rmSync(dir, { recursive: true, force: true })
-  }
+  })
 })

@@ -61,14 +61,14 @@ pub struct SaturationCache {
 }
 
 impl SaturationCache {
-  pub fn get(
+  /// The entry's `(value, expires_at)`, fresh or not.
+  fn entry(
     &self,
     provider: &str,
     connection_id: &str,
     unit: QuotaUnit,
     window: QuotaWindow,
-    now_ms: i64,
-  ) -> Option<f64> {
+  ) -> Option<(f64, i64)> {
     // Looking up by borrowed parts would need a custom key type; two short strings are
     // cheap next to a SQLite read.
     let key = (
@@ -77,8 +77,19 @@ impl SaturationCache {
       unit,
       window,
     );
-    match self.entries.get(&key) {
-      Some(&(value, expires_at)) if now_ms < expires_at => Some(value),
+    self.entries.get(&key).copied()
+  }
+
+  pub fn get(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: QuotaUnit,
+    window: QuotaWindow,
+    now_ms: i64,
+  ) -> Option<f64> {
+    match self.entry(provider, connection_id, unit, window) {
+      Some((value, expires_at)) if now_ms < expires_at => Some(value),
       _ => None,
     }
   }
@@ -93,14 +104,8 @@ impl SaturationCache {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Option<f64> {
-    let key = (
-      provider.to_string(),
-      connection_id.to_string(),
-      unit,
-      window,
-    );
-    match self.entries.get(&key) {
-      Some(&(value, expires_at))
+    match self.entry(provider, connection_id, unit, window) {
+      Some((value, expires_at))
         if now_ms >= expires_at && now_ms < expires_at.saturating_add(SATURATION_STALE_MS) =>
       {
         Some(value)

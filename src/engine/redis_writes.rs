@@ -50,6 +50,9 @@ impl RedisWrites {
   /// The flush/read gate of `url` (see [`RedisWrites::gates`]).
   pub fn gate(&self, url: &str) -> Arc<tokio::sync::RwLock<()>> {
     let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(gate) = gates.get(url) {
+      return gate.clone();
+    }
     gates.entry(url.to_string()).or_default().clone()
   }
 
