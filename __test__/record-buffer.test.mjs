@@ -317,6 +317,24 @@ test('the database file replaced (a rename over it) with records buffered: they 
   })
 })
 
+test('a record made after the file was deleted goes with the records buffered for it: it recreates no file, and the warning counts it', async () => {
+  await withOwnFile('deleted', async ({ file, warnings, p }) => {
+    for (let i = 0; i < 3; i++) await recordConsumption({ ...p.request, cost: { requests: 1 } })
+    for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true })
+    // A record only adds to the buffer: it looks at no file (docs/sqlite.md).
+    await recordConsumption({ ...p.request, cost: { requests: 1, tokens: 2 } })
+    assert.equal(fs.existsSync(file), false, 'a record does not recreate the file')
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal(fs.existsSync(file), false, 'nor does the commit of the buffer')
+    const said = warnings.find((w) => /deleted or renamed away while quota records were buffered/.test(w.msg))
+    assert.ok(said, JSON.stringify(warnings))
+    assert.equal(said.counters, 2, 'the requests counter and the tokens counter the last record added')
+    // The next read notices and works on a new file.
+    assert.deepEqual(await enforceQuotaShare(p.request), { kind: 'allow' })
+    assert.ok(fs.existsSync(file))
+  })
+})
+
 test('the database file renamed away with records buffered: a warning says how many left the path and where they went', async () => {
   await withOwnFile('moved', async ({ dir, file, warnings, p }) => {
     for (let i = 0; i < 5; i++) await recordConsumption({ ...p.request, cost: { requests: 1, tokens: 3 } })

@@ -9,6 +9,7 @@
 
 use super::host::{prepare_db, take_records, LogRecordJs};
 use super::store::clock;
+use super::text::{text_or_empty, Text};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};
@@ -128,10 +129,10 @@ fn crossing<'env, T: Send + 'static, V: napi::bindgen_prelude::ToNapiValue + 'st
 #[allow(clippy::too_many_arguments)]
 pub fn enforce<'env>(
   env: &'env Env,
-  api_key_id: Option<String>,
-  connection_id: Option<String>,
-  provider: Option<String>,
-  model: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] model: Option<Text>,
   estimated_usd: Option<f64>,
   estimated_tokens: Option<f64>,
   started_ms: Option<f64>,
@@ -141,10 +142,10 @@ pub fn enforce<'env>(
   prepare_db(env);
   let call = EnforceCall {
     ids: RequestIds {
-      api_key_id: api_key_id.unwrap_or_default(),
-      connection_id: connection_id.unwrap_or_default(),
-      provider: provider.unwrap_or_default(),
-      model,
+      api_key_id: text_or_empty(api_key_id),
+      connection_id: text_or_empty(connection_id),
+      provider: text_or_empty(provider),
+      model: model.map(|m| m.0),
     },
     estimated_usd,
     estimated_tokens,
@@ -184,10 +185,10 @@ fn recorded(buffered: Buffered) -> u32 {
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
   env: &'env Env,
-  api_key_id: Option<String>,
-  connection_id: Option<String>,
-  provider: Option<String>,
-  model: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] model: Option<Text>,
   tokens: Option<f64>,
   usd: Option<f64>,
   requests: Option<f64>,
@@ -198,10 +199,10 @@ pub fn record<'env>(
   let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
   let call = RecordCall {
     ids: RequestIds {
-      api_key_id: api_key_id.unwrap_or_default(),
-      connection_id: connection_id.unwrap_or_default(),
-      provider: provider.unwrap_or_default(),
-      model,
+      api_key_id: text_or_empty(api_key_id),
+      connection_id: text_or_empty(connection_id),
+      provider: text_or_empty(provider),
+      model: model.map(|m| m.0),
     },
     cost: ConsumptionCost {
       tokens: finite(tokens),

@@ -23,6 +23,7 @@ mod scheduler_state;
 mod store;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
+mod text;
 mod types;
 
 use crate::engine::Engine;

@@ -177,6 +177,35 @@ impl DimensionKey {
   }
 }
 
+/// A part of a cache key, appended to a reused buffer without the `fmt` machinery: the
+/// hot path builds several keys per call, and `write!` cost more than the lookups.
+pub trait PushKey {
+  fn push_key(&self, out: &mut String);
+}
+
+impl PushKey for str {
+  fn push_key(&self, out: &mut String) {
+    out.push_str(self);
+  }
+}
+
+impl PushKey for DimensionKey {
+  /// The `Display` form, `poolId:unit:window`.
+  fn push_key(&self, out: &mut String) {
+    out.push_str(&self.pool_id);
+    out.push(':');
+    out.push_str(self.unit.as_str());
+    out.push(':');
+    out.push_str(self.window.as_str());
+  }
+}
+
+impl PushKey for i64 {
+  fn push_key(&self, out: &mut String) {
+    out.push_str(itoa::Buffer::new().format(*self));
+  }
+}
+
 impl fmt::Display for DimensionKey {
   fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "{}:{}:{}", self.pool_id, self.unit, self.window)
@@ -244,6 +273,16 @@ pub struct ProviderPlan {
 
 #[cfg(test)]
 mod tests {
+
+  #[test]
+  fn a_pushed_key_is_its_display_form() {
+    let key = DimensionKey::new("p:1", QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let mut out = String::from("k\0");
+    key.push_key(&mut out);
+    (-42i64).push_key(&mut out);
+    assert_eq!(out, format!("k\0{key}-42"));
+  }
+
   use super::*;
 
   #[test]

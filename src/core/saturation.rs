@@ -52,12 +52,16 @@ fn usage_saturation_prefers_the_remaining_percentage() {
   assert_eq!(usage_saturation(None, None, None), None);
 }
 
-type CacheKey = (String, String, QuotaUnit, QuotaWindow);
+/// One connection's entries: `(unit, window)` → `(value, expires_at)`.
+type ConnectionEntries = HashMap<(QuotaUnit, QuotaWindow), (f64, i64)>;
 
 /// `(provider, connectionId, unit, window)` → saturation, each entry valid for 30 s.
+/// Nested by provider and connection so a decision looks its entries up by `&str`: no key
+/// is allocated per dimension per call.
 #[derive(Debug, Default)]
 pub struct SaturationCache {
-  entries: HashMap<CacheKey, (f64, i64)>,
+  entries: HashMap<String, HashMap<String, ConnectionEntries>>,
+  len: usize,
 }
 
 impl SaturationCache {
@@ -69,15 +73,12 @@ impl SaturationCache {
     unit: QuotaUnit,
     window: QuotaWindow,
   ) -> Option<(f64, i64)> {
-    // Looking up by borrowed parts would need a custom key type; two short strings are
-    // cheap next to a SQLite read.
-    let key = (
-      provider.to_string(),
-      connection_id.to_string(),
-      unit,
-      window,
-    );
-    self.entries.get(&key).copied()
+    self
+      .entries
+      .get(provider)?
+      .get(connection_id)?
+      .get(&(unit, window))
+      .copied()
   }
 
   pub fn get(
@@ -124,38 +125,54 @@ impl SaturationCache {
     now_ms: i64,
   ) -> f64 {
     let value = clamp_saturation(value);
-    if self.entries.len() >= 10_000 {
-      self
-        .entries
-        .retain(|_, (_, expires_at)| now_ms < expires_at.saturating_add(SATURATION_STALE_MS));
-      if self.entries.len() >= 10_000 {
-        self
-          .entries
-          .retain(|_, (_, expires_at)| now_ms < *expires_at);
+    if self.len >= 10_000 {
+      self.retain(|expires_at| now_ms < expires_at.saturating_add(SATURATION_STALE_MS));
+      if self.len >= 10_000 {
+        self.retain(|expires_at| now_ms < expires_at);
       }
     }
-    self.entries.insert(
-      (
-        provider.to_string(),
-        connection_id.to_string(),
-        unit,
-        window,
-      ),
-      (value, now_ms + SATURATION_TTL_MS),
-    );
+    let connection = match self.entries.get_mut(provider) {
+      Some(connections) => connections,
+      None => self.entries.entry(provider.to_string()).or_default(),
+    };
+    let entries = match connection.get_mut(connection_id) {
+      Some(entries) => entries,
+      None => connection.entry(connection_id.to_string()).or_default(),
+    };
+    if entries
+      .insert((unit, window), (value, now_ms + SATURATION_TTL_MS))
+      .is_none()
+    {
+      self.len += 1;
+    }
     value
+  }
+
+  /// Keeps the entries whose `expires_at` passes `keep`.
+  fn retain(&mut self, mut keep: impl FnMut(i64) -> bool) {
+    let mut len = 0;
+    self.entries.retain(|_, connections| {
+      connections.retain(|_, entries| {
+        entries.retain(|_, (_, expires_at)| keep(*expires_at));
+        len += entries.len();
+        !entries.is_empty()
+      });
+      !connections.is_empty()
+    });
+    self.len = len;
   }
 
   pub fn clear(&mut self) {
     self.entries.clear();
+    self.len = 0;
   }
 
   pub fn len(&self) -> usize {
-    self.entries.len()
+    self.len
   }
 
   pub fn is_empty(&self) -> bool {
-    self.entries.is_empty()
+    self.len == 0
   }
 }
 
@@ -366,6 +383,35 @@ pub fn token_header_saturation(
 
 #[cfg(test)]
 mod tests {
+
+  #[test]
+  fn a_full_cache_drops_stale_entries_first_then_expired_ones() {
+    let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let fill = |cache: &mut SaturationCache| {
+      for i in 0..10_000 {
+        cache.put("p", &format!("c{i}"), u, w, 0.5, 0);
+      }
+      assert_eq!(cache.len(), 10_000);
+    };
+    // Past the stale window: every entry goes.
+    let mut cache = SaturationCache::default();
+    fill(&mut cache);
+    cache.put("q", "c", u, w, 0.1, SATURATION_TTL_MS + SATURATION_STALE_MS);
+    assert_eq!(cache.len(), 1);
+    assert_eq!(cache.get("p", "c0", u, w, 0), None);
+    // Expired but still servable stale: kept by the first pass, dropped by the second.
+    let mut cache = SaturationCache::default();
+    fill(&mut cache);
+    cache.put("p", "c0", u, w, 0.2, SATURATION_TTL_MS);
+    assert_eq!(cache.len(), 1);
+    assert_eq!(cache.get("p", "c0", u, w, SATURATION_TTL_MS), Some(0.2));
+    // Overwriting an entry does not count it twice.
+    cache.put("p", "c0", u, w, 0.3, SATURATION_TTL_MS);
+    assert_eq!(cache.len(), 1);
+    cache.clear();
+    assert!(cache.is_empty());
+  }
+
   use super::*;
 
   #[test]

@@ -12,11 +12,22 @@ use super::config::process_env;
 use super::logs::LogQueue;
 use crate::error::Result;
 use crate::store::sqlite::{
-  default_db_path, is_open, with_db, with_hot_db, with_open_db, SqliteDb,
+  default_db_path, is_open, with_buffer_db, with_db, with_hot_db, with_open_db, SqliteDb,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+/// How a call uses the connection (docs/sqlite.md#one-connection-per-process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+  /// Buffered records are committed first.
+  Full,
+  /// The hot path: it adds the buffer to its reads itself.
+  Hot,
+  /// A record that only adds to the buffer: the file is not checked.
+  Buffer,
+}
 
 /// How the path is given.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,16 +142,20 @@ impl Database {
   /// Runs `f` on the process's connection, opening it first when needed (`hot`: the hot
   /// path, which reads buffered records itself, so they are not committed first).
   /// Returns whether this call opened it.
-  pub fn run<T>(&self, hot: bool, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> (Result<T>, bool) {
+  pub fn run<T>(
+    &self,
+    access: Access,
+    f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+  ) -> (Result<T>, bool) {
     let opened = std::cell::Cell::new(false);
     let resolve = || {
       opened.set(true);
       self.path()
     };
-    let result = if hot {
-      with_hot_db(&resolve, f)
-    } else {
-      with_db(&resolve, f)
+    let result = match access {
+      Access::Full => with_db(&resolve, f),
+      Access::Hot => with_hot_db(&resolve, f),
+      Access::Buffer => with_buffer_db(&resolve, f),
     };
     (result, opened.get())
   }

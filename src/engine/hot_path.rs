@@ -430,7 +430,7 @@ impl Engine {
       Driver::Sqlite => {
         let flush_ms = self.number(&RECORD_FLUSH_MS);
         let max_age = Duration::from_secs_f64(flush_ms / 1000.0);
-        let result = self.with_hot_db(|db| {
+        let result = self.with_buffer_db(|db| {
           let writes =
             db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
           db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)

@@ -27,6 +27,7 @@ pub mod scheduler;
 
 use crate::error::Result;
 use crate::store::sqlite::SqliteDb;
+use database::Access;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
@@ -155,16 +156,25 @@ impl Engine {
   /// Runs `f` on the engine's SQLite connection, opening it when needed; buffered
   /// records are committed first.
   pub fn with_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-    self.run_db(false, f)
+    self.run_db(Access::Full, f)
   }
 
   /// [`Engine::with_db`] for the hot path, which reads buffered records itself.
   pub fn with_hot_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-    self.run_db(true, f)
+    self.run_db(Access::Hot, f)
   }
 
-  fn run_db<T>(&'static self, hot: bool, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-    let (result, opened) = self.database.run(hot, f);
+  /// [`Engine::with_hot_db`] for a record that only adds to the buffer (no file check).
+  pub fn with_buffer_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
+    self.run_db(Access::Buffer, f)
+  }
+
+  fn run_db<T>(
+    &'static self,
+    access: Access,
+    f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+  ) -> Result<T> {
+    let (result, opened) = self.database.run(access, f);
     self.report_file_changes();
     if opened {
       self.after_open();

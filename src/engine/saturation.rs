@@ -26,8 +26,8 @@ const MAX_HEADER_SNAPSHOTS: usize = 10_000;
 /// providers no host fetcher serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FetcherTier {
-  Host,
-  Seam,
+  Host = 0,
+  Seam = 1,
 }
 
 impl FetcherTier {
@@ -65,8 +65,13 @@ pub fn take_refreshes() -> Option<Vec<(Refresh, String)>> {
 #[derive(Default)]
 pub struct SaturationState {
   cache: SaturationCache,
-  fetchers: HashSet<(FetcherTier, String)>,
-  headers: HashMap<(String, String), RateLimitSnapshot>,
+  /// The providers with a fetcher, per tier (`[host, seam]`): looked up by `&str`.
+  fetchers: [HashSet<String>; 2],
+  /// Per provider, per connection: looked up by `&str` on every decision, so no key is
+  /// allocated for it.
+  headers: HashMap<String, HashMap<String, RateLimitSnapshot>>,
+  /// Snapshots in `headers`.
+  header_count: usize,
   /// Refreshes in flight, and when each was asked for. Behind its own lock: the decision
   /// reads the state through a shared reference.
   refreshing: Mutex<HashMap<Refresh, i64>>,
@@ -87,18 +92,18 @@ pub enum Lookup {
 impl SaturationState {
   /// Replaces the fetchers of `tier` with `providers` (`"*"`: every provider).
   pub fn set_fetchers(&mut self, tier: FetcherTier, providers: impl IntoIterator<Item = String>) {
-    self.fetchers.retain(|(t, _)| *t != tier);
-    self
-      .fetchers
-      .extend(providers.into_iter().map(|p| (tier, p)));
+    let fetchers = &mut self.fetchers[tier as usize];
+    fetchers.clear();
+    fetchers.extend(providers);
   }
 
   /// Adds (`true`) or removes one fetcher.
   pub fn set_fetcher(&mut self, tier: FetcherTier, provider: &str, present: bool) {
+    let fetchers = &mut self.fetchers[tier as usize];
     if present {
-      self.fetchers.insert((tier, provider.to_string()));
+      fetchers.insert(provider.to_string());
     } else {
-      self.fetchers.remove(&(tier, provider.to_string()));
+      fetchers.remove(provider);
     }
   }
 
@@ -109,10 +114,9 @@ impl SaturationState {
       .into_iter()
       .find_map(|tier| {
         [provider, "*"].into_iter().find_map(|name| {
-          self
-            .fetchers
-            .get(&(tier, name.to_string()))
-            .map(|(t, n)| (*t, n.as_str()))
+          self.fetchers[tier as usize]
+            .get(name)
+            .map(|n| (tier, n.as_str()))
         })
       })
   }
@@ -120,8 +124,7 @@ impl SaturationState {
   /// The fallback when no fetcher answers: the token headers at most 5 min old, else 0.
   pub fn fallback(&self, provider: &str, connection_id: &str, now_ms: i64) -> f64 {
     self
-      .headers
-      .get(&(provider.to_string(), connection_id.to_string()))
+      .headers(provider, connection_id)
       .and_then(|snapshot| token_header_saturation(snapshot, now_ms))
       .map_or(0.0, |s| s.saturation)
   }
@@ -252,17 +255,18 @@ impl SaturationState {
     connection_id: String,
     snapshot: RateLimitSnapshot,
   ) {
-    if self.headers.len() >= MAX_HEADER_SNAPSHOTS {
-      self.headers.clear();
+    if self.header_count >= MAX_HEADER_SNAPSHOTS {
+      self.clear_headers();
     }
-    self.headers.insert((provider, connection_id), snapshot);
+    let known = self.headers.entry(provider).or_default();
+    if known.insert(connection_id, snapshot).is_none() {
+      self.header_count += 1;
+    }
   }
 
   /// The headers last kept for a connection.
   pub fn headers(&self, provider: &str, connection_id: &str) -> Option<&RateLimitSnapshot> {
-    self
-      .headers
-      .get(&(provider.to_string(), connection_id.to_string()))
+    self.headers.get(provider)?.get(connection_id)
   }
 
   /// `_clearSaturationCache()`.
@@ -279,6 +283,7 @@ impl SaturationState {
   /// `_clearRateLimitHeaders()`.
   pub fn clear_headers(&mut self) {
     self.headers.clear();
+    self.header_count = 0;
   }
 }
 

@@ -183,7 +183,8 @@ impl CounterStore for SqliteDb {
         "consuming: the upsert returned two rows".into(),
       ));
     }
-    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, &dimension_key, current);
+    let (pending_curr, pending_prev) =
+      self.pending_key_pair(api_key_id, dimension_key.as_str(), current);
     // The flush saturates the sum at COUNTER_MAX: so does the read.
     Ok(effective(
       (prev + pending_prev).min(COUNTER_MAX),

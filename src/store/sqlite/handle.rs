@@ -165,8 +165,27 @@ pub fn with_hot_db<T>(
   resolve_path: &dyn Fn() -> PathBuf,
   f: impl FnOnce(&mut SqliteDb) -> Result<T>,
 ) -> Result<T> {
+  hot_db(resolve_path, true, f)
+}
+
+/// [`with_hot_db`] for a record that only adds to the buffer: the file is not checked
+/// (an `fstat` per record, docs/sqlite.md#file-replaced), since every commit of the
+/// buffer looks the path up first ([`recheck_file`]) and the next read checks it too. A
+/// record made after the file vanished goes with the records already buffered for it.
+pub fn with_buffer_db<T>(
+  resolve_path: &dyn Fn() -> PathBuf,
+  f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+) -> Result<T> {
+  hot_db(resolve_path, false, f)
+}
+
+fn hot_db<T>(
+  resolve_path: &dyn Fn() -> PathBuf,
+  check_file: bool,
+  f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+) -> Result<T> {
   let mut slot = lock_db();
-  if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
+  if check_file && slot.as_ref().is_some_and(SqliteDb::file_replaced) {
     if let Some(stale) = slot.take() {
       retire(stale);
     }

@@ -26,12 +26,11 @@
 
 use super::wal_index::{Since, WalIndexView, WalToken};
 use super::SqliteDb;
-use crate::core::dimensions::DimensionKey;
+use crate::core::dimensions::{DimensionKey, PushKey};
 use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::validate::COUNTER_MAX;
 use rustc_hash::FxHashMap;
-use std::fmt::Write as _;
 
 /// Cached counter entries before the cache is emptied (a bound, not an eviction policy).
 const MAX_CACHED_COUNTERS: usize = 10_000;
@@ -222,7 +221,12 @@ impl SqliteDb {
   ) -> Result<Buckets> {
     let (curr, prev) = self.cached_pair(
       |out| {
-        let _ = write!(out, "k\0{api_key_id}\0{key}\0{current}");
+        out.push_str("k\0");
+        out.push_str(api_key_id);
+        out.push('\0');
+        key.push_key(out);
+        out.push('\0');
+        current.push_key(out);
       },
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
@@ -238,7 +242,10 @@ impl SqliteDb {
   pub(super) fn totals_pair_now(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
     let (curr, prev) = self.cached_pair(
       |out| {
-        let _ = write!(out, "p\0{key}\0{current}");
+        out.push_str("p\0");
+        key.push_key(out);
+        out.push('\0');
+        current.push_key(out);
       },
       || {
         self.refresh_cache()?;

@@ -40,7 +40,7 @@ pub use cache::KeyPools;
 pub use gc::TotalsCursor;
 pub use handle::{
   carried_count, close_quota_db, is_open, recheck_file, set_open_options, take_file_changes,
-  with_db, with_hot_db, with_hot_open_db, with_open_db, FileChange,
+  with_buffer_db, with_db, with_hot_db, with_hot_open_db, with_open_db, FileChange,
 };
 pub use inspect::{inspect_path, DatabaseInspection, PoisonedCounters};
 pub use locks::{HookStatus, LockCheck};

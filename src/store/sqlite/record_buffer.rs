@@ -11,13 +11,12 @@
 //! dropping them.
 
 use super::{SqliteDb, StoreContext};
-use crate::core::dimensions::DimensionKey;
+use crate::core::dimensions::{DimensionKey, PushKey};
 use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::validate;
 use rusqlite::params;
 use rustc_hash::FxHashMap as HashMap;
-use std::fmt::{Display, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -70,21 +69,27 @@ pub(crate) struct PendingWrites {
   scratch: String,
 }
 
-/// Keys are formatted into a reused buffer: a `DimensionKey` is written without building
-/// its string first.
+/// Keys are built in a reused buffer: a `DimensionKey` is appended without building its
+/// string first.
 fn counter_key(
   out: &mut String,
   api_key_id: &str,
-  dimension_key: &(impl Display + ?Sized),
+  dimension_key: &(impl PushKey + ?Sized),
   bucket: i64,
 ) {
   out.clear();
-  let _ = write!(out, "{api_key_id}\0{dimension_key}\0{bucket}");
+  out.push_str(api_key_id);
+  out.push('\0');
+  dimension_key.push_key(out);
+  out.push('\0');
+  bucket.push_key(out);
 }
 
-fn totals_key(out: &mut String, dimension_key: &(impl Display + ?Sized), bucket: i64) {
+fn totals_key(out: &mut String, dimension_key: &(impl PushKey + ?Sized), bucket: i64) {
   out.clear();
-  let _ = write!(out, "{dimension_key}\0{bucket}");
+  dimension_key.push_key(out);
+  out.push('\0');
+  bucket.push_key(out);
 }
 
 impl PendingWrites {
@@ -139,7 +144,7 @@ impl PendingWrites {
       let hit = e.api_key_id == api_key_id && e.dimension_key == dimension_key;
       if hit {
         let mut key = String::new();
-        totals_key(&mut key, &e.dimension_key, e.bucket);
+        totals_key(&mut key, e.dimension_key.as_str(), e.bucket);
         if let Some(total) = totals.get_mut(&key) {
           *total -= e.delta;
         }
@@ -178,7 +183,7 @@ impl PendingWrites {
   fn key_pair(
     &mut self,
     api_key_id: &str,
-    dimension_key: &(impl Display + ?Sized),
+    dimension_key: &(impl PushKey + ?Sized),
     current: i64,
   ) -> (f64, f64) {
     if self.counters.is_empty() {
@@ -195,7 +200,7 @@ impl PendingWrites {
   }
 
   /// `(curr, prev)` buffered for a dimension key over every API key.
-  fn totals_pair(&mut self, dimension_key: &(impl Display + ?Sized), current: i64) -> (f64, f64) {
+  fn totals_pair(&mut self, dimension_key: &(impl PushKey + ?Sized), current: i64) -> (f64, f64) {
     if self.totals.is_empty() {
       return (0.0, 0.0);
     }
@@ -252,7 +257,7 @@ impl SqliteDb {
   pub(super) fn pending_key_pair(
     &self,
     api_key_id: &str,
-    dimension_key: &(impl Display + ?Sized),
+    dimension_key: &(impl PushKey + ?Sized),
     current: i64,
   ) -> (f64, f64) {
     self
@@ -264,7 +269,7 @@ impl SqliteDb {
   /// Buffered amounts of a dimension key's pool totals.
   pub(super) fn pending_totals_pair(
     &self,
-    dimension_key: &(impl Display + ?Sized),
+    dimension_key: &(impl PushKey + ?Sized),
     current: i64,
   ) -> (f64, f64) {
     self.buffer.borrow_mut().totals_pair(dimension_key, current)
