@@ -86,6 +86,13 @@ test('step 1: no allocation, or no pool on this connection → allow without dep
   assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'k1', connectionId: 'elsewhere', provider: 'kimi' }), { kind: 'allow' })
 })
 
+test('no request, or a request without ids → allow, not enforced, and nothing to warn about', async () => {
+  for (const input of [undefined, null, {}, { apiKeyId: 'k1' }, { connectionId: 'c' }]) {
+    assert.deepEqual(await enforceQuotaShare(input), { kind: 'allow' }, JSON.stringify(input))
+  }
+  assert.deepEqual(warnings, [])
+})
+
 test('step 1: a legacy pool (no membership rows) matches on its primary connection', async () => {
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'legacy', weight: 100 }], legacy: true })

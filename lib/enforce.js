@@ -34,8 +34,11 @@ function stepOf(step) {
  * An enforce crossing: its answer now (the common case: no promise is made for it), or a
  * promise of it.
  */
-function enforceStep(args, afterFetch, startedMs) {
-  const answer = native.enforce(...args, startedMs, afterFetch)
+function enforceStep(input, provider, afterFetch, startedMs) {
+  // Arguments spelled out, not spread from an array: this runs on every request.
+  const answer = input
+    ? native.enforce(text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(input.estimatedCost), number(input.estimatedTokens), startedMs, afterFetch)
+    : native.enforce(undefined, undefined, provider, undefined, undefined, undefined, startedMs, afterFetch)
   return isPromise(answer) ? answer.then(stepOf) : stepOf(answer)
 }
 
@@ -77,15 +80,12 @@ function shape(step, input, provider) {
 async function enforceQuotaShare(input) {
   try {
     const provider = input && input.provider != null ? String(input.provider) : ''
-    const args = input
-      ? [text(input.apiKeyId), text(input.connectionId), provider, text(input.model), number(input.estimatedCost), number(input.estimatedTokens)]
-      : []
-    let step = enforceStep(args, false)
+    let step = enforceStep(input, provider, false)
     if (isPromise(step)) step = await step
     if (typeof step === 'object' && step.kind === 'fetch') {
       if (step.logs) host.forwardLogs(step.logs)
       await Promise.all(step.fetch.map(([unit, window]) => getSaturation(input.connectionId, provider, { unit, window })))
-      step = await enforceStep(args, true, step.startedMs)
+      step = await enforceStep(input, provider, true, step.startedMs)
     }
     return typeof step === 'number' ? ALLOWS[step]() : shape(step, input, provider)
   } catch (err) {

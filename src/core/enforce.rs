@@ -60,8 +60,9 @@ pub trait QuotaMetadata {
     api_key_id: &str,
     model: &str,
   ) -> Result<Option<ModelCapLimit>>;
-  /// `resolvePlan(connectionId, provider)` (§6).
-  fn plan(&self, connection_id: &str, provider: &str) -> ProviderPlan;
+  /// `resolvePlan(connectionId, provider)` (§6); shared, since the hot path asks twice a
+  /// request and a stored plan is cached.
+  fn plan(&self, connection_id: &str, provider: &str) -> Arc<ProviderPlan>;
 }
 
 /// What the hot path reads from storage: the metadata and, synchronously, the counters.
@@ -604,15 +605,17 @@ mod tests {
           .copied(),
       )
     }
-    fn plan(&self, _connection_id: &str, provider: &str) -> ProviderPlan {
-      self.plan.clone().unwrap_or_else(|| ProviderPlan {
-        connection_id: None,
-        provider: provider.into(),
-        dimensions: known_plan(provider)
-          .map(|p| p.dimensions)
-          .unwrap_or_default(),
-        source: PlanSource::Auto,
-      })
+    fn plan(&self, _connection_id: &str, provider: &str) -> Arc<ProviderPlan> {
+      Arc::new(self.plan.clone().unwrap_or_else(|| {
+        ProviderPlan {
+          connection_id: None,
+          provider: provider.into(),
+          dimensions: known_plan(provider)
+            .map(|p| p.dimensions)
+            .unwrap_or_default(),
+          source: PlanSource::Auto,
+        }
+      }))
     }
   }
 

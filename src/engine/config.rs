@@ -212,9 +212,11 @@ pub type EnvReader = fn(&str) -> Option<String>;
 
 /// The process environment; an empty value counts as unset.
 pub fn process_env(name: &str) -> Option<String> {
-  std::env::var_os(name)
-    .filter(|v| !v.is_empty())
-    .map(|v| v.to_string_lossy().into_owned())
+  // `into_string` keeps the allocation `var_os` made (read three times a request).
+  std::env::var_os(name).filter(|v| !v.is_empty()).map(|v| {
+    v.into_string()
+      .unwrap_or_else(|v| v.to_string_lossy().into_owned())
+  })
 }
 
 /// The process's configuration: reads the environment on use and warns once per bad value.

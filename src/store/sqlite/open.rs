@@ -131,12 +131,39 @@ fn fstat_id(fd: std::os::raw::c_int) -> Option<(u64, u64, u64)> {
   // SAFETY: fstat writes into a zeroed stat buffer; a bad descriptor fails with EBADF.
   unsafe {
     let mut st: libc::stat = std::mem::zeroed();
-    (libc::fstat(fd, &mut st) == 0).then_some((
+    (raw_fstat(fd, &mut st) == 0).then_some((
       st.st_dev as u64,
       st.st_ino as u64,
       st.st_nlink as u64,
     ))
   }
+}
+
+/// `fstat` as the system call itself: glibc's `fstat` is `fstatat(fd, "", AT_EMPTY_PATH)`,
+/// which makes the kernel copy and look up an empty path first — 40 % of the check's cost,
+/// paid on every decision (docs/sqlite.md#one-connection-per-process).
+///
+/// # Safety
+/// `st` must be writable; `fd` is only read.
+#[cfg(all(
+  target_os = "linux",
+  any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+unsafe fn raw_fstat(fd: std::os::raw::c_int, st: &mut libc::stat) -> std::os::raw::c_int {
+  // SAFETY: the kernel's `struct stat` for these architectures is libc's `stat`.
+  unsafe { libc::syscall(libc::SYS_fstat, fd, st as *mut libc::stat) as std::os::raw::c_int }
+}
+
+#[cfg(all(
+  unix,
+  not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+  ))
+))]
+unsafe fn raw_fstat(fd: std::os::raw::c_int, st: &mut libc::stat) -> std::os::raw::c_int {
+  // SAFETY: as the caller's.
+  unsafe { libc::fstat(fd, st) }
 }
 
 /// Whether the file open on `fd` is no longer `id` or has no name left.

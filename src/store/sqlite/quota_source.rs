@@ -34,8 +34,14 @@ impl QuotaMetadata for SqliteDb {
     )
   }
 
-  fn plan(&self, connection_id: &str, provider: &str) -> ProviderPlan {
-    resolve_plan(self, connection_id, provider)
+  fn plan(&self, connection_id: &str, provider: &str) -> Arc<ProviderPlan> {
+    // `resolve_plan`'s first choice, without copying the cached row.
+    if let Ok(Some(stored)) = self.cached_provider_plan(connection_id) {
+      if !stored.dimensions.is_empty() {
+        return stored;
+      }
+    }
+    Arc::new(resolve_plan(self, connection_id, provider))
   }
 }
 
