@@ -45,7 +45,7 @@ pub fn force_panic_for_tests(
         &env,
         with_store(&env, |db| {
           db.write_scope(|db| -> crate::error::Result<()> {
-            db.consume(&api_key_id, &key, 1.0, super::burn_rate::now_ms())?;
+            db.consume(&api_key_id, &key, 1.0, crate::engine::input::now_ms())?;
             panic!("forced panic for tests (inside a write transaction)")
           })
         }),
@@ -108,7 +108,7 @@ pub fn enforce_on_worker_for_bench<'env>(
   spawn_settled(
     env,
     async move {
-      let now = super::burn_rate::now_ms();
+      let now = crate::engine::input::now_ms();
       let request = QuotaRequest {
         api_key_id: &api_key_id,
         connection_id: &connection_id,
