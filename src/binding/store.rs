@@ -259,19 +259,7 @@ pub fn reset_store_choice() {
 /// a warning.
 #[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db(env: Env) -> napi::Result<()> {
-  // Redis's write-behind buffer too (a failure keeps it, logged as a fault).
-  let _ = engine().flush_redis_blocking();
-  if let Some(dropped) = or_throw(&env, crate::store::close_quota_db())? {
-    engine().logs.warn(
-      "quota:store",
-      format!(
-        "closing the database dropped {} buffered quota counters that could not be committed",
-        dropped.counters
-      ),
-      Some(dropped.error),
-    );
-  }
-  Ok(())
+  or_throw(&env, engine().close_db())
 }
 
 /// Sends one command (`args[0]` is its name) on the URL's shared connection, within the

@@ -660,3 +660,141 @@ pub fn usage_saturation<V: Source>(usage: &Arg<V>, window: &str) -> Option<f64> 
     number("total"),
   )
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// A value without a JavaScript runtime.
+  #[derive(Clone)]
+  enum Fake {
+    Null,
+    Num(f64),
+    Str(&'static str),
+    Obj(Vec<(&'static str, Fake)>),
+    List(Vec<Fake>),
+  }
+
+  impl Source for Fake {
+    fn kind(&self) -> std::result::Result<Kind, Fault> {
+      Ok(match self {
+        Fake::Null => Kind::Null,
+        Fake::Num(_) => Kind::Number,
+        Fake::Str(_) => Kind::String,
+        Fake::Obj(_) | Fake::List(_) => Kind::Object,
+      })
+    }
+    fn number(&self) -> std::result::Result<f64, Fault> {
+      match self {
+        Fake::Num(n) => Ok(*n),
+        _ => Err("not a number".into()),
+      }
+    }
+    fn string(&self) -> std::result::Result<String, Fault> {
+      match self {
+        Fake::Str(s) => Ok(s.to_string()),
+        _ => Err("not a string".into()),
+      }
+    }
+    fn boolean(&self) -> std::result::Result<bool, Fault> {
+      Err("no booleans here".into())
+    }
+    fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault> {
+      match self {
+        Fake::Obj(fields) => Ok(
+          fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone()),
+        ),
+        _ => Ok(None),
+      }
+    }
+    fn is_array(&self) -> std::result::Result<bool, Fault> {
+      Ok(matches!(self, Fake::List(_)))
+    }
+    fn length(&self) -> std::result::Result<u32, Fault> {
+      match self {
+        Fake::List(items) => Ok(items.len() as u32),
+        _ => Err("not an array".into()),
+      }
+    }
+    fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault> {
+      match self {
+        Fake::List(items) => Ok(items.get(index as usize).cloned()),
+        _ => Err("not an array".into()),
+      }
+    }
+    fn keys(&self) -> std::result::Result<Vec<String>, Fault> {
+      match self {
+        Fake::Obj(fields) => Ok(fields.iter().map(|(k, _)| k.to_string()).collect()),
+        _ => Ok(Vec::new()),
+      }
+    }
+  }
+
+  /// The error's class (`Type` or `Range`) and message.
+  fn message(err: QuotaError) -> (String, String) {
+    let kind = match &err {
+      QuotaError::InvalidArg { kind, .. } => format!("{kind:?}"),
+      other => format!("{other:?}"),
+    };
+    (kind, err.to_string())
+  }
+
+  #[test]
+  fn every_error_names_the_path_of_the_bad_value() {
+    let dims = Fake::List(vec![Fake::Obj(vec![
+      ("unit", Fake::Str("tokens")),
+      ("window", Fake::Str("5h")),
+      ("limit", Fake::Str("10")),
+    ])]);
+    let plan = Fake::Obj(vec![
+      ("connectionId", Fake::Str("c")),
+      ("provider", Fake::Str("p")),
+      ("dimensions", dims),
+    ]);
+    let err = provider_plan(&Arg::new(plan, "plan").unwrap()).unwrap_err();
+    assert_eq!(
+      message(err),
+      (
+        "Type".into(),
+        "plan.dimensions[0].limit: expected a number, got string".into()
+      )
+    );
+    let err = dimension_key(&Arg::new(Fake::Null, "key").unwrap()).unwrap_err();
+    assert_eq!(message(err).1, "key: expected an object, got null");
+  }
+
+  #[test]
+  fn numbers_are_checked_for_range_with_their_path() {
+    let bucket = Arg::new(Fake::Num(1.5), "bucketIndex").unwrap();
+    let (kind, text) = message(bucket.integer().unwrap_err());
+    assert_eq!(kind, "Range");
+    assert_eq!(
+      text,
+      "bucketIndex: must be an integer from -(2^53 - 1) to 2^53 - 1, got 1.5"
+    );
+    let lease = Arg::new(Fake::Num(-1.0), "leaseMs").unwrap();
+    assert_eq!(
+      message(super::lease(&lease, 5).unwrap_err()).1,
+      "leaseMs: must be a finite number >= 0, got -1"
+    );
+    assert_eq!(
+      super::lease(&Arg::<Fake>::maybe(None, "leaseMs").unwrap(), 5),
+      Ok(5)
+    );
+    assert_eq!(time(&Arg::new(Fake::Num(10.9), "nowMs").unwrap()), Ok(10));
+  }
+
+  #[test]
+  fn absent_and_null_values_take_their_defaults() {
+    let none = Arg::<Fake>::maybe(None, "planDims").unwrap();
+    assert_eq!(plan_dimensions(&none), Ok(Vec::new()));
+    let options = Arg::new(Fake::Obj(vec![("limit", Fake::Num(-3.0))]), "options").unwrap();
+    assert_eq!(page(&options), Ok((Some(0), None)));
+    let words = Fake::List(vec![Fake::Str("SET"), Fake::Num(3.0), Fake::Num(0.5)]);
+    let words = command_words(&Arg::new(words, "args").unwrap()).unwrap();
+    assert_eq!(words, ["SET", "3", "0.5"]);
+  }
+}
