@@ -113,8 +113,10 @@ pub fn update_account_buckets(
   call(&env, || {
     let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
     let now = input::time(&arg(now_ms, "nowMs")?)?;
-    let readings = input::quota_readings(&arg(usage_result, "usageResult")?)?;
-    engine().update_account_buckets(id.as_deref(), &readings, now);
+    // No reading (`null`/`undefined` usage or quotas) changes nothing, not even the names.
+    if let Some(readings) = input::quota_readings(&arg(usage_result, "usageResult")?)? {
+      engine().update_account_buckets(id.as_deref(), &readings, now);
+    }
     Ok(())
   })
 }

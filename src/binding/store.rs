@@ -100,15 +100,12 @@ impl StoreDriver {
     let read = key_and_dimension(api_key_id, dim)
       .and_then(|(id, key)| Ok((id, key, arg(cost, "cost")?.number()?)));
     let (api_key_id, key, cost) = or_throw(env, read)?;
-    host::prepare_db(env);
     if self.driver.url().is_none() {
       super::hot_path::flush_at_teardown(env);
     }
-    answer(
-      env,
-      engine().consume(&self.driver, api_key_id, key, cost, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| {
+      engine().consume(d, api_key_id, key, cost, clock(now_ms))
+    })
   }
 
   /// `peek`: the effective value, no write.
@@ -124,12 +121,7 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().peek(&self.driver, api_key_id, key, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| engine().peek(d, api_key_id, key, clock(now_ms)))
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -141,12 +133,7 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
     let key = or_throw(env, arg(dim, "dim").and_then(|d| input::dimension_key(&d)))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().pool_consumed_total(&self.driver, key, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| engine().pool_consumed_total(d, key, clock(now_ms)))
   }
 
   /// `clear`: zeroes the key's counter (curr and prev).
@@ -162,12 +149,7 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, ()>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().clear(&self.driver, api_key_id, key, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| engine().clear(d, api_key_id, key, clock(now_ms)))
   }
 
   /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
@@ -197,6 +179,18 @@ impl StoreDriver {
       engine().pool_usage(&self.driver, pool_id, dims, now),
       move |s| snapshot_js(s, now),
     )
+  }
+}
+
+impl StoreDriver {
+  /// The step `op` makes on this driver, as JS sees it (the database path resolved first).
+  fn serve<'env, T: ToNapiValue + Send + 'static>(
+    &self,
+    env: &'env Env,
+    op: impl FnOnce(&Driver) -> Step<Result<T>>,
+  ) -> napi::Result<Answer<'env, T>> {
+    host::prepare_db(env);
+    answer(env, op(&self.driver), |v| v)
   }
 }
 

@@ -623,14 +623,15 @@ fn quota_reading<V: Source>(entry: &Arg<V>) -> Option<QuotaReading> {
 }
 
 /// The well-formed quota entries of a usage reading (`{ quotas: { [name]: … } }`), by
-/// name in property order; none for a `null`/`undefined` reading or `quotas`.
-pub fn quota_readings<V: Source>(usage: &Arg<V>) -> Result<Vec<(String, QuotaReading)>> {
+/// name in property order; `None` (no reading at all) for a `null`/`undefined` reading or
+/// `quotas`.
+pub fn quota_readings<V: Source>(usage: &Arg<V>) -> Result<Option<Vec<(String, QuotaReading)>>> {
   if usage.is_nullish() {
-    return Ok(Vec::new());
+    return Ok(None);
   }
   let quotas = usage.field("quotas")?;
   if quotas.is_nullish() {
-    return Ok(Vec::new());
+    return Ok(None);
   }
   let names = quotas.keys()?;
   let mut readings = Vec::with_capacity(names.len());
@@ -639,7 +640,7 @@ pub fn quota_readings<V: Source>(usage: &Arg<V>) -> Result<Vec<(String, QuotaRea
       readings.push((name, reading));
     }
   }
-  Ok(readings)
+  Ok(Some(readings))
 }
 
 /// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
