@@ -164,3 +164,15 @@ test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming th
   }
   assert.equal(_bucketCountForTest(), 0)
 })
+
+test('a reading without usage or quotas does not even name the connection', async () => {
+  const { createRequire } = await import('node:module')
+  const { __schedulerSizesForTests } = createRequire(import.meta.url)('../binding.js')
+  const before = __schedulerSizesForTests().symbols
+  updateAccountBuckets('never-named-1', null, T0)
+  updateAccountBuckets('never-named-2', undefined, T0)
+  updateAccountBuckets('never-named-3', { quotas: null }, T0)
+  assert.equal(__schedulerSizesForTests().symbols, before, 'nothing interned')
+  updateAccountBuckets('named', { quotas: {} }, T0)
+  assert.equal(__schedulerSizesForTests().symbols, before + 1, 'an empty quotas object names it')
+})

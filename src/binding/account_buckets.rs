@@ -1,12 +1,10 @@
 //! docs/contract.md §10: account buckets — which usage windows of a connection are saturated
 //! (`compat/accountBuckets`).
 
-use super::args::Arg;
+use super::args::{arg, text};
+use super::engine;
 use super::errors::call;
-use super::scheduler_state::{max_ids, read_connection_id, read_time, state};
-use crate::core::iso8601::parse_iso8601_ms;
-use crate::core::scheduler::account_buckets::QuotaReading;
-use crate::error::{QuotaError, Result};
+use crate::engine::input;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
@@ -32,21 +30,6 @@ pub struct AccountQuota {
   pub unlimited: Option<bool>,
 }
 
-/// `resetAt` of `recordUsage`: an ISO-8601 string, or `null`/`undefined` for unknown.
-fn read_reset_at(arg: &Arg) -> Result<Option<i64>> {
-  match arg.opt_string()? {
-    None => Ok(None),
-    Some(text) if text.is_empty() => Ok(None),
-    Some(text) => parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
-      QuotaError::range_error(&arg.path, format!("not an ISO-8601 timestamp: {text:?}"))
-    }),
-  }
-}
-
-fn read_window_key(value: Unknown) -> Result<String> {
-  Arg::new(value, "windowKey")?.string()
-}
-
 /// Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
 /// connection at `nowMs` (default `Date.now()`). A reset already past (`resetAt <=
 /// nowMs`), or a `usedPct` below `SATURATION_THRESHOLD_PCT` or not a finite number,
@@ -66,29 +49,17 @@ pub fn record_usage(
   connection_id: Unknown,
   window_key: Unknown,
   used_pct: Unknown,
-  reset_at: Option<Unknown>,
-  now_ms: Option<Unknown>,
+  reset_at: Unknown,
+  now_ms: Unknown,
 ) -> napi::Result<()> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let window = read_window_key(window_key)?;
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let window = text(window_key, "windowKey")?;
     // Not a number reads as not finite, as `Number.isFinite` does: the entry is cleared.
-    let used_pct = Arg::new(used_pct, "usedPct")?.number().unwrap_or(f64::NAN);
-    let reset_at = match reset_at {
-      Some(value) => read_reset_at(&Arg::new(value, "resetAt")?)?,
-      None => None,
-    };
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let Some(id) = id.filter(|_| !window.is_empty()) else {
-      return Ok(());
-    };
-    let max_ids = max_ids();
-    let mut state = state();
-    let sym = state.intern(&id, max_ids);
-    state
-      .scheduler
-      .buckets
-      .record_usage(&sym, &window, used_pct, reset_at, now_ms);
+    let used_pct = arg(used_pct, "usedPct")?.number().unwrap_or(f64::NAN);
+    let reset_at = input::reset_at(&arg(reset_at, "resetAt")?)?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    engine().record_usage(id.as_deref(), &window, used_pct, reset_at, now);
     Ok(())
   })
 }
@@ -105,51 +76,13 @@ pub fn is_bucket_saturated(
   env: Env,
   connection_id: Unknown,
   window_key: Unknown,
-  now_ms: Option<Unknown>,
+  now_ms: Unknown,
 ) -> napi::Result<bool> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let window = read_window_key(window_key)?;
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let mut state = state();
-    let Some(sym) = id.and_then(|id| state.symbols.get(&id)) else {
-      return Ok(false);
-    };
-    Ok(state.scheduler.buckets.is_saturated(&sym, &window, now_ms))
-  })
-}
-
-fn lenient_number(entry: &Arg, name: &str) -> Option<f64> {
-  entry.field(name).ok()?.number().ok()
-}
-
-/// One quota entry of a usage reading, or `None` when it is malformed: not an object, or
-/// a `resetAt` that is neither absent, `null`, `""` nor an ISO-8601 string.
-fn read_quota(entry: &Arg) -> Option<QuotaReading> {
-  if !entry.is_object() {
-    return None;
-  }
-  let reset_at = entry.field("resetAt").ok()?;
-  let reset_at = if reset_at.is_nullish() {
-    None
-  } else {
-    let text = reset_at.string().ok()?;
-    if text.is_empty() {
-      None
-    } else {
-      Some(parse_iso8601_ms(&text)?)
-    }
-  };
-  Some(QuotaReading {
-    used: lenient_number(entry, "used"),
-    total: lenient_number(entry, "total"),
-    remaining: lenient_number(entry, "remaining"),
-    remaining_percentage: lenient_number(entry, "remainingPercentage"),
-    unlimited: entry
-      .field("unlimited")
-      .and_then(|a| a.boolean())
-      .unwrap_or(false),
-    reset_at,
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let window = text(window_key, "windowKey")?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    Ok(engine().is_bucket_saturated(id.as_deref(), &window, now))
   })
 }
 
@@ -174,44 +107,16 @@ fn read_quota(entry: &Arg) -> Option<QuotaReading> {
 pub fn update_account_buckets(
   env: Env,
   connection_id: Unknown,
-  usage_result: Option<Unknown>,
-  now_ms: Option<Unknown>,
+  usage_result: Unknown,
+  now_ms: Unknown,
 ) -> napi::Result<()> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let Some(usage_result) = usage_result else {
-      return Ok(());
-    };
-    let usage = Arg::new(usage_result, "usageResult")?;
-    if usage.is_nullish() {
-      return Ok(());
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    // No reading (`null`/`undefined` usage or quotas) changes nothing, not even the names.
+    if let Some(readings) = input::quota_readings(&arg(usage_result, "usageResult")?)? {
+      engine().update_account_buckets(id.as_deref(), &readings, now);
     }
-    let quotas = usage.field("quotas")?;
-    if quotas.is_nullish() {
-      return Ok(());
-    }
-    let names = quotas.keys()?;
-    let mut readings = Vec::with_capacity(names.len());
-    for name in names {
-      let entry = quotas.field(&name)?;
-      if let Some(reading) = read_quota(&entry) {
-        readings.push((name, reading));
-      }
-    }
-    let Some(id) = id else {
-      return Ok(());
-    };
-    let max_ids = max_ids();
-    let mut state = state();
-    let sym = state.intern(&id, max_ids);
-    state.scheduler.buckets.update(
-      &sym,
-      readings
-        .iter()
-        .map(|(name, reading)| (name.as_str(), *reading)),
-      now_ms,
-    );
     Ok(())
   })
 }
@@ -219,11 +124,11 @@ pub fn update_account_buckets(
 /// Tests only: forgets every account bucket.
 #[napi(catch_unwind, js_name = "_clearBucketsForTest")]
 pub fn clear_buckets_for_test() {
-  state().scheduler.buckets.clear();
+  engine().scheduler().scheduler.buckets.clear();
 }
 
 /// Tests only: how many (connection, window) entries are stored.
 #[napi(catch_unwind, js_name = "_bucketCountForTest")]
 pub fn bucket_count_for_test() -> u32 {
-  state().scheduler.buckets.len() as u32
+  engine().scheduler().scheduler.buckets.len() as u32
 }

@@ -1,9 +1,9 @@
 //! docs/contract.md §9: `computeBurnRate`, `computeBurnRateFromWindow`.
 
-use super::args::Arg;
-use super::errors::{call, or_throw};
-use crate::core::burn_rate::{compute_burn_rate, compute_burn_rate_from_window, BurnRate};
-use crate::error::Result;
+use super::args::arg;
+use super::errors::call;
+use crate::core::burn_rate::BurnRate;
+use crate::engine::input;
 use napi::bindgen_prelude::{Either, Null, Unknown};
 use napi::Env;
 use napi_derive::napi;
@@ -28,32 +28,6 @@ impl From<BurnRate> for BurnRateJs {
   }
 }
 
-pub(crate) fn now_ms() -> i64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn read_history(arg: &Arg) -> Result<Vec<(f64, f64)>> {
-  arg
-    .elements()?
-    .iter()
-    .map(|sample| {
-      Ok((
-        sample.field("ts")?.number()?,
-        sample.field("consumed")?.number()?,
-      ))
-    })
-    .collect()
-}
-
-fn read_remaining(value: Option<Unknown>) -> Result<Option<f64>> {
-  match value {
-    Some(value) => Arg::new(value, "remaining")?.opt_number(),
-    None => Ok(None),
-  }
-}
-
 /// The EMA (α = 0.3) of per-second rates over consecutive `{ ts, consumed }` samples,
 /// skipping non-increasing timestamps. Fewer than two usable samples → zeros.
 #[napi(
@@ -64,12 +38,12 @@ fn read_remaining(value: Option<Unknown>) -> Result<Option<f64>> {
 pub fn compute_burn_rate_js(
   env: Env,
   history: Unknown,
-  remaining: Option<Unknown>,
+  remaining: Unknown,
 ) -> napi::Result<BurnRateJs> {
-  let result = Arg::new(history, "history")
-    .and_then(|arg| read_history(&arg))
-    .and_then(|history| Ok(compute_burn_rate(&history, read_remaining(remaining)?)));
-  or_throw(&env, result).map(BurnRateJs::from)
+  call(&env, || {
+    let rate = input::burn_rate(&arg(history, "history")?, &arg(remaining, "remaining")?)?;
+    Ok(BurnRateJs::from(rate))
+  })
 }
 
 /// The rate implied by `consumedTotal` spent since the current bucket of a `windowMs`
@@ -83,24 +57,14 @@ pub fn compute_burn_rate_from_window_js(
   env: Env,
   consumed_total: Unknown,
   window_ms: Unknown,
-  remaining: Option<Unknown>,
+  remaining: Unknown,
 ) -> napi::Result<BurnRateJs> {
   call(&env, || {
-    let consumed_total = Arg::new(consumed_total, "consumedTotal")?.number()?;
-    let window_ms = Arg::new(window_ms, "windowMs")?.number()?;
-    if !(window_ms.is_finite() && window_ms >= 1.0) {
-      return Err(crate::error::QuotaError::range_error(
-        "windowMs",
-        format!("must be a finite number >= 1, got {window_ms}"),
-      ));
-    }
-    let remaining = read_remaining(remaining)?;
-    Ok(compute_burn_rate_from_window(
-      consumed_total,
-      window_ms as i64,
-      now_ms(),
-      remaining,
-    ))
+    input::burn_rate_from_window(
+      &arg(consumed_total, "consumedTotal")?,
+      &arg(window_ms, "windowMs")?,
+      &arg(remaining, "remaining")?,
+    )
+    .map(BurnRateJs::from)
   })
-  .map(BurnRateJs::from)
 }

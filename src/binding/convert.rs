@@ -1,10 +1,6 @@
 //! Core values ⇄ the plain JavaScript objects of the host's API.
 
-use super::args::Arg;
-use crate::core::dimensions::{
-  Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit, QuotaWindow,
-};
-use crate::error::Result;
+use crate::core::dimensions::{PoolAllocation, ProviderPlan, QuotaPool};
 use crate::store::{ConsumptionRow, ModelCap};
 use napi_derive::napi;
 
@@ -135,54 +131,4 @@ impl From<&ConsumptionRow> for ConsumptionRowJs {
       updated_at: r.updated_at as f64,
     }
   }
-}
-
-/// An allocation as written: unknown policy/unit and bad numbers are rejected here or by
-/// the store's validation, with the field named.
-pub(crate) fn read_allocation(arg: &Arg) -> Result<PoolAllocation> {
-  let cap_unit = arg.field("capUnit")?;
-  let policy = arg.field("policy")?;
-  Ok(PoolAllocation {
-    api_key_id: arg.field("apiKeyId")?.string()?,
-    weight: arg.field("weight")?.number()?,
-    cap_value: arg.field("capValue")?.opt_number()?,
-    cap_unit: match cap_unit.opt_string()? {
-      Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit.path)?),
-      None => None,
-    },
-    policy: match policy.opt_string()? {
-      Some(p) => Policy::parse_field(&p, &policy.path)?,
-      None => Policy::Hard,
-    },
-  })
-}
-
-pub(crate) fn read_allocations(arg: &Arg) -> Result<Vec<PoolAllocation>> {
-  arg.elements()?.iter().map(read_allocation).collect()
-}
-
-/// `arg` read with `read`, or `None` when it is `null` or absent.
-pub(crate) fn unless_nullish<T>(
-  arg: &Arg,
-  read: impl FnOnce(&Arg) -> Result<T>,
-) -> Result<Option<T>> {
-  if arg.is_nullish() {
-    Ok(None)
-  } else {
-    read(arg).map(Some)
-  }
-}
-
-pub(crate) fn read_strings(arg: &Arg) -> Result<Vec<String>> {
-  arg.elements()?.iter().map(|a| a.string()).collect()
-}
-
-pub(crate) fn read_dimension(arg: &Arg) -> Result<QuotaDimension> {
-  let unit = arg.field("unit")?;
-  let window = arg.field("window")?;
-  Ok(QuotaDimension {
-    unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
-    window: QuotaWindow::parse_field(&window.string()?, &window.path)?,
-    limit: arg.field("limit")?.number()?,
-  })
 }

@@ -1,28 +1,44 @@
-//! The one conversion from the crate's error to a thrown JavaScript error.
+//! The one conversion from the crate's error to a JavaScript error: thrown, or a promise's
+//! rejection.
 
 use crate::error::{ArgErrorKind, QuotaError};
-use napi::{Env, Error, JsError, JsRangeError, JsTypeError, Status};
+use napi::bindgen_prelude::Unknown;
+use napi::{sys, Env, Error, JsError, JsRangeError, JsTypeError, Status};
 
-/// Throws `err` into `env` as the right JS class (`TypeError`, `RangeError` or `Error`)
-/// with its stable `code`, and returns the marker error napi-rs expects after a throw.
-pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
-  let code = err.code();
-  let js = Error::new(code, err.to_string());
-  // SAFETY: `env` is the live environment of the current call.
+/// `err` as a JS error object of the right class (`TypeError`, `RangeError` or `Error`)
+/// with its stable `code`.
+fn js_error(env: &Env, err: QuotaError) -> sys::napi_value {
+  let js = Error::new(err.code(), err.to_string());
+  // SAFETY: `env` is the live environment of the current call or settling callback.
   unsafe {
     match &err {
       QuotaError::InvalidArg {
         kind: ArgErrorKind::Type,
         ..
-      } => JsTypeError::from(js).throw_into(env.raw()),
+      } => JsTypeError::from(js).into_value(env.raw()),
       QuotaError::InvalidArg {
         kind: ArgErrorKind::Range,
         ..
-      } => JsRangeError::from(js).throw_into(env.raw()),
-      QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).throw_into(env.raw()),
+      } => JsRangeError::from(js).into_value(env.raw()),
+      QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).into_value(env.raw()),
     }
   }
+}
+
+/// Throws `err` into `env` (see [`js_error`]) and returns the marker error napi-rs
+/// expects after a throw.
+pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
+  let value = js_error(env, err);
+  // SAFETY: `env` is the live environment of the current call.
+  unsafe { sys::napi_throw(env.raw(), value) };
   Error::from_status(Status::PendingException)
+}
+
+/// `err` wrapped for a promise's rejection (see [`js_error`]).
+pub(crate) fn rejection(env: &Env, err: QuotaError) -> Error {
+  let value = js_error(env, err);
+  // SAFETY: `value` was just created in `env`.
+  Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
 /// Runs `f`, its error thrown into `env`: the shape of every native function that reads

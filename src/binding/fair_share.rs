@@ -6,17 +6,13 @@
 //! comes here, to `decideFairShare`, which reads every field with its path and names the
 //! offending one in its error. Both decide with the same `core::fair_share`.
 
-use super::args::Arg;
-use super::dimensions::read_dimension_key;
-use super::errors::or_throw;
+use super::args::arg;
+use super::errors::call;
 use super::raw_call::{crossing_object, float64_array, throw_internal};
 use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
-use crate::core::fair_share::{
-  decide_fair_share, AllocationInput, DimensionInput, FairShareDecision, FairShareInput,
-  WindowBreakdown,
-};
+use crate::core::fair_share::FairShareDecision;
 use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
-use crate::error::Result;
+use crate::engine::input;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
@@ -48,79 +44,6 @@ impl From<FairShareDecision> for FairShareDecisionJs {
   }
 }
 
-fn read_breakdown(arg: &Arg) -> Result<Option<WindowBreakdown>> {
-  if arg.is_nullish() {
-    return Ok(None);
-  }
-  Ok(Some(WindowBreakdown {
-    now_ms: arg.field("nowMs")?.number()? as i64,
-    key_prev: arg.field("keyPrev")?.number()?,
-    key_curr: arg.field("keyCurr")?.number()?,
-    pool_prev: arg.field("poolPrev")?.number()?,
-    pool_curr: arg.field("poolCurr")?.number()?,
-  }))
-}
-
-fn read_dimension(arg: &Arg) -> Result<DimensionInput> {
-  Ok(DimensionInput {
-    key: read_dimension_key(&arg.field("key")?)?,
-    limit: arg.field("limit")?.number()?,
-    consumed_total: arg.field("consumedTotal")?.number()?,
-    global_used_percent: arg.field("globalUsedPercent")?.number()?,
-    breakdown: read_breakdown(&arg.field("buckets")?)?,
-  })
-}
-
-fn read_allocation(arg: &Arg) -> Result<AllocationInput> {
-  let cap_unit_arg = arg.field("capUnit")?;
-  let cap_unit = match cap_unit_arg.opt_string()? {
-    Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit_arg.path)?),
-    None => None,
-  };
-  // An unknown (or missing) policy decides like `hard`: fail-safe, never an error.
-  let policy = arg
-    .field("policy")?
-    .opt_string()
-    .ok()
-    .flatten()
-    .map_or(Policy::Hard, |p| Policy::parse_lenient(&p));
-  Ok(AllocationInput {
-    weight: arg.field("weight")?.number()?,
-    cap_value: arg.field("capValue")?.opt_number()?,
-    cap_unit,
-    policy,
-  })
-}
-
-fn read_and_decide(input: &Arg) -> Result<FairShareDecision> {
-  let dimensions = input
-    .field("dimensions")?
-    .elements()?
-    .iter()
-    .map(read_dimension)
-    .collect::<Result<Vec<_>>>()?;
-  let allocation = read_allocation(&input.field("allocation")?)?;
-  let consumed_map = input.field("consumedByThisKey")?;
-  let consumed = if consumed_map.is_nullish() {
-    Vec::new()
-  } else {
-    dimensions
-      .iter()
-      .map(|dim| {
-        let value = consumed_map.field(&dim.key.to_string())?;
-        Ok(value.opt_number()?.unwrap_or(0.0))
-      })
-      .collect::<Result<Vec<_>>>()?
-  };
-  let saturation_threshold = input.field("saturationThreshold")?.number()?;
-  Ok(decide_fair_share(&FairShareInput {
-    dimensions: &dimensions,
-    allocation: &allocation,
-    consumed_by_this_key: &consumed,
-    saturation_threshold,
-  }))
-}
-
 /// The work-conserving fair-share decision (docs/contract.md §3), synchronous and pure.
 ///
 /// For each dimension in order (the first block wins): an absolute cap in the dimension's
@@ -142,12 +65,9 @@ fn read_and_decide(input: &Arg) -> Result<FairShareDecision> {
   ts_return_type = "FairShareDecision"
 )]
 pub fn decide_fair_share_js(env: Env, input: Unknown) -> napi::Result<FairShareDecisionJs> {
-  or_throw(
-    &env,
-    Arg::new(input, "input")
-      .and_then(|arg| read_and_decide(&arg))
-      .map(FairShareDecisionJs::from),
-  )
+  call(&env, || {
+    input::decide(&arg(input, "input")?).map(FairShareDecisionJs::from)
+  })
 }
 
 // ---- the packed crossing ---------------------------------------------------------------

@@ -3,14 +3,12 @@
 //! the configuration the host reads, the log records and the metrics text.
 
 use super::engine;
-use super::store::clock;
-use crate::core::dimensions::{QuotaUnit, QuotaWindow};
-use crate::core::saturation::{parse_rate_limit_headers, token_header_saturation};
 use crate::engine::config;
 use crate::engine::database::PathSource;
+use crate::engine::input::{self, clock};
 use crate::engine::logs::{LogRecord, LogValue};
 use crate::engine::saturation::{FetcherTier, Lookup};
-use napi::bindgen_prelude::{Either, Function, FunctionRef, Object, Unknown};
+use napi::bindgen_prelude::{Either, Function, FunctionRef, Unknown};
 use napi::{Env, ValueType};
 use napi_derive::napi;
 use std::cell::RefCell;
@@ -124,17 +122,6 @@ pub fn default_db_path() -> String {
     .into_owned()
 }
 
-fn tier(name: &str) -> napi::Result<FetcherTier> {
-  match name {
-    "host" => Ok(FetcherTier::Host),
-    "seam" => Ok(FetcherTier::Seam),
-    _ => Err(napi::Error::new(
-      napi::Status::InvalidArg,
-      "tier: expected \"host\" or \"seam\"",
-    )),
-  }
-}
-
 /// Replaces the providers that `tier` (`"host"` or `"seam"`) has saturation fetchers for
 /// (`"*"`: every provider).
 #[napi(
@@ -142,7 +129,12 @@ fn tier(name: &str) -> napi::Result<FetcherTier> {
   ts_args_type = "tier: 'host' | 'seam', providers: string[]"
 )]
 pub fn set_saturation_fetchers(tier_name: String, providers: Vec<String>) -> napi::Result<()> {
-  let tier = tier(&tier_name)?;
+  let tier = FetcherTier::parse(&tier_name).ok_or_else(|| {
+    napi::Error::new(
+      napi::Status::InvalidArg,
+      "tier: expected \"host\" or \"seam\"",
+    )
+  })?;
   engine().saturation().set_fetchers(tier, providers);
   Ok(())
 }
@@ -157,28 +149,10 @@ pub fn saturation_lookup(
   window: String,
   now_ms: Option<f64>,
 ) -> Either<f64, String> {
-  let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
-    return Either::A(0.0);
-  };
-  let lookup = engine()
-    .saturation()
-    .lookup(&provider, &connection_id, unit, window, clock(now_ms));
-  match lookup {
-    Lookup::Known { value, cached } => {
-      engine().metrics.saturation_lookup(cached);
-      if !cached {
-        // The fallback, kept like a fetched value for 30 s.
-        let now = clock(now_ms);
-        engine()
-          .saturation()
-          .store(&provider, &connection_id, unit, window, Some(value), now);
-      }
-      Either::A(value)
-    }
-    Lookup::Fetch { name } => {
-      engine().metrics.saturation_lookup(false);
-      Either::B(name)
-    }
+  let now = clock(now_ms);
+  match engine().saturation_lookup(&provider, &connection_id, &unit, &window, now) {
+    Lookup::Known { value, .. } => Either::A(value),
+    Lookup::Fetch { name } => Either::B(name),
   }
 }
 
@@ -213,17 +187,8 @@ pub fn put_saturation(
   value: Option<f64>,
   now_ms: Option<f64>,
 ) -> f64 {
-  let (Some(unit), Some(window)) = (QuotaUnit::parse(&unit), QuotaWindow::parse(&window)) else {
-    return 0.0;
-  };
-  engine().saturation().store(
-    &provider,
-    &connection_id,
-    unit,
-    window,
-    value,
-    clock(now_ms),
-  )
+  let now = clock(now_ms);
+  engine().put_saturation(&provider, &connection_id, &unit, &window, value, now)
 }
 
 /// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
@@ -231,35 +196,7 @@ pub fn put_saturation(
 /// `used / total`; `null` when the usage says nothing about it.
 #[napi(catch_unwind, ts_args_type = "usage: unknown, window: string")]
 pub fn usage_saturation(usage: Unknown, window: String) -> Option<f64> {
-  let name = match window.as_str() {
-    "5h" => "session (5h)",
-    "weekly" => "weekly (7d)",
-    _ => return None,
-  };
-  let number = |object: &Object, key: &str| -> Option<f64> {
-    object
-      .get::<Unknown>(key)
-      .ok()
-      .flatten()
-      .filter(|v| v.get_type().ok() == Some(ValueType::Number))
-      .and_then(|v| unsafe { v.cast::<f64>() }.ok())
-      .filter(|v| v.is_finite())
-  };
-  let object_of = |value: Unknown| -> Option<Object> {
-    (value.get_type().ok()? == ValueType::Object)
-      .then(|| unsafe { value.cast::<Object>() }.ok())
-      .flatten()
-  };
-  let entry = object_of(
-    object_of(object_of(usage)?.get::<Unknown>("quotas").ok()??)?
-      .get::<Unknown>(name)
-      .ok()??,
-  )?;
-  crate::core::saturation::usage_saturation(
-    number(&entry, "remainingPercentage"),
-    number(&entry, "used"),
-    number(&entry, "total"),
-  )
+  input::usage_saturation(&super::args::arg(usage, "usage").ok()?, &window)
 }
 
 /// `_clearSaturationCache()`.
@@ -282,18 +219,7 @@ pub fn store_rate_limit_header_pairs(
   pairs: Vec<Vec<String>>,
   now_ms: Option<f64>,
 ) {
-  let parsed = parse_rate_limit_headers(
-    pairs
-      .iter()
-      .filter(|p| p.len() == 2)
-      .map(|p| (p[0].as_str(), p[1].as_str())),
-    clock(now_ms),
-  );
-  if let Some(snapshot) = parsed {
-    engine()
-      .saturation()
-      .store_headers(provider, connection_id, snapshot);
-  }
+  engine().store_rate_limit_headers(connection_id, provider, &pairs, clock(now_ms));
 }
 
 /// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
@@ -310,8 +236,7 @@ pub fn token_header_saturation_of(
   connection_id: String,
   now_ms: Option<f64>,
 ) -> Option<TokenHeaderSaturationJs> {
-  let state = engine().saturation();
-  let value = token_header_saturation(state.headers(&provider, &connection_id)?, clock(now_ms))?;
+  let value = engine().token_header_saturation(&provider, &connection_id, clock(now_ms))?;
   Some(TokenHeaderSaturationJs {
     saturation: value.saturation,
     reset_at_ms: value.reset_at_ms.map(|t| t as f64),

@@ -8,11 +8,11 @@
 //! [`EnforceStep`]. SQLite answers at once; Redis with a promise of the same.
 
 use super::host::{prepare_db, take_records, LogRecordJs};
-use super::store::clock;
 use super::text::{text_or_empty, Text};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};
+use crate::engine::input::clock;
 use crate::engine::saturation::{refreshes_as_text, take_refreshes};
 use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
@@ -230,7 +230,7 @@ pub fn release_reservation<'env>(
 ) -> napi::Result<Either<u32, PromiseRaw<'env, u32>>> {
   let text = or_throw(
     env,
-    super::metadata::arg(reservation, "reservation").and_then(|r| r.string()),
+    super::args::arg(reservation, "reservation").and_then(|r| r.string()),
   )?;
   prepare_db(env);
   let step = or_throw(

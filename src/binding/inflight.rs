@@ -1,10 +1,10 @@
 //! docs/contract.md §10: in-flight leases per connection (`compat/quotaShareInflight`).
 
-use super::args::Arg;
+use super::args::arg;
+use super::engine;
 use super::errors::call;
-use super::scheduler_state::{max_ids, read_connection_id, read_time, state};
 use crate::core::scheduler::inflight::DEFAULT_LEASE_MS as CORE_DEFAULT_LEASE_MS;
-use crate::error::{QuotaError, Result};
+use crate::engine::input;
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
@@ -13,20 +13,6 @@ use napi_derive::napi;
 /// connection whose releases are lost drops back to 0 once its lease runs out.
 #[napi]
 pub const DEFAULT_LEASE_MS: u32 = CORE_DEFAULT_LEASE_MS as u32;
-
-fn read_lease(value: Option<Unknown>) -> Result<i64> {
-  let Some(value) = value else {
-    return Ok(CORE_DEFAULT_LEASE_MS);
-  };
-  match Arg::new(value, "leaseMs")?.opt_number()? {
-    None => Ok(CORE_DEFAULT_LEASE_MS),
-    Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms.floor() as i64),
-    Some(ms) => Err(QuotaError::range_error(
-      "leaseMs",
-      format!("must be a finite number >= 0, got {ms}"),
-    )),
-  }
-}
 
 /// Counts one more request in flight on `connectionId` and returns the new count. An
 /// expired slot counts as 0; the slot's expiry becomes `nowMs + leaseMs`; every expired
@@ -44,20 +30,14 @@ fn read_lease(value: Option<Unknown>) -> Result<i64> {
 pub fn increment_inflight(
   env: Env,
   connection_id: Unknown,
-  lease_ms: Option<Unknown>,
-  now_ms: Option<Unknown>,
+  lease_ms: Unknown,
+  now_ms: Unknown,
 ) -> napi::Result<u32> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let lease_ms = read_lease(lease_ms)?;
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let Some(id) = id else {
-      return Ok(0);
-    };
-    let max_ids = max_ids();
-    let mut state = state();
-    let sym = state.intern(&id, max_ids);
-    Ok(state.scheduler.inflight.increment(&sym, lease_ms, now_ms))
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let lease = input::lease(&arg(lease_ms, "leaseMs")?, CORE_DEFAULT_LEASE_MS)?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    Ok(engine().increment_inflight(id.as_deref(), lease, now))
   })
 }
 
@@ -69,18 +49,11 @@ pub fn increment_inflight(
   js_name = "decrementInflight",
   ts_args_type = "connectionId: string, nowMs?: number"
 )]
-pub fn decrement_inflight(
-  env: Env,
-  connection_id: Unknown,
-  now_ms: Option<Unknown>,
-) -> napi::Result<()> {
+pub fn decrement_inflight(env: Env, connection_id: Unknown, now_ms: Unknown) -> napi::Result<()> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let mut state = state();
-    if let Some(sym) = id.and_then(|id| state.symbols.get(&id)) {
-      state.scheduler.inflight.decrement(&sym, now_ms);
-    }
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    engine().decrement_inflight(id.as_deref(), now);
     Ok(())
   })
 }
@@ -92,30 +65,22 @@ pub fn decrement_inflight(
   js_name = "getInflight",
   ts_args_type = "connectionId: string, nowMs?: number"
 )]
-pub fn get_inflight(
-  env: Env,
-  connection_id: Unknown,
-  now_ms: Option<Unknown>,
-) -> napi::Result<u32> {
+pub fn get_inflight(env: Env, connection_id: Unknown, now_ms: Unknown) -> napi::Result<u32> {
   call(&env, || {
-    let id = read_connection_id(connection_id, "connectionId")?;
-    let now_ms = read_time(now_ms, "nowMs")?;
-    let state = state();
-    Ok(
-      id.and_then(|id| state.symbols.get(&id))
-        .map_or(0, |sym| state.scheduler.inflight.get(&sym, now_ms)),
-    )
+    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
+    let now = input::time(&arg(now_ms, "nowMs")?)?;
+    Ok(engine().inflight(id.as_deref(), now))
   })
 }
 
 /// Tests only: forgets every in-flight slot.
 #[napi(catch_unwind, js_name = "_clearInflightForTest")]
 pub fn clear_inflight_for_test() {
-  state().scheduler.inflight.clear();
+  engine().scheduler().scheduler.inflight.clear();
 }
 
 /// Tests only: how many in-flight slots are stored (expired ones until pruned).
 #[napi(catch_unwind, js_name = "_inflightSizeForTest")]
 pub fn inflight_size_for_test() -> u32 {
-  state().scheduler.inflight.len() as u32
+  engine().scheduler().scheduler.inflight.len() as u32
 }

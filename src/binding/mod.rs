@@ -19,7 +19,6 @@ mod plans;
 mod promise;
 mod quota_share;
 mod raw_call;
-mod scheduler_state;
 mod store;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

@@ -1,7 +1,7 @@
 //! docs/contract.md §6: the plan catalog (`getKnownPlan`, `knownProviders`).
 
-use super::args::Arg;
-use super::errors::or_throw;
+use super::args::text;
+use super::errors::call;
 use crate::core::dimensions::QuotaDimension;
 use crate::core::plans::{known_plan, known_providers};
 use napi::bindgen_prelude::Unknown;
@@ -41,14 +41,13 @@ pub struct KnownPlan {
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
 #[napi(catch_unwind, ts_args_type = "provider: string")]
 pub fn get_known_plan(env: Env, provider: Unknown) -> napi::Result<Option<KnownPlan>> {
-  let provider = or_throw(
-    &env,
-    Arg::new(provider, "provider").and_then(|a| a.string()),
-  )?;
-  Ok(known_plan(&provider).map(|plan| KnownPlan {
-    provider: plan.provider.to_string(),
-    dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
-  }))
+  call(&env, || {
+    let provider = text(provider, "provider")?;
+    Ok(known_plan(&provider).map(|plan| KnownPlan {
+      provider: plan.provider.to_string(),
+      dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
+    }))
+  })
 }
 
 /// Every provider of the plan catalog, in catalog order.

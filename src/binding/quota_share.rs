@@ -6,18 +6,23 @@
 //! to `__quotaShareSelect`, which runs the whole selection here and writes the order
 //! back as indices. The functions named `__quotaShare*` are that crossing, not API.
 
-use super::args::Arg;
+use super::args::text;
+use super::engine;
 use super::errors::call;
 use super::raw_call::{
   arguments, crossing_object, float64_array, number, optional_string, throw_internal,
 };
-use super::scheduler_state::{max_ids, state, time_from_f64, Sym};
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
-use crate::engine::scheduler::{NO_CONNECTION, SELECT_STRIDE, STALE};
+use crate::engine::input::time_from_f64;
+use crate::engine::scheduler::{SchedulerState, Sym, NO_CONNECTION, SELECT_STRIDE, STALE};
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env};
 use napi_derive::napi;
 use std::ptr;
+
+fn state() -> std::sync::MutexGuard<'static, SchedulerState> {
+  engine().scheduler()
+}
 
 /// The strategy's name in a combo's configuration: `"quota-share"`.
 #[napi]
@@ -37,15 +42,14 @@ pub const QUOTA_SHARE_NO_CONNECTION: f64 = NO_CONNECTION;
 /// and re-interns when a selection reports one evicted (`QUOTA_SHARE_STALE`).
 #[napi(catch_unwind, js_name = "__quotaShareSymbol", skip_typescript)]
 pub fn quota_share_symbol(name: String) -> f64 {
-  let max_ids = max_ids();
-  state().intern(&name, max_ids) as f64
+  engine().intern(&name) as f64
 }
 
 /// Internal (the crossing of `lib/quotaShareStrategy.js`): `QUOTA_SCHEDULER_MAX_IDS`, the
 /// bound on the names the scheduler (and each JavaScript cache) keeps.
 #[napi(catch_unwind, js_name = "__quotaShareMaxIds", skip_typescript)]
 pub fn quota_share_max_ids() -> f64 {
-  max_ids() as f64
+  engine().scheduler_max_ids() as f64
 }
 
 /// Written by `__quotaShareSelect` as the first index of the order when a symbol it was
@@ -164,12 +168,8 @@ pub fn get_drr_deficit_for_test(
   execution_key: Unknown,
 ) -> napi::Result<f64> {
   call(&env, || {
-    let combo = Arg::new(combo_name, "comboName")?.string()?;
-    let key = Arg::new(execution_key, "executionKey")?.string()?;
-    let state = state();
-    Ok(match (state.symbols.get(&combo), state.symbols.get(&key)) {
-      (Some(combo), Some(key)) => state.scheduler.drr.deficit(&combo, &key),
-      _ => 0.0,
-    })
+    let combo = text(combo_name, "comboName")?;
+    let key = text(execution_key, "executionKey")?;
+    Ok(engine().drr_deficit(&combo, &key))
   })
 }

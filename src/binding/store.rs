@@ -5,29 +5,22 @@
 //! Each method answers with the value (SQLite, on this thread) or a promise of it (Redis,
 //! after one round trip); the JS facade makes both a promise, so async stays async.
 
-use super::args::Arg;
-use super::dimensions::read_dimension_key;
+use super::args::arg;
+use super::errors::call;
 use super::errors::or_throw;
-use super::metadata::arg;
 use super::promise::spawn_settled;
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::Driver;
+use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
 use crate::store::redis::client_command;
-use crate::store::{PlanDimension, PoolUsageSnapshot};
+use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
 use napi_derive::napi;
-
-/// The request time: `nowMs` when given (tests), else the clock.
-pub(crate) fn clock(now_ms: Option<f64>) -> i64 {
-  now_ms
-    .filter(|t| t.is_finite())
-    .map_or_else(super::burn_rate::now_ms, |t| t as i64)
-}
 
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
@@ -52,7 +45,7 @@ where
 fn key_and_dimension(api_key_id: Unknown, dim: Unknown) -> Result<(String, DimensionKey)> {
   Ok((
     arg(api_key_id, "apiKeyId")?.string()?,
-    read_dimension_key(&arg(dim, "dim")?)?,
+    input::dimension_key(&arg(dim, "dim")?)?,
   ))
 }
 
@@ -104,23 +97,15 @@ impl StoreDriver {
     cost: Unknown,
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let read = (|| {
-      Ok((
-        arg(api_key_id, "apiKeyId")?.string()?,
-        read_dimension_key(&arg(dim, "dim")?)?,
-        arg(cost, "cost")?.number()?,
-      ))
-    })();
+    let read = key_and_dimension(api_key_id, dim)
+      .and_then(|(id, key)| Ok((id, key, arg(cost, "cost")?.number()?)));
     let (api_key_id, key, cost) = or_throw(env, read)?;
-    host::prepare_db(env);
     if self.driver.url().is_none() {
       super::hot_path::flush_at_teardown(env);
     }
-    answer(
-      env,
-      engine().consume(&self.driver, api_key_id, key, cost, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| {
+      engine().consume(d, api_key_id, key, cost, clock(now_ms))
+    })
   }
 
   /// `peek`: the effective value, no write.
@@ -136,12 +121,7 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().peek(&self.driver, api_key_id, key, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| engine().peek(d, api_key_id, key, clock(now_ms)))
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -152,13 +132,8 @@ impl StoreDriver {
     dim: Unknown,
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let key = or_throw(env, arg(dim, "dim").and_then(|d| read_dimension_key(&d)))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().pool_consumed_total(&self.driver, key, clock(now_ms)),
-      |v| v,
-    )
+    let key = or_throw(env, arg(dim, "dim").and_then(|d| input::dimension_key(&d)))?;
+    self.serve(env, |d| engine().pool_consumed_total(d, key, clock(now_ms)))
   }
 
   /// `clear`: zeroes the key's counter (curr and prev).
@@ -174,12 +149,7 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, ()>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    host::prepare_db(env);
-    answer(
-      env,
-      engine().clear(&self.driver, api_key_id, key, clock(now_ms)),
-      |v| v,
-    )
+    self.serve(env, |d| engine().clear(d, api_key_id, key, clock(now_ms)))
   }
 
   /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
@@ -192,13 +162,13 @@ impl StoreDriver {
     &self,
     env: &'env Env,
     pool_id: Unknown,
-    plan_dims: Option<Unknown>,
+    plan_dims: Unknown,
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
     let read = (|| {
       Ok((
         arg(pool_id, "poolId")?.string()?,
-        read_plan_dimensions(plan_dims)?,
+        input::plan_dimensions(&arg(plan_dims, "planDims")?)?,
       ))
     })();
     let (pool_id, dims) = or_throw(env, read)?;
@@ -209,6 +179,18 @@ impl StoreDriver {
       engine().pool_usage(&self.driver, pool_id, dims, now),
       move |s| snapshot_js(s, now),
     )
+  }
+}
+
+impl StoreDriver {
+  /// The step `op` makes on this driver, as JS sees it (the database path resolved first).
+  fn serve<'env, T: ToNapiValue + Send + 'static>(
+    &self,
+    env: &'env Env,
+    op: impl FnOnce(&Driver) -> Step<Result<T>>,
+  ) -> napi::Result<Answer<'env, T>> {
+    host::prepare_db(env);
+    answer(env, op(&self.driver), |v| v)
   }
 }
 
@@ -271,28 +253,7 @@ pub fn reset_store_choice() {
 /// a warning.
 #[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db(env: Env) -> napi::Result<()> {
-  // Redis's write-behind buffer too (a failure keeps it, logged as a fault).
-  let _ = engine().flush_redis_blocking();
-  if let Some(dropped) = or_throw(&env, crate::store::close_quota_db())? {
-    engine().logs.warn(
-      "quota:store",
-      format!(
-        "closing the database dropped {} buffered quota counters that could not be committed",
-        dropped.counters
-      ),
-      Some(dropped.error),
-    );
-  }
-  Ok(())
-}
-
-/// A number argument as JavaScript's `String(n)` would give it, for integers at least.
-fn format_number(n: f64) -> String {
-  if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_991.0 {
-    format!("{}", n as i64)
-  } else {
-    format!("{n}")
-  }
+  or_throw(&env, engine().close_db())
 }
 
 /// Sends one command (`args[0]` is its name) on the URL's shared connection, within the
@@ -308,24 +269,11 @@ pub fn redis_command<'env>(
   url: Unknown,
   args: Unknown,
 ) -> napi::Result<PromiseRaw<'env, serde_json::Value>> {
-  let prepared = (|| {
-    let backend = engine().redis_backend(&arg(url, "url")?.string()?)?;
-    let args = Arg::new(args, "args")?
-      .elements()?
-      .iter()
-      .map(|a| match a.opt_number() {
-        Ok(Some(n)) => Ok(format_number(n)),
-        _ => a.string(),
-      })
-      .collect::<Result<Vec<String>>>()?;
-    Ok((backend, args))
-  })();
-  let (backend, args) = or_throw(env, prepared)?;
-  spawn_settled(
-    env,
-    async move { client_command(&backend, &args).await },
-    |_, value| Ok(value),
-  )
+  let backend = arg(url, "url").and_then(|url| engine().redis_backend(&url.string()?));
+  let words = backend.and_then(|b| Ok((b, input::command_words(&arg(args, "args")?)?)));
+  let (backend, words) = or_throw(env, words)?;
+  let reply = async move { client_command(&backend, &words).await };
+  spawn_settled(env, reply, |_, value| Ok(value))
 }
 
 /// Drops the shared connection of `url` (every URL's without one); the next operation
@@ -350,14 +298,15 @@ pub struct RedisTargetInfo {
 /// masked) when the engine cannot use it.
 #[napi(catch_unwind, ts_args_type = "url: string")]
 pub fn redis_target(env: Env, url: Unknown) -> napi::Result<RedisTargetInfo> {
-  let target = arg(url, "url")
-    .and_then(|u| u.string())
-    .and_then(|u| engine().redis_target(&u));
-  let (url, cluster, timeout) = or_throw(&env, target)?;
-  Ok(RedisTargetInfo {
-    url,
-    cluster,
-    timeout_ms: timeout.as_millis() as f64,
+  call(&env, || {
+    let url = arg(url, "url")?;
+    let (url, cluster, timeout) = engine().redis_target(&url.string()?)?;
+    let timeout_ms = timeout.as_millis() as f64;
+    Ok(RedisTargetInfo {
+      url,
+      cluster,
+      timeout_ms,
+    })
   })
 }
 
@@ -391,29 +340,6 @@ pub struct PoolUsageSnapshotJs {
   pub generated_at: String,
   pub dimensions: Vec<DimensionUsageJs>,
   pub burn_rate: Option<super::burn_rate::BurnRateJs>,
-}
-
-/// Reads `planDims` (`null`/absent: none). Units and windows stay strings: unknown ones
-/// are skipped by the snapshot, not rejected.
-pub(crate) fn read_plan_dimensions(plan_dims: Option<Unknown>) -> Result<Vec<PlanDimension>> {
-  let Some(value) = plan_dims else {
-    return Ok(Vec::new());
-  };
-  let list = arg(value, "planDims")?;
-  if list.is_nullish() {
-    return Ok(Vec::new());
-  }
-  list
-    .elements()?
-    .iter()
-    .map(|d| {
-      Ok(PlanDimension {
-        unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
-        window: d.field("window")?.opt_string()?.unwrap_or_default(),
-        limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
-      })
-    })
-    .collect()
 }
 
 /// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`

@@ -5,12 +5,7 @@
 
 use super::errors::{guard, or_throw};
 use super::promise::spawn_settled;
-use super::{engine, with_db as with_store};
-use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
-use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
-use crate::engine::saturation::DecisionLookup;
-use crate::store::sqlite::with_hot_open_db;
-use crate::store::CounterStore;
+use super::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
@@ -35,20 +30,12 @@ pub fn force_panic_for_tests(
   match how.as_deref().unwrap_or("edge") {
     "raw" => panic!("forced panic for tests (raw)"),
     "store" => guard(&env, "__forcePanicForTests", || {
-      let key = DimensionKey::new(
-        pool_id.unwrap_or_else(|| "panic-pool".into()),
-        QuotaUnit::Requests,
-        QuotaWindow::Hourly,
-      );
       let api_key_id = api_key_id.unwrap_or_else(|| "panic-key".into());
+      let pool_id = pool_id.unwrap_or_else(|| "panic-pool".into());
+      prepare_db(&env);
       or_throw(
         &env,
-        with_store(&env, |db| {
-          db.write_scope(|db| -> crate::error::Result<()> {
-            db.consume(&api_key_id, &key, 1.0, super::burn_rate::now_ms())?;
-            panic!("forced panic for tests (inside a write transaction)")
-          })
-        }),
+        engine().panic_in_write_for_tests(&api_key_id, pool_id),
       )
     }),
     _ => guard(&env, "__forcePanicForTests", || {
@@ -62,31 +49,15 @@ pub fn force_panic_for_tests(
 /// the same file. Nothing else may use the engine while it is held.
 #[napi(catch_unwind, js_name = "__holdReadTransactionForTests")]
 pub fn hold_read_transaction_for_tests(env: Env, hold: bool) -> napi::Result<()> {
-  or_throw(
-    &env,
-    with_store(&env, |db| {
-      let conn = db.connection();
-      let result = if hold {
-        conn.execute_batch("BEGIN").and_then(|()| {
-          conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
-            row.get::<_, i64>(0)
-          })
-        })
-      } else {
-        conn.execute_batch("COMMIT").map(|()| 0)
-      };
-      result
-        .map(|_| ())
-        .map_err(|e| crate::error::QuotaError::Store(e.to_string()))
-    }),
-  )
+  prepare_db(&env);
+  or_throw(&env, engine().hold_read_transaction_for_tests(hold))
 }
 
 /// Runs the engine's migration check on its connection now (what it does at open and when
 /// another connection changed the schema); whether anything was created.
 #[napi(catch_unwind, js_name = "__checkSchemaForTests")]
 pub fn check_schema_for_tests(env: Env) -> napi::Result<bool> {
-  or_throw(&env, with_store(&env, |db| db.check_schema()))
+  or_throw(&env, with_db(&env, |db| db.check_schema()))
 }
 
 /// The enforce decision made on the addon's tokio worker thread instead of the JS thread,
@@ -105,40 +76,15 @@ pub fn enforce_on_worker_for_bench<'env>(
   provider: String,
   saturation_threshold: f64,
 ) -> napi::Result<PromiseRaw<'env, String>> {
-  spawn_settled(
-    env,
-    async move {
-      let now = super::burn_rate::now_ms();
-      let request = QuotaRequest {
-        api_key_id: &api_key_id,
-        connection_id: &connection_id,
-        provider: &provider,
-        model: None,
-      };
-      let outcome = with_hot_open_db(|db| {
-        db.hot_scope(|db| {
-          let saturation = engine().saturation();
-          let lookup = DecisionLookup {
-            state: &saturation,
-            now_ms: now,
-          };
-          enforce(db, &lookup, &request, saturation_threshold, now)
-        })
-      })
-      .unwrap_or_else(|| {
-        Err(crate::error::QuotaError::Store(
-          "the database is not open".into(),
-        ))
-      });
-      Ok(match outcome {
-        Ok(EnforceOutcome::Allow { .. }) => "allow".to_string(),
-        Ok(EnforceOutcome::Block { .. }) => "block".to_string(),
-        Ok(EnforceOutcome::NeedSaturation(_)) => "fetch".to_string(),
-        Err(err) => format!("error: {err}"),
-      })
-    },
-    |_, kind| Ok(kind),
-  )
+  let decide = async move {
+    Ok(engine().decision_kind_for_bench(
+      &api_key_id,
+      &connection_id,
+      &provider,
+      saturation_threshold,
+    ))
+  };
+  spawn_settled(env, decide, |_, kind| Ok(kind))
 }
 
 /// Tests only: how much the scheduler holds — interned names, in-flight slots,

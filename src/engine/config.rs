@@ -245,6 +245,18 @@ impl Config {
     (self.env)(name)
   }
 
+  /// The worker threads of the addon's tokio runtime: [`REDIS_THREADS`] as a whole number
+  /// in its range, else 1 — the Redis driver's work is I/O on one multiplexed connection,
+  /// and each extra worker is one more thread handing tasks across cores.
+  pub fn runtime_threads(&self) -> usize {
+    let (min, max) = (REDIS_THREADS.min as usize, REDIS_THREADS.max as usize);
+    self
+      .raw(REDIS_THREADS.name)
+      .and_then(|v| v.trim().parse::<usize>().ok())
+      .filter(|n| (min..=max).contains(n))
+      .unwrap_or(1)
+  }
+
   /// `Some(message)` the first time `name=raw` is seen bad, `None` after.
   fn first_warning(
     &self,

@@ -11,20 +11,27 @@
 //!   flushed, and what a failed flush does.
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
+//! - `input.rs`: what the host's arguments must be, read with the path of every value.
 //! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
 //!   each concept.
+//! - `test_hooks.rs` (the `test-hooks` feature only): what the test-only exports do.
 
 pub mod config;
 pub mod database;
 pub mod driver;
 pub mod faults;
 pub mod hot_path;
+pub mod input;
 pub mod logs;
 pub mod metrics;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
+use crate::core::dimensions::ProviderPlan;
+use crate::core::plans::{resolve_plan, PlanOverrides};
 use crate::error::Result;
 use crate::store::sqlite::SqliteDb;
 use database::Access;
@@ -151,6 +158,38 @@ impl Engine {
       self.logs.warn("quota:config", warning, None);
     }
     mode
+  }
+
+  /// `resolvePlan` (docs/contract.md §6), which never fails: the stored plan when it has
+  /// dimensions, else the catalog's, else an empty manual plan.
+  pub fn resolve_plan(&'static self, connection_id: &str, provider: &str) -> ProviderPlan {
+    struct Stored(Option<ProviderPlan>);
+    impl PlanOverrides for Stored {
+      fn provider_plan(&self, _: &str) -> Result<Option<ProviderPlan>> {
+        Ok(self.0.clone())
+      }
+    }
+    let stored = self.with_db(|db| db.get_provider_plan(connection_id));
+    resolve_plan(&Stored(stored.unwrap_or(None)), connection_id, provider)
+  }
+
+  /// `closeQuotaDb()`: closes the engine's connection (prepared statements and cached
+  /// rows go with it), committing the buffered records first — Redis's write-behind
+  /// buffer too (a failure keeps it, logged as a fault). What cannot be committed is
+  /// dropped with a warning.
+  pub fn close_db(&'static self) -> Result<()> {
+    let _ = self.flush_redis_blocking();
+    if let Some(dropped) = crate::store::close_quota_db()? {
+      self.logs.warn(
+        "quota:store",
+        format!(
+          "closing the database dropped {} buffered quota counters that could not be committed",
+          dropped.counters
+        ),
+        Some(dropped.error),
+      );
+    }
+    Ok(())
   }
 
   /// Runs `f` on the engine's SQLite connection, opening it when needed; buffered

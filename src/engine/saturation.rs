@@ -31,6 +31,15 @@ pub enum FetcherTier {
 }
 
 impl FetcherTier {
+  /// `"host"` or `"seam"`.
+  pub fn parse(name: &str) -> Option<Self> {
+    match name {
+      "host" => Some(FetcherTier::Host),
+      "seam" => Some(FetcherTier::Seam),
+      _ => None,
+    }
+  }
+
   /// The prefix of the names handed to the edge.
   pub fn as_str(self) -> &'static str {
     match self {
@@ -288,6 +297,89 @@ impl SaturationState {
 }
 
 impl super::Engine {
+  /// `getSaturation`'s first step (counted in the metrics): the value (a cache hit, or the
+  /// fallback when no fetcher serves the provider, kept like a fetched value for 30 s), or
+  /// the name of the fetcher to call. Unknown units and windows read 0.
+  pub fn saturation_lookup(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: &str,
+    window: &str,
+    now_ms: i64,
+  ) -> Lookup {
+    let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
+      return Lookup::Known {
+        value: 0.0,
+        cached: true,
+      };
+    };
+    let mut state = self.saturation();
+    let lookup = state.lookup(provider, connection_id, unit, window, now_ms);
+    match &lookup {
+      Lookup::Known { value, cached } => {
+        if !cached {
+          state.store(provider, connection_id, unit, window, Some(*value), now_ms);
+        }
+        drop(state);
+        self.metrics.saturation_lookup(*cached);
+      }
+      Lookup::Fetch { .. } => {
+        drop(state);
+        self.metrics.saturation_lookup(false);
+      }
+    }
+    lookup
+  }
+
+  /// Stores a fetcher's answer (see [`SaturationState::store`]); unknown units and windows
+  /// store nothing and read 0.
+  pub fn put_saturation(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    unit: &str,
+    window: &str,
+    value: Option<f64>,
+    now_ms: i64,
+  ) -> f64 {
+    let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
+      return 0.0;
+    };
+    let mut state = self.saturation();
+    state.store(provider, connection_id, unit, window, value, now_ms)
+  }
+
+  /// Records an upstream response's rate-limit headers (`[name, value]` pairs; others are
+  /// ignored).
+  pub fn store_rate_limit_headers(
+    &self,
+    connection_id: String,
+    provider: String,
+    pairs: &[Vec<String>],
+    now_ms: i64,
+  ) {
+    let pairs = pairs.iter().filter(|p| p.len() == 2);
+    let pairs = pairs.map(|p| (p[0].as_str(), p[1].as_str()));
+    if let Some(snapshot) = crate::core::saturation::parse_rate_limit_headers(pairs, now_ms) {
+      self
+        .saturation()
+        .store_headers(provider, connection_id, snapshot);
+    }
+  }
+
+  /// The token-header fallback signal of a connection: `used / limit` from headers at
+  /// most 5 min old.
+  pub fn token_header_saturation(
+    &self,
+    provider: &str,
+    connection_id: &str,
+    now_ms: i64,
+  ) -> Option<crate::core::saturation::TokenHeaderSaturation> {
+    let state = self.saturation();
+    token_header_saturation(state.headers(provider, connection_id)?, now_ms)
+  }
+
   /// A saturation fetch took longer than `QUOTA_SATURATION_FETCH_TIMEOUT_MS` and its
   /// fallback was used: one warning per `(provider, connectionId)` until a fetch of it
   /// answers again.

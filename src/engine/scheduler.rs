@@ -12,6 +12,7 @@
 //! symbol is told so by the selection ([`STALE`]) and re-interns; state keyed on a stale
 //! symbol is simply not found. Request-supplied strings (the model) are never interned.
 
+use crate::core::scheduler::account_buckets::QuotaReading;
 use crate::core::scheduler::select::{Scheduler, Target};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -222,6 +223,102 @@ impl SchedulerState {
     let out = &mut buffer[count * SELECT_STRIDE..count * (SELECT_STRIDE + 1)];
     for (slot, &index) in out.iter_mut().zip(&self.order) {
       *slot = index as f64;
+    }
+  }
+}
+
+/// The scheduler's operations on names (docs/contract.md §10). An id of `None` (absent,
+/// `null` or `""`) names no connection: nothing is stored for it and it reads as nothing.
+impl super::Engine {
+  /// `QUOTA_SCHEDULER_MAX_IDS`, read when a new name is interned (never under the state's
+  /// lock: a bad value is logged).
+  pub fn scheduler_max_ids(&self) -> usize {
+    self.number(&super::config::SCHEDULER_MAX_IDS) as usize
+  }
+
+  /// The symbol of `name`, interned on first sight.
+  pub fn intern(&self, name: &str) -> Sym {
+    let max_ids = self.scheduler_max_ids();
+    self.scheduler().intern(name, max_ids)
+  }
+
+  /// `recordUsage`: one usage reading of `window` (empty: nothing stored).
+  pub fn record_usage(
+    &self,
+    id: Option<&str>,
+    window: &str,
+    used_pct: f64,
+    reset_at: Option<i64>,
+    now_ms: i64,
+  ) {
+    let Some(id) = id.filter(|_| !window.is_empty()) else {
+      return;
+    };
+    let sym = self.intern(id);
+    let mut state = self.scheduler();
+    let buckets = &mut state.scheduler.buckets;
+    buckets.record_usage(&sym, window, used_pct, reset_at, now_ms);
+  }
+
+  /// `isBucketSaturated`: a missing entry reads `false`.
+  pub fn is_bucket_saturated(&self, id: Option<&str>, window: &str, now_ms: i64) -> bool {
+    let mut state = self.scheduler();
+    let Some(sym) = id.and_then(|id| state.symbols.get(id)) else {
+      return false;
+    };
+    state.scheduler.buckets.is_saturated(&sym, window, now_ms)
+  }
+
+  /// `updateAccountBuckets`: each reading recorded as by [`Self::record_usage`].
+  pub fn update_account_buckets(
+    &self,
+    id: Option<&str>,
+    readings: &[(String, QuotaReading)],
+    now_ms: i64,
+  ) {
+    let Some(id) = id else {
+      return;
+    };
+    let sym = self.intern(id);
+    let readings = readings.iter().map(|(name, r)| (name.as_str(), *r));
+    self
+      .scheduler()
+      .scheduler
+      .buckets
+      .update(&sym, readings, now_ms);
+  }
+
+  /// `incrementInflight`: the new count (0 for no connection).
+  pub fn increment_inflight(&self, id: Option<&str>, lease_ms: i64, now_ms: i64) -> u32 {
+    let Some(id) = id else {
+      return 0;
+    };
+    let sym = self.intern(id);
+    let mut state = self.scheduler();
+    state.scheduler.inflight.increment(&sym, lease_ms, now_ms)
+  }
+
+  /// `decrementInflight`: unknown ids are ignored.
+  pub fn decrement_inflight(&self, id: Option<&str>, now_ms: i64) {
+    let mut state = self.scheduler();
+    if let Some(sym) = id.and_then(|id| state.symbols.get(id)) {
+      state.scheduler.inflight.decrement(&sym, now_ms);
+    }
+  }
+
+  /// `getInflight`: 0 when unknown or expired; reading changes nothing.
+  pub fn inflight(&self, id: Option<&str>, now_ms: i64) -> u32 {
+    let state = self.scheduler();
+    id.and_then(|id| state.symbols.get(id))
+      .map_or(0, |sym| state.scheduler.inflight.get(&sym, now_ms))
+  }
+
+  /// The DRR deficit of `key` in `combo` (0 when there is none).
+  pub fn drr_deficit(&self, combo: &str, key: &str) -> f64 {
+    let state = self.scheduler();
+    match (state.symbols.get(combo), state.symbols.get(key)) {
+      (Some(combo), Some(key)) => state.scheduler.drr.deficit(&combo, &key),
+      _ => 0.0,
     }
   }
 }

@@ -1,0 +1,801 @@
+//! Reading the host's arguments with the path of every value, so bad input is rejected
+//! with an error naming the field (`dimensions[0].limit: expected a number, got string`)
+//! before anything is written (docs/contract.md §0). The values themselves are behind
+//! [`Source`], which the napi edge implements for JavaScript values: this module decides
+//! what is accepted, the edge only reads.
+
+use crate::core::burn_rate::{compute_burn_rate, compute_burn_rate_from_window, BurnRate};
+use crate::core::dimensions::{
+  DimensionKey, PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit,
+  QuotaWindow,
+};
+use crate::core::fair_share::{
+  decide_fair_share, AllocationInput, DimensionInput, FairShareDecision, FairShareInput,
+  WindowBreakdown,
+};
+use crate::core::iso8601::parse_iso8601_ms;
+use crate::core::scheduler::account_buckets::QuotaReading;
+use crate::error::{QuotaError, Result};
+use crate::store::{LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate};
+
+/// `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+/// The type of a value, as `typeof` names it (`null` apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+  Undefined,
+  Null,
+  Boolean,
+  Number,
+  String,
+  Symbol,
+  Object,
+  Function,
+  External,
+  BigInt,
+  Unknown,
+}
+
+impl Kind {
+  fn name(self) -> &'static str {
+    match self {
+      Kind::Undefined => "undefined",
+      Kind::Null => "null",
+      Kind::Boolean => "boolean",
+      Kind::Number => "number",
+      Kind::String => "string",
+      Kind::Symbol => "symbol",
+      Kind::Object => "object",
+      Kind::Function => "function",
+      Kind::External => "external",
+      Kind::BigInt => "bigint",
+      Kind::Unknown => "unknown",
+    }
+  }
+}
+
+/// What the runtime could not do, in its own words.
+pub type Fault = String;
+
+/// A value of the host's runtime. Each read is asked only of a value of the right
+/// [`Kind`]; `Err` is the runtime's own failure, reported as the field that "could not be
+/// read".
+pub trait Source: Sized {
+  fn kind(&self) -> std::result::Result<Kind, Fault>;
+  fn number(&self) -> std::result::Result<f64, Fault>;
+  fn string(&self) -> std::result::Result<String, Fault>;
+  fn boolean(&self) -> std::result::Result<bool, Fault>;
+  /// The property `name` of an object; `None` for `undefined`.
+  fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault>;
+  fn is_array(&self) -> std::result::Result<bool, Fault>;
+  /// The length of an array.
+  fn length(&self) -> std::result::Result<u32, Fault>;
+  /// Element `index` of an array; `None` for `undefined`.
+  fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault>;
+  /// The own enumerable string keys of an object, in property order (symbols skipped).
+  fn keys(&self) -> std::result::Result<Vec<String>, Fault>;
+}
+
+fn fault(path: &str, reason: Fault) -> QuotaError {
+  QuotaError::type_error(path, format!("could not be read ({reason})"))
+}
+
+/// A value and where it came from.
+pub struct Arg<V> {
+  /// `None` for `undefined` (an absent property).
+  value: Option<V>,
+  kind: Kind,
+  pub path: String,
+}
+
+impl<V: Source> Arg<V> {
+  pub fn new(value: V, path: impl Into<String>) -> Result<Self> {
+    Self::maybe(Some(value), path)
+  }
+
+  pub fn maybe(value: Option<V>, path: impl Into<String>) -> Result<Self> {
+    let path = path.into();
+    let kind = match &value {
+      Some(value) => value.kind().map_err(|e| fault(&path, e))?,
+      None => Kind::Undefined,
+    };
+    Ok(Arg { value, kind, path })
+  }
+
+  fn present(&self) -> Result<&V> {
+    self
+      .value
+      .as_ref()
+      .ok_or_else(|| QuotaError::type_error(&self.path, "is missing"))
+  }
+
+  /// `undefined` or `null`.
+  pub fn is_nullish(&self) -> bool {
+    matches!(self.kind, Kind::Undefined | Kind::Null)
+  }
+
+  /// Whether this is an object (arrays included; `null` is not).
+  pub fn is_object(&self) -> bool {
+    self.kind == Kind::Object
+  }
+
+  fn expected(&self, what: &str) -> QuotaError {
+    QuotaError::type_error(
+      &self.path,
+      format!("expected {what}, got {}", self.kind.name()),
+    )
+  }
+
+  fn read<T>(
+    &self,
+    kind: Kind,
+    what: &str,
+    read: impl FnOnce(&V) -> std::result::Result<T, Fault>,
+  ) -> Result<T> {
+    if self.kind != kind {
+      return Err(self.expected(what));
+    }
+    read(self.present()?).map_err(|e| fault(&self.path, e))
+  }
+
+  /// The property `name` of this object (a `TypeError` when this is not an object).
+  pub fn field(&self, name: &str) -> Result<Arg<V>> {
+    self.read(Kind::Object, "an object", |_| Ok(()))?;
+    let path = if self.path.is_empty() {
+      name.to_string()
+    } else {
+      format!("{}.{name}", self.path)
+    };
+    let value = self
+      .present()?
+      .property(name)
+      .map_err(|e| fault(&path, e))?;
+    Arg::maybe(value, path)
+  }
+
+  pub fn number(&self) -> Result<f64> {
+    self.read(Kind::Number, "a number", V::number)
+  }
+
+  /// A whole number JavaScript holds exactly (|n| <= 2^53 − 1): a bucket index. NaN,
+  /// ±Infinity and fractions are `RangeError`s naming the field (`as i64` would make NaN
+  /// 0 and Infinity `i64::MAX`).
+  pub fn integer(&self) -> Result<i64> {
+    let n = self.number()?;
+    if n.is_finite() && n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
+      Ok(n as i64)
+    } else {
+      Err(QuotaError::range_error(
+        &self.path,
+        format!("must be an integer from -(2^53 - 1) to 2^53 - 1, got {n}"),
+      ))
+    }
+  }
+
+  /// A finite number (a time in ms; a fraction is truncated): NaN and ±Infinity are
+  /// `RangeError`s naming the field.
+  pub fn finite_ms(&self) -> Result<i64> {
+    let n = self.number()?;
+    if n.is_finite() && n.abs() <= MAX_SAFE_INTEGER {
+      Ok(n.trunc() as i64)
+    } else {
+      Err(QuotaError::range_error(
+        &self.path,
+        format!("must be a finite time in ms (|t| <= 2^53 - 1), got {n}"),
+      ))
+    }
+  }
+
+  /// `read` of this value, or `None` for `undefined`/`null`.
+  pub fn unless_nullish<T>(&self, read: impl FnOnce(&Self) -> Result<T>) -> Result<Option<T>> {
+    if self.is_nullish() {
+      Ok(None)
+    } else {
+      read(self).map(Some)
+    }
+  }
+
+  /// A number, or `None` for `undefined`/`null`.
+  pub fn opt_number(&self) -> Result<Option<f64>> {
+    self.unless_nullish(Self::number)
+  }
+
+  pub fn string(&self) -> Result<String> {
+    self.read(Kind::String, "a string", V::string)
+  }
+
+  /// A string, or `None` for `undefined`/`null`.
+  pub fn opt_string(&self) -> Result<Option<String>> {
+    self.unless_nullish(Self::string)
+  }
+
+  pub fn boolean(&self) -> Result<bool> {
+    self.read(Kind::Boolean, "a boolean", V::boolean)
+  }
+
+  /// The own enumerable string keys of an object, in property order.
+  pub fn keys(&self) -> Result<Vec<String>> {
+    self.read(Kind::Object, "an object", V::keys)
+  }
+
+  /// The elements of an array.
+  pub fn elements(&self) -> Result<Vec<Arg<V>>> {
+    if !self.read(Kind::Object, "an object", V::is_array)? {
+      return Err(self.expected("an array"));
+    }
+    let array = self.present()?;
+    let length = array.length().map_err(|e| fault(&self.path, e))?;
+    (0..length)
+      .map(|i| {
+        let path = format!("{}[{i}]", self.path);
+        let value = array.element(i).map_err(|e| fault(&path, e))?;
+        Arg::maybe(value, path)
+      })
+      .collect()
+  }
+
+  /// Each element of an array, read with `read`.
+  pub fn list<T>(&self, read: impl Fn(&Self) -> Result<T>) -> Result<Vec<T>> {
+    self.elements()?.iter().map(read).collect()
+  }
+}
+
+/// The clock: epoch milliseconds.
+pub fn now_ms() -> i64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The request time: `nowMs` when given and finite (tests), else the clock.
+pub fn clock(now_ms: Option<f64>) -> i64 {
+  now_ms
+    .filter(|t| t.is_finite())
+    .map_or_else(self::now_ms, |t| t as i64)
+}
+
+// ---- the counter and metadata tables (docs/contract.md §5) ------------------------------
+
+/// `nowMs` of `incrementBucket`: the clock when absent, else a finite time.
+pub fn bucket_time<V: Source>(arg: &Arg<V>) -> Result<i64> {
+  Ok(arg.unless_nullish(Arg::finite_ms)?.unwrap_or_else(now_ms))
+}
+
+/// `limit` of `listConsumptionForPool`: 100 when absent, 500 when not finite.
+pub fn row_limit<V: Source>(arg: &Arg<V>) -> Result<i64> {
+  let limit = arg.opt_number()?.unwrap_or(100.0);
+  Ok(if limit.is_finite() { limit as i64 } else { 500 })
+}
+
+/// `{ limit?, offset? }` of `listPools`, each clamped to `0..=u32::MAX`.
+pub fn page<V: Source>(options: &Arg<V>) -> Result<(Option<u32>, Option<u32>)> {
+  let clamp = |n: Option<f64>| n.map(|n| n.clamp(0.0, u32::MAX as f64) as u32);
+  if options.is_nullish() {
+    return Ok((None, None));
+  }
+  Ok((
+    clamp(options.field("limit")?.opt_number()?),
+    clamp(options.field("offset")?.opt_number()?),
+  ))
+}
+
+/// An allocation as written: unknown policy/unit and bad numbers are rejected here or by
+/// the store's validation, with the field named.
+pub fn allocation<V: Source>(arg: &Arg<V>) -> Result<PoolAllocation> {
+  let cap_unit = arg.field("capUnit")?;
+  let policy = arg.field("policy")?;
+  Ok(PoolAllocation {
+    api_key_id: arg.field("apiKeyId")?.string()?,
+    weight: arg.field("weight")?.number()?,
+    cap_value: arg.field("capValue")?.opt_number()?,
+    cap_unit: match cap_unit.opt_string()? {
+      Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit.path)?),
+      None => None,
+    },
+    policy: match policy.opt_string()? {
+      Some(p) => Policy::parse_field(&p, &policy.path)?,
+      None => Policy::Hard,
+    },
+  })
+}
+
+pub fn allocations<V: Source>(arg: &Arg<V>) -> Result<Vec<PoolAllocation>> {
+  arg.list(allocation)
+}
+
+pub fn strings<V: Source>(arg: &Arg<V>) -> Result<Vec<String>> {
+  arg.list(Arg::string)
+}
+
+/// `createPool`'s input.
+pub fn new_pool<V: Source>(input: &Arg<V>) -> Result<NewPool> {
+  let allocations = input.field("allocations")?;
+  let connection_ids = input.field("connectionIds")?;
+  Ok(NewPool {
+    connection_id: input.field("connectionId")?.string()?,
+    name: input.field("name")?.string()?,
+    group_id: input.field("groupId")?.opt_string()?,
+    allocations: allocations
+      .unless_nullish(self::allocations)?
+      .unwrap_or_default(),
+    connection_ids: connection_ids.unless_nullish(strings)?.unwrap_or_default(),
+  })
+}
+
+/// `updatePool`'s patch.
+pub fn pool_update<V: Source>(patch: &Arg<V>) -> Result<PoolUpdate> {
+  let allocations = patch.field("allocations")?;
+  let connection_ids = patch.field("connectionIds")?;
+  Ok(PoolUpdate {
+    name: patch.field("name")?.opt_string()?,
+    group_id: patch.field("groupId")?.opt_string()?,
+    allocations: allocations.unless_nullish(self::allocations)?,
+    connection_ids: connection_ids.unless_nullish(strings)?,
+  })
+}
+
+/// One pool of `importLegacyPools`.
+pub fn legacy_pool<V: Source>(pool: &Arg<V>) -> Result<LegacyPool> {
+  let allocations = pool.field("allocations")?;
+  let connection_ids = pool.field("connectionIds")?;
+  Ok(LegacyPool {
+    id: pool.field("id")?.string()?,
+    connection_id: pool.field("connectionId")?.string()?,
+    name: pool.field("name")?.string()?,
+    group_id: pool.field("groupId")?.opt_string()?,
+    created_at: pool.field("createdAt")?.opt_string()?,
+    allocations: allocations
+      .unless_nullish(self::allocations)?
+      .unwrap_or_default(),
+    connection_ids: connection_ids.unless_nullish(strings)?.unwrap_or_default(),
+  })
+}
+
+pub fn dimension<V: Source>(arg: &Arg<V>) -> Result<QuotaDimension> {
+  let unit = arg.field("unit")?;
+  let window = arg.field("window")?;
+  Ok(QuotaDimension {
+    unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
+    window: QuotaWindow::parse_field(&window.string()?, &window.path)?,
+    limit: arg.field("limit")?.number()?,
+  })
+}
+
+/// `upsertProviderPlan`'s plan.
+pub fn provider_plan<V: Source>(plan: &Arg<V>) -> Result<ProviderPlan> {
+  let source = plan.field("source")?;
+  Ok(ProviderPlan {
+    connection_id: Some(plan.field("connectionId")?.string()?),
+    provider: plan.field("provider")?.string()?,
+    dimensions: plan.field("dimensions")?.list(dimension)?,
+    source: match source.opt_string()? {
+      Some(s) => PlanSource::parse(&s).ok_or_else(|| {
+        QuotaError::range_error(
+          &source.path,
+          format!("unknown source {s:?} (expected auto or manual)"),
+        )
+      })?,
+      None => PlanSource::Manual,
+    },
+  })
+}
+
+/// `setModelCap`'s cap.
+pub fn model_cap<V: Source>(cap: &Arg<V>) -> Result<ModelCap> {
+  let unit = cap.field("capUnit")?;
+  Ok(ModelCap {
+    pool_id: cap.field("poolId")?.string()?,
+    api_key_id: cap.field("apiKeyId")?.string()?,
+    model: cap.field("model")?.string()?,
+    cap_value: cap.field("capValue")?.number()?,
+    cap_unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
+  })
+}
+
+// ---- the counter stores (docs/contract.md §4) -------------------------------------------
+
+/// A `DimensionKey` (`{ poolId, unit, window }`).
+pub fn dimension_key<V: Source>(arg: &Arg<V>) -> Result<DimensionKey> {
+  let pool_id = arg.field("poolId")?.string()?;
+  let unit_arg = arg.field("unit")?;
+  let unit = QuotaUnit::parse_field(&unit_arg.string()?, &unit_arg.path)?;
+  let window_arg = arg.field("window")?;
+  let window = QuotaWindow::parse_field(&window_arg.string()?, &window_arg.path)?;
+  Ok(DimensionKey::new(pool_id, unit, window))
+}
+
+/// `planDims` of `poolUsage` (`null`/absent: none). Units and windows stay strings:
+/// unknown ones are skipped by the snapshot, not rejected.
+pub fn plan_dimensions<V: Source>(list: &Arg<V>) -> Result<Vec<PlanDimension>> {
+  let dims = list.unless_nullish(|list| {
+    list.list(|d| {
+      Ok(PlanDimension {
+        unit: d.field("unit")?.opt_string()?.unwrap_or_default(),
+        window: d.field("window")?.opt_string()?.unwrap_or_default(),
+        limit: d.field("limit")?.opt_number()?.unwrap_or(0.0),
+      })
+    })
+  })?;
+  Ok(dims.unwrap_or_default())
+}
+
+/// The words of a raw Redis command: strings, and numbers as JavaScript's `String(n)`
+/// gives them (for integers at least).
+pub fn command_words<V: Source>(args: &Arg<V>) -> Result<Vec<String>> {
+  args.list(|a| match a.opt_number() {
+    Ok(Some(n)) if n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER => Ok(format!("{}", n as i64)),
+    Ok(Some(n)) => Ok(format!("{n}")),
+    _ => a.string(),
+  })
+}
+
+// ---- decideFairShare (docs/contract.md §3) ----------------------------------------------
+
+fn breakdown<V: Source>(arg: &Arg<V>) -> Result<WindowBreakdown> {
+  Ok(WindowBreakdown {
+    now_ms: arg.field("nowMs")?.number()? as i64,
+    key_prev: arg.field("keyPrev")?.number()?,
+    key_curr: arg.field("keyCurr")?.number()?,
+    pool_prev: arg.field("poolPrev")?.number()?,
+    pool_curr: arg.field("poolCurr")?.number()?,
+  })
+}
+
+fn fair_share_dimension<V: Source>(arg: &Arg<V>) -> Result<DimensionInput> {
+  Ok(DimensionInput {
+    key: dimension_key(&arg.field("key")?)?,
+    limit: arg.field("limit")?.number()?,
+    consumed_total: arg.field("consumedTotal")?.number()?,
+    global_used_percent: arg.field("globalUsedPercent")?.number()?,
+    breakdown: arg.field("buckets")?.unless_nullish(breakdown)?,
+  })
+}
+
+fn fair_share_allocation<V: Source>(arg: &Arg<V>) -> Result<AllocationInput> {
+  let cap_unit_arg = arg.field("capUnit")?;
+  let cap_unit = match cap_unit_arg.opt_string()? {
+    Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit_arg.path)?),
+    None => None,
+  };
+  // An unknown (or missing) policy decides like `hard`: fail-safe, never an error.
+  let policy = arg
+    .field("policy")?
+    .opt_string()
+    .ok()
+    .flatten()
+    .map_or(Policy::Hard, |p| Policy::parse_lenient(&p));
+  Ok(AllocationInput {
+    weight: arg.field("weight")?.number()?,
+    cap_value: arg.field("capValue")?.opt_number()?,
+    cap_unit,
+    policy,
+  })
+}
+
+/// `decideFairShare(input)`: the input read field by field, then decided.
+pub fn decide<V: Source>(input: &Arg<V>) -> Result<FairShareDecision> {
+  let dimensions = input.field("dimensions")?.list(fair_share_dimension)?;
+  let allocation = fair_share_allocation(&input.field("allocation")?)?;
+  let consumed_map = input.field("consumedByThisKey")?;
+  let consumed = if consumed_map.is_nullish() {
+    Vec::new()
+  } else {
+    dimensions
+      .iter()
+      .map(|dim| {
+        let value = consumed_map.field(&dim.key.to_string())?;
+        Ok(value.opt_number()?.unwrap_or(0.0))
+      })
+      .collect::<Result<Vec<_>>>()?
+  };
+  let saturation_threshold = input.field("saturationThreshold")?.number()?;
+  Ok(decide_fair_share(&FairShareInput {
+    dimensions: &dimensions,
+    allocation: &allocation,
+    consumed_by_this_key: &consumed,
+    saturation_threshold,
+  }))
+}
+
+// ---- burn rate (docs/contract.md §9) ----------------------------------------------------
+
+/// `computeBurnRate(history, remaining?)`.
+pub fn burn_rate<V: Source>(history: &Arg<V>, remaining: &Arg<V>) -> Result<BurnRate> {
+  let history = history.list(|sample| {
+    Ok((
+      sample.field("ts")?.number()?,
+      sample.field("consumed")?.number()?,
+    ))
+  })?;
+  Ok(compute_burn_rate(&history, remaining.opt_number()?))
+}
+
+/// `computeBurnRateFromWindow(consumedTotal, windowMs, remaining?)`, at the clock.
+pub fn burn_rate_from_window<V: Source>(
+  consumed_total: &Arg<V>,
+  window_ms: &Arg<V>,
+  remaining: &Arg<V>,
+) -> Result<BurnRate> {
+  let consumed_total = consumed_total.number()?;
+  let window_ms = window_ms.number()?;
+  if !(window_ms.is_finite() && window_ms >= 1.0) {
+    return Err(QuotaError::range_error(
+      "windowMs",
+      format!("must be a finite number >= 1, got {window_ms}"),
+    ));
+  }
+  let remaining = remaining.opt_number()?;
+  Ok(compute_burn_rate_from_window(
+    consumed_total,
+    window_ms as i64,
+    now_ms(),
+    remaining,
+  ))
+}
+
+// ---- the combo scheduler (docs/contract.md §10) -----------------------------------------
+
+/// A time argument in epoch ms: `Date.now()` when absent (`undefined`/`null`), else a
+/// finite number, floored to whole milliseconds (which keeps every `>=` against a whole
+/// millisecond exactly as JavaScript compares).
+pub fn time<V: Source>(arg: &Arg<V>) -> Result<i64> {
+  match arg.opt_number()? {
+    None => Ok(now_ms()),
+    Some(ms) => time_from_f64(ms, &arg.path),
+  }
+}
+
+/// A finite number of epoch ms, floored.
+pub fn time_from_f64(ms: f64, field: &str) -> Result<i64> {
+  if ms.is_finite() {
+    Ok(ms.floor() as i64)
+  } else {
+    Err(QuotaError::range_error(
+      field,
+      format!("must be a finite number of milliseconds, got {ms}"),
+    ))
+  }
+}
+
+/// A connection id: `None` for `undefined`, `null` or `""` (no connection: nothing is
+/// stored for it), else the string; any other type is a `TypeError`.
+pub fn connection_id<V: Source>(arg: &Arg<V>) -> Result<Option<String>> {
+  Ok(arg.opt_string()?.filter(|id| !id.is_empty()))
+}
+
+/// `leaseMs` of `incrementInflight`: the default when absent, else a finite number >= 0
+/// (floored).
+pub fn lease<V: Source>(arg: &Arg<V>, default_ms: i64) -> Result<i64> {
+  match arg.opt_number()? {
+    None => Ok(default_ms),
+    Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms.floor() as i64),
+    Some(ms) => Err(QuotaError::range_error(
+      "leaseMs",
+      format!("must be a finite number >= 0, got {ms}"),
+    )),
+  }
+}
+
+/// `resetAt` of `recordUsage`: an ISO-8601 string, or `null`/`undefined`/`""` for unknown.
+pub fn reset_at<V: Source>(arg: &Arg<V>) -> Result<Option<i64>> {
+  match arg.opt_string()? {
+    None => Ok(None),
+    Some(text) if text.is_empty() => Ok(None),
+    Some(text) => parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
+      QuotaError::range_error(&arg.path, format!("not an ISO-8601 timestamp: {text:?}"))
+    }),
+  }
+}
+
+fn lenient_number<V: Source>(entry: &Arg<V>, name: &str) -> Option<f64> {
+  entry.field(name).ok()?.number().ok()
+}
+
+/// One quota entry of a usage reading, or `None` when it is malformed: not an object, or
+/// a `resetAt` that is neither absent, `null`, `""` nor an ISO-8601 string.
+fn quota_reading<V: Source>(entry: &Arg<V>) -> Option<QuotaReading> {
+  if !entry.is_object() {
+    return None;
+  }
+  let reset_at = entry.field("resetAt").ok()?;
+  let reset_at = if reset_at.is_nullish() {
+    None
+  } else {
+    let text = reset_at.string().ok()?;
+    if text.is_empty() {
+      None
+    } else {
+      Some(parse_iso8601_ms(&text)?)
+    }
+  };
+  Some(QuotaReading {
+    used: lenient_number(entry, "used"),
+    total: lenient_number(entry, "total"),
+    remaining: lenient_number(entry, "remaining"),
+    remaining_percentage: lenient_number(entry, "remainingPercentage"),
+    unlimited: entry
+      .field("unlimited")
+      .and_then(|a| a.boolean())
+      .unwrap_or(false),
+    reset_at,
+  })
+}
+
+/// The well-formed quota entries of a usage reading (`{ quotas: { [name]: … } }`), by
+/// name in property order; `None` (no reading at all) for a `null`/`undefined` reading or
+/// `quotas`.
+pub fn quota_readings<V: Source>(usage: &Arg<V>) -> Result<Option<Vec<(String, QuotaReading)>>> {
+  if usage.is_nullish() {
+    return Ok(None);
+  }
+  let quotas = usage.field("quotas")?;
+  if quotas.is_nullish() {
+    return Ok(None);
+  }
+  let names = quotas.keys()?;
+  let mut readings = Vec::with_capacity(names.len());
+  for name in names {
+    if let Some(reading) = quota_reading(&quotas.field(&name)?) {
+      readings.push((name, reading));
+    }
+  }
+  Ok(Some(readings))
+}
+
+/// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
+/// for 5h, `quotas["weekly (7d)"]` for weekly), read leniently: `None` when the usage
+/// says nothing about it.
+pub fn usage_saturation<V: Source>(usage: &Arg<V>, window: &str) -> Option<f64> {
+  let name = match window {
+    "5h" => "session (5h)",
+    "weekly" => "weekly (7d)",
+    _ => return None,
+  };
+  let object = |arg: Arg<V>| arg.is_object().then_some(arg);
+  let entry = object(object(usage.field("quotas").ok()?)?.field(name).ok()?)?;
+  let number = |key| lenient_number(&entry, key).filter(|v| v.is_finite());
+  crate::core::saturation::usage_saturation(
+    number("remainingPercentage"),
+    number("used"),
+    number("total"),
+  )
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  /// A value without a JavaScript runtime.
+  #[derive(Clone)]
+  enum Fake {
+    Null,
+    Num(f64),
+    Str(&'static str),
+    Obj(Vec<(&'static str, Fake)>),
+    List(Vec<Fake>),
+  }
+
+  impl Source for Fake {
+    fn kind(&self) -> std::result::Result<Kind, Fault> {
+      Ok(match self {
+        Fake::Null => Kind::Null,
+        Fake::Num(_) => Kind::Number,
+        Fake::Str(_) => Kind::String,
+        Fake::Obj(_) | Fake::List(_) => Kind::Object,
+      })
+    }
+    fn number(&self) -> std::result::Result<f64, Fault> {
+      match self {
+        Fake::Num(n) => Ok(*n),
+        _ => Err("not a number".into()),
+      }
+    }
+    fn string(&self) -> std::result::Result<String, Fault> {
+      match self {
+        Fake::Str(s) => Ok(s.to_string()),
+        _ => Err("not a string".into()),
+      }
+    }
+    fn boolean(&self) -> std::result::Result<bool, Fault> {
+      Err("no booleans here".into())
+    }
+    fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault> {
+      match self {
+        Fake::Obj(fields) => Ok(
+          fields
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.clone()),
+        ),
+        _ => Ok(None),
+      }
+    }
+    fn is_array(&self) -> std::result::Result<bool, Fault> {
+      Ok(matches!(self, Fake::List(_)))
+    }
+    fn length(&self) -> std::result::Result<u32, Fault> {
+      match self {
+        Fake::List(items) => Ok(items.len() as u32),
+        _ => Err("not an array".into()),
+      }
+    }
+    fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault> {
+      match self {
+        Fake::List(items) => Ok(items.get(index as usize).cloned()),
+        _ => Err("not an array".into()),
+      }
+    }
+    fn keys(&self) -> std::result::Result<Vec<String>, Fault> {
+      match self {
+        Fake::Obj(fields) => Ok(fields.iter().map(|(k, _)| k.to_string()).collect()),
+        _ => Ok(Vec::new()),
+      }
+    }
+  }
+
+  /// The error's class (`Type` or `Range`) and message.
+  fn message(err: QuotaError) -> (String, String) {
+    let kind = match &err {
+      QuotaError::InvalidArg { kind, .. } => format!("{kind:?}"),
+      other => format!("{other:?}"),
+    };
+    (kind, err.to_string())
+  }
+
+  #[test]
+  fn every_error_names_the_path_of_the_bad_value() {
+    let dims = Fake::List(vec![Fake::Obj(vec![
+      ("unit", Fake::Str("tokens")),
+      ("window", Fake::Str("5h")),
+      ("limit", Fake::Str("10")),
+    ])]);
+    let plan = Fake::Obj(vec![
+      ("connectionId", Fake::Str("c")),
+      ("provider", Fake::Str("p")),
+      ("dimensions", dims),
+    ]);
+    let err = provider_plan(&Arg::new(plan, "plan").unwrap()).unwrap_err();
+    assert_eq!(
+      message(err),
+      (
+        "Type".into(),
+        "plan.dimensions[0].limit: expected a number, got string".into()
+      )
+    );
+    let err = dimension_key(&Arg::new(Fake::Null, "key").unwrap()).unwrap_err();
+    assert_eq!(message(err).1, "key: expected an object, got null");
+  }
+
+  #[test]
+  fn numbers_are_checked_for_range_with_their_path() {
+    let bucket = Arg::new(Fake::Num(1.5), "bucketIndex").unwrap();
+    let (kind, text) = message(bucket.integer().unwrap_err());
+    assert_eq!(kind, "Range");
+    assert_eq!(
+      text,
+      "bucketIndex: must be an integer from -(2^53 - 1) to 2^53 - 1, got 1.5"
+    );
+    let lease = Arg::new(Fake::Num(-1.0), "leaseMs").unwrap();
+    assert_eq!(
+      message(super::lease(&lease, 5).unwrap_err()).1,
+      "leaseMs: must be a finite number >= 0, got -1"
+    );
+    assert_eq!(
+      super::lease(&Arg::<Fake>::maybe(None, "leaseMs").unwrap(), 5),
+      Ok(5)
+    );
+    assert_eq!(time(&Arg::new(Fake::Num(10.9), "nowMs").unwrap()), Ok(10));
+  }
+
+  #[test]
+  fn absent_and_null_values_take_their_defaults() {
+    let none = Arg::<Fake>::maybe(None, "planDims").unwrap();
+    assert_eq!(plan_dimensions(&none), Ok(Vec::new()));
+    let options = Arg::new(Fake::Obj(vec![("limit", Fake::Num(-3.0))]), "options").unwrap();
+    assert_eq!(page(&options), Ok((Some(0), None)));
+    let words = Fake::List(vec![Fake::Str("SET"), Fake::Num(3.0), Fake::Num(0.5)]);
+    let words = command_words(&Arg::new(words, "args").unwrap()).unwrap();
+    assert_eq!(words, ["SET", "3", "0.5"]);
+  }
+}

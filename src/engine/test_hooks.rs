@@ -1,0 +1,81 @@
+//! Compiled only with the `test-hooks` Cargo feature: what the edge's test-only exports
+//! (`binding/test_hooks.rs`) do to the engine, so the JavaScript suites can show what
+//! happens when it has a bug, and `npm run bench` can time an alternative.
+
+use super::saturation::DecisionLookup;
+use super::Engine;
+use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
+use crate::error::{QuotaError, Result};
+use crate::store::sqlite::with_hot_open_db;
+use crate::store::CounterStore;
+
+impl Engine {
+  /// Panics inside a write transaction on the engine's connection, after adding 1 to
+  /// `api_key_id`'s counter of `pool_id:requests:hourly`: the connection's mutex is
+  /// poisoned and the transaction left open, which the next call must roll back.
+  pub fn panic_in_write_for_tests(&'static self, api_key_id: &str, pool_id: String) -> Result<()> {
+    let key = DimensionKey::new(pool_id, QuotaUnit::Requests, QuotaWindow::Hourly);
+    self.with_db(|db| {
+      db.write_scope(|db| -> Result<()> {
+        db.consume(api_key_id, &key, 1.0, super::input::now_ms())?;
+        panic!("forced panic for tests (inside a write transaction)")
+      })
+    })
+  }
+
+  /// Opens (`hold = true`) or ends (`false`) a read transaction on the engine's
+  /// connection.
+  pub fn hold_read_transaction_for_tests(&'static self, hold: bool) -> Result<()> {
+    self.with_db(|db| {
+      let conn = db.connection();
+      let result = if hold {
+        conn.execute_batch("BEGIN").and_then(|()| {
+          conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
+            row.get::<_, i64>(0)
+          })
+        })
+      } else {
+        conn.execute_batch("COMMIT").map(|()| 0)
+      };
+      result
+        .map(|_| ())
+        .map_err(|e| QuotaError::Store(e.to_string()))
+    })
+  }
+
+  /// The enforce decision on the open connection, from whichever thread calls it, as its
+  /// kind: `"allow"`, `"block"`, `"fetch"`, or `"error: …"`.
+  pub fn decision_kind_for_bench(
+    &self,
+    api_key_id: &str,
+    connection_id: &str,
+    provider: &str,
+    saturation_threshold: f64,
+  ) -> String {
+    let now = super::input::now_ms();
+    let request = QuotaRequest {
+      api_key_id,
+      connection_id,
+      provider,
+      model: None,
+    };
+    let outcome = with_hot_open_db(|db| {
+      db.hot_scope(|db| {
+        let saturation = self.saturation();
+        let lookup = DecisionLookup {
+          state: &saturation,
+          now_ms: now,
+        };
+        enforce(db, &lookup, &request, saturation_threshold, now)
+      })
+    })
+    .unwrap_or_else(|| Err(QuotaError::Store("the database is not open".into())));
+    match outcome {
+      Ok(EnforceOutcome::Allow { .. }) => "allow".to_string(),
+      Ok(EnforceOutcome::Block { .. }) => "block".to_string(),
+      Ok(EnforceOutcome::NeedSaturation(_)) => "fetch".to_string(),
+      Err(err) => format!("error: {err}"),
+    }
+  }
+}
