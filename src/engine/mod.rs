@@ -9,6 +9,8 @@
 //! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
 //! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
 //!   flushed, and what a failed flush does.
+//! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
+//!   tracking connection.
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
 //! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
@@ -21,6 +23,7 @@ pub mod faults;
 pub mod hot_path;
 pub mod logs;
 pub mod metrics;
+pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;

@@ -137,7 +137,7 @@ pub fn flush_call(layout: KeyLayout, counters: &[(&str, &DimensionKey, i64, f64)
 }
 
 /// Whose buckets a read group sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Owner {
   /// The id at this index (0-based) of the batch's ids.
   Key(usize),
@@ -221,6 +221,38 @@ impl ReadBatch {
       };
       (key, *current, who)
     })
+  }
+
+  /// A hash of what the batch reads (its ids and groups), the counter view's key
+  /// (`view.rs`); [`ReadBatch::same_reads`] tells two batches of one hash apart.
+  pub fn fingerprint(&self) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    self.totals.hash(&mut hasher);
+    self.ids.hash(&mut hasher);
+    self.groups.hash(&mut hasher);
+    hasher.finish()
+  }
+
+  /// Whether `other` reads exactly the counters this batch reads.
+  pub fn same_reads(&self, other: &ReadBatch) -> bool {
+    self.layout == other.layout
+      && self.totals == other.totals
+      && self.ids == other.ids
+      && self.groups == other.groups
+  }
+
+  /// The dimension parts of the key names the batch reads (`<pool>:<unit>:<window>`,
+  /// escaped as in the names), each once.
+  pub fn dimension_parts(&self) -> Vec<String> {
+    let mut parts: Vec<String> = Vec::with_capacity(self.groups.len());
+    for (key, _, _) in &self.groups {
+      let part = dimension_part(key);
+      if !parts.contains(&part) {
+        parts.push(part);
+      }
+    }
+    parts
   }
 
   /// How many groups (and so `Buckets` in the reply).
