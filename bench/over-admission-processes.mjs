@@ -8,7 +8,7 @@
 // (exact)? Prints a markdown table.
 //
 //   node bench/over-admission-processes.mjs [--processes P] [--limit L] [--concurrency C]
-//     [--upstream-ms MS] [--rounds R]
+//     [--upstream-ms MS] [--rounds R] [--flush-ms F (QUOTA_RECORD_FLUSH_MS, default 10)]
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -34,13 +34,16 @@ if (process.env.QE_BENCH_CHILD) {
 /** One process: its engine, its workers; prints "READY", waits for "GO", prints the result. */
 async function child() {
   const engine = require('../index.js')
-  const [dbPath, connectionId, key, concurrency, upstreamMs] = argv
+  const [dbPath, connectionId, key, concurrency, upstreamMs, warmConnectionId] = argv
   engine.installHost({ dbPath, logger: { warn() {}, info() {}, debug() {} } })
   const request = { apiKeyId: key, connectionId, provider: 'bench' }
   await engine.getQuotaStore()
-  // Connected, the tracking connection subscribed (with the view on), the script loaded.
+  // Connected, the tracking connection subscribed (with the view on), the scripts loaded —
+  // on a pool of its own (in reserve mode an enforce reserves).
+  const warm = { ...request, connectionId: warmConnectionId }
   for (let i = 0; i < 20; i++) {
-    await engine.enforceQuotaShare(request)
+    const decision = await engine.enforceQuotaShare(warm)
+    await engine.recordConsumption({ ...warm, cost: { requests: 1 }, reservation: decision.reservation })
     await new Promise((resolve) => setTimeout(resolve, 5))
   }
   process.stdout.write('READY\n')
@@ -73,6 +76,7 @@ async function parent() {
   const CONCURRENCY = arg('--concurrency', 16)
   const UPSTREAM_MS = arg('--upstream-ms', 2)
   const ROUNDS = arg('--rounds', 3)
+  const FLUSH_MS = arg('--flush-ms', 10)
   if (REDIS_SKIP) {
     console.log(`skipped: ${REDIS_SKIP}`)
     return
@@ -91,18 +95,23 @@ async function parent() {
   async function run(mode) {
     const id = ++seq
     const connectionId = `conn-${id}`
+    const warmConnectionId = `warm-${id}`
     const keys = Array.from({ length: PROCESSES }, (_, i) => `key-${id}-${i}`)
-    const pool = engine.createPool({
-      connectionId,
-      name: `bench-${id}`,
-      allocations: keys.map((apiKeyId) => ({ apiKeyId, weight: 100 / PROCESSES, policy: 'hard' })),
-    })
-    engine.upsertProviderPlan({
-      connectionId,
-      provider: 'bench',
-      dimensions: [{ unit: 'requests', window: 'hourly', limit: LIMIT }],
-      source: 'manual',
-    })
+    let pool
+    for (const [conn, limit] of [[connectionId, LIMIT], [warmConnectionId, 1e9]]) {
+      const made = engine.createPool({
+        connectionId: conn,
+        name: `bench-${conn}`,
+        allocations: keys.map((apiKeyId) => ({ apiKeyId, weight: 100 / PROCESSES, policy: 'hard' })),
+      })
+      engine.upsertProviderPlan({
+        connectionId: conn,
+        provider: 'bench',
+        dimensions: [{ unit: 'requests', window: 'hourly', limit }],
+        source: 'manual',
+      })
+      pool ??= made
+    }
     const left = 3_600_000 - (Date.now() % 3_600_000)
     if (left < 20_000) await new Promise((resolve) => setTimeout(resolve, left + 10))
     const env = {
@@ -110,9 +119,10 @@ async function parent() {
       QE_BENCH_CHILD: '1',
       QUOTA_ADMISSION: mode.admission,
       QUOTA_STORE_REDIS_VIEW_MS: String(mode.viewMs),
+      QUOTA_RECORD_FLUSH_MS: String(FLUSH_MS),
     }
     const children = keys.map((key) =>
-      spawn(process.execPath, [self, dbPath, connectionId, key, String(CONCURRENCY), String(UPSTREAM_MS)], {
+      spawn(process.execPath, [self, dbPath, connectionId, key, String(CONCURRENCY), String(UPSTREAM_MS), warmConnectionId], {
         env,
         stdio: ['pipe', 'pipe', 'inherit'],
       }),
@@ -162,7 +172,7 @@ async function parent() {
   console.log(
     `\n\`node bench/over-admission-processes.mjs\` — ${PROCESSES} processes × ${CONCURRENCY} workers, ` +
       `one pool, requests limit ${LIMIT} from empty, enforce → ${UPSTREAM_MS} ms upstream → record until blocked, ` +
-      `${ROUNDS} runs each (Node ${process.version}, ${os.cpus().length} cores)\n`,
+      `QUOTA_RECORD_FLUSH_MS=${FLUSH_MS}, ${ROUNDS} runs each (Node ${process.version}, ${os.cpus().length} cores)\n`,
   )
   console.log('| admission | admitted | decided from the view | pool after | past the limit (worst run) |')
   console.log('|---|---:|---:|---:|---:|')

@@ -223,9 +223,10 @@ impl Engine {
   ) -> Step<Decision> {
     let now = call.now_ms;
     let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-    // Metadata in one read transaction, as on SQLite.
-    let start = self.with_db(|db| {
-      db.read_scope(|db| {
+    // Metadata as on SQLite: from memory while nothing was committed, else in one read
+    // transaction (store/sqlite/hot.rs; its counters are not read here).
+    let start = self.with_hot_db(|db| {
+      db.hot_scope(|db| {
         let request = call.ids.request();
         let saturation = self.saturation();
         let lookup = DecisionLookup {
@@ -481,7 +482,9 @@ impl Engine {
       Driver::Redis(url) => {
         let behind = self.redis_write_behind();
         let prepared = self
-          .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
+          .with_hot_db(|db| {
+            db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))
+          })
           .and_then(|writes| {
             if writes.is_empty() {
               return Ok(None);
