@@ -153,6 +153,10 @@ test('the exposition parses, with every family the contract of metrics() names',
     ['quota_engine_saturation_cache_hits_total', 'counter'],
     ['quota_engine_saturation_cache_misses_total', 'counter'],
     ['quota_engine_record_commits_total', 'counter'],
+    ['quota_engine_redis_view_hits_total', 'counter'],
+    ['quota_engine_redis_view_misses_total', 'counter'],
+    ['quota_engine_redis_view_disconnects_total', 'counter'],
+    ['quota_engine_redis_view_tracking', 'gauge'],
   ]) {
     assert.equal(families.get(name)?.type, type, name)
   }

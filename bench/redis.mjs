@@ -5,7 +5,7 @@
 //
 // Without --url a redis-server is started on a free loopback port and stopped at the end.
 // Rows: consume, peek, poolConsumedTotal (pools of 10, 1 000 and 10 000 keys), enforceQuotaShare
-// (8 keys × 2 dimensions), recordConsumption (write-behind, and one script per record),
+// (8 keys × 2 dimensions; from the counter view, and with it off), recordConsumption (write-behind, and one script per record),
 // serial and 64 concurrent (Promise.all batches of 64); then Redis commands per request
 // under load (INFO commandstats). The
 // baseline is a plain ioredis client doing what the TypeScript driver does: per consume
@@ -130,7 +130,12 @@ process.env.QUOTA_STORE_DRIVER = 'redis'
 process.env.QUOTA_STORE_REDIS_URL = url
 engine.resetQuotaStoreSingleton()
 if (!((await engine.getQuotaStore()) instanceof engine.RedisQuotaStore)) throw new Error('the factory did not pick Redis')
-await row('enforceQuotaShare, 2 dims', 'engine on Redis (one read.lua)', (i) => engine.enforceQuotaShare(request(i)))
+// Nothing changes the counters here: after each key's first read the counter view decides
+// (docs/redis.md#the-counter-view); QUOTA_STORE_REDIS_VIEW_MS=0 is the read on every call.
+await row('enforceQuotaShare, 2 dims', 'engine on Redis, counter view (default)', (i) => engine.enforceQuotaShare(request(i)))
+process.env.QUOTA_STORE_REDIS_VIEW_MS = '0'
+await row('enforceQuotaShare, 2 dims', 'engine on Redis, QUOTA_STORE_REDIS_VIEW_MS=0 (one read.lua)', (i) => engine.enforceQuotaShare(request(i)))
+delete process.env.QUOTA_STORE_REDIS_VIEW_MS
 await row('enforceQuotaShare, no pool', 'engine on Redis (decided from metadata)', (i) => engine.enforceQuotaShare({ ...request(i), apiKeyId: 'nobody' }), { both: false })
 await row('enforceQuotaShare, 2 dims', 'baseline: peek + pool total per dimension', async (i) => {
   const k = hotKeys[i % 8]

@@ -68,6 +68,20 @@ pub const REDIS_THREADS: NumberSpec = NumberSpec {
   max: 16.0,
   clamp: false,
 };
+/// `QUOTA_STORE_REDIS_VIEW_MS` (beyond the contract): the maximum staleness of the Redis
+/// counter view (docs/redis.md#the-counter-view) — a default-mode enforce whose counters
+/// were read less than this long ago, and changed by no one since (the server says so),
+/// is decided without a round trip; 0 turns the view off. The bound only matters when an
+/// invalidation is lost without the connection being seen to drop (a half-open socket):
+/// 100 ms keeps that loss within ten write-behind flush windows, while a busy counter is
+/// still read at most ten times a second per process.
+pub const REDIS_VIEW_MS: NumberSpec = NumberSpec {
+  name: "QUOTA_STORE_REDIS_VIEW_MS",
+  default: 100.0,
+  min: 0.0,
+  max: 10_000.0,
+  clamp: false,
+};
 
 /// `QUOTA_SCHEDULER_MAX_IDS`: how many distinct names (connection ids, execution keys,
 /// combo names) the combo scheduler keeps state for; past it the least recently used
@@ -91,13 +105,14 @@ pub const SATURATION_FETCH_TIMEOUT_MS: NumberSpec = NumberSpec {
 };
 
 /// Every numeric setting, in the order `quota-engine doctor` lists them.
-pub const NUMBERS: [NumberSpec; 8] = [
+pub const NUMBERS: [NumberSpec; 9] = [
   SATURATION_THRESHOLD,
   SOFT_DEPRIORITIZE_FACTOR,
   RETENTION_DAYS,
   RECORD_FLUSH_MS,
   REDIS_TIMEOUT_MS,
   REDIS_THREADS,
+  REDIS_VIEW_MS,
   SCHEDULER_MAX_IDS,
   SATURATION_FETCH_TIMEOUT_MS,
 ];

@@ -223,9 +223,10 @@ impl Engine {
   ) -> Step<Decision> {
     let now = call.now_ms;
     let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-    // Metadata in one read transaction, as on SQLite.
-    let start = self.with_db(|db| {
-      db.read_scope(|db| {
+    // Metadata as on SQLite: from memory while nothing was committed, else in one read
+    // transaction (store/sqlite/hot.rs; its counters are not read here).
+    let start = self.with_hot_db(|db| {
+      db.hot_scope(|db| {
         let request = call.ids.request();
         let saturation = self.saturation();
         let lookup = DecisionLookup {
@@ -257,19 +258,45 @@ impl Engine {
     // or a model-cap block).
     let compiled = if reserve { compile_checks(&plan) } else { None };
     match compiled {
-      None => Step::later(async move {
-        // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
-        // each once: no flush is out while the read is (see RedisWrites::gates).
-        let gate = self.redis_writes.gate(backend.url());
-        let _shared = gate.read().await;
-        let outcome = counters::read(&backend, &batch).await.map(|mut values| {
-          self
-            .redis_writes
-            .overlay(backend.url(), &batch, &mut values);
-          (plan.decide(&call.ids.request(), &values), None)
-        });
-        self.decided(outcome, &call, started)
-      }),
+      None => {
+        // The counter view (docs/redis.md#the-counter-view): counters read less than the
+        // maximum staleness ago and changed by no one since decide here, with this
+        // process's buffered records added as after a read. The epoch is checked after
+        // the buffer is read: a flush that settled meanwhile had dropped the entry first.
+        let view = self.redis_view(&backend);
+        if let Some((view, max_age)) = &view {
+          if let Some((mut values, epoch)) = view.lookup(&batch, now, *max_age) {
+            self
+              .redis_writes
+              .overlay(backend.url(), &batch, &mut values);
+            if view.unchanged(epoch) {
+              self.metrics.redis_view(true);
+              let outcome = plan.decide(&call.ids.request(), &values);
+              return Step::Now(self.decided(Ok((outcome, None)), &call, started));
+            }
+          }
+          self.metrics.redis_view(false);
+        }
+        Step::later(async move {
+          // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
+          // each once: no flush is out while the read is (see RedisWrites::gates).
+          let gate = self.redis_writes.gate(backend.url());
+          let _shared = gate.read().await;
+          let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+          let outcome = counters::read(&backend, &batch).await.map(|mut values| {
+            // Kept as Redis answered (the buffer is added at each use), still under the
+            // gate: the next flush drops it when it is answered.
+            if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+              view.keep(batch.clone(), &values, stamp, now);
+            }
+            self
+              .redis_writes
+              .overlay(backend.url(), &batch, &mut values);
+            (plan.decide(&call.ids.request(), &values), None)
+          });
+          self.decided(outcome, &call, started)
+        })
+      }
       Some(compiled) => {
         let reservation = (!writes.is_empty())
           .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
@@ -455,7 +482,9 @@ impl Engine {
       Driver::Redis(url) => {
         let behind = self.redis_write_behind();
         let prepared = self
-          .with_db(|db| db.read_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
+          .with_hot_db(|db| {
+            db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))
+          })
           .and_then(|writes| {
             if writes.is_empty() {
               return Ok(None);

@@ -85,6 +85,11 @@ pub struct Metrics {
   fail_open: AtomicU64,
   saturation_hits: AtomicU64,
   saturation_misses: AtomicU64,
+  view_hits: AtomicU64,
+  view_misses: AtomicU64,
+  view_disconnects: AtomicU64,
+  /// Redis URLs whose tracking connection is subscribed.
+  view_tracking: std::sync::atomic::AtomicI64,
 }
 
 fn add(counter: &AtomicU64) {
@@ -139,6 +144,26 @@ impl Metrics {
     } else {
       &self.saturation_misses
     });
+  }
+
+  /// A default-mode Redis enforce with the counter view on: decided from the view
+  /// (`true`) or by the read script.
+  pub fn redis_view(&self, hit: bool) {
+    add(if hit {
+      &self.view_hits
+    } else {
+      &self.view_misses
+    });
+  }
+
+  /// A tracking connection subscribed (`true`) or lost.
+  pub fn redis_view_tracking(&self, up: bool) {
+    if up {
+      self.view_tracking.fetch_add(1, Ordering::Relaxed);
+    } else {
+      self.view_tracking.fetch_sub(1, Ordering::Relaxed);
+      add(&self.view_disconnects);
+    }
   }
 
   /// The exposition text.
@@ -234,6 +259,37 @@ impl Metrics {
       out,
       "quota_engine_saturation_cache_misses_total {}",
       read(&self.saturation_misses)
+    );
+    for (name, help, value) in [
+      (
+        "quota_engine_redis_view_hits_total",
+        "Redis enforce decisions made from the counter view, with no round trip (docs/redis.md#the-counter-view).",
+        read(&self.view_hits),
+      ),
+      (
+        "quota_engine_redis_view_misses_total",
+        "Redis enforce decisions, with the counter view on, that took the read script.",
+        read(&self.view_misses),
+      ),
+      (
+        "quota_engine_redis_view_disconnects_total",
+        "Counter-view tracking connections lost (each drops its view).",
+        read(&self.view_disconnects),
+      ),
+    ] {
+      family(&mut out, name, "counter", help);
+      let _ = writeln!(out, "{name} {value}");
+    }
+    family(
+      &mut out,
+      "quota_engine_redis_view_tracking",
+      "gauge",
+      "Redis URLs whose counter-view tracking connection is subscribed.",
+    );
+    let _ = writeln!(
+      out,
+      "quota_engine_redis_view_tracking {}",
+      self.view_tracking.load(Ordering::Relaxed)
     );
     family(
       &mut out,

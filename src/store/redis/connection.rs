@@ -22,9 +22,10 @@
 //! The connections live on the tokio runtime of the addon (napi's), whose threads never
 //! keep Node's event loop alive.
 
-use super::scripts::ScriptCall;
+use super::scripts::{ScriptCall, ScriptName};
 use super::target::{parse_target, RedisTarget, SentinelTarget, Topology};
 use super::tls::{certificates, TlsFiles};
+use super::view::CounterView;
 use super::KeyLayout;
 use crate::error::{QuotaError, Result};
 use redis::aio::{
@@ -136,6 +137,15 @@ pub struct RedisBackend {
   totals: super::PoolTotals,
   conn: OnceCell<Conn>,
   sentinels: OnceCell<Sentinels>,
+  /// The hot path's counter view (docs/redis.md#the-counter-view).
+  view: Arc<CounterView>,
+}
+
+impl Drop for RedisBackend {
+  fn drop(&mut self) {
+    // The tracking connection, if any, ends with the backend.
+    self.view.close();
+  }
 }
 
 impl std::fmt::Debug for RedisBackend {
@@ -158,6 +168,48 @@ impl RedisBackend {
       totals: options.totals,
       conn: OnceCell::new(),
       sentinels: OnceCell::new(),
+      view: Arc::default(),
+    }
+  }
+
+  /// The counter view of this URL (docs/redis.md#the-counter-view).
+  pub fn view(&self) -> &Arc<CounterView> {
+    &self.view
+  }
+
+  /// Whether a counter view can be kept: one server (a cluster's or a Sentinel primary's
+  /// invalidations would need a tracking connection per node, followed across failovers).
+  pub fn supports_view(&self) -> bool {
+    matches!(self.target.topology, Topology::Single(_))
+  }
+
+  /// The connection settings of a single server (`None` for a cluster or Sentinel).
+  pub(crate) fn single_info(&self) -> Option<&redis::ConnectionInfo> {
+    match &self.target.topology {
+      Topology::Single(info) => Some(info),
+      _ => None,
+    }
+  }
+
+  /// A client for `info`, with this URL's TLS settings.
+  pub(crate) fn client_for(&self, info: &redis::ConnectionInfo) -> RedisResult<Client> {
+    self.client_of(info)
+  }
+
+  /// What `call`, a write about to be sent or just answered, changes in the view: the
+  /// counters it names (`write.lua`, `flush.lua`), or — the scripts whose keys do not
+  /// name every counter they change — everything. Called on both sides of the write, so
+  /// no read of this process is answered from before it once it is sent.
+  pub fn invalidate_written(&self, call: &ScriptCall) {
+    if !self.view.is_up() {
+      return;
+    }
+    match call.script {
+      ScriptName::Read => {}
+      ScriptName::Write | ScriptName::Flush => self
+        .view
+        .invalidate_keys(call.keys.iter().map(String::as_str)),
+      ScriptName::Reserve | ScriptName::Settle | ScriptName::Clear => self.view.reset(),
     }
   }
 
@@ -395,11 +447,14 @@ impl RedisBackend {
       invocation.arg(arg);
     }
     let invocation = &invocation;
-    self
+    self.invalidate_written(call);
+    let result = self
       .execute(retry, move |mut conn| {
         Box::pin(async move { invocation.invoke_async(&mut conn).await })
       })
-      .await
+      .await;
+    self.invalidate_written(call);
+    result
   }
 
   /// Sends one command (`args[0]` is its name) and returns the raw reply.
@@ -412,12 +467,36 @@ impl RedisBackend {
       cmd.arg(arg);
     }
     let cmd = &cmd;
-    self
+    // A raw write (the ioredis-like client's) that may change a counter: one naming a
+    // counter key, or a script or flush (the tracking connection hears of it too, later).
+    let written = retry == Retry::Write && self.view.is_up() && may_write_counters(args);
+    if written {
+      self.view.reset();
+    }
+    let result = self
       .execute(retry, move |mut conn| {
         Box::pin(async move { cmd.query_async::<Value>(&mut conn).await })
       })
-      .await
+      .await;
+    if written {
+      self.view.reset();
+    }
+    result
   }
+}
+
+/// Whether a raw command may change a counter: it names a key of the engine's prefix, or it
+/// is a script, a function call or a flush, whose keys are not all in its arguments.
+fn may_write_counters(args: &[String]) -> bool {
+  let name = args
+    .first()
+    .map(|n| n.to_ascii_uppercase())
+    .unwrap_or_default();
+  name.starts_with("EVAL")
+    || name.starts_with("FCALL")
+    || name.starts_with("FLUSH")
+    || name == "SWAPDB"
+    || args[1..].iter().any(|a| a.starts_with("omniroute:quota"))
 }
 
 fn is_connection_failure(err: &RedisError) -> bool {

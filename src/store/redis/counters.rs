@@ -36,6 +36,7 @@ pub fn consume(
   validate::cost(cost, "cost")?;
   let window_ms = key.window.ms();
   let call = write_call(backend.layout(), &api_key_id, &[(key, cost)], now_ms);
+  backend.invalidate_written(&call);
   Ok(async move {
     let reply = backend.run_script(&call, Retry::Write).await?;
     let buckets = parse_pairs(&reply, 1)?[0];
@@ -57,6 +58,8 @@ pub fn consume_many(
     validate::cost(*cost, &format!("writes[{index}].cost"))?;
   }
   let call = write_call(backend.layout(), &api_key_id, &writes, now_ms);
+  // From now on this process's reads see the write (docs/redis.md#the-counter-view).
+  backend.invalidate_written(&call);
   Ok(async move {
     if !writes.is_empty() {
       let reply = backend.run_script(&call, Retry::Write).await?;

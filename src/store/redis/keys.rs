@@ -36,7 +36,7 @@ pub const TOTAL_PREFIX: &str = "omniroute:quota-total:";
 
 /// How pool totals are read (`QUOTA_STORE_REDIS_POOL_TOTALS`, docs/redis.md#pool-totals).
 /// The write scripts keep the totals in both modes, so switching is safe at any time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum PoolTotals {
   /// The sum of every allocation's buckets plus the members sets' (linear in the pool's
   /// keys): exact beside replicas running the host's TypeScript driver, which do not keep

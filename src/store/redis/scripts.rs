@@ -137,13 +137,16 @@ pub fn flush_call(layout: KeyLayout, counters: &[(&str, &DimensionKey, i64, f64)
 }
 
 /// Whose buckets a read group sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Owner {
   /// The id at this index (0-based) of the batch's ids.
   Key(usize),
   /// Every id of the batch plus the dimension's members.
   Pool,
 }
+
+/// Up to this many ids, a batch finds an id by scanning them.
+const LINEAR_IDS: usize = 16;
 
 /// A `read.lua` call under construction: the ids it knows (usually the pool's
 /// allocations) and its groups. Every group of one batch must belong to one pool (in a
@@ -154,6 +157,7 @@ pub struct ReadBatch {
   totals: PoolTotals,
   prefix_pool: Option<String>,
   ids: Vec<String>,
+  /// Filled once there are [`LINEAR_IDS`] ids.
   id_index: HashMap<String, usize>,
   groups: Vec<(DimensionKey, i64, Owner)>,
 }
@@ -173,21 +177,47 @@ impl ReadBatch {
     };
     if totals == PoolTotals::Exact {
       for id in ids {
-        batch.id(&id);
+        batch.id_owned(id);
       }
     }
     batch
   }
 
-  fn id(&mut self, api_key_id: &str) -> usize {
-    if let Some(index) = self.id_index.get(api_key_id) {
-      return *index;
+  /// The index of `api_key_id` among the ids: a scan while there are few (the hot path's
+  /// pools; no hashing, no second copy of each id), the index past [`LINEAR_IDS`].
+  fn find(&self, api_key_id: &str) -> Option<usize> {
+    if self.ids.len() < LINEAR_IDS {
+      self.ids.iter().position(|id| id == api_key_id)
+    } else {
+      self.id_index.get(api_key_id).copied()
     }
-    self.ids.push(api_key_id.to_string());
-    self
-      .id_index
-      .insert(api_key_id.to_string(), self.ids.len() - 1);
-    self.ids.len() - 1
+  }
+
+  fn id(&mut self, api_key_id: &str) -> usize {
+    match self.find(api_key_id) {
+      Some(index) => index,
+      None => self.add_id(api_key_id.to_string()),
+    }
+  }
+
+  fn id_owned(&mut self, api_key_id: String) -> usize {
+    match self.find(&api_key_id) {
+      Some(index) => index,
+      None => self.add_id(api_key_id),
+    }
+  }
+
+  fn add_id(&mut self, api_key_id: String) -> usize {
+    self.ids.push(api_key_id);
+    let count = self.ids.len();
+    if count == LINEAR_IDS {
+      for (index, id) in self.ids.iter().enumerate() {
+        self.id_index.insert(id.clone(), index);
+      }
+    } else if count > LINEAR_IDS {
+      self.id_index.insert(self.ids[count - 1].clone(), count - 1);
+    }
+    count - 1
   }
 
   fn push(&mut self, key: &DimensionKey, current: i64, owner: Owner) -> usize {
@@ -221,6 +251,38 @@ impl ReadBatch {
       };
       (key, *current, who)
     })
+  }
+
+  /// A hash of what the batch reads (its ids and groups), the counter view's key
+  /// (`view.rs`); [`ReadBatch::same_reads`] tells two batches of one hash apart.
+  pub fn fingerprint(&self) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = rustc_hash::FxHasher::default();
+    self.totals.hash(&mut hasher);
+    self.ids.hash(&mut hasher);
+    self.groups.hash(&mut hasher);
+    hasher.finish()
+  }
+
+  /// Whether `other` reads exactly the counters this batch reads.
+  pub fn same_reads(&self, other: &ReadBatch) -> bool {
+    self.layout == other.layout
+      && self.totals == other.totals
+      && self.ids == other.ids
+      && self.groups == other.groups
+  }
+
+  /// The dimension parts of the key names the batch reads (`<pool>:<unit>:<window>`,
+  /// escaped as in the names), each once.
+  pub fn dimension_parts(&self) -> Vec<String> {
+    let mut parts: Vec<String> = Vec::with_capacity(self.groups.len());
+    for (key, _, _) in &self.groups {
+      let part = dimension_part(key);
+      if !parts.contains(&part) {
+        parts.push(part);
+      }
+    }
+    parts
   }
 
   /// How many groups (and so `Buckets` in the reply).
@@ -475,6 +537,28 @@ mod tests {
 
   fn dim(pool: &str, unit: QuotaUnit, window: QuotaWindow) -> DimensionKey {
     DimensionKey::new(pool, unit, window)
+  }
+
+  #[test]
+  fn batch_ids_are_kept_once_below_and_past_the_scan_limit() {
+    for count in [3, LINEAR_IDS - 1, LINEAR_IDS, LINEAR_IDS + 5, 200] {
+      let ids: Vec<String> = (0..count).map(|i| format!("k{i}")).collect();
+      let twice = ids.iter().chain(ids.iter()).cloned();
+      let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, twice);
+      assert_eq!(batch.ids, ids, "{count} ids");
+      let key = DimensionKey::new(
+        "p",
+        crate::core::dimensions::QuotaUnit::Requests,
+        crate::core::dimensions::QuotaWindow::Hourly,
+      );
+      for (index, id) in ids.iter().enumerate() {
+        batch.key(id, &key, 1);
+        assert_eq!(batch.find(id), Some(index));
+      }
+      batch.key("new", &key, 1);
+      assert_eq!(batch.find("new"), Some(count));
+      assert_eq!(batch.ids.len(), count + 1);
+    }
   }
 
   #[test]

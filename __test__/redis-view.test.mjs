@@ -1,0 +1,263 @@
+// The Redis counter view (docs/redis.md#the-counter-view): a default-mode enforce whose
+// counters were read less than QUOTA_STORE_REDIS_VIEW_MS ago and changed by no one since
+// is decided without a round trip; a change by another client (the server's RESP3
+// invalidation), a disconnect of the tracking connection and the bound each send the next
+// decision back to the read script; reserve mode never uses the view; a server that
+// refuses tracking gives no view and one warning. Redis commands are counted with
+// INFO commandstats; the staleness bound is shown with the native crossing's nowMs
+// (injected time), never with a timer.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import Redis from 'ioredis'
+import { openHost } from './support/store-env.mjs'
+import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
+import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { closeQuotaDb, createPool, flushQuotaWrites, metrics, WINDOW_MS } from '@omniroute/quota-engine'
+
+const require = createRequire(import.meta.url)
+const native = require('../binding.js')
+const skip = REDIS_SKIP
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-view-'))
+const dbPath = path.join(dir, 'storage.sqlite')
+const HOUR = WINDOW_MS.hourly
+const warnings = []
+const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
+let server
+let plain
+let host
+
+before(async () => {
+  if (skip) return
+  server = await startRedis()
+  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
+  installHost({ dbPath, logger, saturationFetchers: { view: async () => 0 } })
+  createPool({ connectionId: 'bootstrap', name: 'bootstrap' })
+  host = openHost(dbPath)
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  process.env.QUOTA_STORE_REDIS_URL = server.url
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000' // no timer flush during a test
+  process.env.QUOTA_STORE_REDIS_VIEW_MS = '60000' // only an invalidation ends an entry
+  resetQuotaStoreSingleton()
+  assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+})
+
+after(async () => {
+  for (const name of ['QUOTA_STORE_DRIVER', 'QUOTA_STORE_REDIS_URL', 'QUOTA_RECORD_FLUSH_MS', 'QUOTA_STORE_REDIS_VIEW_MS', 'QUOTA_ADMISSION']) {
+    delete process.env[name]
+  }
+  resetQuotaStoreSingleton()
+  resetRedisClient()
+  plain?.disconnect()
+  host?.close()
+  closeQuotaDb()
+  await server?.stop()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+let seq = 0
+function hostPool(key, limit) {
+  const id = `vpool-${++seq}-${process.pid}`
+  const connection = `vconn-${seq}`
+  host.prepare('INSERT INTO quota_pools (id, connection_id, name, group_id) VALUES (?, ?, ?, ?)').run(id, connection, id, null)
+  host.prepare('INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?, ?, ?)').run(id, connection, 1000)
+  host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy) VALUES (?, ?, ?, ?, ?, ?)').run(id, key, 100, null, null, 'hard')
+  host.prepare("INSERT OR REPLACE INTO provider_plans (connection_id, provider, dimensions_json, source, updated_at) VALUES (?, ?, ?, 'manual', ?)").run(connection, 'view', JSON.stringify([{ unit: 'requests', window: 'hourly', limit }]), Date.now())
+  return { id, connection, request: { apiKeyId: key, connectionId: connection, provider: 'view' } }
+}
+
+/** Clear of the hour's end, so no bucket turns during a test. */
+async function clearOfTheHour() {
+  const left = HOUR - (Date.now() % HOUR)
+  if (left < 10_000) await new Promise((resolve) => setTimeout(resolve, left + 10))
+}
+
+/** Every command the server ran, by name (INFO itself left out). */
+async function commandCalls() {
+  const stats = await plain.info('commandstats')
+  const calls = {}
+  for (const [, name, n] of stats.matchAll(/cmdstat_([a-z|_-]+):calls=(\d+)/g)) {
+    if (name !== 'info') calls[name] = Number(n)
+  }
+  return calls
+}
+
+const evalsha = async () => (await commandCalls()).evalsha ?? 0
+
+function metric(name) {
+  const line = metrics().split('\n').find((l) => l.startsWith(`${name} `))
+  return Number(line.split(' ')[1])
+}
+
+async function until(check, what) {
+  const deadline = Date.now() + 10_000
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+/** Enforces `request` until the view holds its counters (a decision made from it). */
+async function warm(request) {
+  await until(async () => {
+    const hits = metric('quota_engine_redis_view_hits_total')
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    return metric('quota_engine_redis_view_hits_total') > hits
+  }, 'a decision from the view')
+}
+
+test('a decision from the view sends no Redis command, and counts this process\'s own buffered records', { skip }, async () => {
+  await clearOfTheHour()
+  const { id, request } = hostPool('v-own', 5)
+  await warm(request)
+  assert.equal(metric('quota_engine_redis_view_tracking'), 1)
+  const before = await commandCalls()
+  const hits = metric('quota_engine_redis_view_hits_total')
+  // 5 of 5: each allowed request's record is buffered (no flush), and the view adds the
+  // buffer as a read would — so the sixth is blocked, still without a round trip.
+  const kinds = []
+  for (let i = 0; i < 6; i++) {
+    const decision = await enforceQuotaShare(request)
+    kinds.push(decision.kind)
+    if (decision.kind === 'allow') await recordConsumption({ ...request, cost: {} })
+  }
+  assert.deepEqual(kinds, ['allow', 'allow', 'allow', 'allow', 'allow', 'block'])
+  assert.equal(metric('quota_engine_redis_view_hits_total') - hits, 6)
+  assert.deepEqual(await commandCalls(), before, 'no command reached Redis')
+  assert.equal(await plain.get(`omniroute:quota:v-own:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`), null, 'the records are still buffered')
+  // The flush drops the entry (its answer invalidates what it wrote): the next decision is
+  // read again, and counts each record once — Redis's 5, nothing buffered.
+  assert.equal(flushQuotaWrites(), null)
+  const misses = metric('quota_engine_redis_view_misses_total')
+  assert.equal((await enforceQuotaShare(request)).kind, 'block')
+  assert.equal(metric('quota_engine_redis_view_misses_total') - misses, 1)
+})
+
+test('another client\'s write drops the entry: the next decisions see it (long before the 60 s bound)', { skip }, async () => {
+  await clearOfTheHour()
+  const { id, request } = hostPool('v-other', 10)
+  await warm(request)
+  const calls = await evalsha()
+  // The host's TypeScript driver (another replica) fills the key's bucket to the limit.
+  await plain.incrbyfloat(`omniroute:quota:v-other:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`, 10)
+  await until(async () => (await enforceQuotaShare(request)).kind === 'block', 'the write to be seen')
+  assert.ok((await evalsha()) > calls, 'seen by a read, after the invalidation')
+  // …and the new counters are a view entry again.
+  const hits = metric('quota_engine_redis_view_hits_total')
+  await until(async () => (await enforceQuotaShare(request)).kind === 'block' && metric('quota_engine_redis_view_hits_total') > hits, 'a block from the view')
+})
+
+test('a disconnect of the tracking connection drops the view; it comes back after the reconnect', { skip }, async () => {
+  await clearOfTheHour()
+  const { request } = hostPool('v-drop', 10)
+  await warm(request)
+  const lost = metric('quota_engine_redis_view_disconnects_total')
+  await plain.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+  await until(async () => metric('quota_engine_redis_view_disconnects_total') > lost, 'the disconnect to be seen')
+  const misses = metric('quota_engine_redis_view_misses_total')
+  const calls = await evalsha()
+  assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+  assert.equal(metric('quota_engine_redis_view_misses_total') - misses, 1, 'read again, not decided from the dropped view')
+  assert.equal((await evalsha()) - calls, 1)
+  await warm(request)
+  assert.equal(metric('quota_engine_redis_view_tracking'), 1)
+})
+
+test('reserve mode never uses the view: every enforce is one script call', { skip }, async () => {
+  await clearOfTheHour()
+  const { request } = hostPool('v-reserve', 100)
+  await warm(request)
+  process.env.QUOTA_ADMISSION = 'reserve'
+  try {
+    await enforceQuotaShare(request) // loads reserve.lua (NOSCRIPT, SCRIPT LOAD): not counted
+    const hits = metric('quota_engine_redis_view_hits_total')
+    const calls = await evalsha()
+    for (let i = 0; i < 3; i++) {
+      const decision = await enforceQuotaShare(request)
+      assert.equal(decision.kind, 'allow')
+      assert.ok(decision.reservation, 'a reservation, made by the script')
+    }
+    assert.equal((await evalsha()) - calls, 3)
+    assert.equal(metric('quota_engine_redis_view_hits_total'), hits)
+  } finally {
+    delete process.env.QUOTA_ADMISSION
+  }
+})
+
+test('the staleness bound: an entry read at T answers until T + QUOTA_STORE_REDIS_VIEW_MS (injected time)', { skip }, async () => {
+  await clearOfTheHour()
+  process.env.QUOTA_STORE_REDIS_VIEW_MS = '100'
+  try {
+    const { request } = hostPool('v-age', 10)
+    await warm(request) // tracking up
+    const T = Date.now() + 1000 // later than every read so far
+    const at = async (nowMs) => {
+      const hits = metric('quota_engine_redis_view_hits_total')
+      const answer = await native.enforce(request.apiKeyId, request.connectionId, request.provider, undefined, undefined, undefined, undefined, undefined, nowMs)
+      assert.equal(typeof answer, 'number', `an allow (${JSON.stringify(answer)})`)
+      return metric('quota_engine_redis_view_hits_total') > hits ? 'view' : 'script'
+    }
+    // Read at T (kept with T), then T + 1 … T + 99 from the view, T + 100 read again.
+    await until(async () => (await at(T)) === 'script', 'a read at T')
+    assert.equal(await at(T + 1), 'view')
+    assert.equal(await at(T + 99), 'view')
+    assert.equal(await at(T + 100), 'script')
+    assert.equal(await at(T + 150), 'view', 'the read at T + 100 is the entry now')
+    // A clock that went back is no fresher.
+    assert.equal(await at(T + 99), 'script')
+  } finally {
+    process.env.QUOTA_STORE_REDIS_VIEW_MS = '60000'
+  }
+})
+
+test('QUOTA_STORE_REDIS_VIEW_MS=0: no view, every enforce reads', { skip }, async () => {
+  await clearOfTheHour()
+  const { request } = hostPool('v-off', 10)
+  await warm(request)
+  process.env.QUOTA_STORE_REDIS_VIEW_MS = '0'
+  try {
+    const calls = await evalsha()
+    for (let i = 0; i < 3; i++) assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    assert.equal((await evalsha()) - calls, 3)
+  } finally {
+    process.env.QUOTA_STORE_REDIS_VIEW_MS = '60000'
+  }
+})
+
+test('a server that refuses client tracking: no view, one warning, enforce still reads', { skip }, async () => {
+  // CLIENT renamed away: HELLO 3 works, CLIENT TRACKING does not (as on a proxy that
+  // does not pass it; Redis < 6 refuses HELLO itself).
+  const refusing = await startRedis({ args: ['--rename-command', 'CLIENT', ''] })
+  const probe = new Redis(refusing.url, { maxRetriesPerRequest: 1 })
+  try {
+    process.env.QUOTA_STORE_REDIS_URL = refusing.url
+    resetQuotaStoreSingleton()
+    assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+    await clearOfTheHour()
+    const { request } = hostPool('v-refused', 10)
+    warnings.length = 0
+    const hits = metric('quota_engine_redis_view_hits_total')
+    await until(async () => {
+      assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+      return warnings.some((w) => /refused client tracking/.test(w.msg))
+    }, 'the warning')
+    const before = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
+    for (let i = 0; i < 5; i++) assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    const after = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
+    assert.equal(after - before, 5, 'every enforce read')
+    assert.equal(metric('quota_engine_redis_view_hits_total'), hits)
+    assert.equal(warnings.filter((w) => /refused client tracking/.test(w.msg)).length, 1, 'one warning')
+  } finally {
+    probe.disconnect()
+    process.env.QUOTA_STORE_REDIS_URL = server.url
+    resetQuotaStoreSingleton()
+    await getQuotaStore()
+    await refusing.stop()
+  }
+})

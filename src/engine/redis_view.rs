@@ -1,0 +1,99 @@
+//! When the hot path may use the Redis counter view (docs/redis.md#the-counter-view), and
+//! the task that keeps its tracking connection: subscribed at the first default-mode
+//! enforce on a URL, reconnected after a drop (the view is empty and unused meanwhile),
+//! given up — with one warning — when the server refuses RESP3 or tracking, ended when
+//! the backend is forgotten.
+
+use super::config::REDIS_VIEW_MS;
+use super::{Engine, Step};
+use crate::store::redis::tracking::{subscribe, TrackingError};
+use crate::store::redis::view::{CounterView, Tracking};
+use crate::store::redis::RedisBackend;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// The first wait before a lost tracking connection is opened again; doubled per failure.
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+/// The longest wait between two attempts.
+const LAST_RETRY: Duration = Duration::from_secs(2);
+
+impl Engine {
+  /// The view of `backend` and its maximum staleness (ms), when the view is on
+  /// (`QUOTA_STORE_REDIS_VIEW_MS` above 0, one server, a runtime to track on); its
+  /// tracking connection is started the first time. Default admission only: reserve
+  /// mode's script decides on what Redis holds.
+  pub(super) fn redis_view(
+    &'static self,
+    backend: &Arc<RedisBackend>,
+  ) -> Option<(Arc<CounterView>, i64)> {
+    let max_age = self.number(&REDIS_VIEW_MS);
+    if max_age <= 0.0 || !backend.supports_view() || self.spawner.get().is_none() {
+      return None;
+    }
+    let view = backend.view();
+    if view.start() {
+      let weak = Arc::downgrade(backend);
+      let view = view.clone();
+      self.in_background(Step::later(self.track(weak, view)));
+    }
+    Some((view.clone(), max_age as i64))
+  }
+
+  /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
+  async fn track(&'static self, backend: Weak<RedisBackend>, view: Arc<CounterView>) {
+    let mut retry = FIRST_RETRY;
+    loop {
+      if view.is_closed.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+      }
+      let (sender, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+      let attempt = match backend.upgrade() {
+        Some(backend) => subscribe(&backend, sender).await,
+        None => return,
+      };
+      match attempt {
+        Ok(connection) => {
+          view.set_tracking(Tracking::Up);
+          self.metrics.redis_view_tracking(true);
+          retry = FIRST_RETRY;
+          let closed = view.closed.notified();
+          tokio::pin!(closed);
+          closed.as_mut().enable();
+          if !view.is_closed.load(std::sync::atomic::Ordering::Acquire) {
+            loop {
+              tokio::select! {
+                push = pushes.recv() => match push {
+                  Some(push) if push.kind == redis::PushKind::Invalidate => {
+                    view.invalidate_push(&push.data)
+                  }
+                  Some(push) if push.kind == redis::PushKind::Disconnection => break,
+                  Some(_) => {}
+                  None => break,
+                },
+                _ = &mut closed => break,
+              }
+            }
+          }
+          view.set_tracking(Tracking::Down);
+          self.metrics.redis_view_tracking(false);
+          drop(connection);
+        }
+        Err(TrackingError::Unsupported) => return,
+        Err(TrackingError::Refused(error)) => {
+          view.set_tracking(Tracking::Refused);
+          self.logs.warn(
+            "quota:store",
+            "Redis refused client tracking (RESP3 and CLIENT TRACKING need Redis 6 or later); enforce reads its counters on every call",
+            Some(error),
+          );
+          return;
+        }
+        Err(TrackingError::Unreachable(_)) => {
+          // The command connection reports the outage; the view stays off meanwhile.
+        }
+      }
+      tokio::time::sleep(retry).await;
+      retry = (retry * 2).min(LAST_RETRY);
+    }
+  }
+}

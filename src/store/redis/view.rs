@@ -1,0 +1,439 @@
+//! The counter view (docs/redis.md#the-counter-view): what the hot path's last reads of one
+//! Redis URL returned, so that an enforce whose counters did not change since is decided
+//! on the calling thread, with no round trip. It is kept honest by the server: a tracking
+//! connection (`tracking.rs`, RESP3 `CLIENT TRACKING … BCAST` on the counters' prefixes)
+//! hears of every change to a counter key, by any client, and the entries that read that
+//! dimension are dropped; this process's own writes drop them when they are sent and when
+//! they are answered. An entry is used only while it is younger than the maximum
+//! staleness (`QUOTA_STORE_REDIS_VIEW_MS`, which bounds what a lost or late invalidation
+//! can cost) and the tracking connection is up; a disconnect drops everything.
+//!
+//! Races are settled by stamps: a read takes a [`Stamp`] before it is sent, and its reply
+//! is kept only if no invalidation of its dimensions (nor a reset) came meanwhile — an
+//! invalidation that arrives before the reply means the reply may predate the change.
+//! A lookup returns the view's epoch (bumped by every invalidation), which the caller
+//! checks again after adding the write-behind buffer ([`CounterView::unchanged`]), so a
+//! flush that settled in between is never missed by both.
+
+use super::keys::{BUCKET_PREFIX, TOTAL_PREFIX};
+use super::scripts::ReadBatch;
+use crate::core::enforce::Buckets;
+use rustc_hash::FxHashMap as HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// At most this many entries are kept; past it the view starts empty again.
+pub const MAX_ENTRIES: usize = 10_000;
+/// At most this many dimensions' generations are kept; past it every stamp is void.
+const MAX_DIMENSIONS: usize = 100_000;
+
+/// The key prefixes the tracking connection subscribes to: every bucket and bucket total.
+/// (Members sets change only with a bucket; reservations' states are not counters.)
+pub const TRACKED_PREFIXES: [&str; 2] = [BUCKET_PREFIX, TOTAL_PREFIX];
+
+/// What a tracking connection is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tracking {
+  /// Not started, or reconnecting: no entry is used or kept.
+  Down,
+  /// Subscribed: entries are used and kept.
+  Up,
+  /// The server refused (no RESP3 or no tracking: Redis < 6, or a proxy): no view.
+  Refused,
+}
+
+struct Entry {
+  batch: ReadBatch,
+  values: Vec<Buckets>,
+  /// The `now_ms` of the call that read the values.
+  read_at: i64,
+}
+
+#[derive(Default)]
+struct Inner {
+  entries: HashMap<u64, Entry>,
+  /// Per dimension part: the entries that read it (ids may outlive their entry).
+  by_dimension: HashMap<String, Vec<u64>>,
+  /// Per dimension part: how many invalidations it had.
+  generations: HashMap<String, u64>,
+  /// How many resets (drop everything) the view had.
+  resets: u64,
+}
+
+/// The state a read saw before it was sent (see the module's notes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stamp {
+  resets: u64,
+  generations: Vec<(String, u64)>,
+}
+
+/// The view of one Redis URL.
+pub struct CounterView {
+  inner: Mutex<Inner>,
+  /// Bumped by every invalidation and reset.
+  epoch: AtomicU64,
+  tracking: Mutex<Tracking>,
+  up: AtomicBool,
+  /// Set once the tracking connection was started.
+  started: AtomicBool,
+  /// Woken when the backend goes away: the tracking connection ends.
+  pub(crate) closed: tokio::sync::Notify,
+  pub(crate) is_closed: AtomicBool,
+}
+
+impl Default for CounterView {
+  fn default() -> Self {
+    CounterView {
+      inner: Mutex::default(),
+      epoch: AtomicU64::new(0),
+      tracking: Mutex::new(Tracking::Down),
+      up: AtomicBool::new(false),
+      started: AtomicBool::new(false),
+      closed: tokio::sync::Notify::new(),
+      is_closed: AtomicBool::new(false),
+    }
+  }
+}
+
+/// The dimension part of a counter key (`omniroute:quota:<id>:<dimension>:<bucket>` or
+/// `omniroute:quota-total:<dimension>:<bucket>`, the standalone layout); `None` for a key
+/// that is not a counter.
+pub fn dimension_of_key(key: &str) -> Option<&str> {
+  let rest = if let Some(rest) = key.strip_prefix(TOTAL_PREFIX) {
+    rest
+  } else {
+    let rest = key.strip_prefix(BUCKET_PREFIX)?;
+    // The API key id has no `:` (escaped in names).
+    &rest[rest.find(':')? + 1..]
+  };
+  Some(&rest[..rest.rfind(':')?])
+}
+
+impl CounterView {
+  fn lock(&self) -> MutexGuard<'_, Inner> {
+    self.inner.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// The tracking connection's state.
+  pub fn tracking(&self) -> Tracking {
+    *self.tracking.lock().unwrap_or_else(|e| e.into_inner())
+  }
+
+  /// Whether the tracking connection is subscribed.
+  pub fn is_up(&self) -> bool {
+    self.up.load(Ordering::Acquire)
+  }
+
+  /// Records the tracking connection's state; anything but `Up` drops every entry.
+  pub fn set_tracking(&self, state: Tracking) {
+    *self.tracking.lock().unwrap_or_else(|e| e.into_inner()) = state;
+    if state != Tracking::Up {
+      self.up.store(false, Ordering::Release);
+      self.reset();
+    } else {
+      // Reads stamped while it was down must not be kept: their changes went unheard.
+      self.reset();
+      self.up.store(true, Ordering::Release);
+    }
+  }
+
+  /// `true` the first time: the caller starts the tracking connection.
+  pub fn start(&self) -> bool {
+    !self.started.swap(true, Ordering::AcqRel)
+  }
+
+  /// How many entries are kept.
+  pub fn len(&self) -> usize {
+    self.lock().entries.len()
+  }
+
+  /// Whether no entry is kept.
+  pub fn is_empty(&self) -> bool {
+    self.len() == 0
+  }
+
+  /// The values `batch` read at most `max_age_ms` before `now_ms`, unchanged since, and
+  /// the epoch to check again with [`CounterView::unchanged`] once they are used.
+  pub fn lookup(
+    &self,
+    batch: &ReadBatch,
+    now_ms: i64,
+    max_age_ms: i64,
+  ) -> Option<(Vec<Buckets>, u64)> {
+    if !self.is_up() {
+      return None;
+    }
+    let inner = self.lock();
+    let epoch = self.epoch.load(Ordering::SeqCst);
+    let entry = inner.entries.get(&batch.fingerprint())?;
+    let age = now_ms.checked_sub(entry.read_at)?;
+    if !(0..max_age_ms).contains(&age) || !entry.batch.same_reads(batch) {
+      return None;
+    }
+    Some((entry.values.clone(), epoch))
+  }
+
+  /// Whether nothing was invalidated since the lookup that returned `epoch`.
+  pub fn unchanged(&self, epoch: u64) -> bool {
+    self.epoch.load(Ordering::SeqCst) == epoch
+  }
+
+  /// The stamp of a read of `batch` about to be sent, or `None` when its reply cannot be
+  /// kept (tracking is not up).
+  pub fn stamp(&self, batch: &ReadBatch) -> Option<Stamp> {
+    if !self.is_up() {
+      return None;
+    }
+    let parts = batch.dimension_parts();
+    let inner = self.lock();
+    Some(Stamp {
+      resets: inner.resets,
+      generations: parts
+        .into_iter()
+        .map(|part| {
+          let generation = inner.generations.get(&part).copied().unwrap_or(0);
+          (part, generation)
+        })
+        .collect(),
+    })
+  }
+
+  /// Keeps `values`, `batch`'s reply read at `read_at`, when nothing it read was
+  /// invalidated since `stamp` was taken and tracking is still up.
+  pub fn keep(&self, batch: ReadBatch, values: &[Buckets], stamp: Stamp, read_at: i64) -> bool {
+    if !self.is_up() {
+      return false;
+    }
+    let mut inner = self.lock();
+    let current = stamp.resets == inner.resets
+      && stamp
+        .generations
+        .iter()
+        .all(|(part, generation)| inner.generations.get(part).copied().unwrap_or(0) == *generation);
+    if !current {
+      return false;
+    }
+    if inner.entries.len() >= MAX_ENTRIES {
+      inner.entries.clear();
+      inner.by_dimension.clear();
+    }
+    let id = batch.fingerprint();
+    for (part, _) in stamp.generations {
+      let ids = inner.by_dimension.entry(part).or_default();
+      if !ids.contains(&id) {
+        ids.push(id);
+      }
+    }
+    inner.entries.insert(
+      id,
+      Entry {
+        batch,
+        values: values.to_vec(),
+        read_at,
+      },
+    );
+    true
+  }
+
+  /// A change to the counter `key` (by anyone): the entries that read its dimension go.
+  /// A key of our prefixes that does not parse drops everything.
+  pub fn invalidate_key(&self, key: &str) {
+    match dimension_of_key(key) {
+      Some(part) => {
+        let mut inner = self.lock();
+        if inner.generations.len() >= MAX_DIMENSIONS && !inner.generations.contains_key(part) {
+          drop(inner);
+          self.reset();
+          return;
+        }
+        *inner.generations.entry(part.to_string()).or_insert(0) += 1;
+        if let Some(ids) = inner.by_dimension.remove(part) {
+          for id in ids {
+            inner.entries.remove(&id);
+          }
+        }
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+      }
+      None if TRACKED_PREFIXES.iter().any(|p| key.starts_with(p)) => self.reset(),
+      None => {}
+    }
+  }
+
+  /// [`CounterView::invalidate_key`] for each key.
+  pub fn invalidate_keys<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+    for key in keys {
+      self.invalidate_key(key);
+    }
+  }
+
+  /// Drops every entry and voids every stamp taken before.
+  pub fn reset(&self) {
+    let mut inner = self.lock();
+    inner.entries.clear();
+    inner.by_dimension.clear();
+    inner.generations.clear();
+    inner.resets += 1;
+    self.epoch.fetch_add(1, Ordering::SeqCst);
+  }
+
+  /// An `invalidate` push: its keys, or — a nil payload (FLUSHDB, FLUSHALL) — everything.
+  pub fn invalidate_push(&self, data: &[redis::Value]) {
+    for value in data {
+      match value {
+        redis::Value::Array(keys) | redis::Value::Set(keys) => {
+          for key in keys {
+            match key {
+              redis::Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
+                Ok(key) => self.invalidate_key(key),
+                Err(_) => self.reset(),
+              },
+              redis::Value::SimpleString(key) => self.invalidate_key(key),
+              _ => self.reset(),
+            }
+          }
+        }
+        _ => self.reset(),
+      }
+    }
+  }
+
+  /// The backend went away: the tracking connection ends.
+  pub fn close(&self) {
+    self.is_closed.store(true, Ordering::Release);
+    self.closed.notify_waiters();
+    self.set_tracking(Tracking::Down);
+  }
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+  use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
+  use crate::store::redis::{KeyLayout, PoolTotals};
+
+  fn batch(pool: &str, current: i64) -> ReadBatch {
+    let key = DimensionKey::new(pool, QuotaUnit::Requests, QuotaWindow::Hourly);
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, ["k1".to_string()]);
+    batch.key("k1", &key, current);
+    batch.pool(&key, current);
+    batch
+  }
+
+  fn values() -> Vec<Buckets> {
+    vec![
+      Buckets {
+        curr: 1.0,
+        prev: 0.0,
+      },
+      Buckets {
+        curr: 5.0,
+        prev: 2.0,
+      },
+    ]
+  }
+
+  fn up() -> CounterView {
+    let view = CounterView::default();
+    view.set_tracking(Tracking::Up);
+    view
+  }
+
+  #[test]
+  fn counter_keys_name_their_dimension() {
+    assert_eq!(
+      dimension_of_key("omniroute:quota:key-1:pool-9:tokens:daily:20000"),
+      Some("pool-9:tokens:daily")
+    );
+    assert_eq!(
+      dimension_of_key("omniroute:quota:k%3A1:p:model:gpt%3A4:requests:hourly:-1"),
+      Some("p:model:gpt%3A4:requests:hourly")
+    );
+    assert_eq!(
+      dimension_of_key("omniroute:quota-total:pool-9:tokens:daily:7"),
+      Some("pool-9:tokens:daily")
+    );
+    assert_eq!(dimension_of_key("omniroute:quota-reservation:abc"), None);
+    assert_eq!(dimension_of_key("omniroute:quota:nocolon"), None);
+  }
+
+  #[test]
+  fn a_kept_read_answers_until_its_age_reaches_the_bound() {
+    let view = up();
+    let b = batch("p", 10);
+    let stamp = view.stamp(&b).unwrap();
+    assert!(view.keep(b.clone(), &values(), stamp, 1_000));
+    assert_eq!(view.lookup(&b, 1_000, 100).unwrap().0, values());
+    assert_eq!(view.lookup(&b, 1_099, 100).unwrap().0, values());
+    assert!(view.lookup(&b, 1_100, 100).is_none(), "as old as the bound");
+    assert!(
+      view.lookup(&b, 999, 100).is_none(),
+      "a clock that went back"
+    );
+    assert!(
+      view.lookup(&batch("p", 11), 1_000, 100).is_none(),
+      "another bucket"
+    );
+    assert!(
+      view.lookup(&batch("q", 10), 1_000, 100).is_none(),
+      "another pool"
+    );
+  }
+
+  #[test]
+  fn an_invalidation_drops_the_entries_of_its_dimension_only() {
+    let view = up();
+    let (p, q) = (batch("p", 10), batch("q", 10));
+    for b in [&p, &q] {
+      let stamp = view.stamp(b).unwrap();
+      assert!(view.keep(b.clone(), &values(), stamp, 0));
+    }
+    let (_, epoch) = view.lookup(&q, 0, 100).unwrap();
+    view.invalidate_key("omniroute:quota:other-key:p:requests:hourly:10");
+    assert!(view.lookup(&p, 0, 100).is_none());
+    assert!(view.lookup(&q, 0, 100).is_some());
+    assert!(
+      !view.unchanged(epoch),
+      "a lookup made before sees the epoch move"
+    );
+    view.invalidate_push(&[redis::Value::Nil]);
+    assert!(
+      view.lookup(&q, 0, 100).is_none(),
+      "a flush drops everything"
+    );
+  }
+
+  #[test]
+  fn a_reply_is_not_kept_after_an_invalidation_that_came_while_it_was_out() {
+    let view = up();
+    let b = batch("p", 10);
+    let stamp = view.stamp(&b).unwrap();
+    view.invalidate_key("omniroute:quota-total:p:requests:hourly:10");
+    assert!(!view.keep(b.clone(), &values(), stamp, 0));
+    assert!(view.lookup(&b, 0, 100).is_none());
+    // Another dimension's change does not void it.
+    let stamp = view.stamp(&b).unwrap();
+    view.invalidate_key("omniroute:quota:k1:q:requests:hourly:10");
+    assert!(view.keep(b.clone(), &values(), stamp, 0));
+  }
+
+  #[test]
+  fn nothing_is_used_or_kept_while_tracking_is_down() {
+    let view = up();
+    let b = batch("p", 10);
+    let stamp = view.stamp(&b).unwrap();
+    assert!(view.keep(b.clone(), &values(), stamp.clone(), 0));
+    view.set_tracking(Tracking::Down);
+    assert!(view.lookup(&b, 0, 100).is_none());
+    assert!(view.stamp(&b).is_none());
+    assert!(!view.keep(b.clone(), &values(), stamp.clone(), 0));
+    view.set_tracking(Tracking::Up);
+    assert!(
+      view.lookup(&b, 0, 100).is_none(),
+      "a reconnect starts empty"
+    );
+    assert!(
+      !view.keep(b, &values(), stamp, 0),
+      "a read stamped before the reconnect"
+    );
+  }
+}
