@@ -37,6 +37,9 @@ let plain
 
 before(async () => {
   if (skip) return
+  // What these tests check is TLS, not speed: the first handshake (the system roots read,
+  // a certificate chain checked) took over the default 1 s bound on a loaded 2-core machine.
+  process.env.QUOTA_STORE_REDIS_TIMEOUT_MS = '10000'
   installHost({ logger })
   certs = makeCertificates()
   server = await startTlsRedis(certs, { args: ACL })
@@ -50,6 +53,7 @@ afterEach(() => {
 })
 
 after(async () => {
+  delete process.env.QUOTA_STORE_REDIS_TIMEOUT_MS
   plain?.disconnect()
   resetRedisClient()
   closeQuotaDb()
