@@ -6,60 +6,25 @@
 // refuses tracking gives no view and one warning. Redis commands are counted with
 // INFO commandstats; the staleness bound is shown with the native crossing's nowMs
 // (injected time), never with a timer.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { createRequire } from 'node:module'
 import Redis from 'ioredis'
-import { openHost } from './support/store-env.mjs'
 import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { useRedisEngine, server, plain, host, warnings } from './support/redis-engine.mjs'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
-import { installHost } from '@omniroute/quota-engine/compat/host'
 import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
-import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
-import { closeQuotaDb, createPool, flushQuotaWrites, metrics, WINDOW_MS } from '@omniroute/quota-engine'
+import { RedisQuotaStore } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { flushQuotaWrites, metrics, WINDOW_MS } from '@omniroute/quota-engine'
 
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
 const skip = REDIS_SKIP
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-view-'))
-const dbPath = path.join(dir, 'storage.sqlite')
 const HOUR = WINDOW_MS.hourly
-const warnings = []
-const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
-let server
-let plain
-let host
-
-before(async () => {
-  if (skip) return
-  server = await startRedis()
-  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-  installHost({ dbPath, logger, saturationFetchers: { view: async () => 0 } })
-  createPool({ connectionId: 'bootstrap', name: 'bootstrap' })
-  host = openHost(dbPath)
-  process.env.QUOTA_STORE_DRIVER = 'redis'
-  process.env.QUOTA_STORE_REDIS_URL = server.url
-  process.env.QUOTA_RECORD_FLUSH_MS = '60000' // no timer flush during a test
-  process.env.QUOTA_STORE_REDIS_VIEW_MS = '60000' // only an invalidation ends an entry
-  resetQuotaStoreSingleton()
-  assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
-})
-
-after(async () => {
-  for (const name of ['QUOTA_STORE_DRIVER', 'QUOTA_STORE_REDIS_URL', 'QUOTA_RECORD_FLUSH_MS', 'QUOTA_STORE_REDIS_VIEW_MS', 'QUOTA_ADMISSION']) {
-    delete process.env[name]
-  }
-  resetQuotaStoreSingleton()
-  resetRedisClient()
-  plain?.disconnect()
-  host?.close()
-  closeQuotaDb()
-  await server?.stop()
-  fs.rmSync(dir, { recursive: true, force: true })
-})
+useRedisEngine('redis-view', { fetcher: 'view', env: {
+  QUOTA_RECORD_FLUSH_MS: '60000', // no timer flush during a test
+  QUOTA_STORE_REDIS_VIEW_MS: '60000', // only an invalidation ends an entry
+} })
 
 let seq = 0
 function hostPool(key, limit) {

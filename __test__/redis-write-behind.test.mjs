@@ -3,60 +3,21 @@
 // Redis, this process's own reads see them before any flush, and what is buffered
 // reaches Redis at flushQuotaWrites() and at exit. QUOTA_RECORD_FLUSH_MS is set high here so
 // that no timer flush happens during a test (the flush window itself is not a timing test).
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
-import Redis from 'ioredis'
-import { openHost } from './support/store-env.mjs'
-import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { REDIS_SKIP } from './support/redis-server.mjs'
+import { useRedisEngine, server, plain, host, warnings } from './support/redis-engine.mjs'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
-import { installHost } from '@omniroute/quota-engine/compat/host'
-import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
-import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
-import { closeQuotaDb, createPool, flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
+import { getQuotaStore } from '@omniroute/quota-engine/compat/storeFactory'
+import { flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
 
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
 const skip = REDIS_SKIP
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-wb-'))
-const dbPath = path.join(dir, 'storage.sqlite')
 const HOUR = WINDOW_MS.hourly
-const warnings = []
-const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
-let server
-let plain
-let host
-
-before(async () => {
-  if (skip) return
-  server = await startRedis()
-  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-  installHost({ dbPath, logger, saturationFetchers: { wb: async () => 0 } })
-  createPool({ connectionId: 'bootstrap', name: 'bootstrap' })
-  host = openHost(dbPath)
-  process.env.QUOTA_STORE_DRIVER = 'redis'
-  process.env.QUOTA_STORE_REDIS_URL = server.url
-  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
-  resetQuotaStoreSingleton()
-  assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
-})
-
-after(async () => {
-  delete process.env.QUOTA_STORE_DRIVER
-  delete process.env.QUOTA_STORE_REDIS_URL
-  delete process.env.QUOTA_RECORD_FLUSH_MS
-  resetQuotaStoreSingleton()
-  resetRedisClient()
-  plain?.disconnect()
-  host?.close()
-  closeQuotaDb()
-  await server?.stop()
-  fs.rmSync(dir, { recursive: true, force: true })
-})
+const { dbPath } = useRedisEngine('redis-wb', { fetcher: 'wb', env: { QUOTA_RECORD_FLUSH_MS: '60000' } })
 
 let seq = 0
 function hostPool(key, limit) {

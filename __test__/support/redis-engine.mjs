@@ -1,0 +1,55 @@
+// The setup the Redis hot-path tests share: a redis-server of their own, a plain ioredis
+// client to look at it, the host's database (the engine keeps its metadata there) and the
+// engine switched to the Redis driver by environment. `server`, `plain` and `host` are
+// live bindings, set once the suite's `before` has run.
+import { before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import Redis from 'ioredis'
+import { openHost } from './store-env.mjs'
+import { REDIS_SKIP, startRedis } from './redis-server.mjs'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
+import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { closeQuotaDb, createPool } from '@omniroute/quota-engine'
+
+export let server
+export let plain
+export let host
+/** What the engine warned about, `{ ...fields, msg }`. */
+export const warnings = []
+
+/**
+ * Registers the suite's `before`/`after`: `env` is set before the driver is chosen and
+ * removed after; `fetcher` names a saturation fetcher that answers 0.
+ */
+export function useRedisEngine(tag, { env = {}, fetcher = tag } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), `qe-${tag}-`))
+  const dbPath = path.join(dir, 'storage.sqlite')
+  const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
+  const vars = { QUOTA_STORE_DRIVER: 'redis', ...env }
+  before(async () => {
+    if (REDIS_SKIP) return
+    server = await startRedis()
+    plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
+    installHost({ dbPath, logger, saturationFetchers: { [fetcher]: async () => 0 } })
+    createPool({ connectionId: 'bootstrap', name: 'bootstrap' }) // the engine creates the schema
+    host = openHost(dbPath)
+    Object.assign(process.env, vars, { QUOTA_STORE_REDIS_URL: server.url })
+    resetQuotaStoreSingleton()
+    assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+  })
+  after(async () => {
+    for (const name of [...Object.keys(vars), 'QUOTA_STORE_REDIS_URL']) delete process.env[name]
+    resetQuotaStoreSingleton()
+    resetRedisClient()
+    plain?.disconnect()
+    host?.close()
+    closeQuotaDb()
+    await server?.stop()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return { dir, dbPath }
+}
