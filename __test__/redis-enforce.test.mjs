@@ -3,60 +3,20 @@
 // connection, counters on a real redis-server — some of them written by a plain client in
 // the host's TypeScript driver's format (a mixed fleet) — and fail-open while the server
 // is down.
-import { test, before, after, beforeEach } from 'node:test'
+import { test, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
-import fs from 'node:fs'
-import os from 'node:os'
-import path from 'node:path'
-import Redis from 'ioredis'
-import { openHost } from './support/store-env.mjs'
-import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { REDIS_SKIP } from './support/redis-server.mjs'
+import { useRedisEngine, server, plain, host, warnings } from './support/redis-engine.mjs'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
-import { installHost } from '@omniroute/quota-engine/compat/host'
-import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
-import { RedisQuotaStore, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
 import { getBucket } from '@omniroute/quota-engine/compat/quotaConsumption'
 import { _clearSaturationCache } from '@omniroute/quota-engine/compat/saturationSignals'
-import { closeQuotaDb, createPool, flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
+import { flushQuotaWrites, WINDOW_MS } from '@omniroute/quota-engine'
 
 const skip = REDIS_SKIP
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-enforce-'))
-const dbPath = path.join(dir, 'storage.sqlite')
 const HOUR = WINDOW_MS.hourly
 const events = []
-const warnings = []
-const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
-let server
-let plain
-let host
-
-function install(extra = {}) {
-  installHost({ dbPath, logger, onQuotaEvent: (event, payload) => events.push({ event, payload }), ...extra })
-}
-
-before(async () => {
-  if (skip) return
-  server = await startRedis()
-  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-  install()
-  createPool({ connectionId: 'bootstrap', name: 'bootstrap' }) // the engine creates the schema
-  host = openHost(dbPath)
-  process.env.QUOTA_STORE_DRIVER = 'redis'
-  process.env.QUOTA_STORE_REDIS_URL = server.url
-  resetQuotaStoreSingleton()
-  assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
-})
-
-after(async () => {
-  delete process.env.QUOTA_STORE_DRIVER
-  delete process.env.QUOTA_STORE_REDIS_URL
-  resetQuotaStoreSingleton()
-  resetRedisClient()
-  plain?.disconnect()
-  host?.close()
-  closeQuotaDb()
-  await server?.stop()
-  fs.rmSync(dir, { recursive: true, force: true })
+const { install } = useRedisEngine('redis-enforce', {
+  host: { onQuotaEvent: (event, payload) => events.push({ event, payload }) },
 })
 
 beforeEach(() => {

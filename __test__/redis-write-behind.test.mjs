@@ -17,7 +17,7 @@ const require = createRequire(import.meta.url)
 const native = require('../binding.js')
 const skip = REDIS_SKIP
 const HOUR = WINDOW_MS.hourly
-const { dbPath } = useRedisEngine('redis-wb', { fetcher: 'wb', env: { QUOTA_RECORD_FLUSH_MS: '60000' } })
+const { dbPath } = useRedisEngine('redis-wb', { host: { saturationFetchers: { wb: async () => 0 } }, env: { QUOTA_RECORD_FLUSH_MS: '60000' } })
 
 let seq = 0
 function hostPool(key, limit) {

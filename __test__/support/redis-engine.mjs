@@ -23,18 +23,20 @@ export const warnings = []
 
 /**
  * Registers the suite's `before`/`after`: `env` is set before the driver is chosen and
- * removed after; `fetcher` names a saturation fetcher that answers 0.
+ * removed after; `host` is what `installHost` gets besides the database and the logger
+ * (and what `install(extra)` gives it again, with `extra`).
  */
-export function useRedisEngine(tag, { env = {}, fetcher = tag } = {}) {
+export function useRedisEngine(tag, { env = {}, host: hostOptions = {} } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `qe-${tag}-`))
   const dbPath = path.join(dir, 'storage.sqlite')
   const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
   const vars = { QUOTA_STORE_DRIVER: 'redis', ...env }
+  const install = (extra = {}) => installHost({ dbPath, logger, ...hostOptions, ...extra })
   before(async () => {
     if (REDIS_SKIP) return
     server = await startRedis()
     plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-    installHost({ dbPath, logger, saturationFetchers: { [fetcher]: async () => 0 } })
+    install()
     createPool({ connectionId: 'bootstrap', name: 'bootstrap' }) // the engine creates the schema
     host = openHost(dbPath)
     Object.assign(process.env, vars, { QUOTA_STORE_REDIS_URL: server.url })
@@ -51,5 +53,5 @@ export function useRedisEngine(tag, { env = {}, fetcher = tag } = {}) {
     await server?.stop()
     fs.rmSync(dir, { recursive: true, force: true })
   })
-  return { dir, dbPath }
+  return { dir, dbPath, install }
 }
