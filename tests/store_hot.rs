@@ -788,3 +788,113 @@ fn a_schema_change_by_the_host_means_a_full_read() {
   host_log(&host, 1);
   assert!(db.hot_cache_current());
 }
+
+#[test]
+fn a_flush_of_its_own_records_leaves_the_next_decision_in_memory_with_what_it_committed() {
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
+  let host = host_conn(&path);
+  let four = [(key.clone(), 4.0)];
+  let peek = |db: &SqliteDb| db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap();
+  let total = |db: &SqliteDb| {
+    db.hot_scope(|db| db.pool_consumed_total(&key, NOW))
+      .unwrap()
+  };
+  db.record_writes("k", &four, NOW, BUFFERED).unwrap();
+  db.record_writes("k2", &[(key.clone(), 1.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(db.flush_pending(true).unwrap(), 2);
+  assert!(
+    db.hot_cache_current(),
+    "its own commit is followed, not a reason to read everything again"
+  );
+  let before = locks::lock_calls();
+  assert_eq!(decide(&db), ALLOW);
+  assert_eq!(
+    locks::lock_calls() - before,
+    0,
+    "decided from memory after the flush"
+  );
+  // The cached counters took the committed additions once: not lost, not doubled.
+  assert_eq!(peek(&db), 4.0);
+  assert_eq!(total(&db), 5.0);
+  db.record_writes("k", &four, NOW, BUFFERED).unwrap();
+  db.flush_pending(true).unwrap();
+  assert_eq!(decide(&db), ALLOW, "8 of 10, the pool at 9");
+  db.record_writes("k", &four, NOW, BUFFERED).unwrap();
+  db.flush_pending(true).unwrap();
+  assert!(db.hot_cache_current());
+  assert!(
+    matches!(decide(&db), EnforceOutcome::Block { .. }),
+    "12 of 10"
+  );
+  assert_eq!((peek(&db), total(&db)), (12.0, 13.0));
+  assert_eq!(committed(&host, "k", &key.to_string()), 12.0);
+  assert_eq!(totals(&host), brute_totals(&host));
+}
+
+#[test]
+fn a_flush_after_another_connection_wrote_a_counter_reads_it_again() {
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
+  let host = host_conn(&path);
+  host_put(&host, "k", &key.to_string(), NOW / H, 7.0);
+  db.record_writes("k", &[(key.clone(), 1.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  assert!(
+    !db.hot_cache_current(),
+    "the cache missed the other write: it is not carried past the flush"
+  );
+  assert_eq!(db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap(), 8.0);
+  assert_eq!(
+    db.hot_scope(|db| db.pool_consumed_total(&key, NOW))
+      .unwrap(),
+    8.0
+  );
+}
+
+#[test]
+fn a_flush_near_the_counter_cap_saturates_the_cached_counter_as_the_upsert_does() {
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(1e16);
+  let host = host_conn(&path);
+  host_put(&host, "k", &key.to_string(), NOW / H, 1e15 - 2.0);
+  // A full read takes the host's row into the cache.
+  let peek = |db: &SqliteDb| db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap();
+  assert_eq!(peek(&db), 1e15 - 2.0);
+  db.record_writes("k", &[(key.clone(), 5.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  assert!(db.hot_cache_current());
+  assert_eq!(peek(&db), 1e15, "saturated, as the stored counter");
+  assert_eq!(committed(&host, "k", &key.to_string()), 1e15);
+  assert_eq!(
+    db.hot_scope(|db| db.pool_consumed_total(&key, NOW))
+      .unwrap(),
+    totals(&host)
+      .iter()
+      .filter(|(d, b, _, _)| *d == key.to_string() && *b == NOW / H)
+      .map(|t| t.2)
+      .sum::<f64>()
+  );
+}

@@ -24,7 +24,7 @@
 //!
 //! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
 
-use super::wal_index::{Since, WalIndexView, WalToken};
+use super::wal_index::{one_commit_after, Since, WalIndexView, WalToken};
 use super::SqliteDb;
 use crate::core::dimensions::{DimensionKey, PushKey};
 use crate::core::enforce::Buckets;
@@ -147,6 +147,84 @@ impl SqliteDb {
       self.hot.borrow_mut().token = token;
     }
     result
+  }
+
+  /// Inside the write transaction of a commit of buffered records (this connection holds
+  /// the write lock: no one else can commit): the header now, when what is cached is
+  /// current at it — the cached counters can then follow the commit instead of being
+  /// dropped (see [`SqliteDb::after_own_commit`]).
+  pub(super) fn before_own_commit(&self) -> Option<WalToken> {
+    let hot = self.hot.borrow();
+    let now = hot.wal.token()?;
+    hot.current_at(&self.conn, &now).then_some(now)
+  }
+
+  /// After that commit of `rows` (`(apiKeyId, dimensionKey, bucket, delta)`): when the
+  /// header moved by exactly this one commit, the cached counters and pool totals take
+  /// the same additions the upsert made (saturating at `COUNTER_MAX`, as it does) and the
+  /// new header becomes the reference — the next decisions run from memory instead of
+  /// re-reading every key's counters after each flush
+  /// (docs/sqlite.md#decisions-that-survive-unrelated-commits). Otherwise, or for a total
+  /// whose growth is not known, what is cached is dropped.
+  pub(super) fn after_own_commit<'a>(
+    &self,
+    before: Option<WalToken>,
+    rows: impl Iterator<Item = (&'a str, &'a str, i64, f64)>,
+  ) {
+    let mut hot = self.hot.borrow_mut();
+    let after = hot.wal.token();
+    let (Some(before), Some(after)) = (before, after) else {
+      hot.invalidate();
+      return;
+    };
+    if !one_commit_after(&before, &after) {
+      hot.invalidate();
+      return;
+    }
+    let HotState {
+      counters, scratch, ..
+    } = &mut *hot;
+    for (api_key_id, dimension_key, bucket, delta) in rows {
+      // The row is `curr` of the pair keyed by its bucket and `prev` of the next one's.
+      let key_of = |out: &mut String, kind: &str, current: i64| {
+        out.clear();
+        out.push_str(kind);
+        if kind == "k\0" {
+          out.push_str(api_key_id);
+          out.push('\0');
+        }
+        out.push_str(dimension_key);
+        out.push('\0');
+        current.push_key(out);
+      };
+      let mut growth = None;
+      for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
+        key_of(scratch, "k\0", current);
+        if let Some(pair) = counters.get_mut(scratch.as_str()) {
+          let value = if slot == 0 { &mut pair.0 } else { &mut pair.1 };
+          let old = *value;
+          *value = (old + delta).min(COUNTER_MAX);
+          growth = Some(*value - old);
+        }
+      }
+      for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
+        key_of(scratch, "p\0", current);
+        let Some(pair) = counters.get_mut(scratch.as_str()) else {
+          continue;
+        };
+        let total = if slot == 0 { &mut pair.0 } else { &mut pair.1 };
+        // Unknown growth: the total is at least the counter, so without saturation it
+        // grew by `delta`; near the cap it may have grown less — then it is dropped.
+        match growth {
+          Some(growth) => *total += growth,
+          None if *total + delta <= COUNTER_MAX => *total += delta,
+          None => {
+            counters.remove(scratch.as_str());
+          }
+        }
+      }
+    }
+    hot.token = Some(after);
   }
 
   /// Whether the next hot scope would run from memory (tests and diagnostics): the header

@@ -410,7 +410,6 @@ impl SqliteDb {
       committed += batch.len();
     }
     self.buffer.borrow_mut().failed_at = None;
-    self.hot.borrow_mut().invalidate();
     Ok(committed)
   }
 
@@ -424,6 +423,7 @@ impl SqliteDb {
     let tx =
       rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
         .ctx("starting a write")?;
+    let before = self.before_own_commit();
     {
       let mut stmt = tx.prepare_cached(UPSERT).ctx("recording")?;
       for e in batch {
@@ -438,7 +438,22 @@ impl SqliteDb {
           .ctx("recording")?;
       }
     }
-    tx.commit().ctx("committing")
+    let committed = tx.commit().ctx("committing");
+    match committed {
+      Ok(()) => self.after_own_commit(
+        before,
+        batch.iter().map(|e| {
+          (
+            e.api_key_id.as_str(),
+            e.dimension_key.as_str(),
+            e.bucket,
+            e.delta,
+          )
+        }),
+      ),
+      Err(_) => self.hot.borrow_mut().invalidate(),
+    }
+    committed
   }
 
   /// Before a store operation other than the hot path's: commits the buffer, so the

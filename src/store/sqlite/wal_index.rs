@@ -44,9 +44,20 @@ const NPAGE_ONE: u32 = NPAGE - HDR_WORDS as u32;
 const MAX_SCAN: u32 = 8192;
 
 /// Word indices in a header copy (`WalIndexHdr` in SQLite's `wal.c`).
+const W_CHANGE: usize = 2; // iChange: +1 at every header write
 const W_PAGE_SIZE: usize = 3; // isInit, bigEndCksum, szPage
 const W_MX_FRAME: usize = 4;
 const W_SALT: [usize; 2] = [8, 9];
+
+/// Whether `after` differs from `before` by exactly one commit appended to the same WAL:
+/// one header write (`iChange` + 1), the same salts (no restart), more frames. Taken with
+/// `before` read while this connection held the write lock and `after` right after its
+/// commit, that one commit is this connection's own.
+pub(crate) fn one_commit_after(before: &WalToken, after: &WalToken) -> bool {
+  after[W_CHANGE] == before[W_CHANGE].wrapping_add(1)
+    && W_SALT.iter().all(|&w| after[w] == before[w])
+    && after[W_MX_FRAME] > before[W_MX_FRAME]
+}
 
 /// The region of the wal-index holding frame `frame`'s page number, and the word within
 /// it (`walFramePage` and `walFramePgno` in SQLite's `wal.c`); frames count from 1.
@@ -335,6 +346,31 @@ unsafe impl Send for WalIndexView {}
 
 #[cfg(test)]
 mod tests {
+
+  #[test]
+  fn one_commit_after_is_one_header_write_on_the_same_wal() {
+    let mut before = [0u32; HEADER_WORDS];
+    before[W_CHANGE] = u32::MAX; // wraps
+    before[W_MX_FRAME] = 10;
+    before[W_SALT[0]] = 7;
+    let mut after = before;
+    after[W_CHANGE] = 0;
+    after[W_MX_FRAME] = 12;
+    assert!(one_commit_after(&before, &after));
+    let mut two = after;
+    two[W_CHANGE] = 1;
+    assert!(
+      !one_commit_after(&before, &two),
+      "another writer's commit too"
+    );
+    let mut restarted = after;
+    restarted[W_SALT[0]] = 8;
+    assert!(!one_commit_after(&before, &restarted), "the WAL restarted");
+    let mut none = after;
+    none[W_MX_FRAME] = 10;
+    assert!(!one_commit_after(&before, &none), "no frame appended");
+  }
+
   use super::*;
 
   /// `walFramePage` / `walFramePgno` in SQLite's `wal.c`, written out as there.
