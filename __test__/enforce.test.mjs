@@ -235,6 +235,21 @@ test('recordConsumption adds tokens/usd/requests per plan dimension, only when >
   assert.equal(getBucket('rec', `${id}:percent:5h`, Math.floor(now / 18_000_000)), 0)
 })
 
+test('ids of any length and script reach the engine whole: past the one-call read of short ids, and in multibyte text', async () => {
+  for (const length of [251, 252, 255, 256, 4000]) {
+    // 'é' is two bytes in UTF-8, '𝄞' four: every length lands a character on the read's edge.
+    const key = `k-${'é'.repeat(length >> 2)}${'𝄞'.repeat(length >> 3)}`.slice(0, length)
+    const c = `${conn()}-${'ß'.repeat(length >> 1)}`
+    hostPool({ connections: [c], allocations: [{ key, weight: 100 }] })
+    hostPlan(c, 'kimi', [{ unit: 'requests', window: 'hourly', limit: 2 }])
+    for (let i = 0; i < 2; i++) {
+      assert.equal((await enforceQuotaShare({ apiKeyId: key, connectionId: c, provider: 'kimi' })).kind, 'allow', `length ${length}`)
+      await recordConsumption({ apiKeyId: key, connectionId: c, provider: 'kimi', cost: {} })
+    }
+    assert.equal((await enforceQuotaShare({ apiKeyId: key, connectionId: c, provider: 'kimi' })).kind, 'block', `length ${length}: the key and connection matched`)
+  }
+})
+
 test('recordConsumption of tokens: Number.MAX_VALUE twice saturates at 1e15: nothing becomes Infinity, clear frees the pool', async () => {
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'whale', weight: 50, policy: 'soft' }, { key: 'minnow', weight: 50, policy: 'soft' }] })

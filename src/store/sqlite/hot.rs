@@ -186,20 +186,10 @@ impl SqliteDb {
     } = &mut *hot;
     for (api_key_id, dimension_key, bucket, delta) in rows {
       // The row is `curr` of the pair keyed by its bucket and `prev` of the next one's.
-      let key_of = |out: &mut String, kind: &str, current: i64| {
-        out.clear();
-        out.push_str(kind);
-        if kind == "k\0" {
-          out.push_str(api_key_id);
-          out.push('\0');
-        }
-        out.push_str(dimension_key);
-        out.push('\0');
-        current.push_key(out);
-      };
       let mut growth = None;
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        key_of(scratch, "k\0", current);
+        scratch.clear();
+        counter_key(scratch, api_key_id, dimension_key, current);
         if let Some(pair) = counters.get_mut(scratch.as_str()) {
           let value = if slot == 0 { &mut pair.0 } else { &mut pair.1 };
           let old = *value;
@@ -208,7 +198,8 @@ impl SqliteDb {
         }
       }
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        key_of(scratch, "p\0", current);
+        scratch.clear();
+        totals_key(scratch, dimension_key, current);
         let Some(pair) = counters.get_mut(scratch.as_str()) else {
           continue;
         };
@@ -298,14 +289,7 @@ impl SqliteDb {
     current: i64,
   ) -> Result<Buckets> {
     let (curr, prev) = self.cached_pair(
-      |out| {
-        out.push_str("k\0");
-        out.push_str(api_key_id);
-        out.push('\0');
-        key.push_key(out);
-        out.push('\0');
-        current.push_key(out);
-      },
+      |out| counter_key(out, api_key_id, key, current),
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
     let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, key, current);
@@ -319,12 +303,7 @@ impl SqliteDb {
   /// A dimension key's pool totals `(curr, prev)`, like [`SqliteDb::key_pair_now`].
   pub(super) fn totals_pair_now(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
     let (curr, prev) = self.cached_pair(
-      |out| {
-        out.push_str("p\0");
-        key.push_key(out);
-        out.push('\0');
-        current.push_key(out);
-      },
+      |out| totals_key(out, key, current),
       || {
         self.refresh_cache()?;
         super::counters::totals_pair(&self.conn, &key.to_string(), current)
@@ -368,6 +347,24 @@ impl SqliteDb {
     counters.insert(scratch.clone(), value);
     Ok(value)
   }
+}
+
+/// The counter cache's key of one API key's pair around bucket `current`.
+fn counter_key(out: &mut String, api_key_id: &str, key: &(impl PushKey + ?Sized), current: i64) {
+  out.push_str("k\0");
+  out.push_str(api_key_id);
+  out.push('\0');
+  key.push_key(out);
+  out.push('\0');
+  current.push_key(out);
+}
+
+/// The counter cache's key of a dimension key's pool totals around bucket `current`.
+fn totals_key(out: &mut String, key: &(impl PushKey + ?Sized), current: i64) {
+  out.push_str("p\0");
+  key.push_key(out);
+  out.push('\0');
+  current.push_key(out);
 }
 
 /// Ends a hot scope: counter reads go to the database again, the metadata check runs again.
