@@ -50,7 +50,9 @@ const dimensions = [
 const keys = Array.from({ length: 8 }, (_, i) => `real-key-${i}`)
 const allocations = keys.map((apiKeyId) => ({ apiKeyId, weight: 12.5, policy: 'hard' }))
 const req = (i) => ({ apiKeyId: keys[i % 8], connectionId, provider })
-const rec = (i) => ({ ...req(i), model: 'gpt-x', cost: { tokens: 1200, usd: 0.002, requests: 1 } })
+// Built as a literal, as the host's handler builds it: a spread (`{ ...req(i), … }`) costs V8
+// about 1 µs more per call here, which would be counted as the engine's.
+const rec = (i) => ({ apiKeyId: keys[i % 8], connectionId, provider, model: 'gpt-x', cost: { tokens: 1200, usd: 0.002, requests: 1 } })
 
 /** The engine's pool and plan (setup, not timed). */
 export function setupEngine() {

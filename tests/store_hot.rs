@@ -454,6 +454,44 @@ fn a_deleted_file_is_noticed_at_once_and_one_renamed_away_within_100_ms() {
   drop(other_dir);
 }
 
+#[test]
+fn a_deleted_file_is_noticed_at_once_after_this_connections_own_commit() {
+  // The `fstat` may stand for 1 ms while *another* connection commits through the mapped
+  // wal-index; this connection's own commits never let it stand.
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  enforce_setup(&db, 1500.0);
+  let host = host_conn(&path);
+  assert_eq!(decide(&db), ALLOW);
+  host_put(&host, "other", "x:requests:hourly", 0, 1.0);
+  assert!(!db.file_replaced(), "the fstat is taken, the header noted");
+  host_put(&host, "other", "x:requests:hourly", 1, 1.0);
+  db.increment_bucket("k", "x:requests:hourly", 2, 1.0, NOW)
+    .unwrap();
+  for suffix in ["", "-wal", "-shm"] {
+    let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+  }
+  assert!(db.file_replaced(), "own commit since the fstat: looked at once");
+  drop((host, dir));
+}
+
+#[test]
+fn a_deleted_file_is_noticed_within_a_millisecond_while_another_connection_commits() {
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  enforce_setup(&db, 1500.0);
+  let host = host_conn(&path);
+  assert_eq!(decide(&db), ALLOW);
+  assert!(!db.file_replaced());
+  // The host keeps committing on its own (now unlinked) file: the header keeps moving.
+  std::fs::remove_file(&path).unwrap();
+  host_put(&host, "other", "x:requests:hourly", 0, 1.0);
+  std::thread::sleep(Duration::from_millis(2));
+  host_put(&host, "other", "x:requests:hourly", 1, 1.0);
+  assert!(db.file_replaced(), "the fstat stands 1 ms at most");
+  drop((host, dir));
+}
+
 // --- Commits that leave the engine's tables alone (docs/sqlite.md#decisions-that-survive-unrelated-commits)
 
 /// The host's own table (created before the cache is warmed: creating it is a schema

@@ -100,6 +100,10 @@ pub(crate) fn file_id(_path: &Path) -> Option<FileId> {
 /// How often [`SqliteDb::file_replaced`] looks the path up when it can `fstat` instead.
 const PATH_CHECK_EVERY: Duration = Duration::from_millis(100);
 
+/// How long an `fstat` that found the file linked stands while another connection keeps
+/// committing through the wal-index this one maps (docs/sqlite.md#one-connection-per-process).
+const FSTAT_STANDS: Duration = Duration::from_millis(1);
+
 /// The descriptor of the connection's main database file: the `h` field of SQLite's
 /// `unixFile`, which follows three pointers. Used only when an `fstat` of it finds the
 /// very file just opened (`id`), so a different layout means no descriptor, not a wrong
@@ -208,7 +212,7 @@ impl SqliteDb {
       }
     }
     let calls_before = locks::lock_calls();
-    let conn = Connection::open_with_flags(
+    let mut conn = Connection::open_with_flags(
       path,
       OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
@@ -242,6 +246,7 @@ impl SqliteDb {
         ffi::sqlite3_libversion_number() == ffi::SQLITE_VERSION_NUMBER,
       )
     };
+    let own_commit = commit_flag(&mut conn)?;
     Ok(SqliteDb {
       conn,
       path: path.to_path_buf(),
@@ -256,6 +261,8 @@ impl SqliteDb {
       },
       fd,
       path_checked: std::cell::Cell::new(std::time::Instant::now()),
+      fstat_seen: std::cell::Cell::new(None),
+      own_commit,
       busy_timeout: options.busy_timeout,
       cache: RefCell::new(MetadataCache::default()),
       hot: RefCell::new(Default::default()),
@@ -299,8 +306,11 @@ impl SqliteDb {
       return false;
     };
     if let Some(fd) = self.fd {
-      if descriptor_unlinked(fd, id) {
-        return true;
+      if !self.fstat_stands() {
+        if descriptor_unlinked(fd, id) {
+          return true;
+        }
+        self.note_fstat();
       }
       if self.path_checked.get().elapsed() < PATH_CHECK_EVERY {
         return false;
@@ -308,6 +318,35 @@ impl SqliteDb {
       self.path_checked.set(std::time::Instant::now());
     }
     file_id(&self.path) != Some(id)
+  }
+
+  /// Whether the last `fstat` still answers: it is younger than [`FSTAT_STANDS`], this
+  /// connection committed nothing since, and the wal-index header moved since — so another
+  /// connection committed through the `-shm` this one maps. Deleting the files (the usual
+  /// way: the folder, or the database with its `-wal` and `-shm`) leaves that mapping to
+  /// nobody, its header stops moving, and the next call `fstat`s at once; only a writer
+  /// still on an unlinked file delays the notice, by at most [`FSTAT_STANDS`]. On the
+  /// host's path, which commits a row per request, this spares one system call on most
+  /// decisions.
+  fn fstat_stands(&self) -> bool {
+    let Some((at, seen)) = self.fstat_seen.get() else {
+      return false;
+    };
+    if self.own_commit.load(std::sync::atomic::Ordering::Relaxed) || at.elapsed() >= FSTAT_STANDS
+    {
+      return false;
+    }
+    self.hot.borrow().wal.token().is_some_and(|now| now != seen)
+  }
+
+  fn note_fstat(&self) {
+    self
+      .own_commit
+      .store(false, std::sync::atomic::Ordering::Relaxed);
+    let seen = self.hot.borrow().wal.token();
+    self
+      .fstat_seen
+      .set(seen.map(|seen| (std::time::Instant::now(), seen)));
   }
 
   /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of
@@ -336,6 +375,19 @@ impl Drop for SqliteDb {
   fn drop(&mut self) {
     self.forget_file();
   }
+}
+
+/// A flag this connection's commits set (SQLite calls the commit hook for write
+/// transactions only), for [`SqliteDb::fstat_stands`].
+fn commit_flag(conn: &mut Connection) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+  let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+  let set = flag.clone();
+  conn.commit_hook(Some(move || {
+    set.store(true, std::sync::atomic::Ordering::Relaxed);
+    false
+  }))
+  .ctx("installing the commit hook")?;
+  Ok(flag)
 }
 
 /// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database.

@@ -102,7 +102,14 @@ impl PendingWrites {
     self.counters.len()
   }
 
-  fn add(&mut self, api_key_id: &str, dimension_key: &str, bucket: i64, delta: f64, now_ms: i64) {
+  fn add(
+    &mut self,
+    api_key_id: &str,
+    dimension_key: &(impl PushKey + ?Sized),
+    bucket: i64,
+    delta: f64,
+    now_ms: i64,
+  ) {
     // Saturating, as the stored counter does: two huge amounts never make an infinite one.
     let mut delta = validate::saturate(delta);
     self.since.get_or_insert_with(Instant::now);
@@ -120,7 +127,11 @@ impl PendingWrites {
           self.scratch.clone(),
           PendingCounter {
             api_key_id: api_key_id.to_string(),
-            dimension_key: dimension_key.to_string(),
+            dimension_key: {
+              let mut key = String::new();
+              dimension_key.push_key(&mut key);
+              key
+            },
             bucket,
             delta,
             updated_at: now_ms,
@@ -161,7 +172,7 @@ impl PendingWrites {
     for e in entries {
       self.add(
         &e.api_key_id,
-        &e.dimension_key,
+        e.dimension_key.as_str(),
         e.bucket,
         e.delta,
         e.updated_at,
@@ -323,7 +334,7 @@ impl SqliteDb {
     self
       .buffer
       .borrow_mut()
-      .add(api_key_id, &key.to_string(), bucket, cost, now_ms);
+      .add(api_key_id, key, bucket, cost, now_ms);
     if self.buffer.borrow().due(max_age) {
       let _ = self.flush_pending(true);
     }
@@ -333,7 +344,7 @@ impl SqliteDb {
     let pending = &mut *self.buffer.borrow_mut();
     for (key, cost) in writes {
       let bucket = bucket_index(now_ms, key.window.ms());
-      pending.add(api_key_id, &key.to_string(), bucket, *cost, now_ms);
+      pending.add(api_key_id, key, bucket, *cost, now_ms);
     }
   }
 
