@@ -6,7 +6,6 @@
 //! after one round trip); the JS facade makes both a promise, so async stays async.
 
 use super::args::arg;
-use super::errors::call;
 use super::errors::or_throw;
 use super::promise::spawn_settled;
 use super::{engine, host};
@@ -21,6 +20,7 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::edge;
 
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
@@ -296,17 +296,14 @@ pub struct RedisTargetInfo {
 
 /// Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
 /// masked) when the engine cannot use it.
-#[napi(catch_unwind, ts_args_type = "url: string")]
-pub fn redis_target(env: Env, url: Unknown) -> napi::Result<RedisTargetInfo> {
-  call(&env, || {
-    let url = arg(url, "url")?;
-    let (url, cluster, timeout) = engine().redis_target(&url.string()?)?;
-    let timeout_ms = timeout.as_millis() as f64;
-    Ok(RedisTargetInfo {
-      url,
-      cluster,
-      timeout_ms,
-    })
+#[edge]
+pub fn redis_target(url: string) -> RedisTargetInfo {
+  let (url, cluster, timeout) = engine().redis_target(&url)?;
+  let timeout_ms = timeout.as_millis() as f64;
+  Ok(RedisTargetInfo {
+    url,
+    cluster,
+    timeout_ms,
   })
 }
 
