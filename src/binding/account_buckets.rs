@@ -10,23 +10,6 @@ use quota_engine_macros::edge;
 #[napi]
 pub const SATURATION_THRESHOLD_PCT: u32 = 100;
 
-/// One quota of a usage reading, as the host's usage fetchers return it. Only what the
-/// buckets read is listed; other fields are ignored.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)] // Describes the argument in `binding.d.ts`; read through `args.rs`.
-pub struct AccountQuota {
-  pub used: Option<f64>,
-  pub total: Option<f64>,
-  pub remaining: Option<f64>,
-  /// 0..100: the share of the quota still available.
-  pub remaining_percentage: Option<f64>,
-  /// An ISO-8601 timestamp; `null` or absent: unknown.
-  #[napi(catch_unwind, ts_type = "string | null")]
-  pub reset_at: Option<String>,
-  /// `true`: never saturated.
-  pub unlimited: Option<bool>,
-}
-
 /// Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
 /// connection at `nowMs` (default `Date.now()`). A reset already past (`resetAt <=
 /// nowMs`), or a `usedPct` below `SATURATION_THRESHOLD_PCT` or not a finite number,
