@@ -214,6 +214,75 @@ fn camel(name: &str) -> String {
   out
 }
 
+/// `#[derive(FromCore)] #[from_core(path::To::CoreType)]` on a result struct of the edge:
+/// `From<&CoreType>` (and `binding::convert::ToJs`, so it nests in other results), each
+/// field the core value's field of the same name through `ToJs` (`String` clones, enums as
+/// their names, integers as numbers, `Option` and `Vec` element-wise).
+#[proc_macro_derive(FromCore, attributes(from_core))]
+pub fn from_core(item: TokenStream) -> TokenStream {
+  match derive_from_core(item) {
+    Ok(tokens) => tokens,
+    Err(message) => TokenStream::from_str(&format!("compile_error!({message:?});")).unwrap(),
+  }
+}
+
+fn derive_from_core(item: TokenStream) -> Result<TokenStream, String> {
+  let tokens: Vec<TokenTree> = item.into_iter().collect();
+  let mut source = None;
+  for pair in tokens.windows(2) {
+    if let [TokenTree::Punct(hash), TokenTree::Group(attr)] = pair {
+      let text = attr.stream().to_string();
+      if hash.as_char() == '#' && text.starts_with("from_core") {
+        let inner = text["from_core".len()..].trim();
+        source = Some(
+          inner
+            .trim_start_matches('(')
+            .trim_end_matches(')')
+            .to_string(),
+        );
+      }
+    }
+  }
+  let source = source.ok_or("#[derive(FromCore)] needs #[from_core(CoreType)]")?;
+  let at = tokens
+    .iter()
+    .position(|t| matches!(t, TokenTree::Ident(i) if i.to_string() == "struct"))
+    .ok_or("#[derive(FromCore)] goes on a struct")?;
+  let name = tokens
+    .get(at + 1)
+    .ok_or("#[derive(FromCore)]: a name")?
+    .to_string();
+  let Some(TokenTree::Group(body)) = tokens.last() else {
+    return Err("#[derive(FromCore)]: named fields".into());
+  };
+  // Fields are `pub name: Type`.
+  let body: Vec<TokenTree> = body.stream().into_iter().collect();
+  let fields: Vec<String> = body
+    .windows(3)
+    .filter_map(|w| match w {
+      [TokenTree::Ident(vis), TokenTree::Ident(field), TokenTree::Punct(colon)]
+        if vis.to_string() == "pub" && colon.as_char() == ':' =>
+      {
+        Some(field.to_string())
+      }
+      _ => None,
+    })
+    .collect();
+  let fields: String = fields
+    .iter()
+    .map(|f| format!("{f}: crate::binding::convert::ToJs::to_js(&value.{f}),"))
+    .collect();
+  TokenStream::from_str(&format!(
+    "impl From<&{source}> for {name} {{
+       fn from(value: &{source}) -> Self {{ {name} {{ {fields} }} }}
+     }}
+     impl crate::binding::convert::ToJs<{name}> for {source} {{
+       fn to_js(&self) -> {name} {{ {name}::from(self) }}
+     }}"
+  ))
+  .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
   use super::camel;

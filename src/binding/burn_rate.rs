@@ -4,26 +4,16 @@ use crate::core::burn_rate::BurnRate;
 use crate::engine::input;
 use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, FromCore};
 
 /// How fast a pool burns its quota.
 #[napi(object, object_from_js = false, js_name = "BurnRate")]
+#[derive(FromCore)]
+#[from_core(BurnRate)]
 pub struct BurnRateJs {
   pub tokens_per_second: f64,
   /// `remaining / rate`, or `null` when the rate is 0 or nothing remains to spend.
   pub time_to_exhaustion_ms: Either<f64, Null>,
-}
-
-impl From<BurnRate> for BurnRateJs {
-  fn from(rate: BurnRate) -> Self {
-    BurnRateJs {
-      tokens_per_second: rate.tokens_per_second,
-      time_to_exhaustion_ms: match rate.time_to_exhaustion_ms {
-        Some(ms) => Either::A(ms),
-        None => Either::B(Null),
-      },
-    }
-  }
 }
 
 /// The EMA (α = 0.3) of per-second rates over consecutive `{ ts, consumed }` samples,
@@ -33,7 +23,7 @@ pub fn compute_burn_rate_js(
   #[ts = "Array<{ ts: number; consumed: number }>"] history: keep,
   #[ts = "?number"] remaining: keep,
 ) -> BurnRateJs {
-  input::burn_rate(history, remaining).map(BurnRateJs::from)
+  input::burn_rate(history, remaining).map(|rate| BurnRateJs::from(&rate))
 }
 
 /// The rate implied by `consumedTotal` spent since the current bucket of a `windowMs`
@@ -44,5 +34,6 @@ pub fn compute_burn_rate_from_window_js(
   #[ts = "number"] window_ms: keep,
   #[ts = "?number"] remaining: keep,
 ) -> BurnRateJs {
-  input::burn_rate_from_window(consumed_total, window_ms, remaining).map(BurnRateJs::from)
+  input::burn_rate_from_window(consumed_total, window_ms, remaining)
+    .map(|rate| BurnRateJs::from(&rate))
 }

@@ -3,26 +3,18 @@
 use crate::core::dimensions::QuotaDimension;
 use crate::core::plans::{known_plan, known_providers};
 use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, FromCore};
 
 /// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
 #[napi(object, js_name = "QuotaDimension")]
+#[derive(FromCore)]
+#[from_core(QuotaDimension)]
 pub struct QuotaDimensionJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
   #[napi(ts_type = "QuotaWindow")]
   pub window: String,
   pub limit: f64,
-}
-
-impl From<&QuotaDimension> for QuotaDimensionJs {
-  fn from(dimension: &QuotaDimension) -> Self {
-    QuotaDimensionJs {
-      unit: dimension.unit.as_str().to_string(),
-      window: dimension.window.as_str().to_string(),
-      limit: dimension.limit,
-    }
-  }
 }
 
 /// A plan of the catalog.
