@@ -12,3 +12,73 @@ export type Policy = 'hard' | 'soft' | 'burst'
 
 /** Each window's length in milliseconds; `monthly` is 30 days. Frozen. */
 export declare const WINDOW_MS: Readonly<Record<QuotaWindow, number>>
+
+// Argument shapes. Arguments are read by src/engine/input.rs (which names the field of a
+// bad value in its error), not by napi's conversion of `#[napi(object)]` structs, so these
+// are declared here rather than derived from Rust.
+
+/** `{ poolId, unit, window }`; its string form is `"<poolId>:<unit>:<window>"`. */
+export interface DimensionKey {
+  poolId: string
+  unit: QuotaUnit
+  window: QuotaWindow
+}
+
+/** The input of `decideFairShare`. */
+export interface FairShareInput {
+  dimensions: Array<FairShareDimension>
+  allocation: FairShareAllocation
+  /** This key's consumption per dimension key string (`"<poolId>:<unit>:<window>"`). */
+  consumedByThisKey: Record<string, number>
+  /** At or above this `globalUsedPercent` a dimension is in strict mode. */
+  saturationThreshold: number
+}
+
+/** One dimension of a fair-share decision. */
+export interface FairShareDimension {
+  key: DimensionKey
+  /** The pool-wide ceiling. */
+  limit: number
+  /** What the whole pool consumed in the window. */
+  consumedTotal: number
+  /** The upstream's own saturation, 0..1. */
+  globalUsedPercent: number
+  /** Beyond the host: the buckets behind the values, which enable `retryAfterMs`. */
+  buckets?: WindowBuckets
+}
+
+/** This key's and the pool's two sliding-window buckets at `nowMs`. */
+export interface WindowBuckets {
+  nowMs: number
+  keyPrev: number
+  keyCurr: number
+  poolPrev: number
+  poolCurr: number
+}
+
+/** The key's allocation as the decision sees it. */
+export interface FairShareAllocation {
+  /** 0..100. */
+  weight: number
+  capValue?: number
+  capUnit?: QuotaUnit
+  /** `hard`, `soft` or `burst`; anything else is treated as `hard`. */
+  policy: Policy | string
+  apiKeyId?: string
+}
+
+/**
+ * One quota of a usage reading, as the host's usage fetchers return it. Only what the
+ * buckets read is listed; other fields are ignored.
+ */
+export interface AccountQuota {
+  used?: number
+  total?: number
+  remaining?: number
+  /** 0..100: the share of the quota still available. */
+  remainingPercentage?: number
+  /** An ISO-8601 timestamp; `null` or absent: unknown. */
+  resetAt?: string | null
+  /** `true`: never saturated. */
+  unlimited?: boolean
+}

@@ -1,34 +1,14 @@
 //! docs/contract.md §10: account buckets — which usage windows of a connection are saturated
 //! (`compat/accountBuckets`).
 
-use super::args::{arg, text};
 use super::engine;
-use super::errors::call;
 use crate::engine::input;
-use napi::bindgen_prelude::Unknown;
-use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::edge;
 
 /// A window is saturated at or above this used percentage: 100.
 #[napi]
 pub const SATURATION_THRESHOLD_PCT: u32 = 100;
-
-/// One quota of a usage reading, as the host's usage fetchers return it. Only what the
-/// buckets read is listed; other fields are ignored.
-#[napi(object, object_to_js = false)]
-#[allow(dead_code)] // Describes the argument in `binding.d.ts`; read through `args.rs`.
-pub struct AccountQuota {
-  pub used: Option<f64>,
-  pub total: Option<f64>,
-  pub remaining: Option<f64>,
-  /// 0..100: the share of the quota still available.
-  pub remaining_percentage: Option<f64>,
-  /// An ISO-8601 timestamp; `null` or absent: unknown.
-  #[napi(catch_unwind, ts_type = "string | null")]
-  pub reset_at: Option<String>,
-  /// `true`: never saturated.
-  pub unlimited: Option<bool>,
-}
 
 /// Records a usage reading of one window (`"5h"`, `"7d"` or `"7d:<model>"`) of a
 /// connection at `nowMs` (default `Date.now()`). A reset already past (`resetAt <=
@@ -39,51 +19,34 @@ pub struct AccountQuota {
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) for a non-string id, window key
 /// or `resetAt`, and a `RangeError` for a `resetAt` that is not an ISO-8601 timestamp or a
 /// non-finite `nowMs`.
-#[napi(
-  catch_unwind,
-  js_name = "recordUsage",
-  ts_args_type = "connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number"
-)]
+#[edge(js_name = "recordUsage")]
 pub fn record_usage(
-  env: Env,
-  connection_id: Unknown,
-  window_key: Unknown,
-  used_pct: Unknown,
-  reset_at: Unknown,
-  now_ms: Unknown,
-) -> napi::Result<()> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let window = text(window_key, "windowKey")?;
-    // Not a number reads as not finite, as `Number.isFinite` does: the entry is cleared.
-    let used_pct = arg(used_pct, "usedPct")?.number().unwrap_or(f64::NAN);
-    let reset_at = input::reset_at(&arg(reset_at, "resetAt")?)?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    engine().record_usage(id.as_deref(), &window, used_pct, reset_at, now);
-    Ok(())
-  })
+  #[ts = "string"] connection_id: input::connection_id,
+  window_key: string,
+  #[ts = "number"] used_pct: input::number_or_nan,
+  #[ts = "string | null"] reset_at: input::reset_at,
+  #[ts = "?number"] now_ms: input::time,
+) {
+  engine().record_usage(
+    connection_id.as_deref(),
+    &window_key,
+    used_pct,
+    reset_at,
+    now_ms,
+  );
+  Ok(())
 }
 
 /// Whether `windowKey` of `connectionId` is saturated at `nowMs` (default `Date.now()`).
 /// The reset is lazy: the first look at or after `resetAt` removes the entry and reads
 /// `false`. A missing entry reads `false`.
-#[napi(
-  catch_unwind,
-  js_name = "isBucketSaturated",
-  ts_args_type = "connectionId: string, windowKey: string, nowMs?: number"
-)]
+#[edge(js_name = "isBucketSaturated")]
 pub fn is_bucket_saturated(
-  env: Env,
-  connection_id: Unknown,
-  window_key: Unknown,
-  now_ms: Unknown,
-) -> napi::Result<bool> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let window = text(window_key, "windowKey")?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    Ok(engine().is_bucket_saturated(id.as_deref(), &window, now))
-  })
+  #[ts = "string"] connection_id: input::connection_id,
+  window_key: string,
+  #[ts = "?number"] now_ms: input::time,
+) -> bool {
+  Ok(engine().is_bucket_saturated(connection_id.as_deref(), &window_key, now_ms))
 }
 
 /// Applies a usage reading of a connection, as the host's usage fetchers return it
@@ -99,26 +62,17 @@ pub fn is_bucket_saturated(
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `usageResult` or
 /// `usageResult.quotas` is neither an object nor `null`/`undefined`.
-#[napi(
-  catch_unwind,
-  js_name = "updateAccountBuckets",
-  ts_args_type = "connectionId: string, usageResult: { quotas?: Record<string, AccountQuota> | null } | null | undefined, nowMs?: number"
-)]
+#[edge(js_name = "updateAccountBuckets")]
 pub fn update_account_buckets(
-  env: Env,
-  connection_id: Unknown,
-  usage_result: Unknown,
-  now_ms: Unknown,
-) -> napi::Result<()> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    // No reading (`null`/`undefined` usage or quotas) changes nothing, not even the names.
-    if let Some(readings) = input::quota_readings(&arg(usage_result, "usageResult")?)? {
-      engine().update_account_buckets(id.as_deref(), &readings, now);
-    }
-    Ok(())
-  })
+  #[ts = "string"] connection_id: input::connection_id,
+  #[ts = "{ quotas?: Record<string, AccountQuota> | null } | null | undefined"] usage_result: keep,
+  #[ts = "?number"] now_ms: input::time,
+) {
+  // No reading (`null`/`undefined` usage or quotas) changes nothing, not even the names.
+  if let Some(readings) = input::quota_readings(usage_result)? {
+    engine().update_account_buckets(connection_id.as_deref(), &readings, now_ms);
+  }
+  Ok(())
 }
 
 /// Tests only: forgets every account bucket.

@@ -1,5 +1,6 @@
 //! JavaScript values as the engine reads arguments (`engine/input.rs`, which names the
-//! field of every bad value): each read is one N-API call.
+//! field of every bad value): each read is one N-API call. `#[edge]` (the `macros/` crate)
+//! reads each parameter of a native function through [`arg`].
 
 use crate::engine::input::{Fault, Kind, Source};
 use crate::error::Result;
@@ -16,9 +17,9 @@ pub(crate) fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
   Arg::new(value, path)
 }
 
-/// `value`, which must be a string, read as the argument `path`.
-pub(crate) fn text(value: Unknown, path: &str) -> Result<String> {
-  arg(value, path)?.string()
+/// The reader `keep` of `#[edge]` (`macros/`): the argument itself, for the body to read.
+pub(crate) fn keep<'a, 'env>(arg: &'a Arg<'env>) -> Result<&'a Arg<'env>> {
+  Ok(arg)
 }
 
 fn reason(err: napi::Error) -> Fault {

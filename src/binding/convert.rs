@@ -1,11 +1,79 @@
-//! Core values ⇄ the plain JavaScript objects of the host's API.
+//! Core values ⇄ the plain JavaScript objects of the host's API. A result struct derives
+//! `FromCore` (the `macros/` crate): each field is the core value's field of the same name
+//! through [`ToJs`].
 
-use crate::core::dimensions::{PoolAllocation, ProviderPlan, QuotaPool};
-use crate::store::{ConsumptionRow, ModelCap};
+use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
+use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
+use quota_engine_macros::FromCore;
+
+/// A core value as a JavaScript result holds it.
+pub(crate) trait ToJs<T> {
+  fn to_js(&self) -> T;
+}
+
+impl ToJs<String> for String {
+  fn to_js(&self) -> String {
+    self.clone()
+  }
+}
+
+impl ToJs<f64> for f64 {
+  fn to_js(&self) -> f64 {
+    *self
+  }
+}
+
+impl ToJs<bool> for bool {
+  fn to_js(&self) -> bool {
+    *self
+  }
+}
+
+/// Bucket indices and times (epoch ms): numbers JavaScript holds exactly.
+impl ToJs<f64> for i64 {
+  fn to_js(&self) -> f64 {
+    *self as f64
+  }
+}
+
+impl<A: ToJs<B>, B> ToJs<Option<B>> for Option<A> {
+  fn to_js(&self) -> Option<B> {
+    self.as_ref().map(ToJs::to_js)
+  }
+}
+
+impl<A: ToJs<B>, B> ToJs<Vec<B>> for Vec<A> {
+  fn to_js(&self) -> Vec<B> {
+    self.iter().map(ToJs::to_js).collect()
+  }
+}
+
+/// `null` rather than an absent field.
+impl<A: ToJs<B>, B> ToJs<Either<B, Null>> for Option<A> {
+  fn to_js(&self) -> Either<B, Null> {
+    self
+      .as_ref()
+      .map_or(Either::B(Null), |v| Either::A(v.to_js()))
+  }
+}
+
+/// The core's enums by name.
+macro_rules! by_name {
+  ($($enum:ty),*) => {$(
+    impl ToJs<String> for $enum {
+      fn to_js(&self) -> String {
+        self.as_str().to_string()
+      }
+    }
+  )*};
+}
+by_name!(QuotaUnit, QuotaWindow, Policy, PlanSource);
 
 /// `{ apiKeyId, weight, capValue?, capUnit?, policy }`.
 #[napi(object, js_name = "PoolAllocation")]
+#[derive(FromCore)]
+#[from_core(crate::core::dimensions::PoolAllocation)]
 pub struct PoolAllocationJs {
   pub api_key_id: String,
   /// 0..100.
@@ -17,20 +85,10 @@ pub struct PoolAllocationJs {
   pub policy: String,
 }
 
-impl From<&PoolAllocation> for PoolAllocationJs {
-  fn from(a: &PoolAllocation) -> Self {
-    PoolAllocationJs {
-      api_key_id: a.api_key_id.clone(),
-      weight: a.weight,
-      cap_value: a.cap_value,
-      cap_unit: a.cap_unit.map(|u| u.as_str().to_string()),
-      policy: a.policy.as_str().to_string(),
-    }
-  }
-}
-
 /// `{ id, connectionId, connectionIds, name, groupId, createdAt, allocations }`.
 #[napi(object, object_from_js = false, js_name = "QuotaPool")]
+#[derive(FromCore)]
+#[from_core(crate::core::dimensions::QuotaPool)]
 pub struct QuotaPoolJs {
   pub id: String,
   /// The primary connection.
@@ -44,24 +102,12 @@ pub struct QuotaPoolJs {
   pub allocations: Vec<PoolAllocationJs>,
 }
 
-impl From<&QuotaPool> for QuotaPoolJs {
-  fn from(p: &QuotaPool) -> Self {
-    QuotaPoolJs {
-      id: p.id.clone(),
-      connection_id: p.connection_id.clone(),
-      connection_ids: p.connection_ids.clone(),
-      name: p.name.clone(),
-      group_id: p.group_id.clone(),
-      created_at: p.created_at.clone(),
-      allocations: p.allocations.iter().map(PoolAllocationJs::from).collect(),
-    }
-  }
-}
-
 /// `{ connectionId, provider, dimensions, source }`.
 #[napi(object, object_from_js = false, js_name = "ProviderPlan")]
+#[derive(FromCore)]
+#[from_core(crate::core::dimensions::ProviderPlan)]
 pub struct ProviderPlanJs {
-  pub connection_id: napi::bindgen_prelude::Either<String, napi::bindgen_prelude::Null>,
+  pub connection_id: Either<String, Null>,
   pub provider: String,
   #[napi(ts_type = "Array<QuotaDimension>")]
   pub dimensions: Vec<super::plans::QuotaDimensionJs>,
@@ -69,23 +115,10 @@ pub struct ProviderPlanJs {
   pub source: String,
 }
 
-impl From<&ProviderPlan> for ProviderPlanJs {
-  fn from(p: &ProviderPlan) -> Self {
-    use napi::bindgen_prelude::{Either, Null};
-    ProviderPlanJs {
-      connection_id: match &p.connection_id {
-        Some(id) => Either::A(id.clone()),
-        None => Either::B(Null),
-      },
-      provider: p.provider.clone(),
-      dimensions: p.dimensions.iter().map(Into::into).collect(),
-      source: p.source.as_str().to_string(),
-    }
-  }
-}
-
 /// `{ poolId, apiKeyId, model, capValue, capUnit }`.
 #[napi(object, object_from_js = false, js_name = "ModelCap")]
+#[derive(FromCore)]
+#[from_core(crate::store::ModelCap)]
 pub struct ModelCapJs {
   pub pool_id: String,
   pub api_key_id: String,
@@ -95,20 +128,10 @@ pub struct ModelCapJs {
   pub cap_unit: String,
 }
 
-impl From<&ModelCap> for ModelCapJs {
-  fn from(c: &ModelCap) -> Self {
-    ModelCapJs {
-      pool_id: c.pool_id.clone(),
-      api_key_id: c.api_key_id.clone(),
-      model: c.model.clone(),
-      cap_value: c.cap_value,
-      cap_unit: c.cap_unit.as_str().to_string(),
-    }
-  }
-}
-
 /// One `quota_consumption` row.
 #[napi(object, object_from_js = false, js_name = "ConsumptionRow")]
+#[derive(FromCore)]
+#[from_core(crate::store::ConsumptionRow)]
 pub struct ConsumptionRowJs {
   pub api_key_id: String,
   pub dimension_key: String,
@@ -117,18 +140,4 @@ pub struct ConsumptionRowJs {
   pub bucket_index: f64,
   pub consumed: f64,
   pub updated_at: f64,
-}
-
-impl From<&ConsumptionRow> for ConsumptionRowJs {
-  fn from(r: &ConsumptionRow) -> Self {
-    ConsumptionRowJs {
-      api_key_id: r.api_key_id.clone(),
-      dimension_key: r.dimension_key.clone(),
-      unit: r.unit.clone(),
-      window: r.window.clone(),
-      bucket_index: r.bucket_index as f64,
-      consumed: r.consumed,
-      updated_at: r.updated_at as f64,
-    }
-  }
 }

@@ -1,22 +1,18 @@
 //! docs/contract.md §1: `WINDOW_MS` and `dimensionKeyToString`.
 
-use super::args::arg;
-use super::errors::call;
 use crate::core::dimensions::QuotaWindow;
 use crate::engine::input;
-use napi::bindgen_prelude::{JsObjectValue, Object, Unknown};
+use napi::bindgen_prelude::{JsObjectValue, Object};
 use napi::Env;
-use napi_derive::napi;
+use quota_engine_macros::edge;
 
 /// The string form of a dimension key, `"<poolId>:<unit>:<window>"`.
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `key` is not an object or
 /// `poolId` is not a string, and a `RangeError` for an unknown unit or window.
-#[napi(catch_unwind, ts_args_type = "key: DimensionKey")]
-pub fn dimension_key_to_string(env: Env, key: Unknown) -> napi::Result<String> {
-  call(&env, || {
-    input::dimension_key(&arg(key, "key")?).map(|key| key.to_string())
-  })
+#[edge]
+pub fn dimension_key_to_string(#[ts = "DimensionKey"] key: input::dimension_key) -> String {
+  Ok(key.to_string())
 }
 
 /// `WINDOW_MS`: each window's length in milliseconds (monthly is 30 days), frozen.

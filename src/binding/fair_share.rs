@@ -6,8 +6,6 @@
 //! comes here, to `decideFairShare`, which reads every field with its path and names the
 //! offending one in its error. Both decide with the same `core::fair_share`.
 
-use super::args::arg;
-use super::errors::call;
 use super::raw_call::{crossing_object, float64_array, throw_internal};
 use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::FairShareDecision;
@@ -16,6 +14,7 @@ use crate::engine::input;
 use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, JsValue};
 use napi_derive::napi;
+use quota_engine_macros::edge;
 use std::ptr;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
@@ -58,16 +57,9 @@ impl From<FairShareDecision> for FairShareDecisionJs {
 ///
 /// Throws a `TypeError`/`RangeError` with `code: "ERR_QUOTA_INVALID_ARG"` naming the field
 /// for malformed input (a dimension that is not an object, a non-numeric limit, …).
-#[napi(
-  catch_unwind,
-  js_name = "decideFairShare",
-  ts_args_type = "input: FairShareInput",
-  ts_return_type = "FairShareDecision"
-)]
-pub fn decide_fair_share_js(env: Env, input: Unknown) -> napi::Result<FairShareDecisionJs> {
-  call(&env, || {
-    input::decide(&arg(input, "input")?).map(FairShareDecisionJs::from)
-  })
+#[edge(js_name = "decideFairShare", ts_return_type = "FairShareDecision")]
+pub fn decide_fair_share_js(#[ts = "FairShareInput"] input: input::decide) -> FairShareDecisionJs {
+  Ok(FairShareDecisionJs::from(input))
 }
 
 // ---- the packed crossing ---------------------------------------------------------------

@@ -1,13 +1,10 @@
 //! docs/contract.md §10: in-flight leases per connection (`compat/quotaShareInflight`).
 
-use super::args::arg;
 use super::engine;
-use super::errors::call;
 use crate::core::scheduler::inflight::DEFAULT_LEASE_MS as CORE_DEFAULT_LEASE_MS;
 use crate::engine::input;
-use napi::bindgen_prelude::Unknown;
-use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::edge;
 
 /// The lease of an in-flight slot when none is given: 120 000 ms (two minutes). A
 /// connection whose releases are lost drops back to 0 once its lease runs out.
@@ -22,55 +19,35 @@ pub const DEFAULT_LEASE_MS: u32 = CORE_DEFAULT_LEASE_MS as u32;
 /// `leaseMs` defaults to `DEFAULT_LEASE_MS`, `nowMs` to `Date.now()`. Throws a
 /// `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`) naming the argument for a
 /// non-string id, a negative or non-finite lease, or a non-finite time.
-#[napi(
-  catch_unwind,
-  js_name = "incrementInflight",
-  ts_args_type = "connectionId: string, leaseMs?: number, nowMs?: number"
-)]
+#[edge(js_name = "incrementInflight")]
 pub fn increment_inflight(
-  env: Env,
-  connection_id: Unknown,
-  lease_ms: Unknown,
-  now_ms: Unknown,
-) -> napi::Result<u32> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let lease = input::lease(&arg(lease_ms, "leaseMs")?, CORE_DEFAULT_LEASE_MS)?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    Ok(engine().increment_inflight(id.as_deref(), lease, now))
-  })
+  #[ts = "string"] connection_id: input::connection_id,
+  #[ts = "?number"] lease_ms: input::default_lease,
+  #[ts = "?number"] now_ms: input::time,
+) -> u32 {
+  Ok(engine().increment_inflight(connection_id.as_deref(), lease_ms, now_ms))
 }
 
 /// Releases one request in flight on `connectionId` at `nowMs` (default `Date.now()`):
 /// floors at 0, and removes the slot when it reaches 0 or has expired. Unknown or empty
 /// ids are ignored.
-#[napi(
-  catch_unwind,
-  js_name = "decrementInflight",
-  ts_args_type = "connectionId: string, nowMs?: number"
-)]
-pub fn decrement_inflight(env: Env, connection_id: Unknown, now_ms: Unknown) -> napi::Result<()> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    engine().decrement_inflight(id.as_deref(), now);
-    Ok(())
-  })
+#[edge(js_name = "decrementInflight")]
+pub fn decrement_inflight(
+  #[ts = "string"] connection_id: input::connection_id,
+  #[ts = "?number"] now_ms: input::time,
+) {
+  engine().decrement_inflight(connection_id.as_deref(), now_ms);
+  Ok(())
 }
 
 /// The number of requests in flight on `connectionId` at `nowMs` (default `Date.now()`):
 /// 0 when unknown, empty or expired. Reading changes nothing.
-#[napi(
-  catch_unwind,
-  js_name = "getInflight",
-  ts_args_type = "connectionId: string, nowMs?: number"
-)]
-pub fn get_inflight(env: Env, connection_id: Unknown, now_ms: Unknown) -> napi::Result<u32> {
-  call(&env, || {
-    let id = input::connection_id(&arg(connection_id, "connectionId")?)?;
-    let now = input::time(&arg(now_ms, "nowMs")?)?;
-    Ok(engine().inflight(id.as_deref(), now))
-  })
+#[edge(js_name = "getInflight")]
+pub fn get_inflight(
+  #[ts = "string"] connection_id: input::connection_id,
+  #[ts = "?number"] now_ms: input::time,
+) -> u32 {
+  Ok(engine().inflight(connection_id.as_deref(), now_ms))
 }
 
 /// Tests only: forgets every in-flight slot.

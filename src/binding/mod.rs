@@ -23,7 +23,6 @@ mod store;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 mod text;
-mod types;
 
 use crate::engine::Engine;
 use crate::error::Result;

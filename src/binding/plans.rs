@@ -1,31 +1,20 @@
 //! docs/contract.md §6: the plan catalog (`getKnownPlan`, `knownProviders`).
 
-use super::args::text;
-use super::errors::call;
 use crate::core::dimensions::QuotaDimension;
 use crate::core::plans::{known_plan, known_providers};
-use napi::bindgen_prelude::Unknown;
-use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::{edge, FromCore};
 
 /// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
 #[napi(object, js_name = "QuotaDimension")]
+#[derive(FromCore)]
+#[from_core(QuotaDimension)]
 pub struct QuotaDimensionJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
   #[napi(ts_type = "QuotaWindow")]
   pub window: String,
   pub limit: f64,
-}
-
-impl From<&QuotaDimension> for QuotaDimensionJs {
-  fn from(dimension: &QuotaDimension) -> Self {
-    QuotaDimensionJs {
-      unit: dimension.unit.as_str().to_string(),
-      window: dimension.window.as_str().to_string(),
-      limit: dimension.limit,
-    }
-  }
 }
 
 /// A plan of the catalog.
@@ -39,15 +28,12 @@ pub struct KnownPlan {
 /// "unknown: configure the plan manually".
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
-#[napi(catch_unwind, ts_args_type = "provider: string")]
-pub fn get_known_plan(env: Env, provider: Unknown) -> napi::Result<Option<KnownPlan>> {
-  call(&env, || {
-    let provider = text(provider, "provider")?;
-    Ok(known_plan(&provider).map(|plan| KnownPlan {
-      provider: plan.provider.to_string(),
-      dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
-    }))
-  })
+#[edge]
+pub fn get_known_plan(provider: string) -> Option<KnownPlan> {
+  Ok(known_plan(&provider).map(|plan| KnownPlan {
+    provider: plan.provider.to_string(),
+    dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
+  }))
 }
 
 /// Every provider of the plan catalog, in catalog order.

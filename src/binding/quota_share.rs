@@ -6,18 +6,17 @@
 //! to `__quotaShareSelect`, which runs the whole selection here and writes the order
 //! back as indices. The functions named `__quotaShare*` are that crossing, not API.
 
-use super::args::text;
 use super::engine;
-use super::errors::call;
 use super::raw_call::{
   arguments, crossing_object, float64_array, number, optional_string, throw_internal,
 };
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
 use crate::engine::input::time_from_f64;
 use crate::engine::scheduler::{SchedulerState, Sym, NO_CONNECTION, SELECT_STRIDE, STALE};
-use napi::bindgen_prelude::{Object, Unknown};
+use napi::bindgen_prelude::Object;
 use napi::{sys, Env};
 use napi_derive::napi;
+use quota_engine_macros::edge;
 use std::ptr;
 
 fn state() -> std::sync::MutexGuard<'static, SchedulerState> {
@@ -157,19 +156,7 @@ pub fn clear_drr_state_for_test() {
 /// Tests only: the DRR deficit of `executionKey` in `comboName` (0 when there is none).
 ///
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when an argument is not a string.
-#[napi(
-  catch_unwind,
-  js_name = "_getDrrDeficitForTest",
-  ts_args_type = "comboName: string, executionKey: string"
-)]
-pub fn get_drr_deficit_for_test(
-  env: Env,
-  combo_name: Unknown,
-  execution_key: Unknown,
-) -> napi::Result<f64> {
-  call(&env, || {
-    let combo = text(combo_name, "comboName")?;
-    let key = text(execution_key, "executionKey")?;
-    Ok(engine().drr_deficit(&combo, &key))
-  })
+#[edge(js_name = "_getDrrDeficitForTest")]
+pub fn get_drr_deficit_for_test(combo_name: string, execution_key: string) -> f64 {
+  Ok(engine().drr_deficit(&combo_name, &execution_key))
 }

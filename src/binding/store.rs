@@ -6,7 +6,7 @@
 //! after one round trip); the JS facade makes both a promise, so async stays async.
 
 use super::args::arg;
-use super::errors::call;
+use super::convert::ToJs;
 use super::errors::or_throw;
 use super::promise::spawn_settled;
 use super::{engine, host};
@@ -21,6 +21,7 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::{edge, FromCore};
 
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
@@ -296,22 +297,21 @@ pub struct RedisTargetInfo {
 
 /// Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
 /// masked) when the engine cannot use it.
-#[napi(catch_unwind, ts_args_type = "url: string")]
-pub fn redis_target(env: Env, url: Unknown) -> napi::Result<RedisTargetInfo> {
-  call(&env, || {
-    let url = arg(url, "url")?;
-    let (url, cluster, timeout) = engine().redis_target(&url.string()?)?;
-    let timeout_ms = timeout.as_millis() as f64;
-    Ok(RedisTargetInfo {
-      url,
-      cluster,
-      timeout_ms,
-    })
+#[edge]
+pub fn redis_target(url: string) -> RedisTargetInfo {
+  let (url, cluster, timeout) = engine().redis_target(&url)?;
+  let timeout_ms = timeout.as_millis() as f64;
+  Ok(RedisTargetInfo {
+    url,
+    cluster,
+    timeout_ms,
   })
 }
 
 /// One key of a snapshot dimension.
 #[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
+#[derive(FromCore)]
+#[from_core(crate::store::KeyUsage)]
 pub struct KeyUsageJs {
   pub api_key_id: String,
   pub consumed: f64,
@@ -322,6 +322,8 @@ pub struct KeyUsageJs {
 
 /// One dimension of a snapshot.
 #[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
+#[derive(FromCore)]
+#[from_core(crate::store::DimensionUsage)]
 pub struct DimensionUsageJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
@@ -345,32 +347,11 @@ pub struct PoolUsageSnapshotJs {
 /// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
 /// from the first `tokens` dimension that has consumption.
 pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
-  let burn_rate = snapshot.burn_rate(now).map(Into::into);
   PoolUsageSnapshotJs {
-    pool_id: snapshot.pool_id,
+    burn_rate: snapshot.burn_rate(now).map(|rate| (&rate).into()),
     generated_at: iso_from_ms(now),
-    dimensions: snapshot
-      .dimensions
-      .into_iter()
-      .map(|d| DimensionUsageJs {
-        unit: d.unit.as_str().to_string(),
-        window: d.window.as_str().to_string(),
-        limit: d.limit,
-        consumed_total: d.consumed_total,
-        per_key: d
-          .per_key
-          .into_iter()
-          .map(|k| KeyUsageJs {
-            api_key_id: k.api_key_id,
-            consumed: k.consumed,
-            fair_share: k.fair_share,
-            deficit: k.deficit,
-            borrowing: k.borrowing,
-          })
-          .collect(),
-      })
-      .collect(),
-    burn_rate,
+    dimensions: snapshot.dimensions.to_js(),
+    pool_id: snapshot.pool_id,
   }
 }
 

@@ -564,6 +564,11 @@ pub fn connection_id<V: Source>(arg: &Arg<V>) -> Result<Option<String>> {
   Ok(arg.opt_string()?.filter(|id| !id.is_empty()))
 }
 
+/// A number; anything else reads as NaN (not finite, as `Number.isFinite` says).
+pub fn number_or_nan<V: Source>(arg: &Arg<V>) -> Result<f64> {
+  Ok(arg.number().unwrap_or(f64::NAN))
+}
+
 /// `leaseMs` of `incrementInflight`: the default when absent, else a finite number >= 0
 /// (floored).
 pub fn lease<V: Source>(arg: &Arg<V>, default_ms: i64) -> Result<i64> {
@@ -575,6 +580,11 @@ pub fn lease<V: Source>(arg: &Arg<V>, default_ms: i64) -> Result<i64> {
       format!("must be a finite number >= 0, got {ms}"),
     )),
   }
+}
+
+/// `leaseMs` of `incrementInflight` with the scheduler's default lease.
+pub fn default_lease<V: Source>(arg: &Arg<V>) -> Result<i64> {
+  lease(arg, crate::core::scheduler::inflight::DEFAULT_LEASE_MS)
 }
 
 /// `resetAt` of `recordUsage`: an ISO-8601 string, or `null`/`undefined`/`""` for unknown.
