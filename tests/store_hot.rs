@@ -10,7 +10,7 @@ use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
-  brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals, NoSaturation,
+  alloc,  brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals, NoSaturation,
   H, NOW,
 };
 
@@ -489,6 +489,101 @@ fn a_deleted_file_is_noticed_within_a_millisecond_while_another_connection_commi
   std::thread::sleep(Duration::from_millis(2));
   host_put(&host, "other", "x:requests:hourly", 1, 1.0);
   assert!(db.file_replaced(), "the fstat stands 1 ms at most");
+  drop((host, dir));
+}
+
+/// `k` and `k2` in one pool (the setup's plan), each decided twice: both keys' counters cached.
+fn two_keys_warm(db: &SqliteDb) {
+  let pool_id = enforce_setup(db, 1500.0);
+  db.upsert_allocations(&pool_id, &[alloc("k", 50.0), alloc("k2", 50.0)])
+    .unwrap();
+  for _ in 0..2 {
+    assert_eq!(decide(db), ALLOW);
+    assert_eq!(decide_for(db, "k2"), ALLOW);
+  }
+}
+
+fn decide_for(db: &SqliteDb, api_key_id: &str) -> EnforceOutcome {
+  let request = omniroute_quota_engine::core::enforce::QuotaRequest {
+    api_key_id,
+    ..request()
+  };
+  db.hot_scope(|db| enforce(db, &NoSaturation, &request, 0.5, NOW))
+    .unwrap()
+}
+
+/// The host restarts the WAL (a checkpoint, then its next commit draws new salts).
+fn host_restarts_the_wal(host: &rusqlite::Connection) {
+  host
+    .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+    .unwrap();
+  host_log(host, 1);
+}
+
+#[test]
+fn a_wal_restart_that_changed_no_counter_keeps_every_cached_counter() {
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  host_log_table(&host); // a schema change: made before the cache is warmed
+  two_keys_warm(&db);
+  host_restarts_the_wal(&host);
+  assert!(!db.hot_cache_current(), "new salts: the frames cannot be told");
+  assert_eq!(decide(&db), ALLOW, "a full read, which finds the data version unchanged");
+  let before = locks::lock_calls();
+  assert_eq!(decide_for(&db, "k2"), ALLOW);
+  assert_eq!(
+    locks::lock_calls() - before,
+    0,
+    "k2's counters were kept: decided from memory"
+  );
+  drop((host, dir));
+}
+
+#[test]
+fn after_the_engines_own_flush_a_wal_restart_still_keeps_the_cached_counters() {
+  // The flush bumps the data version; the counters that followed it are current at the
+  // version read inside its transaction.
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  host_log_table(&host);
+  two_keys_warm(&db);
+  let pool_id: String = host
+    .query_row("SELECT id FROM quota_pools LIMIT 1", [], |r| r.get(0))
+    .unwrap();
+  let key = requests_key(&pool_id);
+  db.record_writes("k", &[(key.clone(), 3.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  assert!(db.hot_cache_current(), "the flush's counters followed it");
+  host_restarts_the_wal(&host);
+  assert_eq!(decide(&db), ALLOW);
+  let before = locks::lock_calls();
+  assert_eq!(decide_for(&db, "k2"), ALLOW);
+  assert_eq!(locks::lock_calls() - before, 0, "k2 decided from memory");
+  assert_eq!(db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap(), 3.0);
+  drop((host, dir));
+}
+
+#[test]
+fn a_wal_restart_with_a_counter_written_drops_the_cached_counters() {
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  two_keys_warm(&db);
+  let pool_id: String = host
+    .query_row("SELECT id FROM quota_pools LIMIT 1", [], |r| r.get(0))
+    .unwrap();
+  host
+    .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+    .unwrap();
+  // Another writer adds to k2's counter, in the first frames of the new WAL.
+  let key = requests_key(&pool_id);
+  host_put(&host, "k2", &key.to_string(), NOW / H, 760.0);
+  assert_eq!(decide(&db), ALLOW, "a full read, which finds the data version moved");
+  let seen = db.hot_scope(|db| db.peek("k2", &key, NOW)).unwrap();
+  assert_eq!(seen, 760.0, "k2's counter is read again, not taken from the cache");
   drop((host, dir));
 }
 

@@ -52,6 +52,9 @@ pub(crate) struct HotState {
   /// `(curr, prev)` as read from the database (buffered writes not included), keyed by
   /// `k \0 apiKeyId \0 dimensionKey \0 current` or `p \0 dimensionKey \0 current`.
   counters: FxHashMap<String, (f64, f64)>,
+  /// `(schema cookie, quota_data_version)` that `counters` are current at: a full read that
+  /// finds both unchanged keeps them (docs/sqlite.md#decisions-that-survive-unrelated-commits).
+  counters_version: Option<(i64, i64)>,
   scratch: String,
 }
 
@@ -68,6 +71,7 @@ impl HotState {
   pub(super) fn invalidate(&mut self) {
     self.token = None;
     self.counters.clear();
+    self.counters_version = None;
   }
 
   /// Whether what is cached is current at header `now`: it was filled under `now`, or no
@@ -134,13 +138,14 @@ impl SqliteDb {
     }
     {
       let mut hot = self.hot.borrow_mut();
-      hot.invalidate();
+      hot.token = None;
       hot.active = true;
     }
     let result = self.read_scope(|db| {
+      db.refresh_watch();
+      db.keep_or_drop_counters();
       let value = f(db)?;
       db.hot.borrow_mut().wal.refresh(&db.conn);
-      db.refresh_watch();
       Ok(value)
     });
     if result.is_ok() {
@@ -169,6 +174,7 @@ impl SqliteDb {
   pub(super) fn after_own_commit<'a>(
     &self,
     before: Option<WalToken>,
+    data_version: Option<i64>,
     rows: impl Iterator<Item = (&'a str, &'a str, i64, f64)>,
   ) {
     let mut hot = self.hot.borrow_mut();
@@ -216,6 +222,34 @@ impl SqliteDb {
       }
     }
     hot.token = Some(after);
+    // The upserts bumped the data version: the counters are current at the new one.
+    hot.counters_version = match (hot.watch, data_version) {
+      (Some(watch), Some(version)) => Some((watch.schema_version, version)),
+      _ => None,
+    };
+  }
+
+  /// Inside a full read, before its reads: keeps the cached counters when the data version
+  /// and the schema cookie are what they were current at — commits since (the WAL
+  /// restarted by the host's checkpoint, a page of a version table rewritten by a metadata
+  /// write) changed no counter, since every change to a counter table bumps the version in
+  /// the same transaction. Otherwise, or without every version trigger, they are dropped.
+  /// A restart of the WAL (about every thousand of the host's commits) then costs one read
+  /// of the version row instead of a counter read for every key.
+  fn keep_or_drop_counters(&self) {
+    let version = self.hot.borrow().watch.and_then(|watch| {
+      self
+        .conn
+        .prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+        .ok()
+        .map(|version| (watch.schema_version, version))
+    });
+    let mut hot = self.hot.borrow_mut();
+    if version.is_none() || hot.counters_version != version {
+      hot.counters.clear();
+    }
+    hot.counters_version = version;
   }
 
   /// Whether the next hot scope would run from memory (tests and diagnostics): the header

@@ -449,10 +449,18 @@ impl SqliteDb {
           .ctx("recording")?;
       }
     }
+    // Read in the transaction, after the upserts: the version the cached counters will be
+    // current at if they follow this commit.
+    let data_version = before.and_then(|_| {
+      tx.prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
+        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
+        .ok()
+    });
     let committed = tx.commit().ctx("committing");
     match committed {
       Ok(()) => self.after_own_commit(
         before,
+        data_version,
         batch.iter().map(|e| {
           (
             e.api_key_id.as_str(),
