@@ -4,8 +4,11 @@
 //! given up — with one warning — when the server refuses RESP3 or tracking, ended when
 //! the backend is forgotten.
 
-use super::config::REDIS_VIEW_MS;
+use super::config::{AdmissionMode, REDIS_VIEW_MS};
 use super::{Engine, Step};
+use crate::core::dimensions::DimensionKey;
+use crate::error::Result;
+use crate::store::redis::counters;
 use crate::store::redis::tracking::{subscribe, TrackingError};
 use crate::store::redis::view::{CounterView, Tracking};
 use crate::store::redis::RedisBackend;
@@ -37,6 +40,57 @@ impl Engine {
       self.in_background(Step::later(self.track(weak, view)));
     }
     Some((view.clone(), max_age as i64))
+  }
+
+  /// `peek` on Redis (docs/redis.md#the-counter-view): from the view when it holds the key's
+  /// two buckets, read less than the maximum staleness ago and changed by no one since —
+  /// with this process's buffered records added, as enforce does — else one `read.lua`
+  /// after this process's buffer is flushed, whose answer becomes the view's entry. Reserve
+  /// mode always reads (as its enforce does).
+  pub(super) fn peek_on_redis(
+    &'static self,
+    backend: Arc<RedisBackend>,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    let batch = match counters::peek_batch(&backend, &api_key_id, &key, now_ms) {
+      Ok(batch) => batch,
+      Err(err) => return Step::Now(Err(err)),
+    };
+    let window_ms = key.window.ms();
+    let view = match self.admission() {
+      AdmissionMode::Reserve => None,
+      AdmissionMode::Default => self.redis_view(&backend),
+    };
+    if let Some((view, max_age)) = &view {
+      if let Some((mut values, epoch)) = view.lookup(&batch, now_ms, *max_age) {
+        self
+          .redis_writes
+          .overlay(backend.url(), &batch, &mut values);
+        // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
+        if view.unchanged(epoch) {
+          return Step::Now(Ok(values[0].effective(now_ms, window_ms)));
+        }
+      }
+    }
+    let url = backend.url().to_string();
+    let read = Step::later(async move {
+      // Under the read gate, as enforce's read: no flush is out while the read is, so the
+      // buffer added below is what Redis did not count (engine/redis_writes.rs).
+      let gate = self.redis_writes.gate(backend.url());
+      let _shared = gate.read().await;
+      let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+      let mut values = counters::read(&backend, &batch).await?;
+      if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+        view.keep(batch.clone(), &values, stamp, now_ms);
+      }
+      self
+        .redis_writes
+        .overlay(backend.url(), &batch, &mut values);
+      Ok(values[0].effective(now_ms, window_ms))
+    });
+    self.after_redis_flush(&url, read)
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
