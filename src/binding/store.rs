@@ -16,7 +16,6 @@ use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
-use crate::store::redis::client_command;
 use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
@@ -272,8 +271,9 @@ pub fn redis_command<'env>(
   let backend = arg(url, "url").and_then(|url| engine().redis_backend(&url.string()?));
   let words = backend.and_then(|b| Ok((b, input::command_words(&arg(args, "args")?)?)));
   let (backend, words) = or_throw(env, words)?;
-  let reply = async move { client_command(&backend, &words).await };
-  spawn_settled(env, reply, |_, value| Ok(value))
+  // The thread's direct connection when it is up (docs/redis.md#the-direct-connection).
+  let promise = super::direct::client_command(env, backend, words)?;
+  Ok(PromiseRaw::new(env.raw(), promise))
 }
 
 /// Drops the shared connection of `url` (every URL's without one); the next operation
