@@ -12,8 +12,8 @@ import { Worker } from 'node:worker_threads'
 import { createRequire } from 'node:module'
 import Redis from 'ioredis'
 import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
-import { getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
-import { installHost, closeQuotaDb } from '@omniroute/quota-engine'
+import { RedisQuotaStore, getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
+import { installHost, closeQuotaDb, WINDOW_MS } from '@omniroute/quota-engine'
 
 const require = createRequire(import.meta.url)
 const skip = REDIS_SKIP
@@ -71,6 +71,28 @@ test('commands go out on the direct connection once it is up; pipelined calls se
   assert.match(mixed[4].reason.message, /WRONGTYPE/)
   assert.equal(mixed[5].value, 'PONG')
   assert.ok(await direct(client), 'still direct after a server error')
+})
+
+test('peek\'s read goes out on the direct connection; a server without the script is loaded the shared way', { skip }, async () => {
+  process.env.QUOTA_STORE_REDIS_VIEW_MS = '0' // every peek reads
+  try {
+    const client = await getRedisClient(server.url)
+    await until(() => direct(client), 'the direct connection')
+    const store = new RedisQuotaStore(server.url)
+    const dim = { poolId: 'direct-pool', unit: 'requests', window: 'hourly' }
+    const bucket = Math.floor(Date.now() / WINDOW_MS.hourly)
+    await plain.set(`omniroute:quota:dk:direct-pool:requests:hourly:${bucket}`, '6')
+    const lastOnDirect = async () => (await plain.client('LIST')).split('\n').find((l) => /name=quota-engine-direct/.test(l)).match(/ cmd=(\S+)/)[1]
+    await plain.script('FLUSH')
+    assert.equal(await store.peek('dk', dim), 6, 'NOSCRIPT on the direct connection: loaded and read on the shared one')
+    assert.equal(await client.ping(), 'PONG')
+    assert.equal(await lastOnDirect(), 'ping')
+    const values = await Promise.all(Array.from({ length: 20 }, () => store.peek('dk', dim)))
+    assert.deepEqual(values, Array(20).fill(6))
+    assert.equal(await lastOnDirect(), 'evalsha', 'the reads went out on the direct connection')
+  } finally {
+    delete process.env.QUOTA_STORE_REDIS_VIEW_MS
+  }
 })
 
 test('a server killed mid-flight: calls in flight fail within the timeout, later calls reconnect', { skip }, async () => {

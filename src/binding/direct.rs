@@ -578,3 +578,36 @@ pub(crate) fn client_command(
     Err(_) => shared_command(env, backend, words),
   }
 }
+
+/// A peek's read on this thread's direct connection (the engine's [`DirectPeek`]), or the
+/// read given back when there is none up.
+pub(crate) fn peek(
+  env: &Env,
+  read: crate::engine::redis_view::DirectPeek,
+) -> Result<sys::napi_value, crate::engine::redis_view::DirectPeek> {
+  let backend = read.backend().clone();
+  let target = backend.clone();
+  let packed = read.packed();
+  let slot = Rc::new(RefCell::new(Some(read)));
+  let held = slot.clone();
+  let done: Done = Box::new(move |env, outcome| {
+    let Some(read) = held.borrow_mut().take() else {
+      return Err(napi::Error::from_reason("settled twice"));
+    };
+    match read.finish(super::engine(), outcome) {
+      Ok(Ok(value)) => unsafe {
+        napi::bindgen_prelude::ToNapiValue::to_napi_value(env.raw(), value)
+      },
+      Ok(Err(err)) => Err(super::errors::rejection(env, err)),
+      Err(crate::engine::Step::Now(Ok(value))) => unsafe {
+        napi::bindgen_prelude::ToNapiValue::to_napi_value(env.raw(), value)
+      },
+      Err(crate::engine::Step::Now(Err(err))) => Err(super::errors::rejection(env, err)),
+      Err(crate::engine::Step::Later(future)) => on_shared(env, &backend, future, |_, v| Ok(v)),
+    }
+  });
+  match send(env, &target, &packed, done) {
+    Ok(promise) => Ok(promise),
+    Err(_) => Err(slot.borrow_mut().take().expect("not sent")),
+  }
+}

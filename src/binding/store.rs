@@ -120,7 +120,15 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    self.serve(env, |d| engine().peek(d, api_key_id, key, clock(now_ms)))
+    host::prepare_db(env);
+    // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
+    match engine().peek_direct(&self.driver, api_key_id, key, clock(now_ms)) {
+      Ok(step) => answer(env, step, |v| v),
+      Err(read) => match super::direct::peek(env, read) {
+        Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
+        Err(read) => answer(env, read.shared(engine()), |v| v),
+      },
+    }
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.

@@ -59,21 +59,15 @@ impl Engine {
       Err(err) => return Step::Now(Err(err)),
     };
     let window_ms = key.window.ms();
+    match self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms) {
+      Ok(Some(value)) => return Step::Now(Ok(value)),
+      Ok(None) => {}
+      Err(err) => return Step::Now(Err(err)),
+    }
     let view = match self.admission() {
       AdmissionMode::Reserve => None,
       AdmissionMode::Default => self.redis_view(&backend),
     };
-    if let Some((view, max_age)) = &view {
-      if let Some((mut values, epoch)) = view.lookup(&batch, now_ms, *max_age) {
-        self
-          .redis_writes
-          .overlay(backend.url(), &batch, &mut values);
-        // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
-        if view.unchanged(epoch) {
-          return Step::Now(Ok(values[0].effective(now_ms, window_ms)));
-        }
-      }
-    }
     let url = backend.url().to_string();
     let read = Step::later(async move {
       // Under the read gate, as enforce's read: no flush is out while the read is, so the
@@ -91,6 +85,81 @@ impl Engine {
       Ok(values[0].effective(now_ms, window_ms))
     });
     self.after_redis_flush(&url, read)
+  }
+
+  /// `peek`, for a caller that can send its read on the calling thread's direct connection
+  /// (docs/redis.md#the-direct-connection): the answer or the step as [`Engine::peek`]
+  /// gives it, or — a read needed on a plain single server with nothing of this process
+  /// buffered (nothing to flush first, nothing to add) — the read to send.
+  pub fn peek_direct(
+    &'static self,
+    driver: &super::driver::Driver,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> std::result::Result<Step<Result<f64>>, DirectPeek> {
+    let super::driver::Driver::Redis(url) = driver else {
+      return Ok(self.peek(driver, api_key_id, key, now_ms));
+    };
+    let backend = match self.redis_backend(url) {
+      Ok(backend) => backend,
+      Err(err) => return Ok(Step::Now(Err(err))),
+    };
+    if !crate::store::redis::direct::supported(&backend) || self.redis_writes.holds(url) {
+      return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
+    }
+    let step = self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms);
+    match step {
+      Err(err) => Ok(Step::Now(Err(err))),
+      Ok(Some(value)) => Ok(Step::Now(Ok(value))),
+      Ok(None) => {
+        let Ok(batch) = counters::peek_batch(&backend, &api_key_id, &key, now_ms) else {
+          return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
+        };
+        let view = match self.admission() {
+          AdmissionMode::Reserve => None,
+          AdmissionMode::Default => self.redis_view(&backend).map(|(view, _)| view),
+        };
+        let stamp = view.as_ref().and_then(|view| view.stamp(&batch));
+        Err(DirectPeek {
+          backend,
+          batch,
+          stamp: view.zip(stamp),
+          api_key_id,
+          key,
+          now_ms,
+        })
+      }
+    }
+  }
+
+  /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
+  fn peek_on_redis_view(
+    &'static self,
+    backend: &Arc<RedisBackend>,
+    api_key_id: &str,
+    key: &DimensionKey,
+    now_ms: i64,
+  ) -> Result<Option<f64>> {
+    let batch = counters::peek_batch(backend, api_key_id, key, now_ms)?;
+    if self.admission() == AdmissionMode::Reserve {
+      return Ok(None);
+    }
+    let Some((view, max_age)) = self.redis_view(backend) else {
+      return Ok(None);
+    };
+    let Some((mut values, epoch)) = view.lookup(&batch, now_ms, max_age) else {
+      return Ok(None);
+    };
+    self
+      .redis_writes
+      .overlay(backend.url(), &batch, &mut values);
+    // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
+    Ok(
+      view
+        .unchanged(epoch)
+        .then(|| values[0].effective(now_ms, key.window.ms())),
+    )
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
@@ -149,5 +218,71 @@ impl Engine {
       tokio::time::sleep(retry).await;
       retry = (retry * 2).min(LAST_RETRY);
     }
+  }
+}
+
+/// A peek's `read.lua` for the direct connection (see [`Engine::peek_direct`]).
+pub struct DirectPeek {
+  backend: Arc<RedisBackend>,
+  batch: crate::store::redis::ReadBatch,
+  /// The view and the stamp the read took, when its answer may be kept.
+  stamp: Option<(Arc<CounterView>, crate::store::redis::view::Stamp)>,
+  api_key_id: String,
+  key: DimensionKey,
+  now_ms: i64,
+}
+
+impl DirectPeek {
+  /// The backend to send it to.
+  pub fn backend(&self) -> &Arc<RedisBackend> {
+    &self.backend
+  }
+
+  /// The command: EVALSHA of `read.lua` with the batch's keys and arguments.
+  pub fn packed(&self) -> Vec<u8> {
+    let call = self.batch.call();
+    redis::cmd("EVALSHA")
+      .arg(call.script.script().get_hash())
+      .arg(call.keys.len())
+      .arg(&call.keys)
+      .arg(&call.args)
+      .get_packed_command()
+  }
+
+  /// The peek's answer from what came back — or, for a lost connection or a server that
+  /// does not have the script (NOSCRIPT), the step that reads on the shared connection.
+  pub fn finish(
+    self,
+    engine: &'static Engine,
+    outcome: crate::store::redis::direct::Outcome,
+  ) -> std::result::Result<Result<f64>, Step<Result<f64>>> {
+    use crate::store::redis::direct::Outcome;
+    let reply = match outcome {
+      Outcome::Reply(Err(err))
+        if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+      {
+        return Err(self.shared(engine))
+      }
+      Outcome::Lost(_) => return Err(self.shared(engine)),
+      Outcome::TimedOut(err) => return Ok(Err(err)),
+      Outcome::Reply(Err(err)) => return Ok(Err(self.backend.classify(&err))),
+      Outcome::Reply(Ok(value)) => value,
+    };
+    let values = redis::from_redis_value::<Vec<Option<String>>>(reply)
+      .map_err(|e| {
+        crate::error::QuotaError::Store(format!("Redis at {}: {e}", self.backend.display()))
+      })
+      .and_then(|reply| crate::store::redis::scripts::parse_pairs(&reply, self.batch.len()));
+    Ok(values.map(|values| {
+      if let Some((view, stamp)) = self.stamp {
+        view.keep(self.batch, &values, stamp, self.now_ms);
+      }
+      values[0].effective(self.now_ms, self.key.window.ms())
+    }))
+  }
+
+  /// The same peek on the shared connection.
+  pub fn shared(self, engine: &'static Engine) -> Step<Result<f64>> {
+    engine.peek_on_redis(self.backend, self.api_key_id, self.key, self.now_ms)
   }
 }
