@@ -190,3 +190,13 @@ test('a process holding a direct connection exits by itself', { skip }, () => {
   assert.equal(run.stdout.trim(), 'DIRECT')
   assert.ok(Date.now() - started < 5000)
 })
+
+test('resetRedisClient() closes this thread\'s direct connections', { skip }, async () => {
+  const client = await getRedisClient(server.url)
+  await until(() => direct(client), 'the direct connection')
+  resetRedisClient()
+  await until(async () => !/name=quota-engine-direct/.test(await plain.client('LIST')), 'the direct connection to close')
+  const again = await getRedisClient(server.url)
+  assert.equal(await again.ping(), 'PONG')
+  await until(() => direct(again), 'a new direct connection')
+})

@@ -611,3 +611,27 @@ pub(crate) fn peek(
     Err(_) => Err(slot.borrow_mut().take().expect("not sent")),
   }
 }
+
+/// `resetRedisClient()` / `quit()`: this thread's links to `url` (every URL's with `None`)
+/// close; their calls in flight fail as on a lost connection. Other threads' close at
+/// their next call (their backend is no longer the URL's).
+pub(crate) fn forget(url: Option<&str>) {
+  let Some(uv) = uv() else { return };
+  let closing: Vec<Rc<Link>> = LINKS.with(|links| {
+    let mut links = links.borrow_mut();
+    let urls: Vec<String> = links
+      .keys()
+      .filter(|u| url.is_none_or(|url| url == u.as_str()))
+      .cloned()
+      .collect();
+    urls.iter().filter_map(|u| links.remove(u)).collect()
+  });
+  for link in closing {
+    let lost = link.close(uv);
+    let error = QuotaError::Unavailable(format!(
+      "the connection to Redis at {} was closed",
+      link.backend.display()
+    ));
+    settle_all(link.env, lost, |_| Outcome::Lost(error.clone()));
+  }
+}

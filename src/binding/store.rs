@@ -289,6 +289,7 @@ pub fn redis_command<'env>(
 #[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
   crate::store::redis::forget_backend(url.as_deref());
+  super::direct::forget(url.as_deref());
 }
 
 /// What a Redis URL names.
