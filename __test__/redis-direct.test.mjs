@@ -73,6 +73,18 @@ test('commands go out on the direct connection once it is up; pipelined calls se
   assert.ok(await direct(client), 'still direct after a server error')
 })
 
+test('QUOTA_STORE_REDIS_DIRECT=0: every command on the shared connection', { skip }, async () => {
+  const client = await getRedisClient(server.url)
+  await until(() => direct(client), 'the direct connection')
+  process.env.QUOTA_STORE_REDIS_DIRECT = '0'
+  try {
+    for (let i = 0; i < 5; i++) assert.equal(await direct(client), false)
+  } finally {
+    delete process.env.QUOTA_STORE_REDIS_DIRECT
+  }
+  assert.ok(await direct(client), 'and direct again once it is 1')
+})
+
 test('peek\'s read goes out on the direct connection; a server without the script is loaded the shared way', { skip }, async () => {
   process.env.QUOTA_STORE_REDIS_VIEW_MS = '0' // every peek reads
   try {

@@ -152,7 +152,7 @@ pub(crate) fn send(
   done: Done,
 ) -> Result<sys::napi_value, Done> {
   let Some(uv) = uv() else { return Err(done) };
-  if !direct::supported(backend) {
+  if !super::engine().redis_direct(backend) {
     return Err(done);
   }
   let Some(link) = link(env, backend) else {
@@ -557,7 +557,7 @@ pub(crate) fn client_command(
       |_, value| Ok(value),
     )
   };
-  if uv().is_none() || !direct::supported(&backend) {
+  if uv().is_none() || !super::engine().redis_direct(&backend) {
     return shared_command(env, backend, words);
   }
   let Some(packed) = client::direct_command(&backend, &words) else {

@@ -4,7 +4,7 @@
 //! given up — with one warning — when the server refuses RESP3 or tracking, ended when
 //! the backend is forgotten.
 
-use super::config::{AdmissionMode, REDIS_VIEW_MS};
+use super::config::{AdmissionMode, REDIS_DIRECT, REDIS_VIEW_MS};
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::error::Result;
@@ -87,6 +87,13 @@ impl Engine {
     self.after_redis_flush(&url, read)
   }
 
+  /// Whether calls to `backend` may use the calling thread's direct connection
+  /// (docs/redis.md#the-direct-connection): `QUOTA_STORE_REDIS_DIRECT` is 1 and the URL is
+  /// a plain single server.
+  pub fn redis_direct(&self, backend: &RedisBackend) -> bool {
+    self.number(&REDIS_DIRECT) >= 1.0 && crate::store::redis::direct::supported(backend)
+  }
+
   /// `peek`, for a caller that can send its read on the calling thread's direct connection
   /// (docs/redis.md#the-direct-connection): the answer or the step as [`Engine::peek`]
   /// gives it, or — a read needed on a plain single server with nothing of this process
@@ -105,7 +112,7 @@ impl Engine {
       Ok(backend) => backend,
       Err(err) => return Ok(Step::Now(Err(err))),
     };
-    if !crate::store::redis::direct::supported(&backend) || self.redis_writes.holds(url) {
+    if !self.redis_direct(&backend) || self.redis_writes.holds(url) {
       return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
     }
     let step = self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms);
