@@ -180,7 +180,7 @@ pub(crate) fn send(
     }
     Err(err) => {
       drop(state);
-      // Nothing was queued for this call: it is lost with the connection.
+      // This call is lost with the connection, with any before it.
       let lost = link.close(uv);
       let error = backend.classify(&redis::RedisError::from(err));
       settle_all(link.env, lost, |_| Outcome::Lost(error.clone()));

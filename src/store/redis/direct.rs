@@ -38,53 +38,92 @@ pub struct Wire<C> {
   stream: TcpStream,
   output: Vec<u8>,
   input: Vec<u8>,
+  framer: Framer,
   waiting: VecDeque<Waiting<C>>,
 }
 
-/// The length of the first complete RESP value in `buf` (RESP2 and RESP3 types), or `None`
-/// while it is incomplete.
-pub fn frame_len(buf: &[u8]) -> Option<usize> {
-  fn line(buf: &[u8], from: usize) -> Option<usize> {
-    buf[from..]
-      .windows(2)
-      .position(|w| w == b"\r\n")
-      .map(|p| from + p + 2)
-  }
-  fn number(buf: &[u8], from: usize, end: usize) -> Option<i64> {
-    std::str::from_utf8(&buf[from..end - 2]).ok()?.parse().ok()
-  }
-  fn value(buf: &[u8], at: usize) -> Option<usize> {
-    let kind = *buf.get(at)?;
-    let end = line(buf, at + 1)?;
-    match kind {
-      b'$' | b'!' | b'=' => {
-        let len = number(buf, at + 1, end)?;
-        if len < 0 {
-          return Some(end);
+/// Finds where replies end in a growing buffer, resuming where it stopped (a large reply
+/// arriving in many reads is scanned once): RESP2 and RESP3 types.
+#[derive(Default)]
+pub struct Framer {
+  /// Where scanning resumes, from the start of the reply.
+  pos: usize,
+  /// Per open aggregate (array, set, map, push, attribute): the elements it still needs.
+  open: Vec<i64>,
+}
+
+impl Framer {
+  /// The length of the first reply in `buf` once it is complete (the framer then starts
+  /// afresh for the next one), else `None` — call again with `buf` grown.
+  pub fn next(&mut self, buf: &[u8]) -> Option<usize> {
+    fn line(buf: &[u8], from: usize) -> Option<usize> {
+      buf
+        .get(from..)?
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map(|p| from + p + 2)
+    }
+    fn number(buf: &[u8], from: usize, end: usize) -> Option<i64> {
+      std::str::from_utf8(&buf[from..end - 2]).ok()?.parse().ok()
+    }
+    loop {
+      let at = self.pos;
+      let kind = *buf.get(at)?;
+      let end = line(buf, at + 1)?;
+      let done = match kind {
+        b'$' | b'!' | b'=' => {
+          let len = number(buf, at + 1, end)?;
+          if len < 0 {
+            end
+          } else {
+            let stop = end + len as usize + 2;
+            if buf.len() < stop {
+              return None;
+            }
+            stop
+          }
         }
-        let stop = end + len as usize + 2;
-        (buf.len() >= stop).then_some(stop)
+        b'*' | b'~' | b'>' | b'%' | b'|' => {
+          let count = number(buf, at + 1, end)?.max(0);
+          let items = match kind {
+            b'%' => count * 2,
+            // An attribute precedes the value it describes.
+            b'|' => count * 2 + 1,
+            _ => count,
+          };
+          self.pos = end;
+          if items > 0 {
+            self.open.push(items);
+            continue;
+          }
+          end
+        }
+        _ => end,
+      };
+      self.pos = done;
+      // One element complete: so are the aggregates it completes.
+      loop {
+        match self.open.last_mut() {
+          None => {
+            let len = std::mem::take(&mut self.pos);
+            return Some(len);
+          }
+          Some(left) => {
+            *left -= 1;
+            if *left > 0 {
+              break;
+            }
+            self.open.pop();
+          }
+        }
       }
-      b'*' | b'~' | b'>' | b'%' | b'|' => {
-        let count = number(buf, at + 1, end)?;
-        let items = match kind {
-          b'%' | b'|' => count.max(0) * 2,
-          _ => count.max(0),
-        };
-        let mut next = end;
-        for _ in 0..items {
-          next = value(buf, next)?;
-        }
-        // An attribute precedes the value it describes.
-        if kind == b'|' {
-          next = value(buf, next)?;
-        }
-        Some(next)
-      }
-      _ => Some(end),
     }
   }
-  value(buf, 0)
+}
+
+/// The length of the first complete RESP value in `buf`, or `None` while it is incomplete.
+pub fn frame_len(buf: &[u8]) -> Option<usize> {
+  Framer::default().next(buf)
 }
 
 impl<C> Wire<C> {
@@ -96,6 +135,7 @@ impl<C> Wire<C> {
       stream,
       output: Vec::new(),
       input: Vec::with_capacity(4096),
+      framer: Framer::default(),
       waiting: VecDeque::new(),
     })
   }
@@ -122,18 +162,19 @@ impl<C> Wire<C> {
   }
 
   /// Queues `done` for the reply to `command` (packed), written at once as far as the
-  /// socket takes it. An error: the connection is unusable (nothing was queued).
+  /// socket takes it. An error: the connection is unusable (`done` is queued all the same,
+  /// and settled with the others when the caller closes it).
   pub fn send(&mut self, command: &[u8], done: C, timeout: Duration) -> io::Result<()> {
+    self.waiting.push_back(Waiting {
+      done,
+      deadline: Instant::now() + timeout,
+    });
     if self.output.is_empty() {
       let written = write_some(&mut self.stream, command)?;
       self.output.extend_from_slice(&command[written..]);
     } else {
       self.output.extend_from_slice(command);
     }
-    self.waiting.push_back(Waiting {
-      done,
-      deadline: Instant::now() + timeout,
-    });
     Ok(())
   }
 
@@ -163,7 +204,7 @@ impl<C> Wire<C> {
       }
     };
     let mut start = 0;
-    while let Some(len) = frame_len(&self.input[start..]) {
+    while let Some(len) = self.framer.next(&self.input[start..]) {
       let frame = &self.input[start..start + len];
       start += len;
       let Some(waiting) = self.waiting.pop_front() else {
@@ -312,6 +353,19 @@ mod tests {
       for cut in 0..whole.len() {
         assert_eq!(frame_len(&whole[..cut]), None, "{whole:?} cut at {cut}");
       }
+      // Fed a byte at a time to one framer: the same end, found once.
+      let mut framer = Framer::default();
+      let first = (1..=two.len()).find_map(|n| framer.next(&two[..n]).map(|len| (n, len)));
+      assert_eq!(
+        first,
+        Some((whole.len(), whole.len())),
+        "{whole:?} fed bytewise"
+      );
+      assert_eq!(
+        framer.next(&two[whole.len()..]),
+        Some(whole.len()),
+        "then the next"
+      );
     }
   }
 
