@@ -30,18 +30,27 @@ use std::time::{Duration, Instant};
 type PollCb = unsafe extern "C" fn(*mut c_void, c_int, c_int);
 type HandleCb = unsafe extern "C" fn(*mut c_void);
 
+type HandleSize = unsafe extern "C" fn(c_int) -> usize;
+type PollInit = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int;
+type PollStart = unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int;
+type Stop = unsafe extern "C" fn(*mut c_void) -> c_int;
+type TimerInit = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+type TimerStart = unsafe extern "C" fn(*mut c_void, HandleCb, u64, u64) -> c_int;
+type Close = unsafe extern "C" fn(*mut c_void, Option<HandleCb>);
+type Ref = unsafe extern "C" fn(*mut c_void);
+
 /// The libuv functions used, found in the host process.
 struct Uv {
-  handle_size: unsafe extern "C" fn(c_int) -> usize,
-  poll_init: unsafe extern "C" fn(*mut c_void, *mut c_void, c_int) -> c_int,
-  poll_start: unsafe extern "C" fn(*mut c_void, c_int, PollCb) -> c_int,
-  poll_stop: unsafe extern "C" fn(*mut c_void) -> c_int,
-  timer_init: unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int,
-  timer_start: unsafe extern "C" fn(*mut c_void, HandleCb, u64, u64) -> c_int,
-  timer_stop: unsafe extern "C" fn(*mut c_void) -> c_int,
-  close: unsafe extern "C" fn(*mut c_void, Option<HandleCb>),
-  ref_: unsafe extern "C" fn(*mut c_void),
-  unref: unsafe extern "C" fn(*mut c_void),
+  handle_size: HandleSize,
+  poll_init: PollInit,
+  poll_start: PollStart,
+  poll_stop: Stop,
+  timer_init: TimerInit,
+  timer_start: TimerStart,
+  timer_stop: Stop,
+  close: Close,
+  ref_: Ref,
+  unref: Ref,
 }
 
 const UV_POLL: c_int = 8;
@@ -56,26 +65,28 @@ fn uv() -> Option<&'static Uv> {
   UV.get_or_init(|| {
     #[cfg(unix)]
     unsafe {
+      // SAFETY: each symbol is libuv's function of that name, whose C signature the type
+      // spells (uv.h); a missing one leaves the direct connection off.
       macro_rules! find {
-        ($name:literal) => {{
+        ($name:literal, $ty:ty) => {{
           let found = libc::dlsym(libc::RTLD_DEFAULT, concat!($name, "\0").as_ptr().cast());
           if found.is_null() {
             return None;
           }
-          std::mem::transmute::<*mut c_void, _>(found)
+          std::mem::transmute::<*mut c_void, $ty>(found)
         }};
       }
       Some(Uv {
-        handle_size: find!("uv_handle_size"),
-        poll_init: find!("uv_poll_init"),
-        poll_start: find!("uv_poll_start"),
-        poll_stop: find!("uv_poll_stop"),
-        timer_init: find!("uv_timer_init"),
-        timer_start: find!("uv_timer_start"),
-        timer_stop: find!("uv_timer_stop"),
-        close: find!("uv_close"),
-        ref_: find!("uv_ref"),
-        unref: find!("uv_unref"),
+        handle_size: find!("uv_handle_size", HandleSize),
+        poll_init: find!("uv_poll_init", PollInit),
+        poll_start: find!("uv_poll_start", PollStart),
+        poll_stop: find!("uv_poll_stop", Stop),
+        timer_init: find!("uv_timer_init", TimerInit),
+        timer_start: find!("uv_timer_start", TimerStart),
+        timer_stop: find!("uv_timer_stop", Stop),
+        close: find!("uv_close", Close),
+        ref_: find!("uv_ref", Ref),
+        unref: find!("uv_unref", Ref),
       })
     }
     #[cfg(not(unix))]
@@ -583,8 +594,8 @@ pub(crate) fn client_command(
 /// read given back when there is none up.
 pub(crate) fn peek(
   env: &Env,
-  read: crate::engine::redis_view::DirectPeek,
-) -> Result<sys::napi_value, crate::engine::redis_view::DirectPeek> {
+  read: Box<crate::engine::redis_view::DirectPeek>,
+) -> Result<sys::napi_value, Box<crate::engine::redis_view::DirectPeek>> {
   let backend = read.backend().clone();
   let target = backend.clone();
   let packed = read.packed();

@@ -104,7 +104,7 @@ impl Engine {
     api_key_id: String,
     key: DimensionKey,
     now_ms: i64,
-  ) -> std::result::Result<Step<Result<f64>>, DirectPeek> {
+  ) -> std::result::Result<Step<Result<f64>>, Box<DirectPeek>> {
     let super::driver::Driver::Redis(url) = driver else {
       return Ok(self.peek(driver, api_key_id, key, now_ms));
     };
@@ -128,14 +128,14 @@ impl Engine {
           AdmissionMode::Default => self.redis_view(&backend).map(|(view, _)| view),
         };
         let stamp = view.as_ref().and_then(|view| view.stamp(&batch));
-        Err(DirectPeek {
+        Err(Box::new(DirectPeek {
           backend,
           batch,
           stamp: view.zip(stamp),
           api_key_id,
           key,
           now_ms,
-        })
+        }))
       }
     }
   }
@@ -259,7 +259,7 @@ impl DirectPeek {
   /// The peek's answer from what came back — or, for a lost connection or a server that
   /// does not have the script (NOSCRIPT), the step that reads on the shared connection.
   pub fn finish(
-    self,
+    self: Box<Self>,
     engine: &'static Engine,
     outcome: crate::store::redis::direct::Outcome,
   ) -> std::result::Result<Result<f64>, Step<Result<f64>>> {
@@ -289,7 +289,7 @@ impl DirectPeek {
   }
 
   /// The same peek on the shared connection.
-  pub fn shared(self, engine: &'static Engine) -> Step<Result<f64>> {
+  pub fn shared(self: Box<Self>, engine: &'static Engine) -> Step<Result<f64>> {
     engine.peek_on_redis(self.backend, self.api_key_id, self.key, self.now_ms)
   }
 }
