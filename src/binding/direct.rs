@@ -131,6 +131,7 @@ struct Link {
 thread_local! {
   static LINKS: RefCell<HashMap<String, Rc<Link>>> = RefCell::new(HashMap::new());
   static HOOKED: Cell<bool> = const { Cell::new(false) };
+  static CONTEXT: Cell<sys::napi_async_context> = const { Cell::new(ptr::null_mut()) };
 }
 
 /// A handle's `data` (libuv's first field of every handle).
@@ -152,10 +153,11 @@ unsafe extern "C" fn free_handle(handle: *mut c_void) {
   unsafe { libc::free(handle) };
 }
 
-/// Sends `command` (packed) on this thread's direct connection to `backend`, settling the
-/// returned promise with `done` — or `Err(done)` when there is none up (not a plain
-/// single server, libuv not found, connecting, or the shared connection has calls of this
-/// thread in flight): the caller sends it on the shared connection instead.
+/// Sends `command` (packed) on this thread's direct connection to `backend` (one the
+/// engine allows it for, `Engine::redis_direct`), settling the returned promise with
+/// `done` — or `Err(done)` when there is none up (libuv not found, connecting, or the
+/// shared connection has calls of this thread in flight): the caller sends it on the
+/// shared connection instead.
 pub(crate) fn send(
   env: &Env,
   backend: &Arc<RedisBackend>,
@@ -163,9 +165,6 @@ pub(crate) fn send(
   done: Done,
 ) -> Result<sys::napi_value, Done> {
   let Some(uv) = uv() else { return Err(done) };
-  if !super::engine().redis_direct(backend) {
-    return Err(done);
-  }
   let Some(link) = link(env, backend) else {
     return Err(done);
   };
@@ -219,7 +218,7 @@ fn link(env: &Env, backend: &Arc<RedisBackend>) -> Option<Rc<Link>> {
       }
     }
     if !HOOKED.with(|h| h.replace(true)) {
-      unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(teardown), ptr::null_mut()) };
+      unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(teardown), env.raw().cast()) };
     }
     let link = Rc::new(Link {
       env: env.raw(),
@@ -410,10 +409,15 @@ fn settle(env: sys::napi_env, settled: Vec<(Call, Outcome)>) {
     sys::napi_open_handle_scope(env, &mut handles);
     let mut resource = ptr::null_mut();
     sys::napi_create_object(env, &mut resource);
-    let mut name = ptr::null_mut();
-    sys::napi_create_string_utf8(env, c"quota-engine:redis".as_ptr(), 18, &mut name);
-    let mut context = ptr::null_mut();
-    sys::napi_async_init(env, resource, name, &mut context);
+    // One async context per thread, made at its first settle and ended with its
+    // environment (`teardown`).
+    let mut context = CONTEXT.with(Cell::get);
+    if context.is_null() {
+      let mut name = ptr::null_mut();
+      sys::napi_create_string_utf8(env, c"quota-engine:redis".as_ptr(), 18, &mut name);
+      sys::napi_async_init(env, resource, name, &mut context);
+      CONTEXT.with(|c| c.set(context));
+    }
     let mut scope = ptr::null_mut();
     let scoped =
       sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
@@ -433,7 +437,6 @@ fn settle(env: sys::napi_env, settled: Vec<(Call, Outcome)>) {
     if scoped {
       sys::napi_close_callback_scope(env, scope);
     }
-    sys::napi_async_destroy(env, context);
     sys::napi_close_handle_scope(env, handles);
   }
 }
@@ -512,7 +515,11 @@ unsafe extern "C" fn on_timer(handle: *mut c_void) {
 
 /// The environment goes away: this thread's links close, their calls left unsettled (no
 /// JavaScript runs any more).
-unsafe extern "C" fn teardown(_: *mut c_void) {
+unsafe extern "C" fn teardown(env: *mut c_void) {
+  let context = CONTEXT.with(|c| c.replace(ptr::null_mut()));
+  if !context.is_null() {
+    unsafe { sys::napi_async_destroy(env as sys::napi_env, context) };
+  }
   let links: Vec<Rc<Link>> =
     LINKS.with(|links| links.borrow_mut().drain().map(|(_, l)| l).collect());
   HOOKED.with(|h| h.set(false));
