@@ -244,13 +244,15 @@ fn write_some(stream: &mut TcpStream, bytes: &[u8]) -> io::Result<usize> {
 /// The direct connections' `CLIENT SETNAME`.
 pub const CLIENT_NAME: &str = "quota-engine-direct";
 
-/// Whether `backend` can have direct connections: one server over plain TCP (`redis://`;
-/// TLS, Unix sockets, clusters and Sentinels keep the shared connection).
+/// Whether `backend` can have direct connections: one server over plain TCP (`redis://`)
+/// speaking RESP2 (the direct connection sends no HELLO; TLS, Unix sockets, `protocol=resp3`,
+/// clusters and Sentinels keep the shared connection).
 pub fn supported(backend: &RedisBackend) -> bool {
   !backend.tls()
-    && backend
-      .single_info()
-      .is_some_and(|info| matches!(info.addr(), ConnectionAddr::Tcp(..)))
+    && backend.single_info().is_some_and(|info| {
+      matches!(info.addr(), ConnectionAddr::Tcp(..))
+        && info.redis_settings().protocol() == redis::ProtocolVersion::RESP2
+    })
 }
 
 /// Connects to `backend`'s server and says who we are (AUTH, SELECT, CLIENT SETNAME), within
@@ -367,6 +369,23 @@ mod tests {
         "then the next"
       );
     }
+  }
+
+  #[test]
+  fn only_a_plain_resp2_single_server_has_direct_connections() {
+    use crate::store::redis::{parse_target, RedisOptions};
+    let supports = |url: &str| {
+      let target = parse_target(url, false).unwrap();
+      supported(&RedisBackend::new(
+        target,
+        RedisOptions::with_timeout(Duration::from_secs(1)),
+      ))
+    };
+    assert!(supports("redis://127.0.0.1:6379"));
+    assert!(supports("redis://user:pw@127.0.0.1:6379/2"));
+    assert!(!supports("rediss://127.0.0.1:6379"));
+    assert!(!supports("redis://127.0.0.1:6379?protocol=resp3"));
+    assert!(!supports("redis+unix:///tmp/redis.sock"));
   }
 
   #[test]
