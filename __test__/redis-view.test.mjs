@@ -195,6 +195,71 @@ test('QUOTA_STORE_REDIS_VIEW_MS=0: no view, every enforce reads', { skip }, asyn
   }
 })
 
+/** Peeks `dim` of `key` until a peek sends no Redis command (answered from the view). */
+async function warmPeek(store, key, dim) {
+  await until(async () => {
+    const before = await commandCalls()
+    await store.peek(key, dim)
+    return JSON.stringify(await commandCalls()) === JSON.stringify(before)
+  }, 'a peek from the view')
+}
+
+test('peek from the view: no Redis command, and this process\'s own buffered records are counted', { skip }, async () => {
+  await clearOfTheHour()
+  const { id, request } = hostPool('v-peek', 100)
+  const store = await getQuotaStore()
+  const dim = { poolId: id, unit: 'requests', window: 'hourly' }
+  await plain.incrbyfloat(`omniroute:quota:v-peek:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`, 4)
+  await warmPeek(store, 'v-peek', dim)
+  const before = await commandCalls()
+  assert.equal(await store.peek('v-peek', dim), 4)
+  for (let i = 1; i <= 3; i++) {
+    await recordConsumption({ ...request, cost: {} }) // buffered: no flush in this file
+    assert.equal(await store.peek('v-peek', dim), 4 + i, 'its own record, not yet on Redis')
+  }
+  assert.deepEqual(await commandCalls(), before, 'no command reached Redis')
+  assert.equal(flushQuotaWrites(), null)
+  // The flush's answer dropped the entry: read again, each record counted once.
+  const calls = await evalsha()
+  assert.equal(await store.peek('v-peek', dim), 7)
+  assert.equal((await evalsha()) - calls, 1)
+})
+
+test('peek sees another client\'s write once its invalidation arrives (long before the 60 s bound)', { skip }, async () => {
+  await clearOfTheHour()
+  const { id } = hostPool('v-peek-other', 100)
+  const store = await getQuotaStore()
+  const dim = { poolId: id, unit: 'requests', window: 'hourly' }
+  await warmPeek(store, 'v-peek-other', dim)
+  assert.equal(await store.peek('v-peek-other', dim), 0)
+  const calls = await evalsha()
+  await plain.incrbyfloat(`omniroute:quota:v-peek-other:${id}:requests:hourly:${Math.floor(Date.now() / HOUR)}`, 9)
+  await until(async () => (await store.peek('v-peek-other', dim)) === 9, 'the write to be seen')
+  assert.ok((await evalsha()) > calls, 'seen by a read, after the invalidation')
+  await warmPeek(store, 'v-peek-other', dim)
+  assert.equal(await store.peek('v-peek-other', dim), 9, 'and the new value is the entry')
+})
+
+test('peek in reserve mode, or with QUOTA_STORE_REDIS_VIEW_MS=0, reads Redis every time', { skip }, async () => {
+  await clearOfTheHour()
+  const { id } = hostPool('v-peek-off', 100)
+  const store = await getQuotaStore()
+  const dim = { poolId: id, unit: 'requests', window: 'hourly' }
+  await warmPeek(store, 'v-peek-off', dim)
+  for (const [name, value] of [['QUOTA_ADMISSION', 'reserve'], ['QUOTA_STORE_REDIS_VIEW_MS', '0']]) {
+    const saved = process.env[name]
+    process.env[name] = value
+    try {
+      const calls = await evalsha()
+      for (let i = 0; i < 3; i++) assert.equal(await store.peek('v-peek-off', dim), 0)
+      assert.equal((await evalsha()) - calls, 3, `${name}=${value}: one read.lua per peek`)
+    } finally {
+      if (saved === undefined) delete process.env[name]
+      else process.env[name] = saved
+    }
+  }
+})
+
 test('a server that refuses client tracking: no view, one warning, enforce still reads', { skip }, async () => {
   // CLIENT renamed away: HELLO 3 works, CLIENT TRACKING does not (as on a proxy that
   // does not pass it; Redis < 6 refuses HELLO itself).

@@ -1,7 +1,8 @@
 'use strict'
 // The Redis driver's JavaScript side (docs/contract.md §4; appendix `redisQuotaStore`):
-// the ioredis-like client over the engine's one multiplexed connection per URL
-// (src/store/redis/), and the store classes' Redis half (lib/stores.js).
+// the ioredis-like client over the engine's connections to a URL (src/store/redis/: the
+// calling thread's direct connection, docs/redis.md#the-direct-connection, or the shared
+// one), and the store classes' Redis half (lib/stores.js).
 const native = require('./native.js')
 const { typeError } = require('./invalidArg.js')
 const { RedisQuotaStore, getRedisQuotaStore, resetRedisQuotaStore } = require('./stores.js')

@@ -8,6 +8,7 @@ mod args;
 mod burn_rate;
 mod convert;
 mod dimensions;
+mod direct;
 mod errors;
 mod fair_share;
 mod host;

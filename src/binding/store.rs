@@ -16,7 +16,6 @@ use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
-use crate::store::redis::client_command;
 use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
 use napi::Env;
@@ -122,7 +121,15 @@ impl StoreDriver {
     now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
     let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    self.serve(env, |d| engine().peek(d, api_key_id, key, clock(now_ms)))
+    host::prepare_db(env);
+    // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
+    match engine().peek_direct(&self.driver, api_key_id, key, clock(now_ms)) {
+      Ok(step) => answer(env, step, |v| v),
+      Err(read) => match super::direct::peek(env, read) {
+        Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
+        Err(read) => answer(env, read.shared(engine()), |v| v),
+      },
+    }
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -273,8 +280,9 @@ pub fn redis_command<'env>(
   let backend = arg(url, "url").and_then(|url| engine().redis_backend(&url.string()?));
   let words = backend.and_then(|b| Ok((b, input::command_words(&arg(args, "args")?)?)));
   let (backend, words) = or_throw(env, words)?;
-  let reply = async move { client_command(&backend, &words).await };
-  spawn_settled(env, reply, |_, value| Ok(value))
+  // The thread's direct connection when it is up (docs/redis.md#the-direct-connection).
+  let promise = super::direct::client_command(env, backend, words)?;
+  Ok(PromiseRaw::new(env.raw(), promise))
 }
 
 /// Drops the shared connection of `url` (every URL's without one); the next operation
@@ -282,6 +290,7 @@ pub fn redis_command<'env>(
 #[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
   crate::store::redis::forget_backend(url.as_deref());
+  super::direct::forget(url.as_deref());
 }
 
 /// What a Redis URL names.

@@ -589,14 +589,10 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
       }
-      Driver::Redis(url) => self.after_redis_flush(
-        url,
-        later(
-          self
-            .redis_backend(url)
-            .and_then(|backend| counters::peek(backend, api_key_id, key, now_ms)),
-        ),
-      ),
+      Driver::Redis(url) => match self.redis_backend(url) {
+        Ok(backend) => self.peek_on_redis(backend, api_key_id, key, now_ms),
+        Err(err) => Step::Now(Err(err)),
+      },
     }
   }
 

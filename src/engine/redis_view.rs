@@ -4,8 +4,11 @@
 //! given up — with one warning — when the server refuses RESP3 or tracking, ended when
 //! the backend is forgotten.
 
-use super::config::REDIS_VIEW_MS;
+use super::config::{AdmissionMode, REDIS_DIRECT, REDIS_VIEW_MS};
 use super::{Engine, Step};
+use crate::core::dimensions::DimensionKey;
+use crate::error::Result;
+use crate::store::redis::counters;
 use crate::store::redis::tracking::{subscribe, TrackingError};
 use crate::store::redis::view::{CounterView, Tracking};
 use crate::store::redis::RedisBackend;
@@ -37,6 +40,133 @@ impl Engine {
       self.in_background(Step::later(self.track(weak, view)));
     }
     Some((view.clone(), max_age as i64))
+  }
+
+  /// `peek` on Redis (docs/redis.md#the-counter-view): from the view when it holds the key's
+  /// two buckets, read less than the maximum staleness ago and changed by no one since —
+  /// with this process's buffered records added, as enforce does — else one `read.lua`
+  /// after this process's buffer is flushed, whose answer becomes the view's entry. Reserve
+  /// mode always reads (as its enforce does).
+  pub(super) fn peek_on_redis(
+    &'static self,
+    backend: Arc<RedisBackend>,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    let batch = match counters::peek_batch(&backend, &api_key_id, &key, now_ms) {
+      Ok(batch) => batch,
+      Err(err) => return Step::Now(Err(err)),
+    };
+    let window_ms = key.window.ms();
+    match self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms) {
+      Ok(Some(value)) => return Step::Now(Ok(value)),
+      Ok(None) => {}
+      Err(err) => return Step::Now(Err(err)),
+    }
+    let view = match self.admission() {
+      AdmissionMode::Reserve => None,
+      AdmissionMode::Default => self.redis_view(&backend),
+    };
+    let url = backend.url().to_string();
+    let read = Step::later(async move {
+      // Under the read gate, as enforce's read: no flush is out while the read is, so the
+      // buffer added below is what Redis did not count (engine/redis_writes.rs).
+      let gate = self.redis_writes.gate(backend.url());
+      let _shared = gate.read().await;
+      let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+      let mut values = counters::read(&backend, &batch).await?;
+      if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+        view.keep(batch.clone(), &values, stamp, now_ms);
+      }
+      self
+        .redis_writes
+        .overlay(backend.url(), &batch, &mut values);
+      Ok(values[0].effective(now_ms, window_ms))
+    });
+    self.after_redis_flush(&url, read)
+  }
+
+  /// Whether calls to `backend` may use the calling thread's direct connection
+  /// (docs/redis.md#the-direct-connection): `QUOTA_STORE_REDIS_DIRECT` is 1 and the URL is
+  /// a plain single server.
+  pub fn redis_direct(&self, backend: &RedisBackend) -> bool {
+    self.number(&REDIS_DIRECT) >= 1.0 && crate::store::redis::direct::supported(backend)
+  }
+
+  /// `peek`, for a caller that can send its read on the calling thread's direct connection
+  /// (docs/redis.md#the-direct-connection): the answer or the step as [`Engine::peek`]
+  /// gives it, or — a read needed on a plain single server with nothing of this process
+  /// buffered (nothing to flush first, nothing to add) — the read to send.
+  pub fn peek_direct(
+    &'static self,
+    driver: &super::driver::Driver,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> std::result::Result<Step<Result<f64>>, Box<DirectPeek>> {
+    let super::driver::Driver::Redis(url) = driver else {
+      return Ok(self.peek(driver, api_key_id, key, now_ms));
+    };
+    let backend = match self.redis_backend(url) {
+      Ok(backend) => backend,
+      Err(err) => return Ok(Step::Now(Err(err))),
+    };
+    if !self.redis_direct(&backend) || self.redis_writes.holds(url) {
+      return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
+    }
+    let step = self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms);
+    match step {
+      Err(err) => Ok(Step::Now(Err(err))),
+      Ok(Some(value)) => Ok(Step::Now(Ok(value))),
+      Ok(None) => {
+        let Ok(batch) = counters::peek_batch(&backend, &api_key_id, &key, now_ms) else {
+          return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
+        };
+        let view = match self.admission() {
+          AdmissionMode::Reserve => None,
+          AdmissionMode::Default => self.redis_view(&backend).map(|(view, _)| view),
+        };
+        let stamp = view.as_ref().and_then(|view| view.stamp(&batch));
+        Err(Box::new(DirectPeek {
+          backend,
+          batch,
+          stamp: view.zip(stamp),
+          api_key_id,
+          key,
+          now_ms,
+        }))
+      }
+    }
+  }
+
+  /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
+  fn peek_on_redis_view(
+    &'static self,
+    backend: &Arc<RedisBackend>,
+    api_key_id: &str,
+    key: &DimensionKey,
+    now_ms: i64,
+  ) -> Result<Option<f64>> {
+    let batch = counters::peek_batch(backend, api_key_id, key, now_ms)?;
+    if self.admission() == AdmissionMode::Reserve {
+      return Ok(None);
+    }
+    let Some((view, max_age)) = self.redis_view(backend) else {
+      return Ok(None);
+    };
+    let Some((mut values, epoch)) = view.lookup(&batch, now_ms, max_age) else {
+      return Ok(None);
+    };
+    self
+      .redis_writes
+      .overlay(backend.url(), &batch, &mut values);
+    // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
+    Ok(
+      view
+        .unchanged(epoch)
+        .then(|| values[0].effective(now_ms, key.window.ms())),
+    )
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
@@ -95,5 +225,71 @@ impl Engine {
       tokio::time::sleep(retry).await;
       retry = (retry * 2).min(LAST_RETRY);
     }
+  }
+}
+
+/// A peek's `read.lua` for the direct connection (see [`Engine::peek_direct`]).
+pub struct DirectPeek {
+  backend: Arc<RedisBackend>,
+  batch: crate::store::redis::ReadBatch,
+  /// The view and the stamp the read took, when its answer may be kept.
+  stamp: Option<(Arc<CounterView>, crate::store::redis::view::Stamp)>,
+  api_key_id: String,
+  key: DimensionKey,
+  now_ms: i64,
+}
+
+impl DirectPeek {
+  /// The backend to send it to.
+  pub fn backend(&self) -> &Arc<RedisBackend> {
+    &self.backend
+  }
+
+  /// The command: EVALSHA of `read.lua` with the batch's keys and arguments.
+  pub fn packed(&self) -> Vec<u8> {
+    let call = self.batch.call();
+    redis::cmd("EVALSHA")
+      .arg(call.script.script().get_hash())
+      .arg(call.keys.len())
+      .arg(&call.keys)
+      .arg(&call.args)
+      .get_packed_command()
+  }
+
+  /// The peek's answer from what came back — or, for a lost connection or a server that
+  /// does not have the script (NOSCRIPT), the step that reads on the shared connection.
+  pub fn finish(
+    self: Box<Self>,
+    engine: &'static Engine,
+    outcome: crate::store::redis::direct::Outcome,
+  ) -> std::result::Result<Result<f64>, Step<Result<f64>>> {
+    use crate::store::redis::direct::Outcome;
+    let reply = match outcome {
+      Outcome::Reply(Err(err))
+        if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+      {
+        return Err(self.shared(engine))
+      }
+      Outcome::Lost(_) => return Err(self.shared(engine)),
+      Outcome::TimedOut(err) => return Ok(Err(err)),
+      Outcome::Reply(Err(err)) => return Ok(Err(self.backend.classify(&err))),
+      Outcome::Reply(Ok(value)) => value,
+    };
+    let values = redis::from_redis_value::<Vec<Option<String>>>(reply)
+      .map_err(|e| {
+        crate::error::QuotaError::Store(format!("Redis at {}: {e}", self.backend.display()))
+      })
+      .and_then(|reply| crate::store::redis::scripts::parse_pairs(&reply, self.batch.len()));
+    Ok(values.map(|values| {
+      if let Some((view, stamp)) = self.stamp {
+        view.keep(self.batch, &values, stamp, self.now_ms);
+      }
+      values[0].effective(self.now_ms, self.key.window.ms())
+    }))
+  }
+
+  /// The same peek on the shared connection.
+  pub fn shared(self: Box<Self>, engine: &'static Engine) -> Step<Result<f64>> {
+    engine.peek_on_redis(self.backend, self.api_key_id, self.key, self.now_ms)
   }
 }

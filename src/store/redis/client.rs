@@ -1,17 +1,52 @@
 //! The ioredis-like client's raw commands (`getRedisClient()`, docs/redis.md): one command
 //! on the URL's shared connection, its reply as JSON-like values for JavaScript.
 
+use super::connection::raw_written;
+use super::direct::Outcome;
 use super::{RedisBackend, Retry};
 use crate::error::Result;
+
+fn retry_of(args: &[String]) -> Retry {
+  match args.first().map(|c| c.to_ascii_uppercase()).as_deref() {
+    Some("GET" | "MGET" | "PING" | "TTL" | "PTTL" | "EXISTS" | "SMEMBERS") => Retry::Read,
+    _ => Retry::Write,
+  }
+}
 
 /// Sends one command (`args[0]` is its name) within the timeout and answers its reply as
 /// JSON. Reads are retried after a dropped connection; everything else only when refused.
 pub async fn client_command(backend: &RedisBackend, args: &[String]) -> Result<serde_json::Value> {
-  let retry = match args.first().map(|c| c.to_ascii_uppercase()).as_deref() {
-    Some("GET" | "MGET" | "PING" | "TTL" | "PTTL" | "EXISTS" | "SMEMBERS") => Retry::Read,
-    _ => Retry::Write,
-  };
-  backend.command(args, retry).await.map(reply_json)
+  backend.command(args, retry_of(args)).await.map(reply_json)
+}
+
+/// One command for the direct connection (docs/redis.md#the-direct-connection): packed, the
+/// counter view told first as [`RedisBackend::command`] does; `None` for no name.
+pub fn direct_command(backend: &RedisBackend, args: &[String]) -> Option<Vec<u8>> {
+  let (name, rest) = args.split_first()?;
+  raw_written(backend, args, retry_of(args));
+  let mut cmd = redis::cmd(name);
+  for arg in rest {
+    cmd.arg(arg);
+  }
+  Some(cmd.get_packed_command())
+}
+
+/// The answer to a command sent on the direct connection, as [`client_command`] gives it —
+/// or `None`: send it again on the shared connection (a read whose connection was lost,
+/// retried once there as it would be).
+pub fn direct_reply(
+  backend: &RedisBackend,
+  args: &[String],
+  outcome: Outcome,
+) -> Option<Result<serde_json::Value>> {
+  let retry = retry_of(args);
+  raw_written(backend, args, retry);
+  match outcome {
+    Outcome::Reply(Ok(value)) => Some(Ok(reply_json(value))),
+    Outcome::Reply(Err(err)) => Some(Err(backend.classify(&err))),
+    Outcome::Lost(_) if retry == Retry::Read => None,
+    Outcome::Lost(err) | Outcome::TimedOut(err) => Some(Err(err)),
+  }
 }
 
 /// A Redis reply as JSON-like JS: nil → `null`, integers and doubles → numbers, bulk and

@@ -160,21 +160,17 @@ pub fn counter_batch(
   batch
 }
 
-/// `peek`: the effective value, no write.
-pub fn peek(
-  backend: Arc<RedisBackend>,
-  api_key_id: String,
-  key: DimensionKey,
+/// `peek`'s batch: the key's two buckets (validated first).
+pub fn peek_batch(
+  backend: &RedisBackend,
+  api_key_id: &str,
+  key: &DimensionKey,
   now_ms: i64,
-) -> Result<impl Future<Output = Result<f64>> + Send> {
-  check_key(&api_key_id, &key)?;
-  let window_ms = key.window.ms();
+) -> Result<ReadBatch> {
+  check_key(api_key_id, key)?;
   let mut batch = ReadBatch::new(backend.layout(), backend.totals(), []);
-  batch.key(&api_key_id, &key, bucket_index(now_ms, window_ms));
-  Ok(async move {
-    let values = read(&backend, &batch).await?;
-    Ok(values[0].effective(now_ms, window_ms))
-  })
+  batch.key(api_key_id, key, bucket_index(now_ms, key.window.ms()));
+  Ok(batch)
 }
 
 /// `poolConsumedTotal`: the sliding formula over the summed buckets of `pool_ids` (the

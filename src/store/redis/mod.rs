@@ -10,6 +10,8 @@
 //!   arguments; every counter operation is one EVALSHA.
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
 //!   time per operation.
+//! - `direct.rs`: the direct connection's wire — a plain-TCP socket a JavaScript thread's
+//!   own event loop watches (docs/redis.md#the-direct-connection).
 //! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
 //! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
 //!   flushed in one script call).
@@ -26,6 +28,7 @@
 pub mod client;
 pub mod connection;
 pub mod counters;
+pub mod direct;
 pub mod keys;
 pub mod scripts;
 pub mod target;
