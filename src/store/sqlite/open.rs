@@ -332,8 +332,7 @@ impl SqliteDb {
     let Some((at, seen)) = self.fstat_seen.get() else {
       return false;
     };
-    if self.own_commit.load(std::sync::atomic::Ordering::Relaxed) || at.elapsed() >= FSTAT_STANDS
-    {
+    if self.own_commit.load(std::sync::atomic::Ordering::Relaxed) || at.elapsed() >= FSTAT_STANDS {
       return false;
     }
     self.hot.borrow().wal.token().is_some_and(|now| now != seen)
@@ -382,11 +381,12 @@ impl Drop for SqliteDb {
 fn commit_flag(conn: &mut Connection) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
   let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
   let set = flag.clone();
-  conn.commit_hook(Some(move || {
-    set.store(true, std::sync::atomic::Ordering::Relaxed);
-    false
-  }))
-  .ctx("installing the commit hook")?;
+  conn
+    .commit_hook(Some(move || {
+      set.store(true, std::sync::atomic::Ordering::Relaxed);
+      false
+    }))
+    .ctx("installing the commit hook")?;
   Ok(flag)
 }
 
