@@ -106,18 +106,18 @@ export declare class StoreDriver {
   /** The Redis URL, as given; `null` on SQLite. */
   get url(): string | null
   /** `consume`: adds `cost` to the current bucket; the new effective value. */
-  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): Answer<number>
+  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number | Promise<number>
   /** `peek`: the effective value, no write. */
-  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<number>
+  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number | Promise<number>
   /** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
-  poolConsumedTotal(dim: DimensionKey, nowMs?: number): Answer<number>
+  poolConsumedTotal(dim: DimensionKey, nowMs?: number): number | Promise<number>
   /** `clear`: zeroes the key's counter (curr and prev). */
-  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<undefined>
+  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): void | Promise<void>
   /**
    * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
    * borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
    */
-  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): Answer<PoolUsageSnapshotJs>
+  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot | Promise<PoolUsageSnapshot>
 }
 
 /**
