@@ -525,7 +525,13 @@ export interface LogRecordJs {
  */
 export declare function maskSecrets(text: string): string
 
-/** `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4). */
+/**
+ * `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
+ * format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
+ * `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
+ * {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
+ * and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
+ */
 export declare function metrics(): string
 
 /** `{ poolId, apiKeyId, model, capValue, capUnit }`. */

@@ -329,7 +329,11 @@ pub(crate) fn take_records() -> Option<Vec<LogRecordJs>> {
     .map(|records| records.into_iter().map(LogRecordJs::from).collect())
 }
 
-/// `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4).
+/// `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
+/// format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
+/// `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
+/// {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
+/// and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
 #[napi(catch_unwind)]
 pub fn metrics() -> String {
   engine().metrics.render()
