@@ -319,10 +319,6 @@ impl From<LogRecord> for LogRecordJs {
 /// The log records produced since the last call, or `null` when there are none.
 #[napi(catch_unwind)]
 pub fn take_logs() -> Option<Vec<LogRecordJs>> {
-  take_records()
-}
-
-pub(crate) fn take_records() -> Option<Vec<LogRecordJs>> {
   engine()
     .logs
     .take()

@@ -8,7 +8,7 @@
 use super::args::Arg;
 use super::convert::ToJs;
 use super::errors::or_throw;
-use super::promise::spawn_settled;
+use super::promise::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::engine::driver::Driver;
 use crate::engine::input::{self, clock};
@@ -175,15 +175,10 @@ fn chosen_store(driver: Driver, choice: u64) -> ChosenStore {
 /// `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
 /// environment, then SQLite; Redis only when it answers a PING. Never fails.
 #[napi(catch_unwind, ts_return_type = "ChosenStore | Promise<ChosenStore>")]
-pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_, ChosenStore>>> {
+pub fn choose_store(env: &Env) -> napi::Result<Answer<'_, ChosenStore>> {
   host::prepare_db(env);
-  match engine().choose_numbered() {
-    Step::Now((driver, choice)) => Ok(Either::A(chosen_store(driver, choice))),
-    Step::Later(future) => spawn_settled(env, async move { Ok(future.await) }, |_, (d, choice)| {
-      Ok(chosen_store(d, choice))
-    })
-    .map(Either::B),
-  }
+  let step = engine().choose_numbered();
+  crossing(env, step, |(driver, choice)| chosen_store(driver, choice))
 }
 
 /// The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset).
