@@ -87,30 +87,13 @@ fn resolve_now(env: &Env, report: bool) {
     let returned = resolver.borrow_back(env).and_then(|f| f.call(()));
     Some(match returned {
       Err(err) => Err(format!("threw: {}", err.reason)),
-      Ok(value) => match value.get_type() {
-        // SAFETY: the type was checked.
-        Ok(ValueType::String) => unsafe { value.cast::<String>() }.map_err(|e| e.reason),
-        Ok(kind) => Err(format!("returned {} instead of a string", type_word(kind))),
-        Err(err) => Err(err.reason),
-      },
+      Ok(value) => input::resolved_path(&value),
     })
   });
   match answer {
     Some(Err(_)) if !report => {}
     Some(answer) => database.resolved(&engine().logs, answer),
     None => {}
-  }
-}
-
-fn type_word(kind: ValueType) -> &'static str {
-  match kind {
-    ValueType::Undefined => "undefined",
-    ValueType::Null => "null",
-    ValueType::Number => "a number",
-    ValueType::Boolean => "a boolean",
-    ValueType::Object => "an object",
-    ValueType::Function => "a function",
-    _ => "a non-string",
   }
 }
 
