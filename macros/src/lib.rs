@@ -23,8 +23,8 @@
 //! untouched: through `macro_rules!` they would reach `binding.d.ts` as raw strings.
 //!
 //! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
-//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `String` and their
-//! `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
+//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `String`, `bool` and
+//! their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
 //! itself (a promise, say): the arguments are read first, each error thrown, and the body
 //! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
 //! a `PromiseRaw`. On `impl T { … }`, `#[edge]` makes it a `#[napi] impl` and expands each
@@ -143,11 +143,15 @@ fn expand(
   let napi_result = ret.replace(' ', "").starts_with("napi::Result<");
   let mut params: Vec<TokenTree> = params.stream().into_iter().collect();
   if method {
+    // `&self`, then the parameters JS passes (if any).
     match &params[..] {
-      [amp, this, comma, ..]
-        if is_punct(amp, '&') && is_ident(this, "self") && is_punct(comma, ',') =>
-      {
-        params.drain(..3);
+      [amp, this, rest @ ..] if is_punct(amp, '&') && is_ident(this, "self") => {
+        let skip = if rest.first().is_some_and(|t| is_punct(t, ',')) {
+          3
+        } else {
+          2
+        };
+        params.drain(..skip);
       }
       _ => return Err(format!("#[edge] {name}: a method of `&self`")),
     }
@@ -299,6 +303,8 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
         "Option<f64>" => Some("?number"),
         "String" => Some("string"),
         "Option<String>" => Some("?string"),
+        "bool" => Some("boolean"),
+        "Option<bool>" => Some("?boolean"),
         _ => None,
       };
       (reader, ts)
