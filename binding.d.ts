@@ -106,18 +106,18 @@ export declare class StoreDriver {
   /** The Redis URL, as given; `null` on SQLite. */
   get url(): string | null
   /** `consume`: adds `cost` to the current bucket; the new effective value. */
-  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): Answer<number>
+  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number | Promise<number>
   /** `peek`: the effective value, no write. */
-  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<number>
+  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number | Promise<number>
   /** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
-  poolConsumedTotal(dim: DimensionKey, nowMs?: number): Answer<number>
+  poolConsumedTotal(dim: DimensionKey, nowMs?: number): number | Promise<number>
   /** `clear`: zeroes the key's counter (curr and prev). */
-  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): Answer<undefined>
+  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): void | Promise<void>
   /**
    * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
    * borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
    */
-  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): Answer<PoolUsageSnapshotJs>
+  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot | Promise<PoolUsageSnapshot>
 }
 
 /**
@@ -525,7 +525,13 @@ export interface LogRecordJs {
  */
 export declare function maskSecrets(text: string): string
 
-/** `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4). */
+/**
+ * `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
+ * format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
+ * `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
+ * {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
+ * and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
+ */
 export declare function metrics(): string
 
 /** `{ poolId, apiKeyId, model, capValue, capUnit }`. */
@@ -660,7 +666,8 @@ export declare function record(apiKeyId?: string | undefined | null, connectionI
 export declare function recordUsage(connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number): void
 
 /**
- * Sends one command (`args[0]` is its name) on the URL's shared connection, within the
+ * Sends one command (`args[0]` is its name) on this thread's direct connection when it is up,
+ * else on the URL's shared connection, within the
  * timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
  * `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
  */

@@ -142,14 +142,6 @@ export declare function installHost(options: HostOptions): void
 export declare function setLogger(logger: Logger | null): void
 export declare function setQuotaEventListener(listener: ((event: string, payload: Record<string, unknown>) => void) | null): void
 
-/**
- * Beyond the host: the hot path's counters in the Prometheus text exposition format
- * (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
- * `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
- * {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
- * and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
- */
-export declare function metrics(): string
 // <surface: lib declarations>
 export { decideFairShare } from './lib/fairShare'
 export { selectQuotaShareTarget } from './lib/quotaShareStrategy'

@@ -10,8 +10,8 @@ use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
-  alloc,  brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals, NoSaturation,
-  H, NOW,
+  alloc, brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals,
+  NoSaturation, H, NOW,
 };
 
 const BUFFERED: Duration = Duration::from_secs(3600);
@@ -471,7 +471,10 @@ fn a_deleted_file_is_noticed_at_once_after_this_connections_own_commit() {
   for suffix in ["", "-wal", "-shm"] {
     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
   }
-  assert!(db.file_replaced(), "own commit since the fstat: looked at once");
+  assert!(
+    db.file_replaced(),
+    "own commit since the fstat: looked at once"
+  );
   drop((host, dir));
 }
 
@@ -528,8 +531,15 @@ fn a_wal_restart_that_changed_no_counter_keeps_every_cached_counter() {
   host_log_table(&host); // a schema change: made before the cache is warmed
   two_keys_warm(&db);
   host_restarts_the_wal(&host);
-  assert!(!db.hot_cache_current(), "new salts: the frames cannot be told");
-  assert_eq!(decide(&db), ALLOW, "a full read, which finds the data version unchanged");
+  assert!(
+    !db.hot_cache_current(),
+    "new salts: the frames cannot be told"
+  );
+  assert_eq!(
+    decide(&db),
+    ALLOW,
+    "a full read, which finds the data version unchanged"
+  );
   let before = locks::lock_calls();
   assert_eq!(decide_for(&db, "k2"), ALLOW);
   assert_eq!(
@@ -581,9 +591,16 @@ fn a_wal_restart_with_a_counter_written_drops_the_cached_counters() {
   // Another writer adds to k2's counter, in the first frames of the new WAL.
   let key = requests_key(&pool_id);
   host_put(&host, "k2", &key.to_string(), NOW / H, 760.0);
-  assert_eq!(decide(&db), ALLOW, "a full read, which finds the data version moved");
+  assert_eq!(
+    decide(&db),
+    ALLOW,
+    "a full read, which finds the data version moved"
+  );
   let seen = db.hot_scope(|db| db.peek("k2", &key, NOW)).unwrap();
-  assert_eq!(seen, 760.0, "k2's counter is read again, not taken from the cache");
+  assert_eq!(
+    seen, 760.0,
+    "k2's counter is read again, not taken from the cache"
+  );
   drop((host, dir));
 }
 

@@ -21,16 +21,39 @@
 //! leading `?` marks the parameter optional: `#[ts = "?number"]`). The attribute's own
 //! arguments (`js_name`, `ts_return_type`) go to `#[napi]`. Doc comments pass through
 //! untouched: through `macro_rules!` they would reach `binding.d.ts` as raw strings.
+//!
+//! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
+//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `String`, `bool` and
+//! their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
+//! itself (a promise, say): the arguments are read first, each error thrown, and the body
+//! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
+//! a `PromiseRaw`. On `impl T { … }`, `#[edge]` makes it a `#[napi] impl` and expands each
+//! method marked `#[edge(…)]` (taking `&self`) as it does a function; other methods (with
+//! their own `#[napi]`) pass through.
 
 use proc_macro::{Delimiter, Group, Spacing, TokenStream, TokenTree};
 use std::str::FromStr;
 
 #[proc_macro_attribute]
 pub fn edge(options: TokenStream, item: TokenStream) -> TokenStream {
-  match expand(options, item) {
+  let tokens: Vec<TokenTree> = item.into_iter().collect();
+  let result = if tokens.iter().any(|t| is_ident(t, "fn")) {
+    expand(options, tokens, false)
+  } else {
+    expand_impl(tokens)
+  };
+  match result {
     Ok(tokens) => tokens,
     Err(message) => TokenStream::from_str(&format!("compile_error!({message:?});")).unwrap(),
   }
+}
+
+fn is_ident(token: &TokenTree, name: &str) -> bool {
+  matches!(token, TokenTree::Ident(i) if i.to_string() == name)
+}
+
+fn is_punct(token: &TokenTree, c: char) -> bool {
+  matches!(token, TokenTree::Punct(p) if p.as_char() == c)
 }
 
 /// One parameter: its name, its reader and its TypeScript type.
@@ -38,13 +61,64 @@ struct Param {
   name: String,
   reader: String,
   ts: String,
+  /// `#[typed]`: napi converts it; `reader` is its Rust type.
+  typed: bool,
 }
 
-fn expand(options: TokenStream, item: TokenStream) -> Result<TokenStream, String> {
-  let tokens: Vec<TokenTree> = item.into_iter().collect();
+/// `#[edge] impl T { … }`: a `#[napi] impl`, each method marked `#[edge(…)]` expanded as a
+/// function is (its `&self` kept; `#[napi]` methods pass through).
+fn expand_impl(tokens: Vec<TokenTree>) -> Result<TokenStream, String> {
+  let Some((TokenTree::Group(body), head)) = tokens.split_last() else {
+    return Err("#[edge] goes on a function or an impl block".into());
+  };
+  if !head.iter().any(|t| is_ident(t, "impl")) {
+    return Err("#[edge] goes on a function or an impl block".into());
+  }
+  let mut items = TokenStream::new();
+  let mut item: Vec<TokenTree> = Vec::new();
+  for token in body.stream() {
+    let ends = matches!(&token, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace)
+      && item.iter().any(|t| is_ident(t, "fn"));
+    item.push(token);
+    if !ends {
+      continue;
+    }
+    let method = std::mem::take(&mut item);
+    // `#[edge(options)]` among its attributes: expand it with those options.
+    let marker = method.windows(2).position(|w| {
+      is_punct(&w[0], '#')
+        && matches!(&w[1], TokenTree::Group(g) if g.stream().into_iter().next().is_some_and(|t| is_ident(&t, "edge")))
+    });
+    match marker {
+      None => items.extend(method),
+      Some(at) => {
+        let TokenTree::Group(attr) = &method[at + 1] else {
+          unreachable!()
+        };
+        let options = match attr.stream().into_iter().nth(1) {
+          Some(TokenTree::Group(options)) => options.stream(),
+          _ => TokenStream::new(),
+        };
+        let mut rest = method[..at].to_vec();
+        rest.extend(method[at + 2..].iter().cloned());
+        items.extend(expand(options, rest, true)?);
+      }
+    }
+  }
+  let mut out = TokenStream::from_str("#[napi_derive::napi]").unwrap();
+  out.extend(head.iter().cloned());
+  out.extend([TokenTree::Group(Group::new(Delimiter::Brace, items))]);
+  Ok(out)
+}
+
+fn expand(
+  options: TokenStream,
+  tokens: Vec<TokenTree>,
+  method: bool,
+) -> Result<TokenStream, String> {
   let fn_at = tokens
     .iter()
-    .position(|t| matches!(t, TokenTree::Ident(i) if i.to_string() == "fn"))
+    .position(|t| is_ident(t, "fn"))
     .ok_or("#[edge] goes on a function")?;
   let name = tokens
     .get(fn_at + 1)
@@ -57,18 +131,32 @@ fn expand(options: TokenStream, item: TokenStream) -> Result<TokenStream, String
     return Err("#[edge]: a body".into());
   };
   // Everything between the parameters and the body: `-> T`, or nothing for `()`.
-  let ret: Vec<String> = tokens[fn_at + 3..tokens.len() - 1]
-    .iter()
-    .map(|t| t.to_string())
-    .collect();
-  let ret = match ret.split_first() {
-    None => "()".to_string(),
-    Some((first, rest)) if first == "-" && rest.first().is_some_and(|t| t == ">") => {
-      rest[1..].join(" ")
+  let ret = &tokens[fn_at + 3..tokens.len() - 1];
+  let ret = match ret {
+    [] => "()".to_string(),
+    [arrow, gt, rest @ ..] if is_punct(arrow, '-') && is_punct(gt, '>') => {
+      rest.iter().cloned().collect::<TokenStream>().to_string()
     }
     _ => return Err(format!("#[edge] {name}: expected `-> T` before the body")),
   };
-  let params = parse_params(params.stream())?;
+  // `-> napi::Result<T>`: the body makes the napi value itself (a promise, say).
+  let napi_result = ret.replace(' ', "").starts_with("napi::Result<");
+  let mut params: Vec<TokenTree> = params.stream().into_iter().collect();
+  if method {
+    // `&self`, then the parameters JS passes (if any).
+    match &params[..] {
+      [amp, this, rest @ ..] if is_punct(amp, '&') && is_ident(this, "self") => {
+        let skip = if rest.first().is_some_and(|t| is_punct(t, ',')) {
+          3
+        } else {
+          2
+        };
+        params.drain(..skip);
+      }
+      _ => return Err(format!("#[edge] {name}: a method of `&self`")),
+    }
+  }
+  let params = parse_params(params.into_iter().collect())?;
 
   let ts_args = params
     .iter()
@@ -84,21 +172,33 @@ fn expand(options: TokenStream, item: TokenStream) -> Result<TokenStream, String
     napi = format!("{napi}, {options}");
   }
 
-  let mut out = TokenStream::new();
-  // Attributes and visibility, as written.
-  out.extend(tokens[..fn_at].iter().cloned());
+  // `'env` in the result (a promise of this call's environment): `env: &'env Env`.
+  let (generics, env) = if ret.contains("'env") {
+    ("<'env>", "env: &'env napi::Env")
+  } else {
+    ("", "env: napi::Env")
+  };
   let signature = format!(
-    "#[napi_derive::napi({napi})] fn {name}(env: napi::Env{}) -> napi::Result<{ret}>",
+    "#[napi_derive::napi({napi})] fn {name}{generics}({}{env}{}) -> {}",
+    if method { "&self, " } else { "" },
     params
       .iter()
-      .map(|p| format!(", {}: napi::bindgen_prelude::Unknown", p.name))
-      .collect::<String>()
+      .map(|p| match p.typed {
+        true => format!(", {}: {}", p.name, p.reader),
+        false => format!(", {}: napi::bindgen_prelude::Unknown", p.name),
+      })
+      .collect::<String>(),
+    if napi_result {
+      ret
+    } else {
+      format!("napi::Result<{ret}>")
+    }
   );
   // The attribute goes before the visibility: rebuild as attributes, `#[napi]`, rest.
-  let head: Vec<TokenTree> = out.into_iter().collect();
+  let head = &tokens[..fn_at];
   let vis_at = head
     .iter()
-    .position(|t| matches!(t, TokenTree::Ident(i) if i.to_string() == "pub"))
+    .position(|t| is_ident(t, "pub"))
     .unwrap_or(head.len());
   let mut out = TokenStream::new();
   out.extend(head[..vis_at].iter().cloned());
@@ -107,7 +207,8 @@ fn expand(options: TokenStream, item: TokenStream) -> Result<TokenStream, String
   out.extend(head[vis_at..].iter().cloned());
   out.extend(TokenStream::from_str(rest).map_err(|e| e.to_string())?);
 
-  let reads = params
+  let read: Vec<&Param> = params.iter().filter(|p| !p.typed).collect();
+  let reads = read
     .iter()
     .map(|p| {
       format!(
@@ -118,12 +219,28 @@ fn expand(options: TokenStream, item: TokenStream) -> Result<TokenStream, String
       )
     })
     .collect::<String>();
-  let mut closure = TokenStream::from_str(&reads).map_err(|e| e.to_string())?;
-  closure.extend(body.stream());
-  let mut call = TokenStream::from_str("&env, ||").unwrap();
-  call.extend([TokenTree::Group(Group::new(Delimiter::Brace, closure))]);
-  let mut inner = TokenStream::from_str("crate::binding::errors::call").unwrap();
-  inner.extend([TokenTree::Group(Group::new(Delimiter::Parenthesis, call))]);
+  let call = |closure: TokenStream| {
+    let mut call = TokenStream::from_str("&env, ||").unwrap();
+    call.extend([TokenTree::Group(Group::new(Delimiter::Brace, closure))]);
+    let mut inner = TokenStream::from_str("crate::binding::errors::call").unwrap();
+    inner.extend([TokenTree::Group(Group::new(Delimiter::Parenthesis, call))]);
+    inner
+  };
+  let inner = if napi_result {
+    // The arguments read (each error thrown), then the body as written.
+    let names: String = read.iter().map(|p| format!("{},", p.name)).collect();
+    let closure =
+      TokenStream::from_str(&format!("{reads} Ok(({names}))")).map_err(|e| e.to_string())?;
+    let mut inner = TokenStream::from_str(&format!("let ({names}) =")).unwrap();
+    inner.extend(call(closure));
+    inner.extend(TokenStream::from_str("?;").unwrap());
+    inner.extend(body.stream());
+    inner
+  } else {
+    let mut closure = TokenStream::from_str(&reads).map_err(|e| e.to_string())?;
+    closure.extend(body.stream());
+    call(closure)
+  };
   out.extend([TokenTree::Group(Group::new(Delimiter::Brace, inner))]);
   Ok(out)
 }
@@ -152,21 +269,24 @@ fn parse_params(stream: TokenStream) -> Result<Vec<Param>, String> {
 
 fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
   let mut ts = None;
+  let mut typed = false;
   let mut rest = &tokens[..];
-  if let [TokenTree::Punct(hash), TokenTree::Group(attr), tail @ ..] = rest {
-    if hash.as_char() == '#' {
-      let inner: Vec<TokenTree> = attr.stream().into_iter().collect();
-      match &inner[..] {
-        [TokenTree::Ident(key), TokenTree::Punct(eq), TokenTree::Literal(value)]
-          if key.to_string() == "ts" && eq.as_char() == '=' =>
-        {
-          let value = value.to_string();
-          ts = Some(value.trim_matches('"').replace("\\\"", "\""));
-        }
-        _ => return Err(format!("#[edge]: unknown parameter attribute #[{attr}]")),
-      }
-      rest = tail;
+  while let [TokenTree::Punct(hash), TokenTree::Group(attr), tail @ ..] = rest {
+    if hash.as_char() != '#' {
+      break;
     }
+    let inner: Vec<TokenTree> = attr.stream().into_iter().collect();
+    match &inner[..] {
+      [TokenTree::Ident(key), TokenTree::Punct(eq), TokenTree::Literal(value)]
+        if key.to_string() == "ts" && eq.as_char() == '=' =>
+      {
+        let value = value.to_string();
+        ts = Some(value.trim_matches('"').replace("\\\"", "\""));
+      }
+      [TokenTree::Ident(key)] if key.to_string() == "typed" => typed = true,
+      _ => return Err(format!("#[edge]: unknown parameter attribute #[{attr}]")),
+    }
+    rest = tail;
   }
   let [TokenTree::Ident(name), TokenTree::Punct(colon), reader @ ..] = rest else {
     return Err("#[edge]: parameters are `name: reader`".into());
@@ -174,8 +294,21 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
   if colon.as_char() != ':' || reader.is_empty() {
     return Err(format!("#[edge]: parameter {name} is `{name}: reader`"));
   }
-  let reader: String = reader.iter().map(|t| t.to_string()).collect();
+  let reader: String = reader.iter().cloned().collect::<TokenStream>().to_string();
   let (reader, default_ts) = match reader.as_str() {
+    // napi's own conversion, whose TypeScript type is known for these.
+    _ if typed => {
+      let ts = match reader.replace(' ', "").as_str() {
+        "f64" => Some("number"),
+        "Option<f64>" => Some("?number"),
+        "String" => Some("string"),
+        "Option<String>" => Some("?string"),
+        "bool" => Some("boolean"),
+        "Option<bool>" => Some("?boolean"),
+        _ => None,
+      };
+      (reader, ts)
+    }
     "string" => (
       "crate::binding::args::Arg::string".to_string(),
       Some("string"),
@@ -194,6 +327,7 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
     name: name.to_string(),
     reader,
     ts,
+    typed,
   })
 }
 

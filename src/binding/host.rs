@@ -87,30 +87,13 @@ fn resolve_now(env: &Env, report: bool) {
     let returned = resolver.borrow_back(env).and_then(|f| f.call(()));
     Some(match returned {
       Err(err) => Err(format!("threw: {}", err.reason)),
-      Ok(value) => match value.get_type() {
-        // SAFETY: the type was checked.
-        Ok(ValueType::String) => unsafe { value.cast::<String>() }.map_err(|e| e.reason),
-        Ok(kind) => Err(format!("returned {} instead of a string", type_word(kind))),
-        Err(err) => Err(err.reason),
-      },
+      Ok(value) => input::resolved_path(&value),
     })
   });
   match answer {
     Some(Err(_)) if !report => {}
     Some(answer) => database.resolved(&engine().logs, answer),
     None => {}
-  }
-}
-
-fn type_word(kind: ValueType) -> &'static str {
-  match kind {
-    ValueType::Undefined => "undefined",
-    ValueType::Null => "null",
-    ValueType::Number => "a number",
-    ValueType::Boolean => "a boolean",
-    ValueType::Object => "an object",
-    ValueType::Function => "a function",
-    _ => "a non-string",
   }
 }
 
@@ -319,17 +302,17 @@ impl From<LogRecord> for LogRecordJs {
 /// The log records produced since the last call, or `null` when there are none.
 #[napi(catch_unwind)]
 pub fn take_logs() -> Option<Vec<LogRecordJs>> {
-  take_records()
-}
-
-pub(crate) fn take_records() -> Option<Vec<LogRecordJs>> {
   engine()
     .logs
     .take()
     .map(|records| records.into_iter().map(LogRecordJs::from).collect())
 }
 
-/// `metrics()`: the engine's counters in the Prometheus text exposition format (0.0.4).
+/// `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
+/// format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
+/// `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
+/// {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
+/// and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
 #[napi(catch_unwind)]
 pub fn metrics() -> String {
   engine().metrics.render()

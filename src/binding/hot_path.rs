@@ -7,7 +7,8 @@
 //! handed over. Everything else is an
 //! [`EnforceStep`]. SQLite answers at once; Redis with a promise of the same.
 
-use super::host::{prepare_db, take_records, LogRecordJs};
+use super::host::{prepare_db, take_logs, LogRecordJs};
+use super::promise::crossing;
 use super::text::{text_or_empty, Text};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
@@ -50,7 +51,7 @@ pub struct EnforceStep {
 type Shaped = Either<u32, EnforceStep>;
 
 fn shaped(decision: Decision) -> Shaped {
-  let logs = take_records();
+  let logs = take_logs();
   let refresh = take_refreshes().map(refreshes_as_text);
   let step = match decision {
     Decision::Allow {
@@ -102,22 +103,18 @@ fn shaped(decision: Decision) -> Shaped {
   })
 }
 
-/// A hot-path step as JS sees it: the value now, or a promise of it (never rejecting).
-fn crossing<'env, T: Send + 'static, V: napi::bindgen_prelude::ToNapiValue + 'static>(
-  env: &'env Env,
-  step: Step<T>,
-  shape: impl FnOnce(T) -> V + 'static,
-) -> napi::Result<Either<V, PromiseRaw<'env, V>>> {
-  match step {
-    Step::Now(value) => Ok(Either::A(shape(value))),
-    Step::Later(future) => {
-      super::promise::ensure_runtime();
-      env
-        .spawn_future_with_callback(async move { Ok(future.await) }, move |_, value| {
-          Ok(shape(value))
-        })
-        .map(Either::B)
-    }
+/// A crossing's ids: absent ones empty (not enforced), `model` kept absent.
+fn request_ids(
+  key: Option<Text>,
+  connection: Option<Text>,
+  provider: Option<Text>,
+  model: Option<Text>,
+) -> RequestIds {
+  RequestIds {
+    api_key_id: text_or_empty(key),
+    connection_id: text_or_empty(connection),
+    provider: text_or_empty(provider),
+    model: model.map(|m| m.0),
   }
 }
 
@@ -141,12 +138,7 @@ pub fn enforce<'env>(
 ) -> napi::Result<Either<Shaped, PromiseRaw<'env, Shaped>>> {
   prepare_db(env);
   let call = EnforceCall {
-    ids: RequestIds {
-      api_key_id: text_or_empty(api_key_id),
-      connection_id: text_or_empty(connection_id),
-      provider: text_or_empty(provider),
-      model: model.map(|m| m.0),
-    },
+    ids: request_ids(api_key_id, connection_id, provider, model),
     estimated_usd,
     estimated_tokens,
     now_ms: clock(now_ms),
@@ -198,12 +190,7 @@ pub fn record<'env>(
   prepare_db(env);
   let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
   let call = RecordCall {
-    ids: RequestIds {
-      api_key_id: text_or_empty(api_key_id),
-      connection_id: text_or_empty(connection_id),
-      provider: text_or_empty(provider),
-      model: model.map(|m| m.0),
-    },
+    ids: request_ids(api_key_id, connection_id, provider, model),
     cost: ConsumptionCost {
       tokens: finite(tokens),
       usd: finite(usd),

@@ -3,8 +3,9 @@
 //! `Error`) and a stable `code` (`#[napi(catch_unwind)] async fn` cannot set one).
 
 use super::errors::rejection;
+use crate::engine::Step;
 use crate::error::Result;
-use napi::bindgen_prelude::{PromiseRaw, ToNapiValue};
+use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use std::future::Future;
 use std::sync::Once;
@@ -45,4 +46,24 @@ where
       Err(err) => Err(rejection(env, err)),
     },
   )
+}
+
+/// A step that cannot fail (the hot path's, the driver choice) as JS sees it: the value
+/// now, or a promise of it (never rejecting).
+pub(crate) fn crossing<'env, T: Send + 'static, V: ToNapiValue + 'static>(
+  env: &'env Env,
+  step: Step<T>,
+  shape: impl FnOnce(T) -> V + 'static,
+) -> napi::Result<Either<V, PromiseRaw<'env, V>>> {
+  match step {
+    Step::Now(value) => Ok(Either::A(shape(value))),
+    Step::Later(future) => {
+      ensure_runtime();
+      env
+        .spawn_future_with_callback(async move { Ok(future.await) }, move |_, value| {
+          Ok(shape(value))
+        })
+        .map(Either::B)
+    }
+  }
 }

@@ -98,6 +98,16 @@ pub(crate) unsafe fn optional_string<'a>(
   if kind == sys::ValueType::napi_null || kind == sys::ValueType::napi_undefined {
     return Some(None);
   }
+  unsafe { string(env, value, stack) }.map(Some)
+}
+
+/// A string argument (`None` for anything else), read into `stack` when it fits (one
+/// N-API call), else into a `String`.
+pub(crate) unsafe fn string<'a>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  stack: &'a mut [u8; 256],
+) -> Option<Cow<'a, str>> {
   let mut length = 0;
   let status = unsafe {
     sys::napi_get_value_string_utf8(
@@ -117,7 +127,7 @@ pub(crate) unsafe fn optional_string<'a>(
   // way.)
   if length + 4 < stack.len() {
     if let Ok(text) = std::str::from_utf8(&stack[..length]) {
-      return Some(Some(Cow::Borrowed(text)));
+      return Some(Cow::Borrowed(text));
     }
   }
   // Possibly truncated: ask for the whole length, then read it all.
@@ -140,9 +150,7 @@ pub(crate) unsafe fn optional_string<'a>(
     return None;
   }
   bytes.truncate(length);
-  String::from_utf8(bytes)
-    .ok()
-    .map(|text| Some(Cow::Owned(text)))
+  String::from_utf8(bytes).ok().map(Cow::Owned)
 }
 
 /// The `Float64Array` argument, as a mutable slice of its elements.

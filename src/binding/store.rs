@@ -5,19 +5,19 @@
 //! Each method answers with the value (SQLite, on this thread) or a promise of it (Redis,
 //! after one round trip); the JS facade makes both a promise, so async stays async.
 
-use super::args::arg;
+use super::args::Arg;
 use super::convert::ToJs;
 use super::errors::or_throw;
-use super::promise::spawn_settled;
+use super::promise::{crossing, spawn_settled};
 use super::{engine, host};
-use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::Driver;
 use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
+use crate::store::redis::RedisBackend;
 use crate::store::PoolUsageSnapshot;
-use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue, Unknown};
+use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
 use quota_engine_macros::{edge, FromCore};
@@ -41,14 +41,6 @@ where
   }
 }
 
-/// `(apiKeyId, dim)` of a store method.
-fn key_and_dimension(api_key_id: Unknown, dim: Unknown) -> Result<(String, DimensionKey)> {
-  Ok((
-    arg(api_key_id, "apiKeyId")?.string()?,
-    input::dimension_key(&arg(dim, "dim")?)?,
-  ))
-}
-
 /// The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
 /// `RedisQuotaStore(url)`'s.
 #[napi]
@@ -56,7 +48,7 @@ pub struct StoreDriver {
   driver: Driver,
 }
 
-#[napi]
+#[edge]
 impl StoreDriver {
   /// SQLite without `url`; Redis at `url` (checked now: a `RangeError` naming `url`, its
   /// password masked, for one the engine cannot use; nothing connects yet).
@@ -85,45 +77,33 @@ impl StoreDriver {
   }
 
   /// `consume`: adds `cost` to the current bucket; the new effective value.
-  #[napi(
-    catch_unwind,
-    ts_args_type = "apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number"
-  )]
-  pub fn consume<'env>(
+  #[edge(ts_return_type = "number | Promise<number>")]
+  pub fn consume(
     &self,
-    env: &'env Env,
-    api_key_id: Unknown,
-    dim: Unknown,
-    cost: Unknown,
-    now_ms: Option<f64>,
+    api_key_id: string,
+    #[ts = "DimensionKey"] dim: input::dimension_key,
+    cost: number,
+    #[typed] now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let read = key_and_dimension(api_key_id, dim)
-      .and_then(|(id, key)| Ok((id, key, arg(cost, "cost")?.number()?)));
-    let (api_key_id, key, cost) = or_throw(env, read)?;
     if self.driver.url().is_none() {
       super::hot_path::flush_at_teardown(env);
     }
     self.serve(env, |d| {
-      engine().consume(d, api_key_id, key, cost, clock(now_ms))
+      engine().consume(d, api_key_id, dim, cost, clock(now_ms))
     })
   }
 
   /// `peek`: the effective value, no write.
-  #[napi(
-    catch_unwind,
-    ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
-  )]
-  pub fn peek<'env>(
+  #[edge(ts_return_type = "number | Promise<number>")]
+  pub fn peek(
     &self,
-    env: &'env Env,
-    api_key_id: Unknown,
-    dim: Unknown,
-    now_ms: Option<f64>,
+    api_key_id: string,
+    #[ts = "DimensionKey"] dim: input::dimension_key,
+    #[typed] now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
     host::prepare_db(env);
     // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
-    match engine().peek_direct(&self.driver, api_key_id, key, clock(now_ms)) {
+    match engine().peek_direct(&self.driver, api_key_id, dim, clock(now_ms)) {
       Ok(step) => answer(env, step, |v| v),
       Err(read) => match super::direct::peek(env, read) {
         Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
@@ -133,60 +113,40 @@ impl StoreDriver {
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
-  #[napi(catch_unwind, ts_args_type = "dim: DimensionKey, nowMs?: number")]
-  pub fn pool_consumed_total<'env>(
+  #[edge(ts_return_type = "number | Promise<number>")]
+  pub fn pool_consumed_total(
     &self,
-    env: &'env Env,
-    dim: Unknown,
-    now_ms: Option<f64>,
+    #[ts = "DimensionKey"] dim: input::dimension_key,
+    #[typed] now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, f64>> {
-    let key = or_throw(env, arg(dim, "dim").and_then(|d| input::dimension_key(&d)))?;
-    self.serve(env, |d| engine().pool_consumed_total(d, key, clock(now_ms)))
+    self.serve(env, |d| engine().pool_consumed_total(d, dim, clock(now_ms)))
   }
 
   /// `clear`: zeroes the key's counter (curr and prev).
-  #[napi(
-    catch_unwind,
-    ts_args_type = "apiKeyId: string, dim: DimensionKey, nowMs?: number"
-  )]
-  pub fn clear<'env>(
+  #[edge(ts_return_type = "void | Promise<void>")]
+  pub fn clear(
     &self,
-    env: &'env Env,
-    api_key_id: Unknown,
-    dim: Unknown,
-    now_ms: Option<f64>,
+    api_key_id: string,
+    #[ts = "DimensionKey"] dim: input::dimension_key,
+    #[typed] now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, ()>> {
-    let (api_key_id, key) = or_throw(env, key_and_dimension(api_key_id, dim))?;
-    self.serve(env, |d| engine().clear(d, api_key_id, key, clock(now_ms)))
+    self.serve(env, |d| engine().clear(d, api_key_id, dim, clock(now_ms)))
   }
 
   /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
   /// borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
-  #[napi(
-    catch_unwind,
-    ts_args_type = "poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number"
-  )]
-  pub fn pool_usage<'env>(
+  #[edge(ts_return_type = "PoolUsageSnapshot | Promise<PoolUsageSnapshot>")]
+  pub fn pool_usage(
     &self,
-    env: &'env Env,
-    pool_id: Unknown,
-    plan_dims: Unknown,
-    now_ms: Option<f64>,
+    pool_id: string,
+    #[ts = "?Array<{ unit: string; window: string; limit: number }> | null"]
+    plan_dims: input::plan_dimensions,
+    #[typed] now_ms: Option<f64>,
   ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
-    let read = (|| {
-      Ok((
-        arg(pool_id, "poolId")?.string()?,
-        input::plan_dimensions(&arg(plan_dims, "planDims")?)?,
-      ))
-    })();
-    let (pool_id, dims) = or_throw(env, read)?;
     let now = clock(now_ms);
     host::prepare_db(env);
-    answer(
-      env,
-      engine().pool_usage(&self.driver, pool_id, dims, now),
-      move |s| snapshot_js(s, now),
-    )
+    let step = engine().pool_usage(&self.driver, pool_id, plan_dims, now);
+    answer(env, step, move |s| snapshot_js(s, now))
   }
 }
 
@@ -223,15 +183,10 @@ fn chosen_store(driver: Driver, choice: u64) -> ChosenStore {
 /// `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
 /// environment, then SQLite; Redis only when it answers a PING. Never fails.
 #[napi(catch_unwind, ts_return_type = "ChosenStore | Promise<ChosenStore>")]
-pub fn choose_store(env: &Env) -> napi::Result<Either<ChosenStore, PromiseRaw<'_, ChosenStore>>> {
+pub fn choose_store(env: &Env) -> napi::Result<Answer<'_, ChosenStore>> {
   host::prepare_db(env);
-  match engine().choose_numbered() {
-    Step::Now((driver, choice)) => Ok(Either::A(chosen_store(driver, choice))),
-    Step::Later(future) => spawn_settled(env, async move { Ok(future.await) }, |_, (d, choice)| {
-      Ok(chosen_store(d, choice))
-    })
-    .map(Either::B),
-  }
+  let step = engine().choose_numbered();
+  crossing(env, step, |(driver, choice)| chosen_store(driver, choice))
 }
 
 /// The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset).
@@ -264,25 +219,23 @@ pub fn close_quota_db(env: Env) -> napi::Result<()> {
   or_throw(&env, engine().close_db())
 }
 
-/// Sends one command (`args[0]` is its name) on the URL's shared connection, within the
+/// Sends one command (`args[0]` is its name) on this thread's direct connection when it is up,
+/// else on the URL's shared connection, within the
 /// timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
 /// `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
-#[napi(
-  catch_unwind,
-  ts_args_type = "url: string, args: Array<string | number>",
-  ts_return_type = "Promise<unknown>"
-)]
-pub fn redis_command<'env>(
-  env: &'env Env,
-  url: Unknown,
-  args: Unknown,
+#[edge(ts_return_type = "Promise<unknown>")]
+pub fn redis_command(
+  #[ts = "string"] url: redis_backend,
+  #[ts = "Array<string | number>"] args: input::command_words,
 ) -> napi::Result<PromiseRaw<'env, serde_json::Value>> {
-  let backend = arg(url, "url").and_then(|url| engine().redis_backend(&url.string()?));
-  let words = backend.and_then(|b| Ok((b, input::command_words(&arg(args, "args")?)?)));
-  let (backend, words) = or_throw(env, words)?;
   // The thread's direct connection when it is up (docs/redis.md#the-direct-connection).
-  let promise = super::direct::client_command(env, backend, words)?;
+  let promise = super::direct::client_command(env, url, args)?;
   Ok(PromiseRaw::new(env.raw(), promise))
+}
+
+/// The backend of a Redis URL the engine can use.
+fn redis_backend(url: &Arg) -> Result<std::sync::Arc<RedisBackend>> {
+  engine().redis_backend(&url.string()?)
 }
 
 /// Drops the shared connection of `url` (every URL's without one); the next operation

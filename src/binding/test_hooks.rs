@@ -9,6 +9,7 @@ use super::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
+use quota_engine_macros::edge;
 
 /// Panics inside the edge. `how`:
 /// - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
@@ -47,17 +48,17 @@ pub fn force_panic_for_tests(
 /// Opens (`hold = true`) or ends (`false`) a read transaction on the engine's connection,
 /// so a test can show that the engine's WAL read lock survives the host opening and closing
 /// the same file. Nothing else may use the engine while it is held.
-#[napi(catch_unwind, js_name = "__holdReadTransactionForTests")]
-pub fn hold_read_transaction_for_tests(env: Env, hold: bool) -> napi::Result<()> {
+#[edge(js_name = "__holdReadTransactionForTests")]
+pub fn hold_read_transaction_for_tests(#[typed] hold: bool) {
   prepare_db(&env);
-  or_throw(&env, engine().hold_read_transaction_for_tests(hold))
+  engine().hold_read_transaction_for_tests(hold)
 }
 
 /// Runs the engine's migration check on its connection now (what it does at open and when
 /// another connection changed the schema); whether anything was created.
-#[napi(catch_unwind, js_name = "__checkSchemaForTests")]
-pub fn check_schema_for_tests(env: Env) -> napi::Result<bool> {
-  or_throw(&env, with_db(&env, |db| db.check_schema()))
+#[edge(js_name = "__checkSchemaForTests")]
+pub fn check_schema_for_tests() -> bool {
+  with_db(&env, |db| db.check_schema())
 }
 
 /// The enforce decision made on the addon's tokio worker thread instead of the JS thread,

@@ -241,6 +241,22 @@ impl<V: Source> Arg<V> {
   }
 }
 
+/// What a `dbPath` resolver returned (docs/contract.md §0): its string, or what is wrong
+/// with it, as the warning says it.
+pub fn resolved_path<V: Source>(value: &V) -> std::result::Result<String, String> {
+  let what = match value.kind()? {
+    Kind::String => return value.string(),
+    Kind::Undefined => "undefined",
+    Kind::Null => "null",
+    Kind::Number => "a number",
+    Kind::Boolean => "a boolean",
+    Kind::Object => "an object",
+    Kind::Function => "a function",
+    _ => "a non-string",
+  };
+  Err(format!("returned {what} instead of a string"))
+}
+
 /// The clock: epoch milliseconds.
 pub fn now_ms() -> i64 {
   std::time::SystemTime::now()
@@ -742,6 +758,24 @@ mod tests {
         _ => Ok(Vec::new()),
       }
     }
+  }
+
+  #[test]
+  fn a_db_path_resolver_answer_is_its_string_or_what_is_wrong_with_it() {
+    assert_eq!(
+      resolved_path(&Fake::Str("/data/x.sqlite")),
+      Ok("/data/x.sqlite".into())
+    );
+    let wrong = |v: Fake| resolved_path(&v).unwrap_err();
+    assert_eq!(wrong(Fake::Null), "returned null instead of a string");
+    assert_eq!(
+      wrong(Fake::Num(1.0)),
+      "returned a number instead of a string"
+    );
+    assert_eq!(
+      wrong(Fake::Obj(vec![])),
+      "returned an object instead of a string"
+    );
   }
 
   /// The error's class (`Type` or `Range`) and message.
