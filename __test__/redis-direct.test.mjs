@@ -212,3 +212,24 @@ test('resetRedisClient() closes this thread\'s direct connections', { skip }, as
   assert.equal(await again.ping(), 'PONG')
   await until(() => direct(again), 'a new direct connection')
 })
+
+test('another thread resets the client while this thread has reads in flight: they are sent again the shared way, later calls get a new connection', { skip }, async () => {
+  const client = await getRedisClient(server.url)
+  await until(() => direct(client), 'the direct connection')
+  // Paused, the server holds the replies: the reads are in flight on the direct connection.
+  await plain.call('CLIENT', 'PAUSE', '300', 'ALL')
+  const inFlight = Promise.all([client.ping(), client.call('GET', 'direct:reset')])
+  const worker = new Worker(
+    `const { workerData } = require('node:worker_threads')
+     require(workerData.entry).resetRedisClient()`,
+    { eval: true, workerData: { entry: require.resolve('@omniroute/quota-engine/compat/redisQuotaStore') } },
+  )
+  assert.equal(await new Promise((resolve) => worker.once('exit', resolve)), 0)
+  // This thread's next call finds the URL's backend replaced: the old link closes and its
+  // reads go again on the shared connection (before the fix: a RefCell panic, and Node aborted).
+  const next = await getRedisClient(server.url)
+  const after = next.ping()
+  assert.deepEqual(await inFlight, ['PONG', null])
+  assert.equal(await after, 'PONG')
+  await until(() => direct(next), 'a new direct connection')
+})

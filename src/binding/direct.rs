@@ -201,21 +201,19 @@ pub(crate) fn send(
 
 /// This thread's link to `backend` (a new one when the URL's backend was replaced).
 fn link(env: &Env, backend: &Arc<RedisBackend>) -> Option<Rc<Link>> {
-  LINKS.with(|links| {
+  if !real_libuv(env) {
+    return None;
+  }
+  // A link to a replaced backend is closed, and its calls settled, outside the borrow of
+  // `LINKS`: settling may send again (a lost read goes to the shared connection).
+  let (link, replaced) = LINKS.with(|links| {
     let mut links = links.borrow_mut();
+    let mut replaced = None;
     if let Some(found) = links.get(backend.url()) {
       if Arc::ptr_eq(&found.backend, backend) {
-        return Some(found.clone());
+        return (found.clone(), None);
       }
-      let old = links.remove(backend.url())?;
-      if let Some(uv) = uv() {
-        let lost = old.close(uv);
-        let error = QuotaError::Unavailable(format!(
-          "the connection to Redis at {} was closed",
-          backend.display()
-        ));
-        settle_all(old.env, lost, |_| Outcome::Lost(error.clone()));
-      }
+      replaced = links.remove(backend.url());
     }
     if !HOOKED.with(|h| h.replace(true)) {
       unsafe { sys::napi_add_env_cleanup_hook(env.raw(), Some(teardown), env.raw().cast()) };
@@ -227,8 +225,63 @@ fn link(env: &Env, backend: &Arc<RedisBackend>) -> Option<Rc<Link>> {
       shared_in_flight: Cell::new(0),
     });
     links.insert(backend.url().to_string(), link.clone());
-    Some(link)
+    (link, replaced)
+  });
+  if let (Some(old), Some(uv)) = (replaced, uv()) {
+    let lost = old.close(uv);
+    let error = QuotaError::Unavailable(format!(
+      "the connection to Redis at {} was closed",
+      backend.display()
+    ));
+    settle_all(old.env, lost, |_| Outcome::Lost(error.clone()));
+  }
+  Some(link)
+}
+
+/// Whether this runtime's libuv is real, asked once per thread: Bun resolves every `uv_*`
+/// symbol to a stub that aborts the process, so under Bun (`process.versions.bun`) the
+/// direct connection stays off.
+fn real_libuv(env: &Env) -> bool {
+  thread_local! {
+    static REAL: Cell<Option<bool>> = const { Cell::new(None) };
+  }
+  REAL.with(|real| {
+    if let Some(known) = real.get() {
+      return known;
+    }
+    let known = !is_bun(env.raw());
+    real.set(Some(known));
+    known
   })
+}
+
+fn is_bun(env: sys::napi_env) -> bool {
+  // SAFETY: plain N-API reads on the calling thread's live environment.
+  unsafe {
+    let mut value = ptr::null_mut();
+    if sys::napi_get_global(env, &mut value) != sys::Status::napi_ok {
+      return true;
+    }
+    for name in [c"process", c"versions", c"bun"] {
+      let mut kind = 0;
+      if sys::napi_typeof(env, value, &mut kind) != sys::Status::napi_ok {
+        return true;
+      }
+      if kind != sys::ValueType::napi_object {
+        // No `process` or `process.versions`: not Node, stay off.
+        return true;
+      }
+      let mut next = ptr::null_mut();
+      if sys::napi_get_named_property(env, value, name.as_ptr(), &mut next) != sys::Status::napi_ok
+      {
+        return true;
+      }
+      value = next;
+    }
+    let mut kind = 0;
+    sys::napi_typeof(env, value, &mut kind) != sys::Status::napi_ok
+      || kind != sys::ValueType::napi_undefined
+  }
 }
 
 /// A call of this thread for `backend` was sent on the shared connection (`true`) or
@@ -288,6 +341,13 @@ impl Link {
   }
 
   /// The wire over `stream` and its handles on this thread's loop.
+  #[cfg(not(unix))]
+  fn open(&self, _uv: &Uv, _stream: TcpStream) -> Option<Up> {
+    // `uv()` finds no libuv off unix, so nothing connects; the shared connection serves.
+    None
+  }
+
+  #[cfg(unix)]
   fn open(&self, uv: &Uv, stream: TcpStream) -> Option<Up> {
     let wire = Wire::new(stream).ok()?;
     let mut loop_ = ptr::null_mut();
@@ -423,7 +483,11 @@ fn settle(env: sys::napi_env, settled: Vec<(Call, Outcome)>) {
       sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
     let js = Env::from_raw(env);
     for (call, outcome) in settled {
-      match (call.done)(&js, outcome) {
+      // A panic must not unwind past the open scopes (Node aborts on unclosed ones).
+      let done = call.done;
+      let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(&js, outcome)))
+        .unwrap_or_else(|_| Err(napi::Error::from_reason("internal error")));
+      match answer {
         Ok(value) => sys::napi_resolve_deferred(env, call.deferred, value),
         Err(err) => {
           let reason = match napi::JsError::from(err).into_value(env) {
@@ -454,6 +518,11 @@ fn fired(handle: *mut c_void) -> Option<Rc<Link>> {
 }
 
 unsafe extern "C" fn on_poll(handle: *mut c_void, status: c_int, events: c_int) {
+  // Unwinding out of a C callback aborts: a panic here only loses this wake-up.
+  let _ = std::panic::catch_unwind(|| polled(handle, status, events));
+}
+
+fn polled(handle: *mut c_void, status: c_int, events: c_int) {
   let (Some(link), Some(uv)) = (fired(handle), uv()) else {
     return;
   };
@@ -468,8 +537,11 @@ unsafe extern "C" fn on_poll(handle: *mut c_void, status: c_int, events: c_int) 
     if failed.is_none() && events & UV_WRITABLE != 0 {
       failed = up.wire.writable().err();
     }
-    if failed.is_none() && events & UV_READABLE != 0 {
-      failed = up.wire.readable(&mut settled).err();
+    // Replies already received are taken even when the write failed (the server may have
+    // answered and closed).
+    if status >= 0 && events & UV_READABLE != 0 {
+      let read = up.wire.readable(&mut settled).err();
+      failed = failed.or(read);
     }
     if failed.is_none() {
       if up.wire.in_flight() == 0 && up.timer_armed {
@@ -480,15 +552,20 @@ unsafe extern "C" fn on_poll(handle: *mut c_void, status: c_int, events: c_int) 
     }
     failed
   };
-  settle(link.env, settled);
   if let Some(err) = failed {
+    // Closed before anything settles: a reaction that sends again must not find it up.
     let lost = link.close(uv);
     let error = link.backend.classify(&redis::RedisError::from(err));
-    settle_all(link.env, lost, |_| Outcome::Lost(error.clone()));
+    settled.extend(lost.into_iter().map(|c| (c, Outcome::Lost(error.clone()))));
   }
+  settle(link.env, settled);
 }
 
 unsafe extern "C" fn on_timer(handle: *mut c_void) {
+  let _ = std::panic::catch_unwind(|| timed_out(handle));
+}
+
+fn timed_out(handle: *mut c_void) {
   let (Some(link), Some(uv)) = (fired(handle), uv()) else {
     return;
   };
@@ -516,6 +593,10 @@ unsafe extern "C" fn on_timer(handle: *mut c_void) {
 /// The environment goes away: this thread's links close, their calls left unsettled (no
 /// JavaScript runs any more).
 unsafe extern "C" fn teardown(env: *mut c_void) {
+  let _ = std::panic::catch_unwind(|| torn_down(env));
+}
+
+fn torn_down(env: *mut c_void) {
   let context = CONTEXT.with(|c| c.replace(ptr::null_mut()));
   if !context.is_null() {
     unsafe { sys::napi_async_destroy(env as sys::napi_env, context) };
@@ -543,6 +624,7 @@ where
   V: napi::bindgen_prelude::ToNapiValue,
 {
   shared(backend, true);
+  let counted = backend.clone();
   let backend = backend.clone();
   super::promise::spawn_settled(
     env,
@@ -556,6 +638,7 @@ where
     },
   )
   .map(|promise| napi::JsValue::raw(&promise))
+  .inspect_err(|_| shared(&counted, false))
 }
 
 /// A raw command of the ioredis-like client: on this thread's direct connection when it is
