@@ -142,11 +142,13 @@ impl<V: Source> Arg<V> {
   /// The property `name` of this object (a `TypeError` when this is not an object).
   pub fn field(&self, name: &str) -> Result<Arg<V>> {
     self.read(Kind::Object, "an object", |_| Ok(()))?;
-    let path = if self.path.is_empty() {
-      name.to_string()
-    } else {
-      format!("{}.{name}", self.path)
-    };
+    // Appended, not formatted: this runs for every field of every call.
+    let mut path = String::with_capacity(self.path.len() + 1 + name.len());
+    if !self.path.is_empty() {
+      path.push_str(&self.path);
+      path.push('.');
+    }
+    path.push_str(name);
     let value = self
       .present()?
       .property(name)
