@@ -291,3 +291,27 @@ test('a server that refuses client tracking: no view, one warning, enforce still
     await refusing.stop()
   }
 })
+
+test('poolConsumedTotal from the view: no Redis command, this process\'s buffered records counted, another client\'s write seen', { skip }, async () => {
+  await clearOfTheHour()
+  const { id, request } = hostPool('v-total', 100)
+  const store = await getQuotaStore()
+  const dim = { poolId: id, unit: 'requests', window: 'hourly' }
+  const bucket = Math.floor(Date.now() / HOUR)
+  await plain.incrbyfloat(`omniroute:quota:v-total:${id}:requests:hourly:${bucket}`, 5)
+  await until(async () => {
+    const before = await commandCalls()
+    await store.poolConsumedTotal(id, dim)
+    return JSON.stringify(await commandCalls()) === JSON.stringify(before)
+  }, 'a pool total from the view')
+  const before = await commandCalls()
+  assert.equal(await store.poolConsumedTotal(id, dim), 5)
+  await recordConsumption({ ...request, cost: {} }) // buffered
+  assert.equal(await store.poolConsumedTotal(id, dim), 6, 'its own record, not yet on Redis')
+  assert.deepEqual(await commandCalls(), before, 'no command reached Redis')
+  assert.equal(flushQuotaWrites(), null)
+  assert.equal(await store.poolConsumedTotal(id, dim), 6, 'read again after the flush: counted once')
+  // Another member's counter, written by another client: invalidated, then read.
+  await plain.incrbyfloat(`omniroute:quota:v-total:${id}:requests:hourly:${bucket}`, 10)
+  await until(async () => (await store.poolConsumedTotal(id, dim)) === 16, 'the other client\'s write')
+})

@@ -607,22 +607,23 @@ impl Engine {
       Driver::Sqlite => {
         Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
       }
-      Driver::Redis(url) => self.after_redis_flush(
-        url,
-        later(
-          crate::store::validate::non_empty(&key.pool_id, "dim.poolId")
-            .and_then(|()| {
-              let backend = self.redis_backend(url)?;
-              // The buckets' totals need no key list (docs/redis.md#pool-totals).
-              let ids = match backend.totals() {
-                PoolTotals::Aggregate => Vec::new(),
-                PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
-              };
-              Ok((backend, ids))
-            })
-            .and_then(|(backend, ids)| counters::pool_consumed_total(backend, key, ids, now_ms)),
-        ),
-      ),
+      Driver::Redis(url) => {
+        let prepared =
+          crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
+            let backend = self.redis_backend(url)?;
+            // The buckets' totals need no key list (docs/redis.md#pool-totals).
+            let ids = match backend.totals() {
+              PoolTotals::Aggregate => Vec::new(),
+              PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
+            };
+            let batch = counters::pool_batch(&backend, &key, ids, now_ms);
+            Ok((backend, batch))
+          });
+        match prepared {
+          Ok((backend, batch)) => self.pool_total_on_redis(backend, batch, key, now_ms),
+          Err(err) => Step::Now(Err(err)),
+        }
+      }
     }
   }
 

@@ -140,6 +140,52 @@ impl Engine {
     }
   }
 
+  /// `poolConsumedTotal` on Redis: from the counter view when it holds the pool's buckets
+  /// (the same rules and bound as enforce and peek, this process's buffered records added),
+  /// else one read after the buffer's flush, whose answer the view keeps
+  /// (docs/redis.md#the-counter-view).
+  pub(super) fn pool_total_on_redis(
+    &'static self,
+    backend: Arc<RedisBackend>,
+    batch: crate::store::redis::ReadBatch,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    let window_ms = key.window.ms();
+    let view = match self.admission() {
+      AdmissionMode::Reserve => None,
+      AdmissionMode::Default => self.redis_view(&backend),
+    };
+    if let Some((view, max_age)) = &view {
+      if let Some((mut values, epoch)) = view.lookup(&batch, now_ms, *max_age) {
+        self
+          .redis_writes
+          .overlay(backend.url(), &batch, &mut values);
+        if view.unchanged(epoch) {
+          return Step::Now(Ok(values[0].effective(now_ms, window_ms)));
+        }
+      }
+    }
+    let url = backend.url().to_string();
+    self.after_redis_flush(
+      &url,
+      Step::later(async move {
+        // As enforce's read: no flush is out while it is, so each buffered record counts once.
+        let gate = self.redis_writes.gate(backend.url());
+        let _shared = gate.read().await;
+        let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+        let mut values = counters::read(&backend, &batch).await?;
+        if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+          view.keep(batch.clone(), &values, stamp, now_ms);
+        }
+        self
+          .redis_writes
+          .overlay(backend.url(), &batch, &mut values);
+        Ok(values[0].effective(now_ms, window_ms))
+      }),
+    )
+  }
+
   /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
   fn peek_on_redis_view(
     &'static self,

@@ -173,22 +173,17 @@ pub fn peek_batch(
   Ok(batch)
 }
 
-/// `poolConsumedTotal`: the sliding formula over the summed buckets of `pool_ids` (the
-/// pool's allocations) and of every key this engine wrote under `key`.
-pub fn pool_consumed_total(
-  backend: Arc<RedisBackend>,
-  key: DimensionKey,
+/// `poolConsumedTotal`'s batch: the summed buckets of `pool_ids` (the pool's allocations)
+/// and of every key this engine wrote under `key` — or, in aggregate mode, the totals.
+pub fn pool_batch(
+  backend: &RedisBackend,
+  key: &DimensionKey,
   pool_ids: Vec<String>,
   now_ms: i64,
-) -> Result<impl Future<Output = Result<f64>> + Send> {
-  validate::non_empty(&key.pool_id, "dim.poolId")?;
-  let window_ms = key.window.ms();
+) -> ReadBatch {
   let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
-  batch.pool(&key, bucket_index(now_ms, window_ms));
-  Ok(async move {
-    let values = read(&backend, &batch).await?;
-    Ok(values[0].effective(now_ms, window_ms))
-  })
+  batch.pool(key, bucket_index(now_ms, key.window.ms()));
+  batch
 }
 
 /// `clear`: deletes the key's current and previous buckets (`clear.lua`).
