@@ -11,7 +11,7 @@ use crate::error::Result;
 use crate::store::redis::counters;
 use crate::store::redis::tracking::{subscribe, TrackingError};
 use crate::store::redis::view::{CounterView, Tracking};
-use crate::store::redis::RedisBackend;
+use crate::store::redis::{ReadBatch, RedisBackend};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -59,11 +59,43 @@ impl Engine {
       Err(err) => return Step::Now(Err(err)),
     };
     let window_ms = key.window.ms();
-    match self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms) {
-      Ok(Some(value)) => return Step::Now(Ok(value)),
-      Ok(None) => {}
-      Err(err) => return Step::Now(Err(err)),
+    match self.viewed(&backend, &batch, now_ms, window_ms) {
+      Some(value) => Step::Now(Ok(value)),
+      None => self.read_kept(backend, batch, now_ms, window_ms),
     }
+  }
+
+  /// The effective value of `batch`'s one read from the view, when the view holds it (read
+  /// less than the maximum staleness ago, changed by no one since), with this process's
+  /// buffered records added as after a read. Default admission only: reserve mode reads.
+  fn viewed(
+    &'static self,
+    backend: &Arc<RedisBackend>,
+    batch: &ReadBatch,
+    now_ms: i64,
+    window_ms: i64,
+  ) -> Option<f64> {
+    if self.admission() == AdmissionMode::Reserve {
+      return None;
+    }
+    let (view, max_age) = self.redis_view(backend)?;
+    let (mut values, epoch) = view.lookup(batch, now_ms, max_age)?;
+    self.redis_writes.overlay(backend.url(), batch, &mut values);
+    // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
+    view
+      .unchanged(epoch)
+      .then(|| values[0].effective(now_ms, window_ms))
+  }
+
+  /// `batch`'s one read after this process's buffer is flushed, its answer kept by the view
+  /// (default admission), the buffer added.
+  fn read_kept(
+    &'static self,
+    backend: Arc<RedisBackend>,
+    batch: ReadBatch,
+    now_ms: i64,
+    window_ms: i64,
+  ) -> Step<Result<f64>> {
     let view = match self.admission() {
       AdmissionMode::Reserve => None,
       AdmissionMode::Default => self.redis_view(&backend),
@@ -152,38 +184,10 @@ impl Engine {
     now_ms: i64,
   ) -> Step<Result<f64>> {
     let window_ms = key.window.ms();
-    let view = match self.admission() {
-      AdmissionMode::Reserve => None,
-      AdmissionMode::Default => self.redis_view(&backend),
-    };
-    if let Some((view, max_age)) = &view {
-      if let Some((mut values, epoch)) = view.lookup(&batch, now_ms, *max_age) {
-        self
-          .redis_writes
-          .overlay(backend.url(), &batch, &mut values);
-        if view.unchanged(epoch) {
-          return Step::Now(Ok(values[0].effective(now_ms, window_ms)));
-        }
-      }
+    match self.viewed(&backend, &batch, now_ms, window_ms) {
+      Some(value) => Step::Now(Ok(value)),
+      None => self.read_kept(backend, batch, now_ms, window_ms),
     }
-    let url = backend.url().to_string();
-    self.after_redis_flush(
-      &url,
-      Step::later(async move {
-        // As enforce's read: no flush is out while it is, so each buffered record counts once.
-        let gate = self.redis_writes.gate(backend.url());
-        let _shared = gate.read().await;
-        let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-        let mut values = counters::read(&backend, &batch).await?;
-        if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-          view.keep(batch.clone(), &values, stamp, now_ms);
-        }
-        self
-          .redis_writes
-          .overlay(backend.url(), &batch, &mut values);
-        Ok(values[0].effective(now_ms, window_ms))
-      }),
-    )
   }
 
   /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
@@ -195,24 +199,7 @@ impl Engine {
     now_ms: i64,
   ) -> Result<Option<f64>> {
     let batch = counters::peek_batch(backend, api_key_id, key, now_ms)?;
-    if self.admission() == AdmissionMode::Reserve {
-      return Ok(None);
-    }
-    let Some((view, max_age)) = self.redis_view(backend) else {
-      return Ok(None);
-    };
-    let Some((mut values, epoch)) = view.lookup(&batch, now_ms, max_age) else {
-      return Ok(None);
-    };
-    self
-      .redis_writes
-      .overlay(backend.url(), &batch, &mut values);
-    // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
-    Ok(
-      view
-        .unchanged(epoch)
-        .then(|| values[0].effective(now_ms, key.window.ms())),
-    )
+    Ok(self.viewed(backend, &batch, now_ms, key.window.ms()))
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
