@@ -5,35 +5,19 @@
 // the calls in flight within the timeout and later calls reconnect; a reply later than
 // QUOTA_STORE_REDIS_TIMEOUT_MS fails with the timeout's error; a worker thread has its own
 // connection; a process holding one exits by itself.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { Worker } from 'node:worker_threads'
 import { createRequire } from 'node:module'
-import Redis from 'ioredis'
 import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
+import { useRedisServer, server, plain, stopped } from './support/redis-engine.mjs'
 import { RedisQuotaStore, getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
-import { installHost, closeQuotaDb, WINDOW_MS } from '@omniroute/quota-engine'
+import { WINDOW_MS } from '@omniroute/quota-engine'
 
 const require = createRequire(import.meta.url)
 const skip = REDIS_SKIP
-let server
-let plain
-const stopped = []
-
-before(async () => {
-  if (skip) return
-  installHost({ logger: { warn() {}, info() {}, debug() {} } })
-  server = await startRedis()
-  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-})
-
-after(async () => {
-  plain?.disconnect()
-  resetRedisClient()
-  closeQuotaDb()
-  await Promise.all([server, ...stopped].filter(Boolean).map((s) => s.stop()))
-})
+useRedisServer({ warn() {}, info() {}, debug() {} })
 
 /** Whether `client`'s next command is answered on the direct connection. */
 async function direct(client) {

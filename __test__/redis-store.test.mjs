@@ -3,20 +3,19 @@
 // TypeScript driver's key format through a plain client (ioredis), TTLs, NOSCRIPT
 // recovery, a server killed and restarted mid-run, a stalled server, 8 processes on one
 // key, the ioredis-like client, and the driver factory.
-import { test, before, after } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import net from 'node:net'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
-import Redis from 'ioredis'
 import { makeDataDir, openHost } from './support/store-env.mjs'
 import { storeSuite } from './support/store-suite.mjs'
 import { REDIS_SKIP, startRedis, freePort } from './support/redis-server.mjs'
+import { useRedisServer, server, plain, stopped } from './support/redis-engine.mjs'
 import {
   RedisQuotaStore,
   getRedisClient,
-  resetRedisClient,
   getRedisQuotaStore,
   resetRedisQuotaStore,
 } from '@omniroute/quota-engine/compat/redisQuotaStore'
@@ -26,29 +25,13 @@ const dataDir = makeDataDir('redis-store')
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
 const qe = require('@omniroute/quota-engine')
-const { WINDOW_MS, closeQuotaDb, createPool, installHost, getSqliteQuotaStore } = qe
+const { WINDOW_MS, createPool, getSqliteQuotaStore } = qe
 const skip = REDIS_SKIP
 const worker = fileURLToPath(new URL('./support/redis-consume-worker.mjs', import.meta.url))
 
 const warnings = []
 const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
-let server
-let plain
-const stopped = []
-
-before(async () => {
-  if (skip) return
-  installHost({ logger })
-  server = await startRedis()
-  plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
-})
-
-after(async () => {
-  plain?.disconnect()
-  resetRedisClient()
-  closeQuotaDb()
-  await Promise.all([server, ...stopped].filter(Boolean).map((s) => s.stop()))
-})
+useRedisServer(logger)
 
 storeSuite(
   'redis',

@@ -20,6 +20,28 @@ export let plain
 export let host
 /** What the engine warned about, `{ ...fields, msg }`. */
 export const warnings = []
+/** Servers a test started besides `server`, stopped with it. */
+export const stopped = []
+
+/**
+ * The lighter setup of the store and client tests: a redis-server of their own, the plain
+ * client, `installHost({ logger })`; the client, the engine's database and every server
+ * are closed after.
+ */
+export function useRedisServer(logger) {
+  before(async () => {
+    if (REDIS_SKIP) return
+    installHost({ logger })
+    server = await startRedis()
+    plain = new Redis(server.url, { maxRetriesPerRequest: 1 })
+  })
+  after(async () => {
+    plain?.disconnect()
+    resetRedisClient()
+    closeQuotaDb()
+    await Promise.all([server, ...stopped].filter(Boolean).map((s) => s.stop()))
+  })
+}
 
 /**
  * Registers the suite's `before`/`after`: `env` is set before the driver is chosen and
