@@ -589,6 +589,37 @@ fn after_the_engines_own_flush_a_wal_restart_still_keeps_the_cached_counters() {
 }
 
 #[test]
+fn a_flush_that_restarts_the_wal_keeps_the_cached_counters() {
+  // A checkpoint that copied the whole WAL back means the next writer starts the WAL
+  // over: here that writer is the engine's own flush. Its commit is still the only one
+  // since the cache was current, so the cached counters follow it as after any flush.
+  let _serial = serial();
+  let (dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  two_keys_warm(&db);
+  let key = requests_key(&the_pool_id(&host));
+  host
+    .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
+    .unwrap();
+  assert!(db.hot_cache_current(), "a checkpoint commits nothing");
+  db.record_writes("k", &[(key.clone(), 3.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  assert!(
+    db.hot_cache_current(),
+    "the flush's own restart: its counters followed it"
+  );
+  assert_eq!(
+    decide_k2_counting_locks(&db),
+    (ALLOW, 0),
+    "k2 decided from memory"
+  );
+  assert_eq!(db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap(), 3.0);
+  assert_eq!(committed(&host, "k", &key.to_string()), 3.0);
+  drop((host, dir));
+}
+
+#[test]
 fn a_wal_restart_with_a_counter_written_drops_the_cached_counters() {
   let _serial = serial();
   let (dir, path, db) = temp_db();

@@ -44,19 +44,26 @@ const NPAGE_ONE: u32 = NPAGE - HDR_WORDS as u32;
 const MAX_SCAN: u32 = 8192;
 
 /// Word indices in a header copy (`WalIndexHdr` in SQLite's `wal.c`).
-const W_CHANGE: usize = 2; // iChange: +1 at every header write
+const W_CHANGE: usize = 2; // iChange: +1 at every commit
 const W_PAGE_SIZE: usize = 3; // isInit, bigEndCksum, szPage
 const W_MX_FRAME: usize = 4;
 const W_SALT: [usize; 2] = [8, 9];
 
-/// Whether `after` differs from `before` by exactly one commit appended to the same WAL:
-/// one header write (`iChange` + 1), the same salts (no restart), more frames. Taken with
-/// `before` read while this connection held the write lock and `after` right after its
-/// commit, that one commit is this connection's own.
+/// Whether `after` differs from `before` by exactly one commit: `iChange` + 1 and either
+/// more frames appended to the same WAL (the same salts), or the WAL restarted by that
+/// commit — its first frame write moves to the start of the file, the first salt + 1
+/// (`walRestartHdr` in SQLite's `wal.c`: stored big-endian, the second salt drawn at
+/// random, the header written without an `iChange` step) — and at least one frame. Taken
+/// with `before` read while this connection held the write lock and `after` right after
+/// its commit, that one commit is this connection's own: a restart is only ever done by
+/// the writer holding that lock.
 pub(crate) fn one_commit_after(before: &WalToken, after: &WalToken) -> bool {
-  after[W_CHANGE] == before[W_CHANGE].wrapping_add(1)
-    && W_SALT.iter().all(|&w| after[w] == before[w])
-    && after[W_MX_FRAME] > before[W_MX_FRAME]
+  let salt = W_SALT[0];
+  let appended = W_SALT.iter().all(|&w| after[w] == before[w])
+    && after[W_MX_FRAME] > before[W_MX_FRAME];
+  let restarted = u32::from_be(after[salt]) == u32::from_be(before[salt]).wrapping_add(1)
+    && after[W_MX_FRAME] > 0;
+  after[W_CHANGE] == before[W_CHANGE].wrapping_add(1) && (appended || restarted)
 }
 
 /// The region of the wal-index holding frame `frame`'s page number, and the word within
@@ -363,9 +370,36 @@ mod tests {
       !one_commit_after(&before, &two),
       "another writer's commit too"
     );
+    let mut other_salts = after;
+    other_salts[W_SALT[0]] = 8;
+    assert!(
+      !one_commit_after(&before, &other_salts),
+      "new salts, but not a restart's"
+    );
+    // A restart by this commit: the first salt + 1 as a big-endian number, the second one
+    // drawn anew, the frames counted from the start of the file.
     let mut restarted = after;
-    restarted[W_SALT[0]] = 8;
-    assert!(!one_commit_after(&before, &restarted), "the WAL restarted");
+    restarted[W_SALT[0]] = 8u32.to_be();
+    restarted[W_SALT[1]] = 0xdead_beef;
+    restarted[W_MX_FRAME] = 3;
+    let mut before_restart = before;
+    before_restart[W_SALT[0]] = 7u32.to_be();
+    assert!(one_commit_after(&before_restart, &restarted));
+    let mut restarted_twice = restarted;
+    restarted_twice[W_SALT[0]] = 9u32.to_be();
+    assert!(!one_commit_after(&before_restart, &restarted_twice));
+    let mut restart_then_another = restarted;
+    restart_then_another[W_CHANGE] = 1;
+    assert!(
+      !one_commit_after(&before_restart, &restart_then_another),
+      "another writer's commit after the restart"
+    );
+    let mut restart_alone = restarted;
+    restart_alone[W_MX_FRAME] = 0;
+    assert!(
+      !one_commit_after(&before_restart, &restart_alone),
+      "a restart without a frame is no commit"
+    );
     let mut none = after;
     none[W_MX_FRAME] = 10;
     assert!(!one_commit_after(&before, &none), "no frame appended");
