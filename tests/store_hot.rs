@@ -6,7 +6,7 @@ mod store_support;
 
 use omniroute_quota_engine::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
-use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_BATCH};
+use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_AT, FLUSH_BATCH};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
@@ -255,7 +255,8 @@ fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
     ..
   } = warm(1e9);
   let host = host_conn(&path);
-  for i in 0..FLUSH_BATCH - 1 {
+  let commits = omniroute_quota_engine::store::sqlite::record_commits();
+  for i in 0..FLUSH_AT - 1 {
     let outcome = db
       .record_writes(&format!("key-{i}"), &[(key.clone(), 1.0)], NOW, BUFFERED)
       .unwrap();
@@ -267,9 +268,14 @@ fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
   assert_eq!(
     outcome,
     Recorded::Committed,
-    "the buffer reached {FLUSH_BATCH} counters"
+    "the buffer reached {FLUSH_AT} counters"
   );
   assert_eq!(db.pending_count(), 0);
+  assert_eq!(
+    omniroute_quota_engine::store::sqlite::record_commits() - commits,
+    (FLUSH_AT / FLUSH_BATCH) as u64,
+    "committed {FLUSH_BATCH} counters a transaction"
+  );
   // More than one batch at once: while the database is locked the buffer grows past a
   // batch (the recording calls back off after a failed flush); all of it lands after.
   host.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -289,7 +295,7 @@ fn a_full_buffer_is_committed_by_the_recording_call_in_batches() {
       |r| r.get(0),
     )
     .unwrap();
-  assert_eq!(sum, FLUSH_BATCH as f64 + 2.0 * (2 * FLUSH_BATCH + 7) as f64);
+  assert_eq!(sum, FLUSH_AT as f64 + 2.0 * (2 * FLUSH_BATCH + 7) as f64);
   assert_eq!(totals(&host), brute_totals(&host));
 }
 
@@ -586,6 +592,57 @@ fn after_the_engines_own_flush_a_wal_restart_still_keeps_the_cached_counters() {
   );
   assert_eq!(db.hot_scope(|db| db.peek("k", &key, NOW)).unwrap(), 3.0);
   drop((host, dir));
+}
+
+#[test]
+fn records_spread_over_a_thousand_keys_share_one_flush() {
+  // Three records for each of 1,000 keys, in turn: the buffer holds 1,000 counters, not
+  // full, so each key's three records become one row of one flush.
+  let Warm {
+    _serial, db, key, ..
+  } = warm(1e9);
+  let commits = omniroute_quota_engine::store::sqlite::record_commits();
+  for round in 0..3 {
+    for i in 0..1_000 {
+      let outcome = db
+        .record_writes(&format!("key-{i}"), &[(key.clone(), 1.0)], NOW, BUFFERED)
+        .unwrap();
+      assert_eq!(outcome, Recorded::Buffered, "round {round}, key {i}");
+    }
+  }
+  assert_eq!(db.pending_count(), 1_000);
+  assert_eq!(db.flush_pending(true).unwrap(), 1_000, "a row per key");
+  assert_eq!(
+    omniroute_quota_engine::store::sqlite::record_commits() - commits,
+    4,
+    "in transactions of {FLUSH_BATCH}"
+  );
+  assert_eq!(db.hot_scope(|db| db.peek("key-7", &key, NOW)).unwrap(), 3.0);
+}
+
+#[test]
+fn the_counters_of_twenty_thousand_keys_stay_cached() {
+  // The bench's three pools (10, 1,000 and 10,000 keys) and more: a cache bound at the
+  // working set emptied itself over and over, and every read was a miss.
+  let Warm {
+    _serial, db, key, ..
+  } = warm(1e9);
+  let peek = |i: usize| {
+    db.hot_scope(|db| db.peek(&format!("key-{i}"), &key, NOW))
+      .unwrap()
+  };
+  for i in 0..20_000 {
+    assert_eq!(peek(i), 0.0);
+  }
+  let before = locks::lock_calls();
+  for i in 0..20_000 {
+    peek(i);
+  }
+  assert_eq!(
+    locks::lock_calls() - before,
+    0,
+    "every counter read from memory"
+  );
 }
 
 #[test]

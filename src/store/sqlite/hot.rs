@@ -32,8 +32,10 @@ use crate::error::Result;
 use crate::store::validate::COUNTER_MAX;
 use rustc_hash::FxHashMap;
 
-/// Cached counter entries before the cache is emptied (a bound, not an eviction policy).
-const MAX_CACHED_COUNTERS: usize = 10_000;
+/// Cached counter entries before the cache is emptied (a bound, not an eviction policy):
+/// about 100 bytes each. Well above the pools a process serves — a bound at the working
+/// set made every key's next read a miss once it was reached.
+const MAX_CACHED_COUNTERS: usize = 65_536;
 
 /// The hot path's state, next to the connection.
 #[derive(Debug, Default)]

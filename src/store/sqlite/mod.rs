@@ -47,7 +47,9 @@ pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
-pub use record_buffer::{record_commits, Dropped, Recorded, FLUSH_BATCH, RETRY_AFTER_FAILURE};
+pub use record_buffer::{
+  record_commits, Dropped, Recorded, FLUSH_AT, FLUSH_BATCH, RETRY_AFTER_FAILURE,
+};
 pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};
 
 use crate::error::QuotaError;

@@ -1,10 +1,10 @@
 //! `recordConsumption`'s writes, buffered and committed together.
 //!
 //! `recordConsumption` adds its costs to [`PendingWrites`] (per counter and bucket, so a
-//! burst of records on a few keys stays a few rows) and returns; the buffer is committed by [`SqliteDb::flush_pending`] in transactions of at most
-//! [`FLUSH_BATCH`] rows — on the next turn of the event loop (the facade schedules it),
-//! from the recording call itself once the buffer is older than its limit or holds
-//! [`FLUSH_BATCH`] counters, before any other store operation, and at close. Every read
+//! burst of records on a few keys stays a few rows) and returns; the buffer is committed by
+//! [`SqliteDb::flush_pending`] in transactions of at most [`FLUSH_BATCH`] rows — by the
+//! facade's timer, from the recording call itself once the buffer is older than its limit
+//! or holds [`FLUSH_AT`] counters, before any other store operation, and at close. Every read
 //! of a counter or a pool total adds the buffered amounts, so the engine's own decisions
 //! see a record at once; other connections see it once it is flushed. A flush that fails
 //! keeps the buffer, to be committed later: a locked database delays records instead of
@@ -28,10 +28,15 @@ pub fn record_commits() -> u64 {
   COMMITS.load(Ordering::Relaxed)
 }
 
-/// Counters committed per flush transaction, and the buffer size that makes a recording
-/// call flush at once: a transaction this size holds the write lock for about a
-/// millisecond.
+/// Counters committed per flush transaction: a transaction this size holds the write lock
+/// for about a millisecond, so another writer never waits longer between two of them.
 pub const FLUSH_BATCH: usize = 256;
+/// The buffer size that makes a recording call flush at once. Time is the bound that
+/// matters (`QUOTA_RECORD_FLUSH_MS`); this one caps the buffer's memory and one flush's
+/// work. It is well above a batch so that records spread over many keys still share a
+/// flush: at 1,000 keys in turn, a buffer flushed at 256 counters never held a key twice
+/// and wrote a row per record (docs/sqlite.md, "Records are buffered").
+pub const FLUSH_AT: usize = 4096;
 /// After a failed automatic flush, the recording calls wait this long before trying
 /// again themselves (the facade's scheduled retry keeps its own pace).
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(1);
@@ -230,7 +235,7 @@ impl PendingWrites {
   /// `max_age` — unless an automatic flush failed within the last second.
   fn due(&self, max_age: Duration) -> bool {
     !self.backing_off()
-      && (self.counters.len() >= FLUSH_BATCH || self.since.is_some_and(|t| t.elapsed() >= max_age))
+      && (self.counters.len() >= FLUSH_AT || self.since.is_some_and(|t| t.elapsed() >= max_age))
   }
 
   /// An automatic flush failed within the last second: automatic attempts wait.

@@ -59,8 +59,8 @@ const W_SALT: [usize; 2] = [8, 9];
 /// the writer holding that lock.
 pub(crate) fn one_commit_after(before: &WalToken, after: &WalToken) -> bool {
   let salt = W_SALT[0];
-  let appended = W_SALT.iter().all(|&w| after[w] == before[w])
-    && after[W_MX_FRAME] > before[W_MX_FRAME];
+  let appended =
+    W_SALT.iter().all(|&w| after[w] == before[w]) && after[W_MX_FRAME] > before[W_MX_FRAME];
   let restarted = u32::from_be(after[salt]) == u32::from_be(before[salt]).wrapping_add(1)
     && after[W_MX_FRAME] > 0;
   after[W_CHANGE] == before[W_CHANGE].wrapping_add(1) && (appended || restarted)
