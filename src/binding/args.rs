@@ -15,47 +15,77 @@ use std::cell::RefCell;
 /// names, plus the host's header names).
 const MAX_KEYS: usize = 256;
 
+/// Property names as JavaScript strings, made once per thread and environment: a name
+/// made anew is a string V8 internalizes on every read (a third of a `consume`'s cost).
+/// They are kept as the elements of one array: Node-API before its experimental version
+/// refuses a reference to a string, and the array can be referenced.
+struct Names {
+  env: sys::napi_env,
+  array: sys::napi_ref,
+  index: FxHashMap<String, u32>,
+}
+
 thread_local! {
-  /// Property names as JavaScript strings, made once per thread and environment: a name
-  /// made anew is a string V8 internalizes on every read (a third of a `consume`'s cost).
-  static KEYS: RefCell<(sys::napi_env, FxHashMap<String, sys::napi_ref>)> =
-    RefCell::new((std::ptr::null_mut(), FxHashMap::default()));
+  static KEYS: RefCell<Names> = RefCell::new(Names {
+    env: std::ptr::null_mut(),
+    array: std::ptr::null_mut(),
+    index: FxHashMap::default(),
+  });
+}
+
+/// How many property names were made as new strings, process-wide (a test hook reads it:
+/// a kept name is not made again).
+static NAMES_MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[cfg(feature = "test-hooks")]
+pub(crate) fn names_made() -> u64 {
+  NAMES_MADE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// `name` as a JavaScript string of `env`.
 fn property_key(env: sys::napi_env, name: &str) -> Option<sys::napi_value> {
-  let make = || {
-    let mut key = std::ptr::null_mut();
-    // SAFETY: a string made on the live environment of this call.
-    let made = unsafe {
-      sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut key)
-    };
-    (made == sys::Status::napi_ok).then_some(key)
-  };
   KEYS.with(|keys| {
-    let mut keys = keys.borrow_mut();
-    let (owner, names) = &mut *keys;
-    if *owner != env {
-      // Another environment on this thread (the references of the last one are its own).
-      names.clear();
-      *owner = env;
-    }
-    let mut key = std::ptr::null_mut();
-    if let Some(&kept) = names.get(name) {
-      // SAFETY: a reference made on this environment, never deleted.
-      if unsafe { sys::napi_get_reference_value(env, kept, &mut key) } == sys::Status::napi_ok {
-        return Some(key);
+    let names = &mut *keys.borrow_mut();
+    // SAFETY (every call below): N-API calls on the live environment of this call, with
+    // handles made on it; the array's reference is never deleted while the environment
+    // lives (another environment on this thread starts its own).
+    unsafe {
+      let mut array = std::ptr::null_mut();
+      if names.env != env || names.array.is_null() {
+        names.env = env;
+        names.array = std::ptr::null_mut();
+        names.index.clear();
+        let mut kept = std::ptr::null_mut();
+        if sys::napi_create_array(env, &mut array) == sys::Status::napi_ok
+          && sys::napi_create_reference(env, array, 1, &mut kept) == sys::Status::napi_ok
+        {
+          names.array = kept;
+        }
+      } else if sys::napi_get_reference_value(env, names.array, &mut array) != sys::Status::napi_ok
+      {
+        array = std::ptr::null_mut();
       }
-    }
-    let key = make()?;
-    if names.len() < MAX_KEYS {
-      let mut kept = std::ptr::null_mut();
-      // SAFETY: as above; the reference keeps the string for the environment's life.
-      if unsafe { sys::napi_create_reference(env, key, 1, &mut kept) } == sys::Status::napi_ok {
-        names.insert(name.to_string(), kept);
+      let mut key = std::ptr::null_mut();
+      if let (false, Some(&at)) = (array.is_null(), names.index.get(name)) {
+        if sys::napi_get_element(env, array, at, &mut key) == sys::Status::napi_ok {
+          return Some(key);
+        }
       }
+      NAMES_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+      let made =
+        sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut key);
+      if made != sys::Status::napi_ok {
+        return None;
+      }
+      let at = names.index.len() as u32;
+      if !array.is_null()
+        && names.index.len() < MAX_KEYS
+        && sys::napi_set_element(env, array, at, key) == sys::Status::napi_ok
+      {
+        names.index.insert(name.to_string(), at);
+      }
+      Some(key)
     }
-    Some(key)
   })
 }
 

@@ -111,3 +111,10 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
     drr_keys: state.scheduler.drr.key_count() as u32,
   }
 }
+
+/// How many property names the edge has made as new JavaScript strings (each is made once
+/// per thread and then kept).
+#[edge(js_name = "__propertyNamesMadeForTests")]
+pub fn property_names_made_for_tests() -> f64 {
+  Ok(super::args::names_made() as f64)
+}

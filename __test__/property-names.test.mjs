@@ -1,0 +1,50 @@
+// The edge reads an argument's properties by name; each name is made as a JavaScript
+// string once per thread and kept (docs/architecture.md#the-edge-srcbinding). A name made
+// anew on every read cost V8 an internalization per property, a third of a consume.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
+import { makeDataDir } from './support/store-env.mjs'
+
+const dir = makeDataDir('names')
+const require = createRequire(import.meta.url)
+const native = require('../binding.js')
+const { closeQuotaDb, getSqliteQuotaStore } = require('@omniroute/quota-engine')
+
+after(() => {
+  closeQuotaDb()
+  fs.rmSync(dir, { recursive: true, force: true })
+})
+
+test('property names are made once, then every read uses the kept ones', async () => {
+  const store = getSqliteQuotaStore()
+  const dim = { poolId: 'names-pool', unit: 'requests', window: 'hourly' }
+  await store.consume('k', dim, 1) // makes poolId, unit, window
+  const made = native.__propertyNamesMadeForTests()
+  for (let i = 0; i < 1_000; i++) await store.consume('k', { ...dim }, 1)
+  assert.equal(await store.peek('k', dim), 1_001, 'every read found the right properties')
+  assert.equal(native.__propertyNamesMadeForTests() - made, 0, 'no name made again')
+})
+
+test('a worker thread keeps names of its own and reads the same values', async () => {
+  const dim = { poolId: 'names-worker', unit: 'tokens', window: 'daily' }
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads')
+     const { getSqliteQuotaStore } = require(workerData.entry)
+     const store = getSqliteQuotaStore()
+     ;(async () => {
+       for (let i = 0; i < 10; i++) await store.consume('w', workerData.dim, 2)
+       parentPort.postMessage(await store.peek('w', workerData.dim))
+     })()`,
+    { eval: true, workerData: { dim, entry: require.resolve('@omniroute/quota-engine') } },
+  )
+  const seen = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject))
+  await worker.terminate()
+  assert.equal(seen, 20)
+  assert.equal(await getSqliteQuotaStore().peek('w', dim), 20, 'the main thread reads what the worker recorded')
+  const made = native.__propertyNamesMadeForTests()
+  await getSqliteQuotaStore().consume('w', dim, 1)
+  assert.equal(native.__propertyNamesMadeForTests() - made, 0, "the main thread's names survived the worker's")
+})
