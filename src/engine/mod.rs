@@ -34,7 +34,7 @@ pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
 #[cfg(feature = "test-hooks")]
-mod test_hooks;
+pub mod test_hooks;
 
 use crate::core::dimensions::ProviderPlan;
 use crate::core::plans::{resolve_plan, PlanOverrides};
