@@ -227,12 +227,18 @@ impl Engine {
     result
   }
 
+  /// How many days of counter rows the retention sweep keeps: `given` (a `gcConsumption`
+  /// argument), else `QUOTA_CONSUMPTION_RETENTION_DAYS`.
+  pub fn retention_days(&self, given: Option<f64>) -> f64 {
+    given.unwrap_or_else(|| self.number(&config::RETENTION_DAYS))
+  }
+
   /// Once per open: start the retention sweep, and say what the lock self-test or the
   /// pragmas found wrong.
   fn after_open(&'static self) {
     crate::store::sqlite::spawn_retention_sweeper(
       self.sweeper_interval,
-      || self.number(&config::RETENTION_DAYS),
+      || self.retention_days(None),
       |result| {
         if let Err(err) = result {
           self.logs.warn(
