@@ -200,11 +200,11 @@ impl<H: Host> Links<H> {
   ) -> bool {
     let node = self.node(backend);
     let now = Instant::now();
-    let weak = Rc::downgrade(&node);
+    // The node's `Weak` is made only when a connect is taken over.
     let writable = node.link.borrow_mut().writable(
       now,
       |backend| self.connect(backend),
-      |wire| self.open(wire, weak),
+      |wire| self.open(wire, Rc::downgrade(&node)),
     );
     if !writable {
       return false;
