@@ -3,6 +3,7 @@
 
 use super::engine;
 use crate::engine::input;
+use crate::engine::scheduler::SchedulerPart;
 use napi_derive::napi;
 use quota_engine_macros::edge;
 
@@ -78,11 +79,11 @@ pub fn update_account_buckets(
 /// Tests only: forgets every account bucket.
 #[napi(catch_unwind, js_name = "_clearBucketsForTest")]
 pub fn clear_buckets_for_test() {
-  engine().scheduler().scheduler.buckets.clear();
+  engine().clear_scheduler_for_tests(SchedulerPart::Buckets);
 }
 
 /// Tests only: how many (connection, window) entries are stored.
 #[napi(catch_unwind, js_name = "_bucketCountForTest")]
 pub fn bucket_count_for_test() -> u32 {
-  engine().scheduler().scheduler.buckets.len() as u32
+  engine().scheduler_len_for_tests(SchedulerPart::Buckets)
 }

@@ -18,8 +18,20 @@ impl ToJs<String> for String {
   }
 }
 
+impl ToJs<String> for &'static str {
+  fn to_js(&self) -> String {
+    self.to_string()
+  }
+}
+
 impl ToJs<f64> for f64 {
   fn to_js(&self) -> f64 {
+    *self
+  }
+}
+
+impl ToJs<u32> for u32 {
+  fn to_js(&self) -> u32 {
     *self
   }
 }

@@ -6,11 +6,12 @@ use super::engine;
 use crate::engine::config;
 use crate::engine::database::PathSource;
 use crate::engine::input::{self, clock};
-use crate::engine::logs::{LogRecord, LogValue};
+use crate::engine::logs::LogRecord;
 use crate::engine::saturation::{FetcherTier, Lookup};
 use napi::bindgen_prelude::{Either, Function, FunctionRef, Unknown};
 use napi::{Env, ValueType};
 use napi_derive::napi;
+use quota_engine_macros::FromCore;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
@@ -207,6 +208,8 @@ pub fn store_rate_limit_header_pairs(
 
 /// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(crate::core::saturation::TokenHeaderSaturation)]
 pub struct TokenHeaderSaturationJs {
   pub saturation: f64,
   pub reset_at_ms: Option<f64>,
@@ -220,10 +223,7 @@ pub fn token_header_saturation_of(
   now_ms: Option<f64>,
 ) -> Option<TokenHeaderSaturationJs> {
   let value = engine().token_header_saturation(&provider, &connection_id, clock(now_ms))?;
-  Some(TokenHeaderSaturationJs {
-    saturation: value.saturation,
-    reset_at_ms: value.reset_at_ms.map(|t| t as f64),
-  })
+  Some(TokenHeaderSaturationJs::from(&value))
 }
 
 /// `softPenaltyFactor()`: `QUOTA_SOFT_DEPRIORITIZE_FACTOR` (default 0.7, clamped 0..1).
@@ -234,6 +234,8 @@ pub fn soft_penalty_factor() -> f64 {
 
 /// One numeric setting as the environment has it (for `quota-engine doctor`).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(config::SettingReport)]
 pub struct SettingInfo {
   pub name: String,
   pub raw: Option<String>,
@@ -251,17 +253,8 @@ pub fn describe_settings() -> Vec<SettingInfo> {
   engine()
     .config
     .describe()
-    .into_iter()
-    .map(|r| SettingInfo {
-      name: r.spec.name.to_string(),
-      raw: r.raw,
-      value: r.evaluated.value,
-      default: r.spec.default,
-      min: r.spec.min,
-      max: r.spec.max,
-      valid: r.evaluated.valid,
-      clamped: r.evaluated.clamped,
-    })
+    .iter()
+    .map(SettingInfo::from)
     .collect()
 }
 
@@ -286,14 +279,7 @@ impl From<LogRecord> for LogRecordJs {
       fields: record
         .fields
         .into_iter()
-        .map(|(name, value)| {
-          let value = match value {
-            LogValue::Text(text) => serde_json::Value::String(text),
-            LogValue::Number(n) => serde_json::Number::from_f64(n)
-              .map_or(serde_json::Value::Null, serde_json::Value::Number),
-          };
-          (name.to_string(), value)
-        })
+        .map(|(name, value)| (name.to_string(), value.into_json()))
         .collect(),
     }
   }

@@ -159,9 +159,7 @@ pub(crate) fn flush_at_teardown(env: &Env) {
   if TEARDOWN_FLUSH.with(|done| done.replace(true)) {
     return;
   }
-  let _ = env.add_env_cleanup_hook((), |()| {
-    let _ = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(false));
-  });
+  let _ = env.add_env_cleanup_hook((), |()| engine().commit_at_teardown());
 }
 
 /// A record's answer: bit 0, buffered (schedule the commit); bit 1, the engine has log

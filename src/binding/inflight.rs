@@ -3,6 +3,7 @@
 use super::engine;
 use crate::core::scheduler::inflight::DEFAULT_LEASE_MS as CORE_DEFAULT_LEASE_MS;
 use crate::engine::input;
+use crate::engine::scheduler::SchedulerPart;
 use napi_derive::napi;
 use quota_engine_macros::edge;
 
@@ -53,11 +54,11 @@ pub fn get_inflight(
 /// Tests only: forgets every in-flight slot.
 #[napi(catch_unwind, js_name = "_clearInflightForTest")]
 pub fn clear_inflight_for_test() {
-  engine().scheduler().scheduler.inflight.clear();
+  engine().clear_scheduler_for_tests(SchedulerPart::Inflight);
 }
 
 /// Tests only: how many in-flight slots are stored (expired ones until pruned).
 #[napi(catch_unwind, js_name = "_inflightSizeForTest")]
 pub fn inflight_size_for_test() -> u32 {
-  engine().scheduler().scheduler.inflight.len() as u32
+  engine().scheduler_len_for_tests(SchedulerPart::Inflight)
 }

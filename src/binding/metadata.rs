@@ -101,8 +101,7 @@ pub fn gc_consumption(
   now_ms: Option<f64>,
 ) -> napi::Result<f64> {
   let now = clock(now_ms);
-  let days = retention_days
-    .unwrap_or_else(|| super::engine().number(&crate::engine::config::RETENTION_DAYS));
+  let days = super::engine().retention_days(retention_days);
   or_throw(&env, with_db(&env, |db| db.gc_consumption(days, now))).map(|n| n as f64)
 }
 

@@ -12,7 +12,9 @@ use super::raw_call::{
 };
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
 use crate::engine::input::time_from_f64;
-use crate::engine::scheduler::{SchedulerState, Sym, NO_CONNECTION, SELECT_STRIDE, STALE};
+use crate::engine::scheduler::{
+  SchedulerPart, SchedulerState, Sym, NO_CONNECTION, SELECT_STRIDE, STALE,
+};
 use napi::bindgen_prelude::Object;
 use napi::{sys, Env};
 use napi_derive::napi;
@@ -125,10 +127,7 @@ unsafe extern "C" fn quota_share_release(
     return unsafe { throw_internal(env, c"__quotaShareRelease: bad arguments") };
   };
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {
-    state()
-      .scheduler
-      .inflight
-      .decrement(&(connection as Sym), now_ms);
+    engine().release_lease(connection as Sym, now_ms);
   }
   ptr::null_mut()
 }
@@ -150,7 +149,7 @@ pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
 /// Tests only: forgets the DRR state of every combo.
 #[napi(catch_unwind, js_name = "_clearDrrStateForTest")]
 pub fn clear_drr_state_for_test() {
-  state().scheduler.drr.clear();
+  engine().clear_scheduler_for_tests(SchedulerPart::Drr);
 }
 
 /// Tests only: the DRR deficit of `executionKey` in `comboName` (0 when there is none).

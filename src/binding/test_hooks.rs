@@ -9,7 +9,7 @@ use super::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, FromCore};
 
 /// Panics inside the edge. `how`:
 /// - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
@@ -91,6 +91,8 @@ pub fn enforce_on_worker_for_bench<'env>(
 /// Tests only: how much the scheduler holds — interned names, in-flight slots,
 /// connections with saturated buckets, combos with DRR state and their DRR deficits.
 #[napi(object)]
+#[derive(FromCore)]
+#[from_core(crate::engine::test_hooks::SchedulerSizes)]
 pub struct SchedulerSizes {
   pub symbols: u32,
   pub inflight: u32,
@@ -102,14 +104,7 @@ pub struct SchedulerSizes {
 /// Tests only: see [`SchedulerSizes`].
 #[napi(catch_unwind, js_name = "__schedulerSizesForTests")]
 pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
-  let state = super::engine().scheduler();
-  SchedulerSizes {
-    symbols: state.symbols.len() as u32,
-    inflight: state.scheduler.inflight.len() as u32,
-    bucket_connections: state.scheduler.buckets.connection_count() as u32,
-    drr_combos: state.scheduler.drr.combo_count() as u32,
-    drr_keys: state.scheduler.drr.key_count() as u32,
-  }
+  SchedulerSizes::from(&engine().scheduler_sizes_for_tests())
 }
 
 /// How many property names the edge has made as new JavaScript strings (each is made once

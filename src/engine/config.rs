@@ -230,9 +230,16 @@ pub fn cluster_switch(raw: Option<&str>) -> bool {
 /// One numeric setting as the environment has it, for `quota-engine doctor`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SettingReport {
-  pub spec: NumberSpec,
+  pub name: &'static str,
+  /// As the environment has it.
   pub raw: Option<String>,
-  pub evaluated: Evaluated,
+  /// In effect (see [`Evaluated`]).
+  pub value: f64,
+  pub default: f64,
+  pub min: f64,
+  pub max: f64,
+  pub valid: bool,
+  pub clamped: bool,
 }
 
 /// The environment the engine reads: the process's, or a fixed map in tests.
@@ -379,10 +386,16 @@ impl Config {
       .iter()
       .map(|spec| {
         let raw = self.raw(spec.name);
+        let evaluated = evaluate(spec, raw.as_deref());
         SettingReport {
-          spec: *spec,
-          evaluated: evaluate(spec, raw.as_deref()),
+          name: spec.name,
           raw,
+          value: evaluated.value,
+          default: spec.default,
+          min: spec.min,
+          max: spec.max,
+          valid: evaluated.valid,
+          clamped: evaluated.clamped,
         }
       })
       .collect()

@@ -682,6 +682,12 @@ impl Engine {
     self.driver_for_call(&|choosing| self.in_background(choosing))
   }
 
+  /// A JS thread that buffered records is torn down: the buffer is committed if the
+  /// database is open (nothing is reported: no JavaScript runs any more).
+  pub fn commit_at_teardown(&self) {
+    let _ = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(false));
+  }
+
   /// Commits `recordConsumption`'s buffered records now (never opens the database).
   /// Returns the error message, or `None`; the records stay buffered on an error, and
   /// the failure is a fault (logged once).

@@ -16,6 +16,18 @@ pub enum LogValue {
   Number(f64),
 }
 
+impl LogValue {
+  /// As JSON, for the host's logger (a non-finite number as `null`).
+  pub fn into_json(self) -> serde_json::Value {
+    match self {
+      LogValue::Text(text) => serde_json::Value::String(text),
+      LogValue::Number(n) => {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
+      }
+    }
+  }
+}
+
 /// One record: `{ level, component, msg, ...fields }`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogRecord {
@@ -94,6 +106,15 @@ impl LogQueue {
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn field_values_as_json_keep_text_and_numbers_and_null_a_non_finite_one() {
+    let json = |v: LogValue| v.into_json().to_string();
+    assert_eq!(json(LogValue::Text("a\"b".into())), r#""a\"b""#);
+    assert_eq!(json(LogValue::Number(1.5)), "1.5");
+    assert_eq!(json(LogValue::Number(f64::NAN)), "null");
+    assert_eq!(json(LogValue::Number(f64::INFINITY)), "null");
+  }
 
   #[test]
   fn records_wait_until_taken() {

@@ -9,6 +9,8 @@
 //! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
 //! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
 //!   flushed, and what a failed flush does.
+//! - `redis_direct.rs`: which calls go out on the calling thread's direct Redis
+//!   connection, and their answers.
 //! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
 //!   tracking connection.
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
@@ -26,12 +28,13 @@ pub mod hot_path;
 pub mod input;
 pub mod logs;
 pub mod metrics;
+pub mod redis_direct;
 pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
 #[cfg(feature = "test-hooks")]
-mod test_hooks;
+pub mod test_hooks;
 
 use crate::core::dimensions::ProviderPlan;
 use crate::core::plans::{resolve_plan, PlanOverrides};
@@ -224,12 +227,18 @@ impl Engine {
     result
   }
 
+  /// How many days of counter rows the retention sweep keeps: `given` (a `gcConsumption`
+  /// argument), else `QUOTA_CONSUMPTION_RETENTION_DAYS`.
+  pub fn retention_days(&self, given: Option<f64>) -> f64 {
+    given.unwrap_or_else(|| self.number(&config::RETENTION_DAYS))
+  }
+
   /// Once per open: start the retention sweep, and say what the lock self-test or the
   /// pragmas found wrong.
   fn after_open(&'static self) {
     crate::store::sqlite::spawn_retention_sweeper(
       self.sweeper_interval,
-      || self.number(&config::RETENTION_DAYS),
+      || self.retention_days(None),
       |result| {
         if let Err(err) = result {
           self.logs.warn(

@@ -160,8 +160,16 @@ impl Engine {
           AdmissionMode::Default => self.redis_view(&backend).map(|(view, _)| view),
         };
         let stamp = view.as_ref().and_then(|view| view.stamp(&batch));
+        let call = batch.call();
+        let packed = redis::cmd("EVALSHA")
+          .arg(call.script.script().get_hash())
+          .arg(call.keys.len())
+          .arg(&call.keys)
+          .arg(&call.args)
+          .get_packed_command();
         Err(Box::new(DirectPeek {
           backend,
+          packed,
           batch,
           stamp: view.zip(stamp),
           api_key_id,
@@ -264,6 +272,8 @@ impl Engine {
 /// A peek's `read.lua` for the direct connection (see [`Engine::peek_direct`]).
 pub struct DirectPeek {
   backend: Arc<RedisBackend>,
+  /// EVALSHA of `read.lua` with the batch's keys and arguments.
+  packed: Vec<u8>,
   batch: crate::store::redis::ReadBatch,
   /// The view and the stamp the read took, when its answer may be kept.
   stamp: Option<(Arc<CounterView>, crate::store::redis::view::Stamp)>,
@@ -272,40 +282,34 @@ pub struct DirectPeek {
   now_ms: i64,
 }
 
-impl DirectPeek {
-  /// The backend to send it to.
-  pub fn backend(&self) -> &Arc<RedisBackend> {
+impl super::redis_direct::DirectCall for Box<DirectPeek> {
+  type Value = f64;
+
+  fn backend(&self) -> &Arc<RedisBackend> {
     &self.backend
   }
 
-  /// The command: EVALSHA of `read.lua` with the batch's keys and arguments.
-  pub fn packed(&self) -> Vec<u8> {
-    let call = self.batch.call();
-    redis::cmd("EVALSHA")
-      .arg(call.script.script().get_hash())
-      .arg(call.keys.len())
-      .arg(&call.keys)
-      .arg(&call.args)
-      .get_packed_command()
+  fn take_packed(&mut self) -> Vec<u8> {
+    std::mem::take(&mut self.packed)
   }
 
   /// The peek's answer from what came back — or, for a lost connection or a server that
   /// does not have the script (NOSCRIPT), the step that reads on the shared connection.
-  pub fn finish(
-    self: Box<Self>,
+  fn finish(
+    self,
     engine: &'static Engine,
     outcome: crate::store::redis::direct::Outcome,
-  ) -> std::result::Result<Result<f64>, Step<Result<f64>>> {
+  ) -> Step<Result<f64>> {
     use crate::store::redis::direct::Outcome;
     let reply = match outcome {
       Outcome::Reply(Err(err))
         if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
       {
-        return Err(self.shared(engine))
+        return self.shared(engine)
       }
-      Outcome::Lost(_) => return Err(self.shared(engine)),
-      Outcome::TimedOut(err) => return Ok(Err(err)),
-      Outcome::Reply(Err(err)) => return Ok(Err(self.backend.classify(&err))),
+      Outcome::Lost(_) => return self.shared(engine),
+      Outcome::TimedOut(err) => return Step::Now(Err(err)),
+      Outcome::Reply(Err(err)) => return Step::Now(Err(self.backend.classify(&err))),
       Outcome::Reply(Ok(value)) => value,
     };
     let values = redis::from_redis_value::<Vec<Option<String>>>(reply)
@@ -313,14 +317,16 @@ impl DirectPeek {
         crate::error::QuotaError::Store(format!("Redis at {}: {e}", self.backend.display()))
       })
       .and_then(|reply| crate::store::redis::scripts::parse_pairs(&reply, self.batch.len()));
-    Ok(values.map(|values| {
+    Step::Now(values.map(|values| {
       if let Some((view, stamp)) = self.stamp {
         view.keep(self.batch, &values, stamp, self.now_ms);
       }
       values[0].effective(self.now_ms, self.key.window.ms())
     }))
   }
+}
 
+impl DirectPeek {
   /// The same peek on the shared connection.
   pub fn shared(self: Box<Self>, engine: &'static Engine) -> Step<Result<f64>> {
     engine.peek_on_redis(self.backend, self.api_key_id, self.key, self.now_ms)

@@ -227,6 +227,14 @@ impl SchedulerState {
   }
 }
 
+/// A part of the scheduler's state, for the host's `_…ForTest` functions.
+#[derive(Clone, Copy)]
+pub enum SchedulerPart {
+  Buckets,
+  Inflight,
+  Drr,
+}
+
 /// The scheduler's operations on names (docs/contract.md §10). An id of `None` (absent,
 /// `null` or `""`) names no connection: nothing is stored for it and it reads as nothing.
 impl super::Engine {
@@ -311,6 +319,36 @@ impl super::Engine {
     let state = self.scheduler();
     id.and_then(|id| state.symbols.get(id))
       .map_or(0, |sym| state.scheduler.inflight.get(&sym, now_ms))
+  }
+
+  /// `__quotaShareRelease`: the in-flight lease a selection at `now_ms` took on the
+  /// connection with symbol `connection` ends.
+  pub fn release_lease(&self, connection: Sym, now_ms: i64) {
+    self
+      .scheduler()
+      .scheduler
+      .inflight
+      .decrement(&connection, now_ms);
+  }
+
+  /// `_clearBucketsForTest()`, `_clearInflightForTest()`, `_clearDrrStateForTest()`.
+  pub fn clear_scheduler_for_tests(&self, what: SchedulerPart) {
+    let mut state = self.scheduler();
+    match what {
+      SchedulerPart::Buckets => state.scheduler.buckets.clear(),
+      SchedulerPart::Inflight => state.scheduler.inflight.clear(),
+      SchedulerPart::Drr => state.scheduler.drr.clear(),
+    }
+  }
+
+  /// `_bucketCountForTest()` / `_inflightSizeForTest()`: how many entries are kept.
+  pub fn scheduler_len_for_tests(&self, what: SchedulerPart) -> u32 {
+    let state = self.scheduler();
+    (match what {
+      SchedulerPart::Buckets => state.scheduler.buckets.len(),
+      SchedulerPart::Inflight => state.scheduler.inflight.len(),
+      SchedulerPart::Drr => state.scheduler.drr.combo_count(),
+    }) as u32
   }
 
   /// The DRR deficit of `key` in `combo` (0 when there is none).

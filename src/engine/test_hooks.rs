@@ -78,4 +78,27 @@ impl Engine {
       Err(err) => format!("error: {err}"),
     }
   }
+
+  /// How much the scheduler holds (`__schedulerSizesForTests`).
+  pub fn scheduler_sizes_for_tests(&self) -> SchedulerSizes {
+    let state = self.scheduler();
+    let count = |n: usize| n as u32;
+    SchedulerSizes {
+      symbols: count(state.symbols.len()),
+      inflight: count(state.scheduler.inflight.len()),
+      bucket_connections: count(state.scheduler.buckets.connection_count()),
+      drr_combos: count(state.scheduler.drr.combo_count()),
+      drr_keys: count(state.scheduler.drr.key_count()),
+    }
+  }
+}
+
+/// How much the scheduler holds: interned names, in-flight slots, connections with
+/// saturated buckets, combos with DRR state and their DRR deficits.
+pub struct SchedulerSizes {
+  pub symbols: u32,
+  pub inflight: u32,
+  pub bucket_connections: u32,
+  pub drr_combos: u32,
+  pub drr_keys: u32,
 }

@@ -3,8 +3,9 @@
 //! event loop watches — so a command is written and its reply read on the thread that
 //! asked, with no hand-off to the I/O runtime and back. This file is the wire: the
 //! non-blocking socket, the bytes waiting to be written, the replies' framing and the
-//! first-in first-out queue of calls waiting for them (many in flight: pipelined). Who
-//! watches the socket, and what a reply settles, is the caller's (`src/binding/direct.rs`).
+//! first-in first-out queue of calls waiting for them (many in flight: pipelined). The
+//! link's state machine over it is `link.rs`, the event loop that watches the socket
+//! `uv.rs`; what a reply settles is the caller's.
 //! Connecting (TCP, AUTH, SELECT) happens on the I/O runtime ([`connect`]); the socket
 //! is then handed over.
 
@@ -14,7 +15,7 @@ use redis::{ConnectionAddr, RedisError, RedisResult, Value};
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// How a queued call ended.
 pub enum Outcome {
@@ -161,14 +162,11 @@ impl<C> Wire<C> {
     self.waiting.front().map(|w| w.deadline)
   }
 
-  /// Queues `done` for the reply to `command` (packed), written at once as far as the
-  /// socket takes it. An error: the connection is unusable (`done` is queued all the same,
-  /// and settled with the others when the caller closes it).
-  pub fn send(&mut self, command: &[u8], done: C, timeout: Duration) -> io::Result<()> {
-    self.waiting.push_back(Waiting {
-      done,
-      deadline: Instant::now() + timeout,
-    });
+  /// Queues `done` for the reply to `command` (packed), due by `deadline`, written at once
+  /// as far as the socket takes it. An error: the connection is unusable (`done` is queued
+  /// all the same, and settled with the others when the caller closes it).
+  pub fn send(&mut self, command: &[u8], done: C, deadline: Instant) -> io::Result<()> {
+    self.waiting.push_back(Waiting { done, deadline });
     if self.output.is_empty() {
       let written = write_some(&mut self.stream, command)?;
       self.output.extend_from_slice(&command[written..]);
@@ -334,6 +332,7 @@ pub async fn connect(backend: &RedisBackend) -> crate::error::Result<TcpStream> 
 #[cfg(test)]
 mod tests {
   use super::*;
+  use std::time::Duration;
 
   #[test]
   fn replies_are_framed_whole_or_not_at_all() {
@@ -396,7 +395,7 @@ mod tests {
     let mut wire: Wire<u32> = Wire::new(client).unwrap();
     for id in 0..3 {
       wire
-        .send(b"*1\r\n$4\r\nPING\r\n", id, Duration::from_secs(1))
+        .send(b"*1\r\n$4\r\nPING\r\n", id, Instant::now())
         .unwrap();
     }
     assert_eq!(wire.in_flight(), 3);
