@@ -5,15 +5,7 @@
 // one), and the store classes' Redis half (lib/stores.js).
 const native = require('./native.js')
 const { typeError } = require('./invalidArg.js')
-const { RedisQuotaStore, getRedisQuotaStore, resetRedisQuotaStore } = require('./stores.js')
-
-function settle(fn) {
-  try {
-    return Promise.resolve(fn())
-  } catch (err) {
-    return Promise.reject(err)
-  }
-}
+const { RedisQuotaStore, getRedisQuotaStore, resetRedisQuotaStore, settle } = require('./stores.js')
 
 function checkUrl(url) {
   if (typeof url !== 'string' || url === '') throw typeError('url', 'a redis:// URL string', url)

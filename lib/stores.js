@@ -8,6 +8,7 @@ const host = require('./host.js')
 const { typeError } = require('./invalidArg.js')
 const writes = require('./writeBuffer.js')
 
+/** `fn()` as a promise: its value, or its throw as a rejection. */
 function settle(fn) {
   try {
     return Promise.resolve(fn())
@@ -165,4 +166,5 @@ module.exports = {
   resetQuotaStoreSingleton,
   gcConsumption,
   deletePool,
+  settle,
 }
