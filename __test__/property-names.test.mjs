@@ -48,3 +48,34 @@ test('a worker thread keeps names of its own and reads the same values', async (
   await getSqliteQuotaStore().consume('w', dim, 1)
   assert.equal(native.__propertyNamesMadeForTests() - made, 0, "the main thread's names survived the worker's")
 })
+
+test('an accessor on Object.prototype or Array.prototype never changes which property is read', async () => {
+  // In a fresh thread, so that its first property reads meet the accessors; through the
+  // native driver, whose calls run no JavaScript of Node's own (its timers trip over them).
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads')
+     const { StoreDriver } = require(workerData.binding)
+     const driver = new StoreDriver()
+     const a = { poolId: 'names-proto-a', unit: 'requests', window: 'hourly' }
+     const b = { poolId: 'names-proto-b', unit: 'requests', window: 'hourly' }
+     const protos = [Object.prototype, Array.prototype]
+     const slots = Array.from({ length: 16 }, (_, i) => String(i))
+     for (const proto of protos) {
+       for (const i of slots) Object.defineProperty(proto, i, { get() { return 'unit' }, set() {}, configurable: true })
+     }
+     let seen
+     try {
+       for (let i = 0; i < 3; i++) driver.consume('p', a, 1)
+       seen = [driver.peek('p', a), driver.peek('p', b)]
+     } catch (err) {
+       seen = String(err)
+     } finally {
+       for (const proto of protos) for (const i of slots) delete proto[i]
+     }
+     parentPort.postMessage(seen)`,
+    { eval: true, workerData: { binding: require.resolve('../binding.js') } },
+  )
+  const seen = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject))
+  await worker.terminate()
+  assert.deepEqual(seen, [3, 0], 'pool a counted, pool b untouched')
+})

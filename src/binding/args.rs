@@ -11,26 +11,26 @@ use napi::{sys, JsValue, ValueType};
 use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 
-/// At most this many property names are kept per thread (names are the engine's own field
-/// names, plus the host's header names).
-const MAX_KEYS: usize = 256;
+/// At most this many property names are kept per environment (names are the engine's own
+/// field names, plus the host's header names).
+const MAX_KEYS: u32 = 256;
 
-/// Property names as JavaScript strings, made once per thread and environment: a name
-/// made anew is a string V8 internalizes on every read (a third of a `consume`'s cost).
-/// They are kept as the elements of one array: Node-API before its experimental version
-/// refuses a reference to a string, and the array can be referenced.
+/// Property names as JavaScript strings, made once per environment: a name made anew is a
+/// string V8 internalizes on every read (a third of a `consume`'s cost). Node-API before
+/// its experimental version refuses a reference to a string, so they are kept as the own
+/// properties `"0"`, `"1"`, … of one referenced object that JavaScript never sees. They are
+/// defined, not assigned, and read as own data properties: an accessor someone put on
+/// `Object.prototype` is never called, on the store or on the read.
 struct Names {
-  env: sys::napi_env,
-  array: sys::napi_ref,
+  object: sys::napi_ref,
   index: FxHashMap<String, u32>,
 }
 
 thread_local! {
-  static KEYS: RefCell<Names> = RefCell::new(Names {
-    env: std::ptr::null_mut(),
-    array: std::ptr::null_mut(),
-    index: FxHashMap::default(),
-  });
+  /// Per environment of this thread (a worker has its own thread; embedders may run
+  /// several environments on one), dropped by the environment's cleanup hook, so a new
+  /// environment made at a freed one's address never meets its reference.
+  static KEYS: RefCell<FxHashMap<usize, Names>> = RefCell::new(FxHashMap::default());
 }
 
 /// How many property names were made as new strings, process-wide (a test hook reads it:
@@ -42,51 +42,83 @@ pub(crate) fn names_made() -> u64 {
   NAMES_MADE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// The environment is going away: its names go with it (its references are freed by it).
+unsafe extern "C" fn forget_names(env: *mut std::ffi::c_void) {
+  let _ = KEYS.try_with(|keys| keys.borrow_mut().remove(&(env as usize)));
+}
+
 /// `name` as a JavaScript string of `env`.
 fn property_key(env: sys::napi_env, name: &str) -> Option<sys::napi_value> {
   KEYS.with(|keys| {
-    let names = &mut *keys.borrow_mut();
+    let mut keys = keys.borrow_mut();
     // SAFETY (every call below): N-API calls on the live environment of this call, with
-    // handles made on it; the array's reference is never deleted while the environment
-    // lives (another environment on this thread starts its own).
+    // handles made on it; the object's reference lives as long as the environment (the
+    // cleanup hook drops the entry). None of these calls runs JavaScript: the object is
+    // plain, its properties are own data properties defined by this function.
     unsafe {
-      let mut array = std::ptr::null_mut();
-      if names.env != env || names.array.is_null() {
-        names.env = env;
-        names.array = std::ptr::null_mut();
-        names.index.clear();
-        let mut kept = std::ptr::null_mut();
-        if sys::napi_create_array(env, &mut array) == sys::Status::napi_ok
-          && sys::napi_create_reference(env, array, 1, &mut kept) == sys::Status::napi_ok
-        {
-          names.array = kept;
+      let names = match keys.entry(env as usize) {
+        std::collections::hash_map::Entry::Occupied(names) => names.into_mut(),
+        std::collections::hash_map::Entry::Vacant(slot) => {
+          let (mut object, mut kept) = (std::ptr::null_mut(), std::ptr::null_mut());
+          if sys::napi_create_object(env, &mut object) != sys::Status::napi_ok
+            || sys::napi_create_reference(env, object, 1, &mut kept) != sys::Status::napi_ok
+          {
+            return make_key(env, name);
+          }
+          sys::napi_add_env_cleanup_hook(env, Some(forget_names), env.cast());
+          slot.insert(Names {
+            object: kept,
+            index: FxHashMap::default(),
+          })
         }
-      } else if sys::napi_get_reference_value(env, names.array, &mut array) != sys::Status::napi_ok
+      };
+      let mut object = std::ptr::null_mut();
+      if sys::napi_get_reference_value(env, names.object, &mut object) != sys::Status::napi_ok
+        || object.is_null()
       {
-        array = std::ptr::null_mut();
+        return make_key(env, name);
       }
-      let mut key = std::ptr::null_mut();
-      if let (false, Some(&at)) = (array.is_null(), names.index.get(name)) {
-        if sys::napi_get_element(env, array, at, &mut key) == sys::Status::napi_ok {
+      if let Some(&at) = names.index.get(name) {
+        let mut key = std::ptr::null_mut();
+        if sys::napi_get_element(env, object, at, &mut key) == sys::Status::napi_ok {
           return Some(key);
         }
+        // Kept, yet unreadable: a fresh one, not kept again (its slot stays its own).
+        return make_key(env, name);
       }
-      NAMES_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-      let made =
-        sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut key);
-      if made != sys::Status::napi_ok {
-        return None;
-      }
+      let key = make_key(env, name)?;
       let at = names.index.len() as u32;
-      if !array.is_null()
-        && names.index.len() < MAX_KEYS
-        && sys::napi_set_element(env, array, at, key) == sys::Status::napi_ok
-      {
-        names.index.insert(name.to_string(), at);
+      if at < MAX_KEYS {
+        // Read-only, not configurable: nothing can change the slot once it is defined.
+        let slot = std::ffi::CString::new(at.to_string()).ok()?;
+        let property = sys::napi_property_descriptor {
+          utf8name: slot.as_ptr(),
+          name: std::ptr::null_mut(),
+          method: None,
+          getter: None,
+          setter: None,
+          value: key,
+          attributes: sys::PropertyAttributes::default,
+          data: std::ptr::null_mut(),
+        };
+        if sys::napi_define_properties(env, object, 1, &property) == sys::Status::napi_ok {
+          names.index.insert(name.to_string(), at);
+        }
       }
       Some(key)
     }
   })
+}
+
+/// `name` made as a new JavaScript string.
+fn make_key(env: sys::napi_env, name: &str) -> Option<sys::napi_value> {
+  NAMES_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+  let mut key = std::ptr::null_mut();
+  // SAFETY: a string made on the live environment of this call.
+  let made = unsafe {
+    sys::napi_create_string_utf8(env, name.as_ptr().cast(), name.len() as isize, &mut key)
+  };
+  (made == sys::Status::napi_ok).then_some(key)
 }
 
 /// A JavaScript value and where it came from.
