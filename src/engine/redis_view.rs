@@ -58,7 +58,18 @@ impl Engine {
       Ok(batch) => batch,
       Err(err) => return Step::Now(Err(err)),
     };
-    let window_ms = key.window.ms();
+    self.view_or_read(backend, batch, key.window.ms(), now_ms)
+  }
+
+  /// `batch`'s one value from the view when it holds it ([`Engine::viewed`]), else read
+  /// after the buffer's flush and kept in the view ([`Engine::read_kept`]).
+  fn view_or_read(
+    &'static self,
+    backend: Arc<RedisBackend>,
+    batch: ReadBatch,
+    window_ms: i64,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
     match self.viewed(&backend, &batch, now_ms, window_ms) {
       Some(value) => Step::Now(Ok(value)),
       None => self.read_kept(backend, batch, now_ms, window_ms),
@@ -187,15 +198,11 @@ impl Engine {
   pub(super) fn pool_total_on_redis(
     &'static self,
     backend: Arc<RedisBackend>,
-    batch: crate::store::redis::ReadBatch,
+    batch: ReadBatch,
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    let window_ms = key.window.ms();
-    match self.viewed(&backend, &batch, now_ms, window_ms) {
-      Some(value) => Step::Now(Ok(value)),
-      None => self.read_kept(backend, batch, now_ms, window_ms),
-    }
+    self.view_or_read(backend, batch, key.window.ms(), now_ms)
   }
 
   /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
