@@ -535,11 +535,23 @@ fn decide_k2_counting_locks(db: &SqliteDb) -> (EnforceOutcome, u64) {
   (outcome, locks::lock_calls() - before)
 }
 
-/// The host restarts the WAL (a checkpoint, then its next commit draws new salts).
-fn host_restarts_the_wal(host: &rusqlite::Connection) {
+/// A checkpoint that copies the whole WAL back: the next writer starts the WAL over.
+fn checkpoint_restart(host: &rusqlite::Connection) {
   host
     .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
     .unwrap();
+}
+
+/// Buffers 3 for `k` and commits it: one counter.
+fn flush_three_for_k(db: &SqliteDb, key: &DimensionKey) {
+  db.record_writes("k", &[(key.clone(), 3.0)], NOW, BUFFERED)
+    .unwrap();
+  assert_eq!(db.flush_pending(true).unwrap(), 1);
+}
+
+/// The host restarts the WAL (a checkpoint, then its next commit draws new salts).
+fn host_restarts_the_wal(host: &rusqlite::Connection) {
+  checkpoint_restart(host);
   host_log(host, 1);
 }
 
@@ -579,9 +591,7 @@ fn after_the_engines_own_flush_a_wal_restart_still_keeps_the_cached_counters() {
   two_keys_warm(&db);
   let pool_id = the_pool_id(&host);
   let key = requests_key(&pool_id);
-  db.record_writes("k", &[(key.clone(), 3.0)], NOW, BUFFERED)
-    .unwrap();
-  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  flush_three_for_k(&db, &key);
   assert!(db.hot_cache_current(), "the flush's counters followed it");
   host_restarts_the_wal(&host);
   assert_eq!(decide(&db), ALLOW);
@@ -655,13 +665,9 @@ fn a_flush_that_restarts_the_wal_keeps_the_cached_counters() {
   let host = host_conn(&path);
   two_keys_warm(&db);
   let key = requests_key(&the_pool_id(&host));
-  host
-    .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
-    .unwrap();
+  checkpoint_restart(&host);
   assert!(db.hot_cache_current(), "a checkpoint commits nothing");
-  db.record_writes("k", &[(key.clone(), 3.0)], NOW, BUFFERED)
-    .unwrap();
-  assert_eq!(db.flush_pending(true).unwrap(), 1);
+  flush_three_for_k(&db, &key);
   assert!(
     db.hot_cache_current(),
     "the flush's own restart: its counters followed it"
@@ -683,9 +689,7 @@ fn a_wal_restart_with_a_counter_written_drops_the_cached_counters() {
   let host = host_conn(&path);
   two_keys_warm(&db);
   let pool_id = the_pool_id(&host);
-  host
-    .query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()))
-    .unwrap();
+  checkpoint_restart(&host);
   // Another writer adds to k2's counter, in the first frames of the new WAL.
   let key = requests_key(&pool_id);
   host_put(&host, "k2", &key.to_string(), NOW / H, 760.0);
