@@ -92,35 +92,6 @@ export interface AccountQuota {
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
 /**
- * The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
- * `RedisQuotaStore(url)`'s.
- */
-export declare class StoreDriver {
-  /**
-   * SQLite without `url`; Redis at `url` (checked now: a `RangeError` naming `url`, its
-   * password masked, for one the engine cannot use; nothing connects yet).
-   */
-  constructor(url?: string | undefined | null)
-  /** `"sqlite"` or `"redis"`. */
-  get driver(): string
-  /** The Redis URL, as given; `null` on SQLite. */
-  get url(): string | null
-  /** `consume`: adds `cost` to the current bucket; the new effective value. */
-  consume(apiKeyId: string, dim: DimensionKey, cost: number, nowMs?: number): number | Promise<number>
-  /** `peek`: the effective value, no write. */
-  peek(apiKeyId: string, dim: DimensionKey, nowMs?: number): number | Promise<number>
-  /** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
-  poolConsumedTotal(dim: DimensionKey, nowMs?: number): number | Promise<number>
-  /** `clear`: zeroes the key's counter (curr and prev). */
-  clear(apiKeyId: string, dim: DimensionKey, nowMs?: number): void | Promise<void>
-  /**
-   * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
-   * borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
-   */
-  poolUsage(poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot | Promise<PoolUsageSnapshot>
-}
-
-/**
  * Runs the engine's migration check on its connection now (what it does at open and when
  * another connection changed the schema); whether anything was created.
  */
@@ -792,6 +763,31 @@ export interface StoreChoiceInfo {
   /** The raw setting, as given. */
   setting?: string
 }
+
+/** `clear`: zeroes the key's counter (curr and prev). */
+export declare function storeClear(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): void | Promise<void>
+
+/** `consume`: adds `cost` to the current bucket; the new effective value. */
+export declare function storeConsume(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, cost: number, nowMs?: number): number | Promise<number>
+
+/**
+ * The number of a driver, which every store function below takes first: `0` SQLite
+ * (without `url`); Redis at `url` (checked now: a `RangeError` naming `url`, its
+ * password masked, for one the engine cannot use; nothing connects yet).
+ */
+export declare function storeDriver(url?: string | null): number
+
+/** `peek`: the effective value, no write. */
+export declare function storePeek(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
+
+/** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
+export declare function storePoolConsumedTotal(driver: number, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
+
+/**
+ * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
+ * borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
+ */
+export declare function storePoolUsage(driver: number, poolId: string, planDims?: Array<{ unit: string; window: string; limit: number }> | null, nowMs?: number): PoolUsageSnapshot | Promise<PoolUsageSnapshot>
 
 /** Records an upstream response's rate-limit headers (`[name, value]` pairs). */
 export declare function storeRateLimitHeaderPairs(connectionId: string, provider: string, pairs: Array<Array<string>>, nowMs?: number | undefined | null): void

@@ -835,7 +835,6 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
-module.exports.StoreDriver = nativeBinding.StoreDriver
 module.exports.__checkSchemaForTests = nativeBinding.__checkSchemaForTests
 module.exports.__enforceOnWorkerForBench = nativeBinding.__enforceOnWorkerForBench
 module.exports.__forcePanicForTests = nativeBinding.__forcePanicForTests
@@ -914,6 +913,12 @@ module.exports.saturationLookup = nativeBinding.saturationLookup
 module.exports.setModelCap = nativeBinding.setModelCap
 module.exports.setSaturationFetchers = nativeBinding.setSaturationFetchers
 module.exports.softPenaltyFactor = nativeBinding.softPenaltyFactor
+module.exports.storeClear = nativeBinding.storeClear
+module.exports.storeConsume = nativeBinding.storeConsume
+module.exports.storeDriver = nativeBinding.storeDriver
+module.exports.storePeek = nativeBinding.storePeek
+module.exports.storePoolConsumedTotal = nativeBinding.storePoolConsumedTotal
+module.exports.storePoolUsage = nativeBinding.storePoolUsage
 module.exports.storeRateLimitHeaderPairs = nativeBinding.storeRateLimitHeaderPairs
 module.exports.sumPoolDimension = nativeBinding.sumPoolDimension
 module.exports.takeLogs = nativeBinding.takeLogs

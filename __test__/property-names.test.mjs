@@ -18,13 +18,13 @@ after(() => {
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
-test('property names are made once, then every read uses the kept ones', async () => {
-  const store = getSqliteQuotaStore()
-  const dim = { poolId: 'names-pool', unit: 'requests', window: 'hourly' }
-  await store.consume('k', dim, 1) // makes poolId, unit, window
+test('property names are made once, then every read uses the kept ones', () => {
+  const key = { poolId: 'names-pool', unit: 'requests', window: 'hourly' }
+  assert.equal(native.dimensionKeyToString(key), 'names-pool:requests:hourly') // makes poolId, unit, window
   const made = native.__propertyNamesMadeForTests()
-  for (let i = 0; i < 1_000; i++) await store.consume('k', { ...dim }, 1)
-  assert.equal(await store.peek('k', dim), 1_001, 'every read found the right properties')
+  for (let i = 0; i < 1_000; i++) {
+    assert.equal(native.dimensionKeyToString({ ...key, poolId: `p${i % 7}` }), `p${i % 7}:requests:hourly`, 'every read found the right property')
+  }
   assert.equal(native.__propertyNamesMadeForTests() - made, 0, 'no name made again')
 })
 
@@ -33,29 +33,31 @@ test('a worker thread keeps names of its own and reads the same values', async (
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads')
      const { getSqliteQuotaStore } = require(workerData.entry)
+     const { dimensionKeyToString } = require(workerData.binding)
      const store = getSqliteQuotaStore()
      ;(async () => {
+       const keys = Array.from({ length: 10 }, () => dimensionKeyToString(workerData.dim))
        for (let i = 0; i < 10; i++) await store.consume('w', workerData.dim, 2)
-       parentPort.postMessage(await store.peek('w', workerData.dim))
+       parentPort.postMessage([keys, await store.peek('w', workerData.dim)])
      })()`,
-    { eval: true, workerData: { dim, entry: require.resolve('@omniroute/quota-engine') } },
+    { eval: true, workerData: { dim, entry: require.resolve('@omniroute/quota-engine'), binding: require.resolve('../binding.js') } },
   )
-  const seen = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject))
+  const [keys, seen] = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject))
   await worker.terminate()
+  assert.deepEqual(new Set(keys), new Set(['names-worker:tokens:daily']), "the worker's reads found the right properties")
   assert.equal(seen, 20)
   assert.equal(await getSqliteQuotaStore().peek('w', dim), 20, 'the main thread reads what the worker recorded')
   const made = native.__propertyNamesMadeForTests()
-  await getSqliteQuotaStore().consume('w', dim, 1)
+  assert.equal(native.dimensionKeyToString(dim), 'names-worker:tokens:daily')
   assert.equal(native.__propertyNamesMadeForTests() - made, 0, "the main thread's names survived the worker's")
 })
 
 test('an accessor on Object.prototype or Array.prototype never changes which property is read', async () => {
-  // In a fresh thread, so that its first property reads meet the accessors; through the
-  // native driver, whose calls run no JavaScript of Node's own (its timers trip over them).
+  // In a fresh thread, so that its first property reads meet the accessors; through a
+  // native call that runs no JavaScript of Node's own (its timers trip over them).
   const worker = new Worker(
     `const { parentPort, workerData } = require('node:worker_threads')
-     const { StoreDriver } = require(workerData.binding)
-     const driver = new StoreDriver()
+     const { dimensionKeyToString } = require(workerData.binding)
      const a = { poolId: 'names-proto-a', unit: 'requests', window: 'hourly' }
      const b = { poolId: 'names-proto-b', unit: 'requests', window: 'hourly' }
      const protos = [Object.prototype, Array.prototype]
@@ -65,8 +67,7 @@ test('an accessor on Object.prototype or Array.prototype never changes which pro
      }
      let seen
      try {
-       for (let i = 0; i < 3; i++) driver.consume('p', a, 1)
-       seen = [driver.peek('p', a), driver.peek('p', b)]
+       seen = [dimensionKeyToString(a), dimensionKeyToString(b), dimensionKeyToString(a)]
      } catch (err) {
        seen = String(err)
      } finally {
@@ -77,5 +78,5 @@ test('an accessor on Object.prototype or Array.prototype never changes which pro
   )
   const seen = await new Promise((resolve, reject) => worker.once('message', resolve).once('error', reject))
   await worker.terminate()
-  assert.deepEqual(seen, [3, 0], 'pool a counted, pool b untouched')
+  assert.deepEqual(seen, ['names-proto-a:requests:hourly', 'names-proto-b:requests:hourly', 'names-proto-a:requests:hourly'], 'each read found its own property')
 })

@@ -15,6 +15,7 @@ import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/co
 makeDataDir('redis-cluster')
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
+const { StoreDriver } = require('../lib/stores.js')
 const { closeQuotaDb, createPool, upsertProviderPlan } = require('@omniroute/quota-engine')
 const skip = REDIS_SKIP
 let cluster
@@ -53,9 +54,9 @@ storeSuite(
   () => ({
     store: new RedisQuotaStore(cluster.url),
     at: {
-      consume: (apiKeyId, dim, cost, nowMs) => new native.StoreDriver(cluster.url).consume(apiKeyId, dim, cost, nowMs),
-      peek: (apiKeyId, dim, nowMs) => new native.StoreDriver(cluster.url).peek(apiKeyId, dim, nowMs),
-      poolConsumedTotal: (dim, nowMs) => new native.StoreDriver(cluster.url).poolConsumedTotal(dim, nowMs),
+      consume: (apiKeyId, dim, cost, nowMs) => new StoreDriver(cluster.url).consume(apiKeyId, dim, cost, nowMs),
+      peek: (apiKeyId, dim, nowMs) => new StoreDriver(cluster.url).peek(apiKeyId, dim, nowMs),
+      poolConsumedTotal: (dim, nowMs) => new StoreDriver(cluster.url).poolConsumedTotal(dim, nowMs),
     },
     countWrites: dbsize,
   }),

@@ -27,7 +27,7 @@ import {
 const skip = REDIS_SKIP
 const dataDir = makeDataDir('redis-totals')
 const require = createRequire(import.meta.url)
-const native = require('../binding.js')
+const { StoreDriver } = require('../lib/stores.js')
 const HOUR = WINDOW_MS.hourly
 let server
 let plain
@@ -112,7 +112,7 @@ test('aggregate: the total equals the exact sum, read without one MGET however m
 
 test('aggregate: the previous bucket decays like the exact sum (injected time)', { skip }, async () => {
   storeIn('aggregate')
-  const driver = new native.StoreDriver(server.url)
+  const driver = new StoreDriver(server.url)
   const d = { poolId: 'agg-decay', unit: 'requests', window: 'hourly' }
   const t0 = 500 * HOUR + HOUR / 2
   await driver.consume('a', d, 10, t0)
@@ -123,7 +123,7 @@ test('aggregate: the previous bucket decays like the exact sum (injected time)',
   assert.equal(await driver.poolConsumedTotal(d, later), 2 + 40 * 0.75)
   resetRedisClient()
   delete process.env.QUOTA_STORE_REDIS_POOL_TOTALS
-  assert.equal(await new native.StoreDriver(server.url).poolConsumedTotal(d, later), 2 + 40 * 0.75, 'exact agrees')
+  assert.equal(await new StoreDriver(server.url).poolConsumedTotal(d, later), 2 + 40 * 0.75, 'exact agrees')
 })
 
 test('aggregate: reserve and settle keep the total equal to the exact sum', { skip }, async () => {

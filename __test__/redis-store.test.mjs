@@ -23,7 +23,7 @@ import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine
 
 const dataDir = makeDataDir('redis-store')
 const require = createRequire(import.meta.url)
-const native = require('../binding.js')
+const { StoreDriver } = require('../lib/stores.js')
 const qe = require('@omniroute/quota-engine')
 const { WINDOW_MS, createPool, getSqliteQuotaStore } = qe
 const skip = REDIS_SKIP
@@ -38,9 +38,9 @@ storeSuite(
   () => ({
     store: getRedisQuotaStore(server.url),
     at: {
-      consume: (apiKeyId, dim, cost, nowMs) => new native.StoreDriver(server.url).consume(apiKeyId, dim, cost, nowMs),
-      peek: (apiKeyId, dim, nowMs) => new native.StoreDriver(server.url).peek(apiKeyId, dim, nowMs),
-      poolConsumedTotal: (dim, nowMs) => new native.StoreDriver(server.url).poolConsumedTotal(dim, nowMs),
+      consume: (apiKeyId, dim, cost, nowMs) => new StoreDriver(server.url).consume(apiKeyId, dim, cost, nowMs),
+      peek: (apiKeyId, dim, nowMs) => new StoreDriver(server.url).peek(apiKeyId, dim, nowMs),
+      poolConsumedTotal: (dim, nowMs) => new StoreDriver(server.url).poolConsumedTotal(dim, nowMs),
     },
     countWrites: () => plain.dbsize(),
   }),
@@ -134,7 +134,7 @@ test('interop: keys, values and TTLs exactly as the host\'s TypeScript driver wr
   const now = (bucketOf('hourly') + 1) * W + W / 4
   const prevKey = keyOf('old-replica-key', d, bucketOf('hourly', now) - 1)
   assert.equal(await plain.get(prevKey), '130.5')
-  assert.equal(await new native.StoreDriver(server.url).peek('old-replica-key', d, now), 130.5 * 0.75)
+  assert.equal(await new StoreDriver(server.url).peek('old-replica-key', d, now), 130.5 * 0.75)
 })
 
 test('NOSCRIPT: after SCRIPT FLUSH the next call reloads the script and succeeds', { skip }, async () => {

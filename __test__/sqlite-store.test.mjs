@@ -13,7 +13,8 @@ const dataDir = makeDataDir('store')
 const dbFile = path.join(dataDir, 'storage.sqlite')
 const require = createRequire(import.meta.url)
 const native = require('../binding.js')
-const sqliteDriver = new native.StoreDriver()
+const { StoreDriver } = require('../lib/stores.js')
+const sqliteDriver = new StoreDriver()
 const qe = loadEngine()
 const { getSqliteQuotaStore, closeQuotaDb, WINDOW_MS } = qe
 
@@ -51,6 +52,21 @@ test('consume sums across calls and resolves to the new effective value', async 
   const row = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE api_key_id=? AND dimension_key=?').get('k1', key(d))
   assert.equal(row.s, 3.75)
   assert.ok([bucket, bucket - 1].some((b) => qe.getBucket('k1', key(d), b) === 3.75))
+})
+
+test('store drivers are numbered: 0 is SQLite, each Redis URL keeps one number; a bad URL or number is a RangeError naming it', () => {
+  assert.equal(native.storeDriver(), 0)
+  assert.equal(native.storeDriver(null), 0)
+  assert.equal(sqliteDriver.number, 0)
+  assert.equal(sqliteDriver.driver, 'sqlite')
+  const a = native.storeDriver('redis://127.0.0.1:1/0') // nothing connects
+  const b = native.storeDriver('redis://127.0.0.1:2/0')
+  assert.ok(a >= 1 && b >= 1 && a !== b, `${a}, ${b}`)
+  assert.equal(native.storeDriver('redis://127.0.0.1:1/0'), a)
+  assert.equal(new StoreDriver('redis://127.0.0.1:2/0').number, b)
+  assert.equal(new StoreDriver('redis://127.0.0.1:2/0').driver, 'redis')
+  assert.throws(() => native.storeDriver('http://127.0.0.1:1'), isInvalidAny('url'))
+  assert.throws(() => native.storePeek(4_000_000, 'k', 'p', 'requests', 'hourly'), isInvalidAny('driver'))
 })
 
 test('bucket rotation and decay with injected time', () => {

@@ -7,8 +7,8 @@ import { storeSuite } from './support/store-suite.mjs'
 
 const dataDir = makeDataDir('suite-sqlite')
 const require = createRequire(import.meta.url)
-const native = require('../binding.js')
-const sqliteDriver = new native.StoreDriver()
+const { StoreDriver } = require('../lib/stores.js')
+const sqliteDriver = new StoreDriver()
 const { getSqliteQuotaStore, closeQuotaDb } = require('@omniroute/quota-engine')
 
 after(() => closeQuotaDb())

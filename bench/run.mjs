@@ -35,8 +35,9 @@ process.env.DATA_DIR = engineDir // before the first engine call
 
 const require = createRequire(import.meta.url)
 const engine = require('@omniroute/quota-engine')
-const native = require('../binding.js') // only to seed counters at a chosen time
-const sqliteDriver = new native.StoreDriver()
+const native = require('../binding.js')
+const { StoreDriver } = require('../lib/stores.js') // only to seed counters at a chosen time
+const sqliteDriver = new StoreDriver()
 const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
 const store = engine.getSqliteQuotaStore()
 

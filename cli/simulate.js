@@ -20,7 +20,8 @@ const fs = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const native = require('../lib/native.js')
-const sqliteDriver = new native.StoreDriver()
+const { StoreDriver } = require('../lib/stores.js')
+const sqliteDriver = new StoreDriver()
 const host = require('../lib/host.js')
 
 const { WINDOW_MS } = native

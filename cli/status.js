@@ -3,7 +3,8 @@
 // deficit and borrowing — the PoolUsageSnapshot the dashboard shows (docs/contract.md §4), with
 // the limits the hot path enforces (plan limit × member connections, docs/contract.md §7 step 4).
 const native = require('../lib/native.js')
-const sqliteDriver = new native.StoreDriver()
+const { StoreDriver } = require('../lib/stores.js')
+const sqliteDriver = new StoreDriver()
 const { WINDOW_MS } = native
 const db = require('./database.js')
 const { EPSILON, formatNumber, formatPercent, formatLimit, table } = require('./format.js')

@@ -17,9 +17,49 @@ function settle(fn) {
   }
 }
 
+/**
+ * One driver's counters, at a time given or now: what both stores are made of (and what
+ * the CLI and the tests use to set the time). The native store functions take the
+ * driver's number and `dim` as its three fields, read here: three N-API property reads
+ * would cost more than a SQLite `consume`'s own work.
+ */
+class StoreDriver {
+  /** SQLite without `url`; Redis at `url` (a RangeError naming `url` when the engine cannot use it; nothing connects yet). */
+  constructor(url = null) {
+    this.number = native.storeDriver(url)
+    /** The Redis URL, as given; `null` on SQLite. */
+    this.url = url
+  }
+
+  /** `'sqlite'` or `'redis'`. */
+  get driver() {
+    return this.url === null ? 'sqlite' : 'redis'
+  }
+
+  consume(apiKeyId, dim, cost, nowMs) {
+    return native.storeConsume(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, cost, nowMs)
+  }
+
+  peek(apiKeyId, dim, nowMs) {
+    return native.storePeek(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, nowMs)
+  }
+
+  poolConsumedTotal(dim, nowMs) {
+    return native.storePoolConsumedTotal(this.number, dim?.poolId, dim?.unit, dim?.window, nowMs)
+  }
+
+  clear(apiKeyId, dim, nowMs) {
+    return native.storeClear(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, nowMs)
+  }
+
+  poolUsage(poolId, planDims, nowMs) {
+    return native.storePoolUsage(this.number, poolId, planDims, nowMs)
+  }
+}
+
 const DRIVER = Symbol('driver')
 
-/** The methods both stores share; `driver()` gives the native driver. */
+/** The methods both stores share; `driver()` gives the StoreDriver. */
 class CounterStore {
   /** Adds `cost` to the current bucket; resolves to the new effective value. */
   consume(apiKeyId, dim, cost) {
@@ -52,7 +92,7 @@ class CounterStore {
   }
 }
 
-const sqliteDriver = new native.StoreDriver()
+const sqliteDriver = new StoreDriver()
 
 /** The default driver: counters in the host's storage.sqlite. */
 class SqliteQuotaStore extends CounterStore {
@@ -74,6 +114,8 @@ class SqliteQuotaStore extends CounterStore {
  * either read each other's counters.
  */
 class RedisQuotaStore extends CounterStore {
+  #driver = null
+
   /** @param {string} url `redis://…`, or `redis+cluster://host:port[,host:port…]`. */
   constructor(url) {
     super()
@@ -85,7 +127,8 @@ class RedisQuotaStore extends CounterStore {
   // Made on first use, so a URL the engine cannot use rejects the operation, as a
   // connection failure would, rather than throwing from the constructor.
   [DRIVER]() {
-    return new native.StoreDriver(this.url)
+    this.#driver ??= new StoreDriver(this.url)
+    return this.#driver
   }
 }
 
@@ -167,4 +210,5 @@ module.exports = {
   gcConsumption,
   deletePool,
   settle,
+  StoreDriver,
 }

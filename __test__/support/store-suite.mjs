@@ -155,7 +155,7 @@ export function storeSuite(name, driver, options = {}) {
     assert.deepEqual(none2.dimensions, [])
   })
 
-  t('bad cost, empty apiKeyId or unknown unit rejects (never throws) and writes nothing', async () => {
+  t('bad cost, empty apiKeyId or a bad dim field rejects (never throws), naming the field, and writes nothing', async () => {
     const { store, countWrites } = driver()
     const d = dim('bad')
     const before = countWrites ? await countWrites() : null
@@ -165,8 +165,12 @@ export function storeSuite(name, driver, options = {}) {
       await assert.rejects(pending, (e) => (e instanceof TypeError || e instanceof RangeError) && e.code === 'ERR_QUOTA_INVALID_ARG' && /cost/.test(e.message), `cost ${String(cost)}`)
     }
     await assert.rejects(store.consume('', d, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /apiKeyId/.test(e.message))
-    await assert.rejects(store.consume('bk', { ...d, unit: 'bytes' }, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /unit/.test(e.message))
-    await assert.rejects(store.peek('bk', null), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG')
+    await assert.rejects(store.consume('bk', { ...d, unit: 'bytes' }, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.unit/.test(e.message))
+    await assert.rejects(store.consume('bk', { ...d, window: 'fortnightly' }, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.window/.test(e.message))
+    await assert.rejects(store.consume('bk', { ...d, poolId: 7 }, 1), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.poolId/.test(e.message))
+    await assert.rejects(store.peek('bk', null), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.poolId/.test(e.message))
+    await assert.rejects(store.poolConsumedTotal('bad', { ...d, unit: 'bytes' }), (e) => e instanceof RangeError && /^dim\.unit/.test(e.message))
+    await assert.rejects(store.clear('bk', { ...d, window: 'fortnightly' }), (e) => e instanceof RangeError && /^dim\.window/.test(e.message))
     if (countWrites) assert.equal(await countWrites(), before)
     assert.equal(await store.peek('bk', d), 0)
   })

@@ -22,14 +22,15 @@
 //! arguments (`js_name`, `ts_return_type`) go to `#[napi]`. Doc comments pass through
 //! untouched: through `macro_rules!` they would reach `binding.d.ts` as raw strings.
 //!
+//! `#[path = "dim.poolId"]` before a parameter names that path in its errors instead
+//! (a field the JavaScript glue read off an object and passed on its own).
+//!
 //! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
 //! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `String`, `bool` and
 //! their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
 //! itself (a promise, say): the arguments are read first, each error thrown, and the body
 //! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
-//! a `PromiseRaw`. On `impl T { … }`, `#[edge]` makes it a `#[napi] impl` and expands each
-//! method marked `#[edge(…)]` (taking `&self`) as it does a function; other methods (with
-//! their own `#[napi]`) pass through.
+//! a `PromiseRaw`.
 
 use proc_macro::{Delimiter, Group, Spacing, TokenStream, TokenTree};
 use std::str::FromStr;
@@ -37,11 +38,7 @@ use std::str::FromStr;
 #[proc_macro_attribute]
 pub fn edge(options: TokenStream, item: TokenStream) -> TokenStream {
   let tokens: Vec<TokenTree> = item.into_iter().collect();
-  let result = if tokens.iter().any(|t| is_ident(t, "fn")) {
-    expand(options, tokens, false)
-  } else {
-    expand_impl(tokens)
-  };
+  let result = expand(options, tokens);
   match result {
     Ok(tokens) => tokens,
     Err(message) => TokenStream::from_str(&format!("compile_error!({message:?});")).unwrap(),
@@ -63,59 +60,11 @@ struct Param {
   ts: String,
   /// `#[typed]`: napi converts it; `reader` is its Rust type.
   typed: bool,
+  /// `#[path = "…"]`: the path its errors name, when not its own name.
+  path: Option<String>,
 }
 
-/// `#[edge] impl T { … }`: a `#[napi] impl`, each method marked `#[edge(…)]` expanded as a
-/// function is (its `&self` kept; `#[napi]` methods pass through).
-fn expand_impl(tokens: Vec<TokenTree>) -> Result<TokenStream, String> {
-  let Some((TokenTree::Group(body), head)) = tokens.split_last() else {
-    return Err("#[edge] goes on a function or an impl block".into());
-  };
-  if !head.iter().any(|t| is_ident(t, "impl")) {
-    return Err("#[edge] goes on a function or an impl block".into());
-  }
-  let mut items = TokenStream::new();
-  let mut item: Vec<TokenTree> = Vec::new();
-  for token in body.stream() {
-    let ends = matches!(&token, TokenTree::Group(g) if g.delimiter() == Delimiter::Brace)
-      && item.iter().any(|t| is_ident(t, "fn"));
-    item.push(token);
-    if !ends {
-      continue;
-    }
-    let method = std::mem::take(&mut item);
-    // `#[edge(options)]` among its attributes: expand it with those options.
-    let marker = method.windows(2).position(|w| {
-      is_punct(&w[0], '#')
-        && matches!(&w[1], TokenTree::Group(g) if g.stream().into_iter().next().is_some_and(|t| is_ident(&t, "edge")))
-    });
-    match marker {
-      None => items.extend(method),
-      Some(at) => {
-        let TokenTree::Group(attr) = &method[at + 1] else {
-          unreachable!()
-        };
-        let options = match attr.stream().into_iter().nth(1) {
-          Some(TokenTree::Group(options)) => options.stream(),
-          _ => TokenStream::new(),
-        };
-        let mut rest = method[..at].to_vec();
-        rest.extend(method[at + 2..].iter().cloned());
-        items.extend(expand(options, rest, true)?);
-      }
-    }
-  }
-  let mut out = TokenStream::from_str("#[napi_derive::napi]").unwrap();
-  out.extend(head.iter().cloned());
-  out.extend([TokenTree::Group(Group::new(Delimiter::Brace, items))]);
-  Ok(out)
-}
-
-fn expand(
-  options: TokenStream,
-  tokens: Vec<TokenTree>,
-  method: bool,
-) -> Result<TokenStream, String> {
+fn expand(options: TokenStream, tokens: Vec<TokenTree>) -> Result<TokenStream, String> {
   let fn_at = tokens
     .iter()
     .position(|t| is_ident(t, "fn"))
@@ -141,22 +90,7 @@ fn expand(
   };
   // `-> napi::Result<T>`: the body makes the napi value itself (a promise, say).
   let napi_result = ret.replace(' ', "").starts_with("napi::Result<");
-  let mut params: Vec<TokenTree> = params.stream().into_iter().collect();
-  if method {
-    // `&self`, then the parameters JS passes (if any).
-    match &params[..] {
-      [amp, this, rest @ ..] if is_punct(amp, '&') && is_ident(this, "self") => {
-        let skip = if rest.first().is_some_and(|t| is_punct(t, ',')) {
-          3
-        } else {
-          2
-        };
-        params.drain(..skip);
-      }
-      _ => return Err(format!("#[edge] {name}: a method of `&self`")),
-    }
-  }
-  let params = parse_params(params.into_iter().collect())?;
+  let params = parse_params(params.stream())?;
 
   let ts_args = params
     .iter()
@@ -179,8 +113,7 @@ fn expand(
     ("", "env: napi::Env")
   };
   let signature = format!(
-    "#[napi_derive::napi({napi})] fn {name}{generics}({}{env}{}) -> {}",
-    if method { "&self, " } else { "" },
+    "#[napi_derive::napi({napi})] fn {name}{generics}({env}{}) -> {}",
     params
       .iter()
       .map(|p| match p.typed {
@@ -214,7 +147,7 @@ fn expand(
       format!(
         "let {n} = crate::binding::args::arg({n}, {path:?})?; let {n} = {r}(&{n})?;",
         n = p.name,
-        path = camel(&p.name),
+        path = p.path.clone().unwrap_or_else(|| camel(&p.name)),
         r = p.reader
       )
     })
@@ -269,6 +202,7 @@ fn parse_params(stream: TokenStream) -> Result<Vec<Param>, String> {
 
 fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
   let mut ts = None;
+  let mut path = None;
   let mut typed = false;
   let mut rest = &tokens[..];
   while let [TokenTree::Punct(hash), TokenTree::Group(attr), tail @ ..] = rest {
@@ -278,10 +212,13 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
     let inner: Vec<TokenTree> = attr.stream().into_iter().collect();
     match &inner[..] {
       [TokenTree::Ident(key), TokenTree::Punct(eq), TokenTree::Literal(value)]
-        if key.to_string() == "ts" && eq.as_char() == '=' =>
+        if eq.as_char() == '=' && matches!(key.to_string().as_str(), "ts" | "path") =>
       {
-        let value = value.to_string();
-        ts = Some(value.trim_matches('"').replace("\\\"", "\""));
+        let value = Some(value.to_string().trim_matches('"').replace("\\\"", "\""));
+        match key.to_string().as_str() {
+          "ts" => ts = value,
+          _ => path = value,
+        }
       }
       [TokenTree::Ident(key)] if key.to_string() == "typed" => typed = true,
       _ => return Err(format!("#[edge]: unknown parameter attribute #[{attr}]")),
@@ -328,6 +265,7 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
     reader,
     ts,
     typed,
+    path,
   })
 }
 

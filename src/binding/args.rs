@@ -125,7 +125,7 @@ fn make_key(env: sys::napi_env, name: &str) -> Option<sys::napi_value> {
 pub(crate) type Arg<'env> = crate::engine::input::Arg<Unknown<'env>>;
 
 /// `value` read as the argument `path`.
-pub(crate) fn arg<'a>(value: Unknown<'a>, path: &str) -> Result<Arg<'a>> {
+pub(crate) fn arg<'a>(value: Unknown<'a>, path: &'static str) -> Result<Arg<'a>> {
   Arg::new(value, path)
 }
 

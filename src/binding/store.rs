@@ -1,5 +1,6 @@
-//! The counter stores at the edge (docs/contract.md §4): one native class, `StoreDriver`,
-//! behind both `SqliteQuotaStore` and `RedisQuotaStore(url)`; the driver choice of
+//! The counter stores at the edge (docs/contract.md §4): one set of functions behind both
+//! `SqliteQuotaStore` and `RedisQuotaStore(url)`, each taking the number of its driver
+//! (`storeDriver`); the driver choice of
 //! `getQuotaStore()`; the ioredis-like client's raw commands; and `closeQuotaDb`.
 //!
 //! Each method answers with the value (SQLite, on this thread) or a promise of it (Redis,
@@ -10,6 +11,7 @@ use super::convert::ToJs;
 use super::errors::or_throw;
 use super::promise::{crossing, spawn_settled};
 use super::{engine, host};
+use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::Driver;
 use crate::engine::input::{self, clock};
 use crate::engine::Step;
@@ -41,125 +43,161 @@ where
   }
 }
 
-/// The counters of one driver: the chosen store's, `SqliteQuotaStore`'s or
-/// `RedisQuotaStore(url)`'s.
-#[napi]
-pub struct StoreDriver {
-  driver: Driver,
-}
-
+/// The number of a driver, which every store function below takes first: `0` SQLite
+/// (without `url`); Redis at `url` (checked now: a `RangeError` naming `url`, its
+/// password masked, for one the engine cannot use; nothing connects yet).
 #[edge]
-impl StoreDriver {
-  /// SQLite without `url`; Redis at `url` (checked now: a `RangeError` naming `url`, its
-  /// password masked, for one the engine cannot use; nothing connects yet).
-  #[napi(constructor, catch_unwind)]
-  pub fn new(env: Env, url: Option<String>) -> napi::Result<Self> {
-    let driver = match url {
-      None => Driver::Sqlite,
-      Some(url) => {
-        or_throw(&env, engine().redis_backend(&url))?;
-        Driver::Redis(url)
-      }
-    };
-    Ok(StoreDriver { driver })
-  }
+pub fn store_driver(
+  #[typed]
+  #[ts = "?string | null"]
+  url: Option<String>,
+) -> u32 {
+  engine().driver_number(url.as_deref())
+}
 
-  /// `"sqlite"` or `"redis"`.
-  #[napi(getter, catch_unwind)]
-  pub fn driver(&self) -> &'static str {
-    self.driver.name()
-  }
+// The store functions take `dim` as its three fields, which the JavaScript glue reads off
+// it: three N-API property reads cost more than the rest of a SQLite `consume`.
 
-  /// The Redis URL, as given; `null` on SQLite.
-  #[napi(getter, catch_unwind)]
-  pub fn url(&self) -> Option<String> {
-    self.driver.url().map(str::to_string)
+/// `consume`: adds `cost` to the current bucket; the new effective value.
+#[edge(ts_return_type = "number | Promise<number>")]
+#[allow(clippy::too_many_arguments)]
+pub fn store_consume(
+  #[typed]
+  #[ts = "number"]
+  driver: u32,
+  api_key_id: string,
+  #[path = "dim.poolId"] pool_id: string,
+  #[path = "dim.unit"]
+  #[ts = "QuotaUnit"]
+  unit: input::unit,
+  #[path = "dim.window"]
+  #[ts = "QuotaWindow"]
+  window: input::window,
+  cost: number,
+  #[typed] now_ms: Option<f64>,
+) -> napi::Result<Answer<'env, f64>> {
+  let (driver, dim) = (
+    numbered(env, driver)?,
+    DimensionKey::new(pool_id, unit, window),
+  );
+  if driver == Driver::Sqlite {
+    super::hot_path::flush_at_teardown(env);
   }
+  serve(env, || {
+    engine().consume(&driver, api_key_id, dim, cost, clock(now_ms))
+  })
+}
 
-  /// `consume`: adds `cost` to the current bucket; the new effective value.
-  #[edge(ts_return_type = "number | Promise<number>")]
-  pub fn consume(
-    &self,
-    api_key_id: string,
-    #[ts = "DimensionKey"] dim: input::dimension_key,
-    cost: number,
-    #[typed] now_ms: Option<f64>,
-  ) -> napi::Result<Answer<'env, f64>> {
-    if self.driver.url().is_none() {
-      super::hot_path::flush_at_teardown(env);
-    }
-    self.serve(env, |d| {
-      engine().consume(d, api_key_id, dim, cost, clock(now_ms))
-    })
-  }
-
-  /// `peek`: the effective value, no write.
-  #[edge(ts_return_type = "number | Promise<number>")]
-  pub fn peek(
-    &self,
-    api_key_id: string,
-    #[ts = "DimensionKey"] dim: input::dimension_key,
-    #[typed] now_ms: Option<f64>,
-  ) -> napi::Result<Answer<'env, f64>> {
-    host::prepare_db(env);
-    // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
-    match engine().peek_direct(&self.driver, api_key_id, dim, clock(now_ms)) {
-      Ok(step) => answer(env, step, |v| v),
-      Err(read) => match super::direct::peek(env, read) {
-        Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
-        Err(read) => answer(env, read.shared(engine()), |v| v),
-      },
-    }
-  }
-
-  /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
-  #[edge(ts_return_type = "number | Promise<number>")]
-  pub fn pool_consumed_total(
-    &self,
-    #[ts = "DimensionKey"] dim: input::dimension_key,
-    #[typed] now_ms: Option<f64>,
-  ) -> napi::Result<Answer<'env, f64>> {
-    self.serve(env, |d| engine().pool_consumed_total(d, dim, clock(now_ms)))
-  }
-
-  /// `clear`: zeroes the key's counter (curr and prev).
-  #[edge(ts_return_type = "void | Promise<void>")]
-  pub fn clear(
-    &self,
-    api_key_id: string,
-    #[ts = "DimensionKey"] dim: input::dimension_key,
-    #[typed] now_ms: Option<f64>,
-  ) -> napi::Result<Answer<'env, ()>> {
-    self.serve(env, |d| engine().clear(d, api_key_id, dim, clock(now_ms)))
-  }
-
-  /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
-  /// borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
-  #[edge(ts_return_type = "PoolUsageSnapshot | Promise<PoolUsageSnapshot>")]
-  pub fn pool_usage(
-    &self,
-    pool_id: string,
-    #[ts = "?Array<{ unit: string; window: string; limit: number }> | null"]
-    plan_dims: input::plan_dimensions,
-    #[typed] now_ms: Option<f64>,
-  ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
-    let now = clock(now_ms);
-    host::prepare_db(env);
-    let step = engine().pool_usage(&self.driver, pool_id, plan_dims, now);
-    answer(env, step, move |s| snapshot_js(s, now))
+/// `peek`: the effective value, no write.
+#[edge(ts_return_type = "number | Promise<number>")]
+pub fn store_peek(
+  #[typed]
+  #[ts = "number"]
+  driver: u32,
+  api_key_id: string,
+  #[path = "dim.poolId"] pool_id: string,
+  #[path = "dim.unit"]
+  #[ts = "QuotaUnit"]
+  unit: input::unit,
+  #[path = "dim.window"]
+  #[ts = "QuotaWindow"]
+  window: input::window,
+  #[typed] now_ms: Option<f64>,
+) -> napi::Result<Answer<'env, f64>> {
+  let (driver, dim) = (
+    numbered(env, driver)?,
+    DimensionKey::new(pool_id, unit, window),
+  );
+  host::prepare_db(env);
+  // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
+  match engine().peek_direct(&driver, api_key_id, dim, clock(now_ms)) {
+    Ok(step) => answer(env, step, |v| v),
+    Err(read) => match super::direct::peek(env, read) {
+      Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
+      Err(read) => answer(env, read.shared(engine()), |v| v),
+    },
   }
 }
 
-impl StoreDriver {
-  /// The step `op` makes on this driver, as JS sees it (the database path resolved first).
-  fn serve<'env, T: ToNapiValue + Send + 'static>(
-    &self,
-    env: &'env Env,
-    op: impl FnOnce(&Driver) -> Step<Result<T>>,
-  ) -> napi::Result<Answer<'env, T>> {
-    host::prepare_db(env);
-    answer(env, op(&self.driver), |v| v)
-  }
+/// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
+#[edge(ts_return_type = "number | Promise<number>")]
+pub fn store_pool_consumed_total(
+  #[typed]
+  #[ts = "number"]
+  driver: u32,
+  #[path = "dim.poolId"] pool_id: string,
+  #[path = "dim.unit"]
+  #[ts = "QuotaUnit"]
+  unit: input::unit,
+  #[path = "dim.window"]
+  #[ts = "QuotaWindow"]
+  window: input::window,
+  #[typed] now_ms: Option<f64>,
+) -> napi::Result<Answer<'env, f64>> {
+  let (driver, dim) = (
+    numbered(env, driver)?,
+    DimensionKey::new(pool_id, unit, window),
+  );
+  serve(env, || {
+    engine().pool_consumed_total(&driver, dim, clock(now_ms))
+  })
+}
+
+/// `clear`: zeroes the key's counter (curr and prev).
+#[edge(ts_return_type = "void | Promise<void>")]
+pub fn store_clear(
+  #[typed]
+  #[ts = "number"]
+  driver: u32,
+  api_key_id: string,
+  #[path = "dim.poolId"] pool_id: string,
+  #[path = "dim.unit"]
+  #[ts = "QuotaUnit"]
+  unit: input::unit,
+  #[path = "dim.window"]
+  #[ts = "QuotaWindow"]
+  window: input::window,
+  #[typed] now_ms: Option<f64>,
+) -> napi::Result<Answer<'env, ()>> {
+  let (driver, dim) = (
+    numbered(env, driver)?,
+    DimensionKey::new(pool_id, unit, window),
+  );
+  serve(env, || {
+    engine().clear(&driver, api_key_id, dim, clock(now_ms))
+  })
+}
+
+/// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
+/// borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
+#[edge(ts_return_type = "PoolUsageSnapshot | Promise<PoolUsageSnapshot>")]
+pub fn store_pool_usage(
+  #[typed]
+  #[ts = "number"]
+  driver: u32,
+  pool_id: string,
+  #[ts = "?Array<{ unit: string; window: string; limit: number }> | null"]
+  plan_dims: input::plan_dimensions,
+  #[typed] now_ms: Option<f64>,
+) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
+  let (driver, now) = (numbered(env, driver)?, clock(now_ms));
+  host::prepare_db(env);
+  let step = engine().pool_usage(&driver, pool_id, plan_dims, now);
+  answer(env, step, move |s| snapshot_js(s, now))
+}
+
+/// The driver of a number `storeDriver` gave.
+fn numbered(env: &Env, number: u32) -> napi::Result<Driver> {
+  or_throw(env, engine().numbered_driver(number))
+}
+
+/// The step `op` makes, as JS sees it (the database path resolved first).
+fn serve<'env, T: ToNapiValue + Send + 'static>(
+  env: &'env Env,
+  op: impl FnOnce() -> Step<Result<T>>,
+) -> napi::Result<Answer<'env, T>> {
+  host::prepare_db(env);
+  answer(env, op(), |v| v)
 }
 
 /// The driver `getQuotaStore()` chose: `{ driver, url?, choice }` (`choice`: which choice

@@ -12,7 +12,7 @@ use super::config::{self, STORE_DRIVER, STORE_REDIS_URL};
 use super::logs::LogValue;
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
-use crate::error::Result;
+use crate::error::{QuotaError, Result};
 use crate::store::redis::keys::base_pool_id;
 use crate::store::redis::{
   counters, mask_url, KeyLayout, PoolTotals, RedisBackend, RedisOptions, Retry,
@@ -222,10 +222,12 @@ struct ChoiceState {
   read_error: Option<String>,
 }
 
-/// The process's choice.
+/// The process's choice, and the drivers JS holds by number.
 #[derive(Default)]
 pub struct DriverChoice {
   state: Mutex<ChoiceState>,
+  /// The Redis URLs numbered so far: URL `i` is driver `i + 1` (`0` is SQLite).
+  numbered: Mutex<Vec<String>>,
 }
 
 impl DriverChoice {
@@ -235,6 +237,48 @@ impl DriverChoice {
 }
 
 impl Engine {
+  /// The number JS holds for a driver (docs/architecture.md#the-edge-srcbinding): `0`
+  /// SQLite (no `url`); each Redis URL its own, kept for the process. The URL is checked
+  /// first: a `RangeError` naming `url`, its password masked, for one the engine cannot
+  /// use (nothing connects yet).
+  pub fn driver_number(&self, url: Option<&str>) -> Result<u32> {
+    let Some(url) = url else {
+      return Ok(0);
+    };
+    self.redis_backend(url)?;
+    let mut urls = self
+      .drivers
+      .numbered
+      .lock()
+      .unwrap_or_else(|e| e.into_inner());
+    let at = match urls.iter().position(|known| known == url) {
+      Some(at) => at,
+      None => {
+        urls.push(url.to_string());
+        urls.len() - 1
+      }
+    };
+    Ok(at as u32 + 1)
+  }
+
+  /// The driver numbered `number` by [`Engine::driver_number`].
+  pub fn numbered_driver(&self, number: u32) -> Result<Driver> {
+    let Some(at) = number.checked_sub(1) else {
+      return Ok(Driver::Sqlite);
+    };
+    let urls = self
+      .drivers
+      .numbered
+      .lock()
+      .unwrap_or_else(|e| e.into_inner());
+    urls
+      .get(at as usize)
+      .map(|url| Driver::Redis(url.clone()))
+      .ok_or_else(|| {
+        QuotaError::range_error("driver", format!("no store driver is numbered {number}"))
+      })
+  }
+
   /// The Redis backend of `url` (one per URL; the timeout, cluster switch, TLS files and
   /// pool-totals mode are read from the configuration when it is created, each bad value
   /// warned about once). A URL the engine cannot use is a `RangeError` naming `url`, its

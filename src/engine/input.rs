@@ -86,15 +86,16 @@ pub struct Arg<V> {
   /// `None` for `undefined` (an absent property).
   value: Option<V>,
   kind: Kind,
-  pub path: String,
+  /// Borrowed for an argument (its name is a literal), made for a field or an element.
+  pub path: std::borrow::Cow<'static, str>,
 }
 
 impl<V: Source> Arg<V> {
-  pub fn new(value: V, path: impl Into<String>) -> Result<Self> {
+  pub fn new(value: V, path: impl Into<std::borrow::Cow<'static, str>>) -> Result<Self> {
     Self::maybe(Some(value), path)
   }
 
-  pub fn maybe(value: Option<V>, path: impl Into<String>) -> Result<Self> {
+  pub fn maybe(value: Option<V>, path: impl Into<std::borrow::Cow<'static, str>>) -> Result<Self> {
     let path = path.into();
     let kind = match &value {
       Some(value) => value.kind().map_err(|e| fault(&path, e))?,
@@ -107,7 +108,7 @@ impl<V: Source> Arg<V> {
     self
       .value
       .as_ref()
-      .ok_or_else(|| QuotaError::type_error(&self.path, "is missing"))
+      .ok_or_else(|| QuotaError::type_error(&*self.path, "is missing"))
   }
 
   /// `undefined` or `null`.
@@ -122,7 +123,7 @@ impl<V: Source> Arg<V> {
 
   fn expected(&self, what: &str) -> QuotaError {
     QuotaError::type_error(
-      &self.path,
+      &*self.path,
       format!("expected {what}, got {}", self.kind.name()),
     )
   }
@@ -169,7 +170,7 @@ impl<V: Source> Arg<V> {
       Ok(n as i64)
     } else {
       Err(QuotaError::range_error(
-        &self.path,
+        &*self.path,
         format!("must be an integer from -(2^53 - 1) to 2^53 - 1, got {n}"),
       ))
     }
@@ -183,7 +184,7 @@ impl<V: Source> Arg<V> {
       Ok(n.trunc() as i64)
     } else {
       Err(QuotaError::range_error(
-        &self.path,
+        &*self.path,
         format!("must be a finite time in ms (|t| <= 2^53 - 1), got {n}"),
       ))
     }
@@ -371,11 +372,9 @@ pub fn legacy_pool<V: Source>(pool: &Arg<V>) -> Result<LegacyPool> {
 }
 
 pub fn dimension<V: Source>(arg: &Arg<V>) -> Result<QuotaDimension> {
-  let unit = arg.field("unit")?;
-  let window = arg.field("window")?;
   Ok(QuotaDimension {
-    unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
-    window: QuotaWindow::parse_field(&window.string()?, &window.path)?,
+    unit: unit(&arg.field("unit")?)?,
+    window: window(&arg.field("window")?)?,
     limit: arg.field("limit")?.number()?,
   })
 }
@@ -390,7 +389,7 @@ pub fn provider_plan<V: Source>(plan: &Arg<V>) -> Result<ProviderPlan> {
     source: match source.opt_string()? {
       Some(s) => PlanSource::parse(&s).ok_or_else(|| {
         QuotaError::range_error(
-          &source.path,
+          &*source.path,
           format!("unknown source {s:?} (expected auto or manual)"),
         )
       })?,
@@ -401,13 +400,13 @@ pub fn provider_plan<V: Source>(plan: &Arg<V>) -> Result<ProviderPlan> {
 
 /// `setModelCap`'s cap.
 pub fn model_cap<V: Source>(cap: &Arg<V>) -> Result<ModelCap> {
-  let unit = cap.field("capUnit")?;
+  let cap_unit = cap.field("capUnit")?;
   Ok(ModelCap {
     pool_id: cap.field("poolId")?.string()?,
     api_key_id: cap.field("apiKeyId")?.string()?,
     model: cap.field("model")?.string()?,
     cap_value: cap.field("capValue")?.number()?,
-    cap_unit: QuotaUnit::parse_field(&unit.string()?, &unit.path)?,
+    cap_unit: unit(&cap_unit)?,
   })
 }
 
@@ -416,11 +415,22 @@ pub fn model_cap<V: Source>(cap: &Arg<V>) -> Result<ModelCap> {
 /// A `DimensionKey` (`{ poolId, unit, window }`).
 pub fn dimension_key<V: Source>(arg: &Arg<V>) -> Result<DimensionKey> {
   let pool_id = arg.field("poolId")?.string()?;
-  let unit_arg = arg.field("unit")?;
-  let unit = QuotaUnit::parse_field(&unit_arg.string()?, &unit_arg.path)?;
-  let window_arg = arg.field("window")?;
-  let window = QuotaWindow::parse_field(&window_arg.string()?, &window_arg.path)?;
-  Ok(DimensionKey::new(pool_id, unit, window))
+  let unit = unit(&arg.field("unit")?)?;
+  Ok(DimensionKey::new(
+    pool_id,
+    unit,
+    window(&arg.field("window")?)?,
+  ))
+}
+
+/// A `QuotaUnit` (`tokens`, `requests`, `usd`, `percent`).
+pub fn unit<V: Source>(arg: &Arg<V>) -> Result<QuotaUnit> {
+  QuotaUnit::parse_field(&arg.string()?, &arg.path)
+}
+
+/// A `QuotaWindow` (`hourly`, `daily`, …).
+pub fn window<V: Source>(arg: &Arg<V>) -> Result<QuotaWindow> {
+  QuotaWindow::parse_field(&arg.string()?, &arg.path)
 }
 
 /// `planDims` of `poolUsage` (`null`/absent: none). Units and windows stay strings:
@@ -611,7 +621,7 @@ pub fn reset_at<V: Source>(arg: &Arg<V>) -> Result<Option<i64>> {
     None => Ok(None),
     Some(text) if text.is_empty() => Ok(None),
     Some(text) => parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
-      QuotaError::range_error(&arg.path, format!("not an ISO-8601 timestamp: {text:?}"))
+      QuotaError::range_error(&*arg.path, format!("not an ISO-8601 timestamp: {text:?}"))
     }),
   }
 }
