@@ -3,7 +3,9 @@
 //
 //   node bench/run.mjs [--ops N] [--max-ms MS]
 //
-// Store operations (consume, peek, poolConsumedTotal) at pools of 10 / 1 000 / 10 000 keys,
+// Store operations (consume, peek, poolConsumedTotal) at pools of 10 / 1 000 / 10 000 keys
+// (consume also in alternating rounds with the baseline, for a ratio the machine's drift
+// moves less),
 // then the hot path (enforceQuotaShare, recordConsumption) for 8 keys × 2 dimensions,
 // serial and 64 concurrent (Promise.all batches of 64), then the crossing options of the
 // hot path side by side (JS thread vs a worker thread; buffered vs per-call commits), then
@@ -46,6 +48,11 @@ const { serial: measureSerial, concurrent: measureConcurrent } = measurer({ maxO
 
 const rows = []
 const crossings = []
+// consume's row drifts with the machine (one side runs after the other, and a flush or a
+// checkpoint lands in one or the other): it is also measured in alternating rounds.
+const ROUNDS = 8
+const roundMeasure = measurer({ maxOps: Math.ceil(MAX_OPS / 4), maxMs: MAX_MS / 4, warmup: 200, concurrency: CONCURRENCY }).serial
+const interleaved = []
 async function compare(operation, size, engineFn, baselineFn, mode = 'serial') {
   const measure = mode === 'serial' ? measureSerial : measureConcurrent
   const e = await measure(engineFn)
@@ -81,6 +88,16 @@ try {
 
     const pick = (i) => keys[(i * 7919) % size]
     await compare('consume', size, (i) => store.consume(pick(i), dim, 1), (i) => baseline.store.consume(pick(i), dim, 1))
+    const rounds = { size, e: [], b: [] }
+    for (let r = 0; r < ROUNDS; r++) {
+      // Who goes first alternates too.
+      const sides = [
+        async () => rounds.e.push((await roundMeasure((i) => store.consume(pick(i), dim, 1))).opsPerSec),
+        async () => rounds.b.push((await roundMeasure((i) => baseline.store.consume(pick(i), dim, 1))).opsPerSec),
+      ]
+      for (const side of r % 2 === 0 ? sides : sides.reverse()) await side()
+    }
+    interleaved.push(rounds)
     await compare('peek', size, (i) => store.peek(pick(i), dim), (i) => baseline.store.peek(pick(i), dim))
     await compare(
       'poolConsumedTotal',
@@ -162,6 +179,22 @@ try {
     const sizeLabel = typeof size === 'number' ? `${f0(size)} keys` : size
     console.log(
       `| ${operation} | ${sizeLabel} | ${f0(e.opsPerSec)} | ${f1(e.p50)} | ${f1(e.p99)} | ${f0(b.opsPerSec)} | ${f1(b.p50)} | ${f1(b.p99)} | ${(e.opsPerSec / b.opsPerSec).toFixed(2)}× |`,
+    )
+  }
+  const median = (xs) => {
+    const sorted = [...xs].sort((a, b) => a - b)
+    const mid = sorted.length >> 1
+    return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2
+  }
+  console.log(
+    `\nconsume in ${ROUNDS} alternating rounds (up to ${f0(Math.ceil(MAX_OPS / 4))} calls or ${MAX_MS / 4} ms each, engine and baseline in turn, who goes first alternating; ops/s):\n`,
+  )
+  console.log('| size | engine, median | baseline, median | speed-up, median of the rounds | lowest – highest | rounds at ≥ 10× |')
+  console.log('|---:|---:|---:|---:|---:|---:|')
+  for (const { size, e, b } of interleaved) {
+    const ratios = e.map((x, i) => x / b[i])
+    console.log(
+      `| ${f0(size)} keys | ${f0(median(e))} | ${f0(median(b))} | ${median(ratios).toFixed(2)}× | ${Math.min(...ratios).toFixed(2)}× – ${Math.max(...ratios).toFixed(2)}× | ${ratios.filter((x) => x >= 10).length} of ${ratios.length} |`,
     )
   }
   console.log('\nHow the hot path crosses (same 8 keys × 2 dims; "vs baseline" against the baseline row of the same call and mode):\n')
