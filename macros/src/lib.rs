@@ -16,7 +16,8 @@
 //! whose error is thrown as every edge error is (`binding::errors::call`).
 //!
 //! A reader is `string`, `number`, `integer` or `finite_ms` (the `Arg` methods; TypeScript
-//! `string` / `number`), `keep` (the `Arg` itself, for the body to read), or the path of a
+//! `string` / `number`), `unit` or `window` (a `QuotaUnit` / `QuotaWindow`, by
+//! `engine::input`), `keep` (the `Arg` itself, for the body to read), or the path of a
 //! function of `&Arg`, with the parameter's TypeScript type given as `#[ts = "…"]` (a
 //! leading `?` marks the parameter optional: `#[ts = "?number"]`). The attribute's own
 //! arguments (`js_name`, `ts_return_type`) go to `#[napi]`. Doc comments pass through
@@ -26,8 +27,8 @@
 //! (a field the JavaScript glue read off an object and passed on its own).
 //!
 //! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
-//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `String`, `bool` and
-//! their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
+//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `u32`, `String`, `bool`
+//! and their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
 //! itself (a promise, say): the arguments are read first, each error thrown, and the body
 //! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
 //! a `PromiseRaw`.
@@ -236,7 +237,7 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
     // napi's own conversion, whose TypeScript type is known for these.
     _ if typed => {
       let ts = match reader.replace(' ', "").as_str() {
-        "f64" => Some("number"),
+        "f64" | "u32" => Some("number"),
         "Option<f64>" => Some("?number"),
         "String" => Some("string"),
         "Option<String>" => Some("?string"),
@@ -255,6 +256,14 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
       Some("number"),
     ),
     "keep" => ("crate::binding::args::keep".to_string(), None),
+    "unit" | "window" => (
+      format!("crate::engine::input::{reader}"),
+      Some(if reader == "unit" {
+        "QuotaUnit"
+      } else {
+        "QuotaWindow"
+      }),
+    ),
     _ => (reader, None),
   };
   let ts = ts

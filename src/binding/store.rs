@@ -62,24 +62,15 @@ pub fn store_driver(
 #[edge(ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]
 pub fn store_consume(
-  #[typed]
-  #[ts = "number"]
-  driver: u32,
+  #[ts = "number"] driver: numbered,
   api_key_id: string,
   #[path = "dim.poolId"] pool_id: string,
-  #[path = "dim.unit"]
-  #[ts = "QuotaUnit"]
-  unit: input::unit,
-  #[path = "dim.window"]
-  #[ts = "QuotaWindow"]
-  window: input::window,
+  #[path = "dim.unit"] unit: unit,
+  #[path = "dim.window"] window: window,
   cost: number,
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
-  let (driver, dim) = (
-    numbered(env, driver)?,
-    DimensionKey::new(pool_id, unit, window),
-  );
+  let dim = DimensionKey::new(pool_id, unit, window);
   if driver == Driver::Sqlite {
     super::hot_path::flush_at_teardown(env);
   }
@@ -91,23 +82,14 @@ pub fn store_consume(
 /// `peek`: the effective value, no write.
 #[edge(ts_return_type = "number | Promise<number>")]
 pub fn store_peek(
-  #[typed]
-  #[ts = "number"]
-  driver: u32,
+  #[ts = "number"] driver: numbered,
   api_key_id: string,
   #[path = "dim.poolId"] pool_id: string,
-  #[path = "dim.unit"]
-  #[ts = "QuotaUnit"]
-  unit: input::unit,
-  #[path = "dim.window"]
-  #[ts = "QuotaWindow"]
-  window: input::window,
+  #[path = "dim.unit"] unit: unit,
+  #[path = "dim.window"] window: window,
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
-  let (driver, dim) = (
-    numbered(env, driver)?,
-    DimensionKey::new(pool_id, unit, window),
-  );
+  let dim = DimensionKey::new(pool_id, unit, window);
   host::prepare_db(env);
   // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
   match engine().peek_direct(&driver, api_key_id, dim, clock(now_ms)) {
@@ -122,22 +104,13 @@ pub fn store_peek(
 /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
 #[edge(ts_return_type = "number | Promise<number>")]
 pub fn store_pool_consumed_total(
-  #[typed]
-  #[ts = "number"]
-  driver: u32,
+  #[ts = "number"] driver: numbered,
   #[path = "dim.poolId"] pool_id: string,
-  #[path = "dim.unit"]
-  #[ts = "QuotaUnit"]
-  unit: input::unit,
-  #[path = "dim.window"]
-  #[ts = "QuotaWindow"]
-  window: input::window,
+  #[path = "dim.unit"] unit: unit,
+  #[path = "dim.window"] window: window,
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
-  let (driver, dim) = (
-    numbered(env, driver)?,
-    DimensionKey::new(pool_id, unit, window),
-  );
+  let dim = DimensionKey::new(pool_id, unit, window);
   serve(env, || {
     engine().pool_consumed_total(&driver, dim, clock(now_ms))
   })
@@ -146,23 +119,14 @@ pub fn store_pool_consumed_total(
 /// `clear`: zeroes the key's counter (curr and prev).
 #[edge(ts_return_type = "void | Promise<void>")]
 pub fn store_clear(
-  #[typed]
-  #[ts = "number"]
-  driver: u32,
+  #[ts = "number"] driver: numbered,
   api_key_id: string,
   #[path = "dim.poolId"] pool_id: string,
-  #[path = "dim.unit"]
-  #[ts = "QuotaUnit"]
-  unit: input::unit,
-  #[path = "dim.window"]
-  #[ts = "QuotaWindow"]
-  window: input::window,
+  #[path = "dim.unit"] unit: unit,
+  #[path = "dim.window"] window: window,
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, ()>> {
-  let (driver, dim) = (
-    numbered(env, driver)?,
-    DimensionKey::new(pool_id, unit, window),
-  );
+  let dim = DimensionKey::new(pool_id, unit, window);
   serve(env, || {
     engine().clear(&driver, api_key_id, dim, clock(now_ms))
   })
@@ -172,23 +136,21 @@ pub fn store_clear(
 /// borrowing for each plan dimension (unknown windows skipped; an unknown pool has none).
 #[edge(ts_return_type = "PoolUsageSnapshot | Promise<PoolUsageSnapshot>")]
 pub fn store_pool_usage(
-  #[typed]
-  #[ts = "number"]
-  driver: u32,
+  #[ts = "number"] driver: numbered,
   pool_id: string,
   #[ts = "?Array<{ unit: string; window: string; limit: number }> | null"]
   plan_dims: input::plan_dimensions,
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
-  let (driver, now) = (numbered(env, driver)?, clock(now_ms));
+  let now = clock(now_ms);
   host::prepare_db(env);
   let step = engine().pool_usage(&driver, pool_id, plan_dims, now);
   answer(env, step, move |s| snapshot_js(s, now))
 }
 
 /// The driver of a number `storeDriver` gave.
-fn numbered(env: &Env, number: u32) -> napi::Result<Driver> {
-  or_throw(env, engine().numbered_driver(number))
+fn numbered(number: &Arg) -> Result<Driver> {
+  engine().numbered_driver(number.integer()?)
 }
 
 /// The step `op` makes, as JS sees it (the database path resolved first).

@@ -262,17 +262,18 @@ impl Engine {
   }
 
   /// The driver numbered `number` by [`Engine::driver_number`].
-  pub fn numbered_driver(&self, number: u32) -> Result<Driver> {
-    let Some(at) = number.checked_sub(1) else {
+  pub fn numbered_driver(&self, number: i64) -> Result<Driver> {
+    if number == 0 {
       return Ok(Driver::Sqlite);
-    };
+    }
     let urls = self
       .drivers
       .numbered
       .lock()
       .unwrap_or_else(|e| e.into_inner());
-    urls
-      .get(at as usize)
+    usize::try_from(number - 1)
+      .ok()
+      .and_then(|at| urls.get(at))
       .map(|url| Driver::Redis(url.clone()))
       .ok_or_else(|| {
         QuotaError::range_error("driver", format!("no store driver is numbered {number}"))
