@@ -153,9 +153,10 @@ class RedisQuotaStore extends CounterStore {
   }
 
   // Made on first use, so a URL the engine cannot use rejects the operation, as a
-  // connection failure would, rather than throwing from the constructor.
+  // connection failure would, rather than throwing from the constructor; made again when
+  // `url` was set since (each call uses the url the store has then).
   [DRIVER]() {
-    this.#driver ??= new StoreDriver(this.url)
+    if (this.#driver === null || this.#driver.url !== this.url) this.#driver = new StoreDriver(this.url)
     return this.#driver
   }
 }
