@@ -78,6 +78,17 @@ test('the compat entry: a class, one store per URL, resettable', { skip }, () =>
   assert.throws(() => new RedisQuotaStore(''), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG')
 })
 
+test('a RedisQuotaStore reads its url on each call, as before its driver was kept: a url set later is the one used', { skip }, async () => {
+  const store = new RedisQuotaStore(server.url)
+  const d = { poolId: `url-later-${process.pid}`, unit: 'requests', window: 'hourly' }
+  assert.equal(await store.consume('k', d, 1), 1)
+  store.url = 'http://127.0.0.1:1'
+  await assert.rejects(store.peek('k', d), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^url: /.test(e.message))
+  store.url = server.url
+  assert.equal(await store.peek('k', d), 1)
+  await store.clear('k', d)
+})
+
 test('ids with separators never share a Redis key: key k in pool x:p and key k:x in pool p stay apart (issue 15 item 5)', { skip }, async () => {
   await clearOfHourEnd()
   const store = new RedisQuotaStore(server.url)

@@ -13,8 +13,12 @@ export function summarize(latNs, count, totalNs) {
 
 /** A measurer for the given limits: `serial(fn)` and `concurrent(fn)`, `fn(i)` async. */
 export function measurer({ maxOps, maxMs, warmup, concurrency }) {
-  async function serial(fn) {
+  // `finish` (optional): work `fn` defers (a buffered commit), run once after the warm-up,
+  // untimed, and once inside the timed window after its last call, so the window pays for
+  // exactly its own calls' deferred work.
+  async function serial(fn, finish) {
     for (let i = 0; i < warmup; i++) await fn(i)
+    if (finish) await finish()
     const lat = []
     const start = hr()
     const deadline = start + BigInt(maxMs) * 1_000_000n
@@ -26,6 +30,7 @@ export function measurer({ maxOps, maxMs, warmup, concurrency }) {
       lat.push(Number(t1 - t0))
       if (t1 > deadline) { i++; break }
     }
+    if (finish) await finish()
     return summarize(lat, i, hr() - start)
   }
 

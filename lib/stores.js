@@ -1,6 +1,7 @@
 'use strict'
 // The QuotaStore interface (docs/contract.md §4) and the driver factory. Both store
-// classes are one native `StoreDriver` each (SQLite, or Redis at a URL); the engine
+// classes are one `StoreDriver` each (SQLite, or Redis at a URL; the engine numbers them
+// and its native store functions take that number and dim's three fields); the engine
 // dispatches on the driver and chooses the process's (getQuotaStore). Every method
 // returns a promise: SQLite's settled at once, Redis's after one round trip.
 const native = require('./native.js')
@@ -15,6 +16,29 @@ function settle(fn) {
   } catch (err) {
     return Promise.reject(err)
   }
+}
+
+/** What N-API calls an object: arrays and proxies included; `null` and functions not. */
+function isObject(value) {
+  return typeof value === 'object' && value !== null
+}
+
+/**
+ * A `dim` that is not an object: the error the native side gave when it read `dim` itself
+ * (`dim: expected an object, got null`), after the arguments before it are checked as
+ * before. `call` passes no fields, so it always throws (`dim.poolId` is missing) before
+ * anything is written, unless an earlier argument throws first.
+ */
+function notAnObject(dim, call) {
+  try {
+    call()
+  } catch (err) {
+    if (err && err.code === 'ERR_QUOTA_INVALID_ARG' && String(err.message).startsWith('dim.poolId: ')) {
+      throw typeError('dim', 'an object', dim)
+    }
+    throw err
+  }
+  throw typeError('dim', 'an object', dim)
 }
 
 /**
@@ -37,19 +61,23 @@ class StoreDriver {
   }
 
   consume(apiKeyId, dim, cost, nowMs) {
-    return native.storeConsume(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, cost, nowMs)
+    if (!isObject(dim)) return notAnObject(dim, () => native.storeConsume(this.number, apiKeyId, undefined, undefined, undefined, cost, nowMs))
+    return native.storeConsume(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, cost, nowMs)
   }
 
   peek(apiKeyId, dim, nowMs) {
-    return native.storePeek(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, nowMs)
+    if (!isObject(dim)) return notAnObject(dim, () => native.storePeek(this.number, apiKeyId, undefined, undefined, undefined, nowMs))
+    return native.storePeek(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, nowMs)
   }
 
   poolConsumedTotal(dim, nowMs) {
-    return native.storePoolConsumedTotal(this.number, dim?.poolId, dim?.unit, dim?.window, nowMs)
+    if (!isObject(dim)) return notAnObject(dim, () => native.storePoolConsumedTotal(this.number, undefined, undefined, undefined, nowMs))
+    return native.storePoolConsumedTotal(this.number, dim.poolId, dim.unit, dim.window, nowMs)
   }
 
   clear(apiKeyId, dim, nowMs) {
-    return native.storeClear(this.number, apiKeyId, dim?.poolId, dim?.unit, dim?.window, nowMs)
+    if (!isObject(dim)) return notAnObject(dim, () => native.storeClear(this.number, apiKeyId, undefined, undefined, undefined, nowMs))
+    return native.storeClear(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, nowMs)
   }
 
   poolUsage(poolId, planDims, nowMs) {
@@ -125,9 +153,10 @@ class RedisQuotaStore extends CounterStore {
   }
 
   // Made on first use, so a URL the engine cannot use rejects the operation, as a
-  // connection failure would, rather than throwing from the constructor.
+  // connection failure would, rather than throwing from the constructor; made again when
+  // `url` was set since (each call uses the url the store has then).
   [DRIVER]() {
-    this.#driver ??= new StoreDriver(this.url)
+    if (this.#driver === null || this.#driver.url !== this.url) this.#driver = new StoreDriver(this.url)
     return this.#driver
   }
 }

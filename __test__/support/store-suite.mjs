@@ -168,11 +168,48 @@ export function storeSuite(name, driver, options = {}) {
     await assert.rejects(store.consume('bk', { ...d, unit: 'bytes' }, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.unit/.test(e.message))
     await assert.rejects(store.consume('bk', { ...d, window: 'fortnightly' }, 1), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.window/.test(e.message))
     await assert.rejects(store.consume('bk', { ...d, poolId: 7 }, 1), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.poolId/.test(e.message))
-    await assert.rejects(store.peek('bk', null), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.poolId/.test(e.message))
+    await assert.rejects(store.peek('bk', { poolId: d.poolId, unit: 'requests' }), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^dim\.window: expected a string, got undefined/.test(e.message))
     await assert.rejects(store.poolConsumedTotal('bad', { ...d, unit: 'bytes' }), (e) => e instanceof RangeError && /^dim\.unit/.test(e.message))
     await assert.rejects(store.clear('bk', { ...d, window: 'fortnightly' }), (e) => e instanceof RangeError && /^dim\.window/.test(e.message))
     if (countWrites) assert.equal(await countWrites(), before)
     assert.equal(await store.peek('bk', d), 0)
+  })
+
+  t('a dim that is not an object rejects (never throws) with "dim: expected an object, got …", as before it crossed as fields', async () => {
+    const { store, countWrites } = driver()
+    const before = countWrites ? await countWrites() : null
+    const calls = {
+      consume: (bad) => store.consume('nk', bad, 1),
+      peek: (bad) => store.peek('nk', bad),
+      poolConsumedTotal: (bad) => store.poolConsumedTotal('nk-pool', bad),
+      clear: (bad) => store.clear('nk', bad),
+    }
+    for (const [name, call] of Object.entries(calls)) {
+      for (const [bad, kind] of [[null, 'null'], [undefined, 'undefined'], ['nk-pool:requests:hourly', 'string'], [7, 'number'], [() => {}, 'function']]) {
+        const pending = call(bad)
+        assert.ok(pending instanceof Promise, `${name}(${kind}) stays async`)
+        await assert.rejects(
+          pending,
+          (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && e.message === `dim: expected an object, got ${kind}`,
+          `${name}(${kind})`,
+        )
+      }
+    }
+    // The argument before dim is still read first; the reads come before the engine's checks of the values.
+    await assert.rejects(store.consume(7, null, 1), (e) => e instanceof TypeError && e.code === 'ERR_QUOTA_INVALID_ARG' && e.message === 'apiKeyId: expected a string, got number')
+    await assert.rejects(store.consume('', null, 1), (e) => e instanceof TypeError && e.message === 'dim: expected an object, got null')
+    await assert.rejects(store.consume('nk', null, NaN), (e) => e instanceof TypeError && e.message === 'dim: expected an object, got null')
+    // An array is an object, as it was: its fields are what is missing.
+    await assert.rejects(store.peek('nk', []), (e) => e instanceof TypeError && /^dim\.poolId: expected a string, got undefined/.test(e.message))
+    if (countWrites) assert.equal(await countWrites(), before, 'nothing written')
+    // A getter that throws: its own error, as a rejection; a Proxy is read through its traps.
+    const boom = new Error('getter says no')
+    await assert.rejects(store.consume('nk', { get poolId() { throw boom }, unit: 'requests', window: 'hourly' }, 1), (e) => e === boom)
+    const seen = []
+    const proxied = new Proxy(dim('nk-proxy'), { get: (target, key) => (seen.push(key), target[key]) })
+    assert.equal(await store.consume('nk', proxied, 2), 2)
+    assert.deepEqual(seen.filter((k) => typeof k === 'string'), ['poolId', 'unit', 'window'])
+    await store.clear('nk', proxied)
   })
 
   t('1000 concurrent consume promises on one key give the exact sum', async () => {

@@ -1,0 +1,25 @@
+// bench/measure.mjs: what a measured window holds. A side whose work is deferred (the
+// engine's buffered SQLite consume commits by time) hands `finish`, which runs after the
+// warm-up, outside the window, and again inside it, after the last call: each window then
+// pays for the commit of exactly its own calls (docs/benchmarks.md).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { measurer } from '../bench/measure.mjs'
+
+test('serial(fn, finish): warm-up, finish (not timed), the timed calls, finish (timed)', async () => {
+  const seen = []
+  const { serial } = measurer({ maxOps: 5, maxMs: 60_000, warmup: 3, concurrency: 4 })
+  const result = await serial(
+    async (i) => seen.push(`fn ${i}`),
+    async () => seen.push('finish'),
+  )
+  assert.deepEqual(seen, ['fn 0', 'fn 1', 'fn 2', 'finish', 'fn 0', 'fn 1', 'fn 2', 'fn 3', 'fn 4', 'finish'])
+  assert.ok(result.opsPerSec > 0)
+})
+
+test('serial(fn) without finish measures as before', async () => {
+  const seen = []
+  const { serial } = measurer({ maxOps: 2, maxMs: 60_000, warmup: 1, concurrency: 4 })
+  await serial(async (i) => seen.push(i))
+  assert.deepEqual(seen, [0, 0, 1])
+})
