@@ -11,7 +11,7 @@ export function summarize(latNs, count, totalNs) {
   return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
 }
 
-/** A measurer for the given limits: `serial(fn)` and `concurrent(fn)`, `fn(i)` async. */
+/** A measurer for the given limits: `serial(fn, finish?)` and `concurrent(fn, finish?)`, `fn(i)` async. */
 export function measurer({ maxOps, maxMs, warmup, concurrency }) {
   // `finish` (optional): work `fn` defers (a buffered commit), run once after the warm-up,
   // untimed, and once inside the timed window after its last call, so the window pays for
@@ -34,7 +34,7 @@ export function measurer({ maxOps, maxMs, warmup, concurrency }) {
     return summarize(lat, i, hr() - start)
   }
 
-  async function concurrent(fn) {
+  async function concurrent(fn, finish) {
     const batch = async (base, lat) => {
       const t0 = hr()
       await Promise.all(
@@ -42,6 +42,7 @@ export function measurer({ maxOps, maxMs, warmup, concurrency }) {
       )
     }
     for (let i = 0; i < warmup; i += concurrency) await batch(i, null)
+    if (finish) await finish()
     const lat = []
     const start = hr()
     const deadline = start + BigInt(maxMs) * 1_000_000n
@@ -51,6 +52,7 @@ export function measurer({ maxOps, maxMs, warmup, concurrency }) {
       i += concurrency
       if (hr() > deadline) break
     }
+    if (finish) await finish()
     return summarize(lat, i, hr() - start)
   }
 
