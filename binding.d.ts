@@ -765,10 +765,10 @@ export interface StoreChoiceInfo {
 }
 
 /** `clear`: zeroes the key's counter (curr and prev). */
-export declare function storeClear(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): void | Promise<void>
+export declare function storeClear(driver: number, apiKeyId: string, dim: DimensionKey, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): void | Promise<void>
 
 /** `consume`: adds `cost` to the current bucket; the new effective value. */
-export declare function storeConsume(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, cost: number, nowMs?: number): number | Promise<number>
+export declare function storeConsume(driver: number, apiKeyId: string, dim: DimensionKey, poolId: string, unit: QuotaUnit, window: QuotaWindow, cost: number, nowMs?: number): number | Promise<number>
 
 /**
  * The number of a driver, which every store function below takes first: `0` SQLite
@@ -778,10 +778,10 @@ export declare function storeConsume(driver: number, apiKeyId: string, poolId: s
 export declare function storeDriver(url?: string | null): number
 
 /** `peek`: the effective value, no write. */
-export declare function storePeek(driver: number, apiKeyId: string, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
+export declare function storePeek(driver: number, apiKeyId: string, dim: DimensionKey, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
 
 /** `poolConsumedTotal`: the sliding formula over the pool's summed buckets. */
-export declare function storePoolConsumedTotal(driver: number, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
+export declare function storePoolConsumedTotal(driver: number, dim: DimensionKey, poolId: string, unit: QuotaUnit, window: QuotaWindow, nowMs?: number): number | Promise<number>
 
 /**
  * `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and

@@ -1,7 +1,7 @@
 'use strict'
 // The QuotaStore interface (docs/contract.md §4) and the driver factory. Both store
 // classes are one `StoreDriver` each (SQLite, or Redis at a URL; the engine numbers them
-// and its native store functions take that number and dim's three fields); the engine
+// and its native store functions take that number, dim and its three fields); the engine
 // dispatches on the driver and chooses the process's (getQuotaStore). Every method
 // returns a promise: SQLite's settled at once, Redis's after one round trip.
 const native = require('./native.js')
@@ -18,34 +18,11 @@ function settle(fn) {
   }
 }
 
-/** What N-API calls an object: arrays and proxies included; `null` and functions not. */
-function isObject(value) {
-  return typeof value === 'object' && value !== null
-}
-
-/**
- * A `dim` that is not an object: the error the native side gave when it read `dim` itself
- * (`dim: expected an object, got null`), after the arguments before it are checked as
- * before. `call` passes no fields, so it always throws (`dim.poolId` is missing) before
- * anything is written, unless an earlier argument throws first.
- */
-function notAnObject(dim, call) {
-  try {
-    call()
-  } catch (err) {
-    if (err && err.code === 'ERR_QUOTA_INVALID_ARG' && String(err.message).startsWith('dim.poolId: ')) {
-      throw typeError('dim', 'an object', dim)
-    }
-    throw err
-  }
-  throw typeError('dim', 'an object', dim)
-}
-
 /**
  * One driver's counters, at a time given or now: what both stores are made of (and what
  * the CLI and the tests use to set the time). The native store functions take the
- * driver's number and `dim` as its three fields, read here: three N-API property reads
- * would cost more than a SQLite `consume`'s own work.
+ * driver's number, `dim` (whose type they check) and its three fields, read here: three
+ * N-API property reads would cost more than a SQLite `consume`'s own work.
  */
 class StoreDriver {
   /** SQLite without `url`; Redis at `url` (a RangeError naming `url` when the engine cannot use it; nothing connects yet). */
@@ -61,23 +38,19 @@ class StoreDriver {
   }
 
   consume(apiKeyId, dim, cost, nowMs) {
-    if (!isObject(dim)) return notAnObject(dim, () => native.storeConsume(this.number, apiKeyId, undefined, undefined, undefined, cost, nowMs))
-    return native.storeConsume(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, cost, nowMs)
+    return native.storeConsume(this.number, apiKeyId, dim, dim?.poolId, dim?.unit, dim?.window, cost, nowMs)
   }
 
   peek(apiKeyId, dim, nowMs) {
-    if (!isObject(dim)) return notAnObject(dim, () => native.storePeek(this.number, apiKeyId, undefined, undefined, undefined, nowMs))
-    return native.storePeek(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, nowMs)
+    return native.storePeek(this.number, apiKeyId, dim, dim?.poolId, dim?.unit, dim?.window, nowMs)
   }
 
   poolConsumedTotal(dim, nowMs) {
-    if (!isObject(dim)) return notAnObject(dim, () => native.storePoolConsumedTotal(this.number, undefined, undefined, undefined, nowMs))
-    return native.storePoolConsumedTotal(this.number, dim.poolId, dim.unit, dim.window, nowMs)
+    return native.storePoolConsumedTotal(this.number, dim, dim?.poolId, dim?.unit, dim?.window, nowMs)
   }
 
   clear(apiKeyId, dim, nowMs) {
-    if (!isObject(dim)) return notAnObject(dim, () => native.storeClear(this.number, apiKeyId, undefined, undefined, undefined, nowMs))
-    return native.storeClear(this.number, apiKeyId, dim.poolId, dim.unit, dim.window, nowMs)
+    return native.storeClear(this.number, apiKeyId, dim, dim?.poolId, dim?.unit, dim?.window, nowMs)
   }
 
   poolUsage(poolId, planDims, nowMs) {

@@ -55,15 +55,16 @@ pub fn store_driver(
   engine().driver_number(url.as_deref())
 }
 
-// The store functions take `dim` as its three fields, which the JavaScript glue reads off
-// it: three N-API property reads cost more than the rest of a SQLite `consume`.
+// The store functions take `dim` and its three fields, which the JavaScript glue reads off
+// it: three N-API property reads cost more than the rest of a SQLite `consume`. Of `dim`
+// itself only its type is read (a `TypeError` naming `dim` when it is not an object).
 
 /// `consume`: adds `cost` to the current bucket; the new effective value.
 #[edge(ts_return_type = "number | Promise<number>")]
-#[allow(clippy::too_many_arguments)]
 pub fn store_consume(
   #[ts = "number"] driver: numbered,
   api_key_id: string,
+  #[ts = "DimensionKey"] dim: Arg::object,
   #[path = "dim.poolId"] pool_id: string,
   #[path = "dim.unit"] unit: unit,
   #[path = "dim.window"] window: window,
@@ -84,6 +85,7 @@ pub fn store_consume(
 pub fn store_peek(
   #[ts = "number"] driver: numbered,
   api_key_id: string,
+  #[ts = "DimensionKey"] dim: Arg::object,
   #[path = "dim.poolId"] pool_id: string,
   #[path = "dim.unit"] unit: unit,
   #[path = "dim.window"] window: window,
@@ -105,6 +107,7 @@ pub fn store_peek(
 #[edge(ts_return_type = "number | Promise<number>")]
 pub fn store_pool_consumed_total(
   #[ts = "number"] driver: numbered,
+  #[ts = "DimensionKey"] dim: Arg::object,
   #[path = "dim.poolId"] pool_id: string,
   #[path = "dim.unit"] unit: unit,
   #[path = "dim.window"] window: window,
@@ -121,6 +124,7 @@ pub fn store_pool_consumed_total(
 pub fn store_clear(
   #[ts = "number"] driver: numbered,
   api_key_id: string,
+  #[ts = "DimensionKey"] dim: Arg::object,
   #[path = "dim.poolId"] pool_id: string,
   #[path = "dim.unit"] unit: unit,
   #[path = "dim.window"] window: window,

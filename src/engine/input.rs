@@ -140,9 +140,14 @@ impl<V: Source> Arg<V> {
     read(self.present()?).map_err(|e| fault(&self.path, e))
   }
 
+  /// A `TypeError` unless this is an object (arrays included).
+  pub fn object(&self) -> Result<()> {
+    self.read(Kind::Object, "an object", |_| Ok(()))
+  }
+
   /// The property `name` of this object (a `TypeError` when this is not an object).
   pub fn field(&self, name: &str) -> Result<Arg<V>> {
-    self.read(Kind::Object, "an object", |_| Ok(()))?;
+    self.object()?;
     // Appended, not formatted: this runs for every field of every call.
     let mut path = String::with_capacity(self.path.len() + 1 + name.len());
     if !self.path.is_empty() {
@@ -414,11 +419,9 @@ pub fn model_cap<V: Source>(cap: &Arg<V>) -> Result<ModelCap> {
 
 /// A `DimensionKey` (`{ poolId, unit, window }`).
 pub fn dimension_key<V: Source>(arg: &Arg<V>) -> Result<DimensionKey> {
-  let pool_id = arg.field("poolId")?.string()?;
-  let unit = unit(&arg.field("unit")?)?;
   Ok(DimensionKey::new(
-    pool_id,
-    unit,
+    arg.field("poolId")?.string()?,
+    unit(&arg.field("unit")?)?,
     window(&arg.field("window")?)?,
   ))
 }
