@@ -246,11 +246,7 @@ impl Engine {
       return Ok(0);
     };
     self.redis_backend(url)?;
-    let mut urls = self
-      .drivers
-      .numbered
-      .lock()
-      .unwrap_or_else(|e| e.into_inner());
+    let mut urls = super::relock(&self.drivers.numbered);
     let at = match urls.iter().position(|known| known == url) {
       Some(at) => at,
       None => {
@@ -266,11 +262,7 @@ impl Engine {
     if number == 0 {
       return Ok(Driver::Sqlite);
     }
-    let urls = self
-      .drivers
-      .numbered
-      .lock()
-      .unwrap_or_else(|e| e.into_inner());
+    let urls = super::relock(&self.drivers.numbered);
     usize::try_from(number - 1)
       .ok()
       .and_then(|at| urls.get(at))
