@@ -54,7 +54,7 @@ const ROUNDS = 8
 const roundMeasure = measurer({ maxOps: Math.ceil(MAX_OPS / 4), maxMs: MAX_MS / 4, warmup: 200, concurrency: CONCURRENCY }).serial
 const interleaved = []
 const commitBuffered = () => {
-  const error = native.flushQuotaWrites()
+  const error = engine.flushQuotaWrites()
   if (error) throw new Error(`commit of the buffered consumes failed: ${error}`)
 }
 // `engineFinish`: the engine's deferred work for the calls of the window (its buffered
