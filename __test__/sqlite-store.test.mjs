@@ -66,7 +66,7 @@ test('store drivers are numbered: 0 is SQLite, each Redis URL keeps one number; 
   assert.equal(new StoreDriver('redis://127.0.0.1:2/0').number, b)
   assert.equal(new StoreDriver('redis://127.0.0.1:2/0').driver, 'redis')
   assert.throws(() => native.storeDriver('http://127.0.0.1:1'), isInvalidAny('url'))
-  for (const bad of [4_000_000, -1, 1.5, '0', null]) {
+  for (const bad of [4_000_000, -1, 1.5, NaN, Infinity, 2 ** 53, '0', null]) {
     assert.throws(() => native.storePeek(bad, 'k', {}, 'p', 'requests', 'hourly'), isInvalidAny('driver'), String(bad))
   }
 })
