@@ -80,6 +80,29 @@ async function perTurn(n, request) {
   return { ...summarize(lat, n, total), seconds: Number(total) / 1e9 }
 }
 
+/**
+ * The time each request spends inside the quota calls themselves, beside the whole request's
+ * latency that perTurn measures: `timed(call)` around each quota call, `next()` at the end of
+ * each request (the first 1,000 are perTurn's warm-up). Two clock reads per call (~0.1 µs)
+ * are counted in.
+ */
+function insideCalls(n) {
+  const perRequest = new Float64Array(1000 + n)
+  let request = 0
+  return {
+    async timed(call) {
+      const t0 = process.hrtime.bigint()
+      const value = await call()
+      perRequest[request] += Number(process.hrtime.bigint() - t0)
+      return value
+    },
+    next() {
+      request++
+    },
+    summary: () => summarize(perRequest.subarray(1000), n, 1n),
+  }
+}
+
 async function realPath(n) {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-real-'))
   process.env.DATA_DIR = tmp
@@ -97,11 +120,13 @@ async function realPath(n) {
     // (NaN on a build without the counter: the bench also runs against older builds.)
     const commits = () => Number(/^quota_engine_record_commits_total (\d+)$/m.exec(engine.metrics())?.[1])
     const before = commits()
+    const engineCalls = insideCalls(n)
     const withEngine = await perTurn(n, async (i) => {
-      const decision = await enforceQuotaShare(req(i))
+      const decision = await engineCalls.timed(() => enforceQuotaShare(req(i)))
       if (decision.kind !== 'allow') throw new Error('blocked')
       hostWrite(i)
-      await recordConsumption(rec(i))
+      await engineCalls.timed(() => recordConsumption(rec(i)))
+      engineCalls.next()
     })
     const commitsPerSec = (commits() - before) / withEngine.seconds
     // The same without the host's insert: what a commit by anyone costs the next decision.
@@ -109,6 +134,18 @@ async function realPath(n) {
       const decision = await enforceQuotaShare(req(i))
       if (decision.kind !== 'allow') throw new Error('blocked')
       await recordConsumption(rec(i))
+    })
+    // SqliteQuotaStore.consume on the same path: the host's insert, then one consume per
+    // dimension of the key, as the issue measured it (docs/benchmarks.md#the-hosts-real-path).
+    const { getSqliteQuotaStore } = require('@omniroute/quota-engine/compat/sqliteQuotaStore')
+    const store = getSqliteQuotaStore()
+    const dims = dimensions.map(({ unit, window }) => ({ poolId: pool.id, unit, window }))
+    const consumeCalls = insideCalls(n)
+    const consumeOnPath = await perTurn(n, async (i) => {
+      hostWrite(i)
+      await consumeCalls.timed(() => store.consume(keys[i % 8], dims[0], 1))
+      await consumeCalls.timed(() => store.consume(keys[i % 8], dims[1], 1200))
+      consumeCalls.next()
     })
     host.close()
 
@@ -118,14 +155,30 @@ async function realPath(n) {
     baseline.setup.upsertProviderPlan({ connectionId, provider, dimensions })
     baseline.setup.createPool({ id: pool.id, connectionId, name: 'real path', allocations })
     const bInsert = baseline.db.prepare(INSERT)
+    const baselineCalls = insideCalls(n)
     const withBaseline = await perTurn(n, async (i) => {
-      const decision = await baseline.enforceQuotaShare(req(i))
+      const decision = await baselineCalls.timed(() => baseline.enforceQuotaShare(req(i)))
       if (decision.kind !== 'allow') throw new Error('baseline blocked')
       bInsert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
-      await baseline.recordConsumption(rec(i))
+      await baselineCalls.timed(() => baseline.recordConsumption(rec(i)))
+      baselineCalls.next()
+    })
+    const baselineDims = dimensions.map(({ unit, window }) => ({ poolId: pool.id, unit, window }))
+    const baselineConsumeCalls = insideCalls(n)
+    const consumeBaseline = await perTurn(n, async (i) => {
+      bInsert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+      await baselineConsumeCalls.timed(() => baseline.store.consume(keys[i % 8], baselineDims[0], 1))
+      await baselineConsumeCalls.timed(() => baseline.store.consume(keys[i % 8], baselineDims[1], 1200))
+      baselineConsumeCalls.next()
     })
     baseline.close()
-    return { noQuota, withEngine, quietHost, withBaseline, commitsPerSec }
+    const inside = {
+      withEngine: engineCalls.summary(),
+      withBaseline: baselineCalls.summary(),
+      consumeOnPath: consumeCalls.summary(),
+      consumeBaseline: baselineConsumeCalls.summary(),
+    }
+    return { noQuota, withEngine, quietHost, withBaseline, commitsPerSec, consumeOnPath, consumeBaseline, inside }
   } finally {
     engine.closeQuotaDb()
     fs.rmSync(tmp, { recursive: true, force: true })
@@ -196,14 +249,22 @@ async function main() {
   const r = await realPath(n)
   const f1 = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1))
   console.log(`\nThe host's real path — ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'}: ${n} requests, one per event-loop turn, 8 keys × 2 dims, the host committing a call-log row per request on its own connection to the same file\n`)
-  console.log('| per request | p50 µs | p99 µs | the engine\'s share, p50 µs | the engine\'s share, p99 µs |')
-  console.log('|---|---:|---:|---:|---:|')
+  console.log('| per request | p50 µs | p99 µs | the quota calls\' share, p50 µs | share, p99 µs | inside the quota calls, p50 µs | inside, p99 µs |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|')
   const share = (x) => `${f1(x.p50 - r.noQuota.p50)} | ${f1(Math.max(0, x.p99 - r.noQuota.p99))}`
-  console.log(`| no quota (the host's insert alone) | ${f1(r.noQuota.p50)} | ${f1(r.noQuota.p99)} | – | – |`)
-  console.log(`| the engine: enforce → insert → record | ${f1(r.withEngine.p50)} | ${f1(r.withEngine.p99)} | ${share(r.withEngine)} |`)
-  console.log(`| the JS baseline (old engine's way) | ${f1(r.withBaseline.p50)} | ${f1(r.withBaseline.p99)} | ${share(r.withBaseline)} |`)
-  console.log(`| the engine, the host writes nothing (enforce → record) | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} |`)
-  console.log(`\n(engine vs baseline, share p50: ${((r.withBaseline.p50 - r.noQuota.p50) / Math.max(0.01, r.withEngine.p50 - r.noQuota.p50)).toFixed(1)}×; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${(n / r.withEngine.seconds).toFixed(0)} requests/s)`)
+  const inside = (x) => `${f1(x.p50)} | ${f1(x.p99)}`
+  console.log(`| no quota (the host's insert alone) | ${f1(r.noQuota.p50)} | ${f1(r.noQuota.p99)} | – | – | – | – |`)
+  console.log(`| the engine: enforce → insert → record | ${f1(r.withEngine.p50)} | ${f1(r.withEngine.p99)} | ${share(r.withEngine)} | ${inside(r.inside.withEngine)} |`)
+  console.log(`| the JS baseline (old engine's way) | ${f1(r.withBaseline.p50)} | ${f1(r.withBaseline.p99)} | ${share(r.withBaseline)} | ${inside(r.inside.withBaseline)} |`)
+  console.log(`| the engine, the host writes nothing (enforce → record) | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | – | – |`)
+  console.log(`| insert → SqliteQuotaStore.consume × 2 dims, the engine | ${f1(r.consumeOnPath.p50)} | ${f1(r.consumeOnPath.p99)} | ${share(r.consumeOnPath)} | ${inside(r.inside.consumeOnPath)} |`)
+  console.log(`| insert → SqliteQuotaStore.consume × 2 dims, the baseline | ${f1(r.consumeBaseline.p50)} | ${f1(r.consumeBaseline.p99)} | ${share(r.consumeBaseline)} | ${inside(r.inside.consumeBaseline)} |`)
+  const ratio = (b, e) => (b / Math.max(0.01, e)).toFixed(1)
+  console.log(
+    `\n(engine vs baseline, p50: enforce + record ${ratio(r.withBaseline.p50 - r.noQuota.p50, r.withEngine.p50 - r.noQuota.p50)}× by share, ` +
+      `${ratio(r.inside.withBaseline.p50, r.inside.withEngine.p50)}× inside the calls; consume ${ratio(r.consumeBaseline.p50 - r.noQuota.p50, r.consumeOnPath.p50 - r.noQuota.p50)}× by share, ` +
+      `${ratio(r.inside.consumeBaseline.p50, r.inside.consumeOnPath.p50)}× inside the calls; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${(n / r.withEngine.seconds).toFixed(0)} requests/s)`,
+  )
 
   const off = await httpRun(false, seconds)
   const on = await httpRun(true, seconds)
