@@ -7,8 +7,10 @@
 //    entries the host imports; one request per event-loop turn (setImmediate between
 //    requests); 8 keys × 2 dimensions. p50/p99 per request for: no quota (the host's insert
 //    alone), the engine, and the JS baseline (bench/baseline: the old engine's way, on the
-//    host's connection). The engine's share = its p50 − the no-quota p50. Also the record
-//    commits per second (group commit by time: docs/sqlite.md).
+//    host's connection). The engine's share = its p50 − the no-quota p50; beside it, the
+//    time inside the quota calls themselves, timed around each. Also the record commits per
+//    second (group commit by time: docs/sqlite.md), and `SqliteQuotaStore.consume` on the
+//    same path: the host's insert, then a consume per dimension of the key.
 // 2. End to end over HTTP: a minimal node:http server (a child process) doing enforce →
 //    a simulated upstream (setImmediate) → record → the host's insert, driven by
 //    autocannon; req/s and latency with quota off and on.
@@ -136,7 +138,7 @@ async function realPath(n) {
       await recordConsumption(rec(i))
     })
     // SqliteQuotaStore.consume on the same path: the host's insert, then one consume per
-    // dimension of the key, as the issue measured it (docs/benchmarks.md#the-hosts-real-path).
+    // dimension of the key.
     const { getSqliteQuotaStore } = require('@omniroute/quota-engine/compat/sqliteQuotaStore')
     const store = getSqliteQuotaStore()
     const dims = dimensions.map(({ unit, window }) => ({ poolId: pool.id, unit, window }))
