@@ -4,8 +4,7 @@ import type { DimensionKey, PoolUsageSnapshot, QuotaUnit, QuotaWindow } from './
 
 // <surface: native>
 export {
-  WINDOW_MS, dimensionKeyToString, getKnownPlan, knownProviders, resolvePlan, computeBurnRate,
-  computeBurnRateFromWindow, createPool, getPool, listPools, updatePool, upsertAllocations,
+  WINDOW_MS, resolvePlan, createPool, getPool, listPools, updatePool, upsertAllocations,
   listAllocationsForApiKey, getProviderPlan, upsertProviderPlan, deleteProviderPlan,
   getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket, incrementBucket,
   getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan, _clearSaturationCache,
@@ -144,6 +143,9 @@ export declare function setQuotaEventListener(listener: ((event: string, payload
 
 // <surface: lib declarations>
 export { decideFairShare } from './lib/fairShare'
+export { dimensionKeyToString } from './lib/dimensionKey'
+export { getKnownPlan, knownProviders } from './lib/plans'
+export { computeBurnRate, computeBurnRateFromWindow } from './lib/burnRate'
 export { selectQuotaShareTarget } from './lib/quotaShareStrategy'
 export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'
 export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from './lib/quotaShareConcurrency'

@@ -2,14 +2,20 @@
 // 1, 2 and 8 dimensions (256 distinct input objects, cycled), the engine
 // against the same rule in plain JavaScript (bench/baseline/fairShare.mjs), and the engine's
 // checked entry (every field read across N-API with its path: the way every call went before
-// the packed crossing).
+// the packed crossing). Then the other pure calls — dimensionKeyToString, computeBurnRate,
+// computeBurnRateFromWindow, getKnownPlan, knownProviders — against plain JavaScript
+// (bench/baseline/pure.mjs), and their checked entries.
 //
 //   node bench/pure.mjs [--ops N]
 import { createRequire } from 'node:module'
 import { decideFairShare as baselineDecide } from './baseline/fairShare.mjs'
+import * as plain from './baseline/pure.mjs'
 
 const require = createRequire(import.meta.url)
 const { decideFairShare } = require('@omniroute/quota-engine/compat/fairShare')
+const { dimensionKeyToString } = require('@omniroute/quota-engine/compat/dimensions')
+const { computeBurnRate, computeBurnRateFromWindow } = require('@omniroute/quota-engine/compat/burnRate')
+const { getKnownPlan, knownProviders } = require('@omniroute/quota-engine/compat/planRegistry')
 const native = require('../lib/native.js')
 
 const i = process.argv.indexOf('--ops')
@@ -58,4 +64,66 @@ for (const dims of [1, 2, 8]) {
   const engine = nsPerCall(decideFairShare, dims)
   const checked = nsPerCall(native.decideFairShare, dims, Math.ceil(OPS / 100))
   console.log(`| ${dims} | ${js.toFixed(0)} | ${engine.toFixed(0)} | ${(js / engine).toFixed(2)}× | ${checked.toFixed(0)} |`)
+}
+
+// --- the other pure calls ------------------------------------------------------------------
+const catalog = native.knownProviders().map((provider) => native.getKnownPlan(provider))
+const registry = plain.planRegistry(catalog)
+const providers = [...native.knownProviders(), 'nobody']
+const poolKeys = Array.from({ length: 256 }, (_, v) => ({ poolId: `pool-${v % 64}`, unit: UNITS[v % 2], window: v % 3 ? 'hourly' : 'daily' }))
+const histories = (samples) => Array.from({ length: 256 }, (_, v) => Array.from({ length: samples }, (_, i) => ({ ts: 1_700_000_000_000 + 1000 * i + v, consumed: 100 * i + ((i * v) % 50) })))
+const history10 = histories(10)
+const history60 = histories(60)
+const sizeOf = (answer) => (answer === null ? 1 : typeof answer === 'string' ? answer.length : answer.length ?? answer.tokensPerSecond ?? answer.dimensions.length)
+
+const calls = [
+  ['dimensionKeyToString', (f) => (v) => f(poolKeys[v]), dimensionKeyToString, plain.dimensionKeyToString, native.dimensionKeyToString],
+  ['computeBurnRate, 10 samples', (f) => (v) => f(history10[v], 5000), computeBurnRate, plain.computeBurnRate, native.computeBurnRate],
+  ['computeBurnRate, 60 samples', (f) => (v) => f(history60[v], 5000), computeBurnRate, plain.computeBurnRate, native.computeBurnRate],
+  ['computeBurnRateFromWindow', (f) => (v) => f(1000 + v, 3_600_000, 5000), computeBurnRateFromWindow, plain.computeBurnRateFromWindow, native.computeBurnRateFromWindow],
+  ['getKnownPlan', (f) => (v) => f(providers[v % providers.length]), getKnownPlan, registry.getKnownPlan, native.getKnownPlan],
+  ['knownProviders', (f) => () => f(), knownProviders, registry.knownProviders, native.knownProviders],
+]
+
+/** ns per call of `call(v)` over v = 0..255, cycled, in one run of `ops` calls. */
+function nsPerOp(call, ops = OPS) {
+  let sink = 0
+  const start = process.hrtime.bigint()
+  for (let i = 0; i < ops; i++) sink += sizeOf(call(i & 255))
+  const ns = Number(process.hrtime.bigint() - start) / ops
+  if (sink === 0) throw new Error('unreachable')
+  return ns
+}
+
+/** The median ns per call of `js` and of `engine`: 5 runs each, alternating, after a warm-up. */
+function alternating(js, engine) {
+  nsPerOp(js, 200_000)
+  nsPerOp(engine, 200_000)
+  const runs = { js: [], engine: [] }
+  for (let round = 0; round < 5; round++) {
+    runs.js.push(nsPerOp(js))
+    runs.engine.push(nsPerOp(engine))
+  }
+  const median = (list) => list.sort((a, b) => a - b)[2]
+  return { js: median(runs.js), engine: median(runs.engine) }
+}
+
+// The same answers before timing (computeBurnRateFromWindow reads the clock: compared on a
+// 1 ms window, where the elapsed time is always 1 ms).
+for (const [name, bind, engine, js] of calls) {
+  const check = name === 'computeBurnRateFromWindow' ? (f) => (v) => f(1000 + v, 1, 5000) : bind
+  for (let v = 0; v < 256; v++) {
+    const a = JSON.stringify(check(engine)(v))
+    const b = JSON.stringify(check(js)(v))
+    if (a !== b) throw new Error(`${name}(${v}): engine ${a} ≠ plain JS ${b}`)
+  }
+}
+
+console.log('\nThe other pure calls, ns per call (median of 5 runs over 256 distinct inputs, plain JS and engine alternating)\n')
+console.log('| call | plain JS rule | engine | engine vs JS | checked entry |')
+console.log('|---|---|---|---|---|')
+for (const [name, bind, engine, js, checked] of calls) {
+  const { js: jsNs, engine: engineNs } = alternating(bind(js), bind(engine))
+  const checkedNs = nsPerOp(bind(checked), Math.ceil(OPS / 20))
+  console.log(`| ${name} | ${jsNs.toFixed(0)} | ${engineNs.toFixed(0)} | ${(jsNs / engineNs).toFixed(2)}× | ${checkedNs.toFixed(0)} |`)
 }

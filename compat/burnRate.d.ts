@@ -1,1 +1,1 @@
-export { computeBurnRateFromWindow, computeBurnRate } from '../binding'
+export { computeBurnRateFromWindow, computeBurnRate } from '../lib/burnRate'

@@ -1,2 +1,2 @@
-export { QuotaUnitSchema, QuotaWindowSchema, PolicySchema, QuotaDimensionSchema, PoolAllocationSchema, ProviderPlanSchema, QuotaPoolSchema } from '../lib/dimensions'
-export { WINDOW_MS, dimensionKeyToString } from '../binding'
+export { QuotaUnitSchema, QuotaWindowSchema, PolicySchema, QuotaDimensionSchema, PoolAllocationSchema, ProviderPlanSchema, QuotaPoolSchema, dimensionKeyToString } from '../lib/dimensions'
+export { WINDOW_MS } from '../binding'

@@ -1,1 +1,1 @@
-export { getKnownPlan, knownProviders } from '../binding'
+export { getKnownPlan, knownProviders } from '../lib/plans'

@@ -1,9 +1,10 @@
 'use strict'
 // The zod schemas of the host's src/lib/quota/dimensions.ts (compat/dimensions): the zod 4 schemas of docs/contract.md §1
-// (zod is a peer dependency: the host brings its own), plus WINDOW_MS and
-// dimensionKeyToString from the native core.
+// (zod is a peer dependency: the host brings its own), plus WINDOW_MS from the native core
+// and dimensionKeyToString (lib/dimensionKey.js).
 const { z } = require('zod')
 const native = require('./native.js')
+const { dimensionKeyToString } = require('./dimensionKey.js')
 
 const QuotaUnitSchema = z.enum(['percent', 'requests', 'tokens', 'usd'])
 const QuotaWindowSchema = z.enum(['5h', 'hourly', 'daily', 'weekly', 'monthly'])
@@ -47,5 +48,5 @@ module.exports = {
   ProviderPlanSchema,
   QuotaPoolSchema,
   WINDOW_MS: native.WINDOW_MS,
-  dimensionKeyToString: native.dimensionKeyToString,
+  dimensionKeyToString,
 }

@@ -8,6 +8,7 @@
 // entry, which decides it or names the offending field in its error. The rule and the
 // validation exist once, in the engine.
 const native = require('./native.js')
+const { keyString } = require('./dimensionKey.js')
 
 const LAYOUT = native.__fairShareLayout()
 const { header: HEADER, stride: STRIDE, maxDimensions: MAX_DIMENSIONS } = LAYOUT
@@ -15,26 +16,8 @@ const codes = (names) => new Map(names.map((name, code) => [name, code]))
 const UNITS = codes(LAYOUT.units)
 const WINDOWS = codes(LAYOUT.windows)
 const POLICIES = codes(LAYOUT.policies)
-// This thread's buffer, registered once: a decision crosses with no argument.
-const buffer = new Float64Array(HEADER + STRIDE * MAX_DIMENSIONS)
-const { decide } = native.__fairShareCrossing(buffer)
-
-// The string form of a dimension key, as the engine writes it (dimensionKeyToString),
-// remembered per pool and unit/window, for the lookup in consumedByThisKey. Bounded: a
-// caller inventing pool ids cannot grow it past MAX_POOLS.
-const MAX_POOLS = 4096
-const keyStrings = new Map()
-
-function keyString(key, unit, window) {
-  let perPool = keyStrings.get(key.poolId)
-  if (perPool === undefined) {
-    if (keyStrings.size >= MAX_POOLS) keyStrings.clear()
-    perPool = []
-    keyStrings.set(key.poolId, perPool)
-  }
-  const slot = unit * WINDOWS.size + window
-  return perPool[slot] ?? (perPool[slot] = native.dimensionKeyToString(key))
-}
+// This thread's buffer, the engine's: a decision crosses with no argument.
+const { buffer, decide } = native.__fairShareCrossing()
 
 const isNumber = (value) => typeof value === 'number'
 const isObject = (value) => typeof value === 'object' && value !== null
@@ -60,14 +43,16 @@ function pack(input) {
   buffer[6] = policyCode
   for (let i = 0, at = HEADER; i < dimensions.length; i++, at += STRIDE) {
     const dim = dimensions[i]
-    if (!isObject(dim) || !isObject(dim.key) || typeof dim.key.poolId !== 'string') return false
-    const unit = UNITS.get(dim.key.unit)
-    const window = WINDOWS.get(dim.key.window)
+    if (!isObject(dim) || !isObject(dim.key)) return false
+    const { poolId, unit: unitName, window: windowName } = dim.key
+    const unit = UNITS.get(unitName)
+    const window = WINDOWS.get(windowName)
+    if (typeof poolId !== 'string') return false
     const { limit, consumedTotal, globalUsedPercent, buckets } = dim
     if (unit === undefined || window === undefined || !isNumber(limit) || !isNumber(consumedTotal) || !isNumber(globalUsedPercent)) return false
     let mine = 0
     if (consumed != null) {
-      mine = consumed[keyString(dim.key, unit, window)] ?? 0
+      mine = consumed[keyString(poolId, unitName, windowName)] ?? 0
       if (!isNumber(mine)) return false
     }
     buffer[at] = unit

@@ -7,9 +7,8 @@
 // Where each name of the main entry comes from: `native` (the addon), or a module of lib/.
 const MAIN = {
   native: [
-    // docs/contract.md §1–§3, §6, §9: the pure core.
-    'WINDOW_MS', 'dimensionKeyToString', 'getKnownPlan', 'knownProviders', 'resolvePlan',
-    'computeBurnRate', 'computeBurnRateFromWindow',
+    // docs/contract.md §1, §6: the pure core's constant and the plan resolver.
+    'WINDOW_MS', 'resolvePlan',
     // §4–§5: the database, metadata and the counter table.
     'closeQuotaDb', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
     'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
@@ -25,7 +24,11 @@ const MAIN = {
     'isBucketSaturated', 'updateAccountBuckets', '_clearBucketsForTest', '_bucketCountForTest',
     '_clearDrrStateForTest', '_getDrrDeficitForTest',
   ],
+  // The pure calls that cross packed or are remembered (docs/api.md#the-pure-functions).
   fairShare: ['decideFairShare'],
+  dimensionKey: ['dimensionKeyToString'],
+  plans: ['getKnownPlan', 'knownProviders'],
+  burnRate: ['computeBurnRate', 'computeBurnRateFromWindow'],
   stores: [
     'SqliteQuotaStore', 'getSqliteQuotaStore', 'getQuotaStore', 'getQuotaStoreSync', 'resetQuotaStoreSingleton',
     'RedisQuotaStore', 'getRedisQuotaStore', 'resetRedisQuotaStore', 'gcConsumption', 'deletePool',
@@ -50,8 +53,8 @@ MAIN.native = MAIN.native.filter((name) => name !== 'closeQuotaDb')
 const COMPAT = {
   fairShare: ['fairShare', ['decideFairShare']],
   dimensions: ['dimensions', ['QuotaUnitSchema', 'QuotaWindowSchema', 'PolicySchema', 'QuotaDimensionSchema', 'PoolAllocationSchema', 'ProviderPlanSchema', 'QuotaPoolSchema', 'WINDOW_MS', 'dimensionKeyToString']],
-  burnRate: ['native', ['computeBurnRateFromWindow', 'computeBurnRate']],
-  planRegistry: ['native', ['getKnownPlan', 'knownProviders']],
+  burnRate: ['burnRate', ['computeBurnRateFromWindow', 'computeBurnRate']],
+  planRegistry: ['plans', ['getKnownPlan', 'knownProviders']],
   planResolver: ['native', ['resolvePlan']],
   accountBuckets: ['native', ['SATURATION_THRESHOLD_PCT', 'isBucketSaturated', 'recordUsage', 'updateAccountBuckets', '_clearBucketsForTest', '_bucketCountForTest']],
   saturationSignals: ['saturation', ['getSaturation', 'storeRateLimitHeaders', 'getTokenHeaderSaturation', '_clearRateLimitHeaders', '_clearSaturationCache', '__setAnthropicSaturationDepsForTests', '__setGenericUsageFetcherForTests']],

@@ -6,16 +6,15 @@
 //! comes here, to `decideFairShare`, which reads every field with its path and names the
 //! offending one in its error. Both decide with the same `core::fair_share`.
 
-use super::raw_call::{crossing_object, float64_array, throw_internal};
+use super::raw_call::{crossing_object, on_buffer, packed_buffer, PackedBuffer};
 use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::FairShareDecision;
 use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
 use crate::engine::input;
-use napi::bindgen_prelude::{Object, Unknown};
-use napi::{sys, Env, JsValue};
+use napi::bindgen_prelude::Object;
+use napi::{sys, Env};
 use napi_derive::napi;
 use quota_engine_macros::edge;
-use std::ptr;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
 #[napi(object, object_from_js = false, js_name = "FairShareDecision")]
@@ -65,9 +64,8 @@ pub fn decide_fair_share_js(#[ts = "FairShareInput"] input: input::decide) -> Fa
 // ---- the packed crossing ---------------------------------------------------------------
 
 thread_local! {
-  /// This JS thread's packing buffer (the `Float64Array` given to `__fairShareCrossing`),
-  /// kept alive by a strong reference: a decision reads no argument at all.
-  static BUFFER: std::cell::Cell<(*mut f64, usize)> = const { std::cell::Cell::new((ptr::null_mut(), 0)) };
+  /// This JS thread's packing buffer (the `buffer` of `__fairShareCrossing()`).
+  static BUFFER: PackedBuffer = const { PackedBuffer::new(None) };
 }
 
 /// Internal (the crossing of `lib/fairShare.js`): `__fairShareDecide()` decides the packed
@@ -77,20 +75,7 @@ unsafe extern "C" fn fair_share_decide(
   env: sys::napi_env,
   _info: sys::napi_callback_info,
 ) -> sys::napi_value {
-  let (data, length) = BUFFER.with(|b| b.get());
-  if data.is_null() {
-    return unsafe { throw_internal(env, c"__fairShareDecide: no buffer") };
-  }
-  // SAFETY: the buffer's elements stay alive (a strong reference holds the array) and
-  // unaliased for this synchronous call: its JavaScript thread waits, nothing here calls
-  // back into JavaScript, and only this thread ever registers or reads it.
-  let buffer = unsafe { std::slice::from_raw_parts_mut(data, length) };
-  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decide_packed(buffer))) {
-    Ok(Some(())) => ptr::null_mut(),
-    Ok(None) => unsafe { throw_internal(env, c"__fairShareDecide: bad packing") },
-    // Never expected; a panic must not unwind into Node.
-    Err(_) => unsafe { throw_internal(env, c"__fairShareDecide: internal error") },
-  }
+  unsafe { on_buffer(env, &BUFFER, "__fairShareDecide", decide_packed) }
 }
 
 /// The vocabulary and layout of the packed crossing, for `lib/fairShare.js`.
@@ -107,28 +92,14 @@ pub struct FairShareLayout {
 }
 
 /// Internal (the crossing of `lib/fairShare.js`, called once per JS thread at load):
-/// registers `buffer` (a `Float64Array` of at least `HEADER + STRIDE × MAX_DIMENSIONS`
-/// elements) as this thread's packing buffer and returns `{ decide }`, the raw callback
-/// `__fairShareDecide`.
+/// `{ buffer, decide }` — `buffer` this thread's packing buffer (`HEADER + STRIDE ×
+/// MAX_DIMENSIONS` elements), `decide` the raw callback `__fairShareDecide`.
 #[napi(catch_unwind, js_name = "__fairShareCrossing", skip_typescript)]
-pub fn fair_share_crossing<'env>(env: &'env Env, buffer: Unknown) -> napi::Result<Object<'env>> {
-  let raw = buffer.value();
-  // SAFETY: plain N-API calls on the live environment of this call.
-  let elements = unsafe { float64_array(raw.env, raw.value) }
-    .filter(|b| b.len() >= HEADER + STRIDE * MAX_DIMENSIONS)
-    .ok_or_else(|| napi::Error::new(napi::Status::InvalidArg, "buffer: expected a Float64Array"))?;
-  let mut reference = ptr::null_mut();
-  // Never released: the buffer lives as long as this thread's JavaScript environment.
-  if unsafe { sys::napi_create_reference(raw.env, raw.value, 1, &mut reference) }
-    != sys::Status::napi_ok
-  {
-    return Err(napi::Error::new(
-      napi::Status::GenericFailure,
-      "could not hold the buffer",
-    ));
-  }
-  BUFFER.with(|b| b.set((elements.as_mut_ptr(), elements.len())));
-  crossing_object(env, &[(c"decide", c"__fairShareDecide", fair_share_decide)])
+pub fn fair_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
+  let buffer = packed_buffer(env, HEADER + STRIDE * MAX_DIMENSIONS, &BUFFER)?;
+  let mut crossing = crossing_object(env, &[(c"decide", c"__fairShareDecide", fair_share_decide)])?;
+  crossing.set("buffer", buffer)?;
+  Ok(crossing)
 }
 
 /// Internal (the crossing of `lib/fairShare.js`, called once at load).

@@ -1,10 +1,10 @@
 //! Plain N-API callbacks for the hottest internal calls, bypassing napi-rs's generated
 //! wrapper (measured: ~35 ns for a call without arguments, ~120 ns with one). Each
 //! argument is read with one N-API call; a string goes into a stack buffer. Used by the
-//! crossings of `quota_share.rs` and `fair_share.rs`; everything else goes through
-//! `#[napi(catch_unwind)]` and `args.rs`.
+//! crossings of `quota_share.rs`, `fair_share.rs` and `burn_rate.rs`; everything else goes
+//! through `#[napi(catch_unwind)]` and `args.rs`.
 
-use napi::bindgen_prelude::Object;
+use napi::bindgen_prelude::{Object, Unknown};
 use napi::{sys, Env, Error, JsValue, Status};
 use std::borrow::Cow;
 use std::ptr;
@@ -46,6 +46,95 @@ pub(crate) fn crossing_object<'env>(
     }
   }
   Ok(crossing)
+}
+
+/// A JS thread's packing buffer: the `Float64Array` a packed crossing of `lib/` fills and
+/// reads back, made once per thread so that a call crosses with no argument at all.
+pub(crate) type PackedBuffer = std::cell::Cell<Option<Registered>>;
+
+/// A packing buffer's elements and the strong reference that keeps them alive.
+#[derive(Clone, Copy)]
+pub(crate) struct Registered {
+  data: *mut f64,
+  len: usize,
+  reference: sys::napi_ref,
+}
+
+/// This thread's `slot` buffer (`len` elements), made at the first call and held by a
+/// strong reference that is never released: it lives as long as this thread's JavaScript
+/// environment. A later call (the glue loaded again, as by a test runner's module reset)
+/// gets the same buffer, so no earlier copy of the glue is left packing into one the
+/// engine no longer reads.
+pub(crate) fn packed_buffer<'env>(
+  env: &'env Env,
+  len: usize,
+  slot: &'static std::thread::LocalKey<PackedBuffer>,
+) -> napi::Result<Unknown<'env>> {
+  let failed = |what| Err(Error::new(Status::GenericFailure, what));
+  let mut value = ptr::null_mut();
+  // SAFETY (every block): plain N-API calls on the live environment of this call.
+  if let Some(registered) = slot.with(|b| b.get()) {
+    if unsafe { sys::napi_get_reference_value(env.raw(), registered.reference, &mut value) }
+      != sys::Status::napi_ok
+    {
+      return failed("could not find the buffer");
+    }
+    return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) });
+  }
+  let (mut data, mut array_buffer) = (ptr::null_mut(), ptr::null_mut());
+  let mut reference = ptr::null_mut();
+  let made = unsafe {
+    sys::napi_create_arraybuffer(env.raw(), len * 8, &mut data, &mut array_buffer)
+      == sys::Status::napi_ok
+      && sys::napi_create_typedarray(
+        env.raw(),
+        sys::TypedarrayType::float64_array,
+        len,
+        array_buffer,
+        0,
+        &mut value,
+      ) == sys::Status::napi_ok
+      && sys::napi_create_reference(env.raw(), value, 1, &mut reference) == sys::Status::napi_ok
+  };
+  if !made {
+    return failed("could not make a buffer");
+  }
+  slot.with(|b| {
+    b.set(Some(Registered {
+      data: data.cast(),
+      len,
+      reference,
+    }))
+  });
+  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
+
+/// The body of a packed crossing's callback `name`: `work` on this thread's `slot`; a
+/// packing it rejects (`None`), a missing buffer or a panic throws `ERR_QUOTA_INTERNAL`
+/// (only a bug in `lib/` gets there).
+pub(crate) unsafe fn on_buffer(
+  env: sys::napi_env,
+  slot: &'static std::thread::LocalKey<PackedBuffer>,
+  name: &str,
+  work: impl FnOnce(&mut [f64]) -> Option<()>,
+) -> sys::napi_value {
+  let fault = match slot.with(|b| b.get()) {
+    None => "no buffer",
+    Some(registered) => {
+      // SAFETY: the buffer's elements stay alive (a strong reference holds the array) and
+      // unaliased for this synchronous call: its JavaScript thread waits, nothing here
+      // calls back into JavaScript, and only this thread ever makes or reads it.
+      let buffer = unsafe { std::slice::from_raw_parts_mut(registered.data, registered.len) };
+      match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(buffer))) {
+        Ok(Some(())) => return ptr::null_mut(),
+        Ok(None) => "bad packing",
+        // Never expected; a panic must not unwind into Node.
+        Err(_) => "internal error",
+      }
+    }
+  };
+  let message = std::ffi::CString::new(format!("{name}: {fault}")).unwrap_or_default();
+  unsafe { throw_internal(env, &message) }
 }
 
 /// Throws a `TypeError` with code `ERR_QUOTA_INTERNAL` and returns what a callback

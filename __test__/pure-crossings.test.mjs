@@ -1,0 +1,283 @@
+// The pure calls' cheap ways in (docs/api.md#the-pure-functions): computeBurnRate and
+// computeBurnRateFromWindow pack well-formed input into one Float64Array (lib/burnRate.js);
+// dimensionKeyToString and the plan catalog remember the engine's answers (lib/dimensionKey.js,
+// lib/plans.js). Whatever the input, each answers exactly what the engine's checked entry
+// answers — the same value, or the same error — so the cheap way can never change an answer
+// or hide a field's error.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createRequire } from 'node:module'
+import { computeBurnRate, computeBurnRateFromWindow } from '@omniroute/quota-engine/compat/burnRate'
+import { dimensionKeyToString } from '@omniroute/quota-engine/compat/dimensions'
+import { getKnownPlan, knownProviders } from '@omniroute/quota-engine/compat/planRegistry'
+import * as main from '@omniroute/quota-engine'
+
+const require = createRequire(import.meta.url)
+const native = require('../lib/native.js')
+
+// A small deterministic generator (xorshift), so a failure replays.
+function rng(seed) {
+  let x = seed >>> 0 || 1
+  return () => {
+    x ^= x << 13; x >>>= 0
+    x ^= x >>> 17
+    x ^= x << 5; x >>>= 0
+    return x / 2 ** 32
+  }
+}
+
+const ODD = [undefined, null, 'x', '5', {}, [], true, 10n, Symbol('s')]
+const NUMBERS = [0, -0, 1, -1, 0.5, 1e308, -1e308, NaN, Infinity, -Infinity, 3_600_000, 1_700_000_000_000]
+
+// For failure messages: JSON with the values JSON cannot say (10n, a symbol) as text.
+const show = (value) => JSON.stringify(value, (_, v) => (typeof v === 'bigint' || typeof v === 'symbol' ? String(v) : v))
+
+function outcome(call) {
+  try {
+    return { value: call() }
+  } catch (err) {
+    return { error: { name: err.name, code: err.code, message: err.message } }
+  }
+}
+
+/** Counts the calls that reach the engine's entry `name` while `t` runs. */
+function counting(t, name) {
+  const entry = native[name]
+  const counter = { calls: 0 }
+  native[name] = (...args) => (counter.calls++, entry(...args))
+  t.after(() => (native[name] = entry))
+  return counter
+}
+
+function historyFor(random) {
+  const pick = (list) => list[Math.floor(random() * list.length)]
+  const number = () => (random() < 0.15 ? pick(NUMBERS) : Math.round(random() * 1e6) / 100)
+  const count = Math.floor(random() * 12)
+  const history = []
+  let ts = 1_700_000_000_000
+  for (let i = 0; i < count; i++) {
+    ts += random() < 0.2 ? -Math.floor(random() * 2000) : Math.floor(random() * 5000)
+    history.push({ ts: random() < 0.05 ? pick(NUMBERS) : ts, consumed: number() })
+  }
+  let remaining = random() < 0.3 ? undefined : random() < 0.2 ? pick([null, ...NUMBERS]) : number()
+  // One time in four, something odd: a wrong type, a missing field, a hole.
+  if (random() < 0.25) {
+    const odd = pick(ODD)
+    const places = [() => (remaining = odd), () => history.push(odd)]
+    if (history.length) {
+      const sample = pick(history)
+      places.push(() => (sample.ts = odd), () => (sample.consumed = odd), () => delete sample.consumed, () => (history[0] = odd))
+    }
+    pick(places)()
+  }
+  return { history: random() < 0.02 ? pick(ODD) : history, remaining }
+}
+
+test('computeBurnRate answers exactly what the checked entry answers (20 000 generated inputs)', () => {
+  const random = rng(0xb12e)
+  let computed = 0
+  for (let i = 0; i < 20_000; i++) {
+    const { history, remaining } = historyFor(random)
+    const expected = outcome(() => native.computeBurnRate(history, remaining))
+    const actual = outcome(() => computeBurnRate(history, remaining))
+    assert.deepEqual(actual, expected, `case ${i}: ${String(remaining)} ${show(history)}`)
+    if (expected.value) {
+      assert.deepEqual(Object.keys(actual.value), ['tokensPerSecond', 'timeToExhaustionMs'])
+      computed++
+    }
+  }
+  assert.ok(computed > 14_000, `only ${computed} cases computed`)
+})
+
+test('a well-formed history takes the packed crossing; anything else the checked entry', (t) => {
+  const checked = counting(t, 'computeBurnRate')
+  const history = [{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 10 }, { ts: 2000, consumed: 30 }]
+  assert.deepEqual(computeBurnRate(history, 130), { tokensPerSecond: 13, timeToExhaustionMs: 10_000 })
+  assert.deepEqual(computeBurnRate(history), { tokensPerSecond: 13, timeToExhaustionMs: null })
+  assert.deepEqual(computeBurnRate([], null), { tokensPerSecond: 0, timeToExhaustionMs: null })
+  assert.equal(checked.calls, 0)
+  assert.throws(() => computeBurnRate([{ ts: 0, consumed: '1' }]), (err) => err instanceof TypeError && err.code === 'ERR_QUOTA_INVALID_ARG' && err.message.startsWith('history[0].consumed'))
+  assert.throws(() => computeBurnRate(history, 'x'), (err) => err instanceof TypeError && /remaining/.test(err.message))
+  assert.equal(checked.calls, 2)
+})
+
+test('a history longer than the packed buffer is computed the checked way, the same', (t) => {
+  // The glue's own crossing: asked again, the engine gives this thread's same buffer.
+  const { maxSamples } = native.__burnRateCrossing()
+  const history = Array.from({ length: maxSamples + 5 }, (_, i) => ({ ts: i * 1000, consumed: i * i }))
+  const checked = counting(t, 'computeBurnRate')
+  assert.deepEqual(computeBurnRate(history, 50), native.computeBurnRate(history, 50))
+  assert.equal(checked.calls, 2) // once through the glue, once here
+  assert.deepEqual(computeBurnRate(history.slice(0, maxSamples), 50), native.computeBurnRate(history.slice(0, maxSamples), 50))
+  assert.equal(checked.calls, 3)
+})
+
+test('a sample whose getter computes a burn rate of its own gets both answers right', () => {
+  const inner = [{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 500 }]
+  let innerRate = null
+  const history = [
+    { ts: 0, consumed: 0 },
+    {
+      get ts() {
+        innerRate = computeBurnRate(inner)
+        return 1000
+      },
+      consumed: 10,
+    },
+  ]
+  assert.deepEqual(computeBurnRate(history, 20), { tokensPerSecond: 10, timeToExhaustionMs: 2000 })
+  assert.deepEqual(innerRate, { tokensPerSecond: 500, timeToExhaustionMs: null })
+})
+
+test('a getter that throws gets the engine\'s error, as the checked entry gives it', () => {
+  const history = [{ ts: 0, consumed: 0 }, { get ts() { throw new Error('boom') }, consumed: 1 }]
+  assert.deepEqual(outcome(() => computeBurnRate(history)), outcome(() => native.computeBurnRate(history)))
+})
+
+test('computeBurnRateFromWindow answers exactly what the checked entry answers (5 000 generated inputs)', () => {
+  const random = rng(0xf00d)
+  const pick = (list) => list[Math.floor(random() * list.length)]
+  const any = () => (random() < 0.1 ? pick(ODD) : random() < 0.3 ? pick(NUMBERS) : Math.round(random() * 1e7) / 10)
+  for (let i = 0; i < 5_000; i++) {
+    const args = [any(), random() < 0.5 ? pick([1, 1.5, 60_000, 3_600_000, 18_000_000]) : any(), random() < 0.3 ? undefined : any()]
+    // The rate depends on the clock: the answer is the checked one from just before or just
+    // after it (tried again in the rare case the clock moved twice in between).
+    let agreed = false
+    let seen
+    for (let attempt = 0; attempt < 3 && !agreed; attempt++) {
+      const before = outcome(() => native.computeBurnRateFromWindow(...args))
+      const actual = outcome(() => computeBurnRateFromWindow(...args))
+      const after = outcome(() => native.computeBurnRateFromWindow(...args))
+      seen = { before, actual, after }
+      agreed = [before, after].some((expected) => {
+        try {
+          assert.deepEqual(actual, expected)
+          return true
+        } catch {
+          return false
+        }
+      })
+    }
+    assert.ok(agreed, `case ${i}: ${args.map(String)} → ${show(seen)}`)
+  }
+})
+
+test('computeBurnRateFromWindow: a window of 1 ms is clock-free; a bad window is the checked RangeError', (t) => {
+  const checked = counting(t, 'computeBurnRateFromWindow')
+  // now mod 1 is always 0, counted as 1 ms.
+  assert.deepEqual(computeBurnRateFromWindow(3, 1, 6000), { tokensPerSecond: 3000, timeToExhaustionMs: 2000 })
+  assert.deepEqual(computeBurnRateFromWindow(0, 1, 6000), { tokensPerSecond: 0, timeToExhaustionMs: null })
+  assert.equal(checked.calls, 0)
+  for (const windowMs of [0, 0.5, -1, NaN, Infinity]) {
+    assert.throws(() => computeBurnRateFromWindow(10, windowMs), (err) => err instanceof RangeError && err.code === 'ERR_QUOTA_INVALID_ARG' && err.message.startsWith('windowMs'), String(windowMs))
+  }
+  assert.throws(() => computeBurnRateFromWindow('10', 1000), (err) => err instanceof TypeError && /consumedTotal/.test(err.message))
+  assert.equal(checked.calls, 6)
+})
+
+test('dimensionKeyToString answers what the engine does, and remembers only what it accepted', (t) => {
+  const random = rng(0xd1)
+  const pick = (list) => list[Math.floor(random() * list.length)]
+  const field = (good) => (random() < 0.1 ? pick([...ODD, 'parsecs', '']) : pick(good))
+  for (let i = 0; i < 5_000; i++) {
+    const key = random() < 0.03 ? pick(ODD) : { poolId: field(['p', 'p:2', 'pool-three', '']), unit: field(['percent', 'requests', 'tokens', 'usd']), window: field(['5h', 'hourly', 'daily', 'weekly', 'monthly']) }
+    assert.deepEqual(outcome(() => dimensionKeyToString(key)), outcome(() => native.dimensionKeyToString(key)), `case ${i}: ${String(key?.poolId)} ${String(key?.unit)} ${String(key?.window)}`)
+  }
+  // Remembered: a key seen before does not reach the engine again.
+  const engine = counting(t, 'dimensionKeyToString')
+  assert.equal(dimensionKeyToString({ poolId: 'p', unit: 'tokens', window: 'daily' }), 'p:tokens:daily')
+  assert.equal(main.dimensionKeyToString({ poolId: 'p', unit: 'tokens', window: 'daily' }), 'p:tokens:daily')
+  assert.equal(engine.calls, 0)
+  // A rejected field next to remembered ones still throws the engine's error.
+  assert.throws(() => dimensionKeyToString({ poolId: 'p', unit: 'parsecs', window: 'daily' }), (err) => err instanceof RangeError && err.message.startsWith('key.unit'))
+  assert.throws(() => dimensionKeyToString({ poolId: new String('p'), unit: 'tokens', window: 'daily' }), (err) => err instanceof TypeError && err.message.startsWith('key.poolId'))
+  assert.equal(engine.calls, 2)
+})
+
+test('dimensionKeyToString reads each field once and remembers what the engine answered for it', () => {
+  let reads = 0
+  const shifty = {
+    get poolId() {
+      return reads++ === 0 ? 'first' : 'second'
+    },
+    unit: 'usd',
+    window: 'weekly',
+  }
+  assert.equal(dimensionKeyToString(shifty), 'first:usd:weekly')
+  assert.equal(reads, 1)
+  assert.equal(dimensionKeyToString({ poolId: 'second', unit: 'usd', window: 'weekly' }), 'second:usd:weekly')
+  const throwing = { get poolId() { throw new Error('boom') }, unit: 'usd', window: 'weekly' }
+  assert.deepEqual(outcome(() => dimensionKeyToString(throwing)), outcome(() => native.dimensionKeyToString(throwing)))
+})
+
+test('dimensionKeyToString stays right past the bound of remembered pools', () => {
+  for (let i = 0; i < 10_000; i++) assert.equal(dimensionKeyToString({ poolId: `pool-${i}`, unit: 'requests', window: '5h' }), `pool-${i}:requests:5h`)
+  assert.equal(dimensionKeyToString({ poolId: 'pool-3', unit: 'requests', window: '5h' }), 'pool-3:requests:5h')
+})
+
+test('getKnownPlan and knownProviders answer what the engine does, with objects of their own each call', (t) => {
+  const providers = knownProviders()
+  assert.deepEqual(providers, native.knownProviders())
+  providers.push('mine')
+  assert.deepEqual(knownProviders(), native.knownProviders())
+  for (const provider of [...native.knownProviders(), 'nobody', '', 'openai']) {
+    assert.deepEqual(getKnownPlan(provider), native.getKnownPlan(provider), provider)
+  }
+  for (const odd of ODD.filter((v) => typeof v !== 'string')) {
+    assert.deepEqual(outcome(() => getKnownPlan(odd)), outcome(() => native.getKnownPlan(odd)), String(odd))
+  }
+  const provider = native.knownProviders()[0]
+  const first = getKnownPlan(provider)
+  first.dimensions[0].limit = -1
+  first.dimensions.push({ unit: 'usd', window: 'daily', limit: 1 })
+  first.provider = 'changed'
+  assert.deepEqual(getKnownPlan(provider), native.getKnownPlan(provider))
+  // Remembered: the engine is asked once per provider.
+  const engine = counting(t, 'getKnownPlan')
+  getKnownPlan(provider)
+  getKnownPlan('nobody')
+  assert.equal(engine.calls, 0)
+})
+
+test('each thread packs into a buffer of its own: two workers and the main thread at once', async () => {
+  const { Worker } = await import('node:worker_threads')
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const { computeBurnRate } = require(workerData.burnRate)
+    const { decideFairShare } = require(workerData.fairShare)
+    let wrong = 0
+    for (let i = 0; i < 20000; i++) {
+      const rate = computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: i + workerData.offset }])
+      if (rate.tokensPerSecond !== i + workerData.offset) wrong++
+      const limit = 10 + (i % 7)
+      const decision = decideFairShare({ dimensions: [{ key: { poolId: 'w', unit: 'tokens', window: 'daily' }, limit, consumedTotal: limit, globalUsedPercent: 1 }], allocation: { weight: 50, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 })
+      if (decision.reason !== 'global-saturated') wrong++
+    }
+    parentPort.postMessage(wrong)
+  `
+  const workerData = (offset) => ({ offset, burnRate: require.resolve('@omniroute/quota-engine/compat/burnRate'), fairShare: require.resolve('@omniroute/quota-engine/compat/fairShare') })
+  const workers = [1_000_000, 2_000_000].map((offset) => new Promise((resolve, reject) => {
+    const worker = new Worker(source, { eval: true, workerData: workerData(offset) })
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  }))
+  let wrong = 0
+  for (let i = 0; i < 20_000; i++) if (computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: i }]).tokensPerSecond !== i) wrong++
+  assert.deepEqual(await Promise.all(workers), [0, 0])
+  assert.equal(wrong, 0)
+})
+
+test('the glue loaded again (a test runner resetting its modules) and the first copy both stay right', () => {
+  const paths = ['../lib/burnRate.js', '../lib/fairShare.js'].map((p) => require.resolve(p))
+  const first = paths.map((p) => require(p))
+  for (const p of paths) delete require.cache[p]
+  const second = paths.map((p) => require(p))
+  assert.notEqual(first[0], second[0])
+  const input = (limit) => ({ dimensions: [{ key: { poolId: 'reset', unit: 'tokens', window: 'daily' }, limit, consumedTotal: 5, globalUsedPercent: 1 }], allocation: { weight: 50, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 })
+  for (let i = 1; i <= 50; i++) {
+    for (const [burnRate, fairShare] of [first, second]) {
+      assert.equal(burnRate.computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: i }]).tokensPerSecond, i)
+      assert.equal(fairShare.decideFairShare(input(i % 2 ? 5 : 50)).reason, i % 2 ? 'global-saturated' : 'ok')
+    }
+  }
+})

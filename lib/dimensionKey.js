@@ -1,0 +1,43 @@
+'use strict'
+// dimensionKeyToString (docs/contract.md §1) at the cost of a template string in plain
+// JavaScript: the engine writes and validates each key's string once (a key it rejects
+// throws from there, every time), and it is remembered per pool, unit and window. Only keys
+// the engine accepted are remembered, so a hit is always a valid key. Bounded: a caller
+// inventing pool ids cannot grow it past MAX_POOLS.
+const native = require('./native.js')
+
+const MAX_POOLS = 4096
+// poolId → unit → window → the string.
+const keyStrings = new Map()
+
+/** The string of a key whose fields were read already (the engine's on the first call). */
+function keyString(poolId, unit, window) {
+  let perPool = keyStrings.get(poolId)
+  const known = perPool?.get(unit)?.get(window)
+  if (known !== undefined) return known
+  const text = native.dimensionKeyToString({ poolId, unit, window })
+  if (perPool === undefined) {
+    if (keyStrings.size >= MAX_POOLS) keyStrings.clear()
+    keyStrings.set(poolId, (perPool = new Map()))
+  }
+  let perUnit = perPool.get(unit)
+  if (perUnit === undefined) perPool.set(unit, (perUnit = new Map()))
+  perUnit.set(window, text)
+  return text
+}
+
+/** The string form of a dimension key, `"<poolId>:<unit>:<window>"`. */
+function dimensionKeyToString(key) {
+  if (typeof key !== 'object' || key === null) return native.dimensionKeyToString(key)
+  // Each field is read once, and the engine is given what was read: what is remembered is
+  // exactly what it answered for. A getter that throws gets the engine's error instead.
+  let poolId, unit, window
+  try {
+    ;({ poolId, unit, window } = key)
+  } catch {
+    return native.dimensionKeyToString(key)
+  }
+  return keyString(poolId, unit, window)
+}
+
+module.exports = { dimensionKeyToString, keyString }
