@@ -89,6 +89,24 @@ test('records of requests made one per event-loop turn commit together by time, 
   assert.equal(committed(p.request.apiKeyId, p.requestsKey), 400)
 })
 
+test('the window is the setting: a record waits for QUOTA_RECORD_FLUSH_MS, then the timer commits it', async () => {
+  const p = pool()
+  process.env.QUOTA_RECORD_FLUSH_MS = '300'
+  try {
+    const started = performance.now()
+    await recordConsumption({ ...p.request, cost: { requests: 1 } })
+    await sleep(60)
+    // Far inside the window (a loaded machine only makes this later, never earlier).
+    assert.equal(committed(p.request.apiKeyId, p.requestsKey), 0, 'committed before its window')
+    while (committed(p.request.apiKeyId, p.requestsKey) === 0) await sleep(5)
+    const age = performance.now() - started
+    assert.ok(age >= 300, `committed after ${age.toFixed(0)} ms, inside the 300 ms window`)
+    assert.ok(age < 300 + 1000, `committed ${age.toFixed(0)} ms after the record`)
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+  }
+})
+
 test('SqliteQuotaStore.consume goes through the same buffer: it answers the new total at once and commits by time', async () => {
   const store = engine.getSqliteQuotaStore()
   const dim = { poolId: 'consume-buffered', unit: 'requests', window: 'daily' }

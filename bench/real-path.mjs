@@ -63,10 +63,12 @@ export function setupEngine() {
   return engine.createPool({ connectionId, name: 'real path', allocations })
 }
 
+const WARMUP_REQUESTS = 1000
+
 /** One request per turn, `n` of them after a warm-up; latency per request in µs. */
 async function perTurn(n, request) {
   const turn = () => new Promise((resolve) => setImmediate(resolve))
-  for (let i = 0; i < 1000; i++) {
+  for (let i = 0; i < WARMUP_REQUESTS; i++) {
     await request(i)
     await turn()
   }
@@ -85,11 +87,11 @@ async function perTurn(n, request) {
 /**
  * The time each request spends inside the quota calls themselves, beside the whole request's
  * latency that perTurn measures: `timed(call)` around each quota call, `next()` at the end of
- * each request (the first 1,000 are perTurn's warm-up). Two clock reads per call (~0.1 µs)
- * are counted in.
+ * each request (the first WARMUP_REQUESTS are perTurn's warm-up). Two clock reads per call
+ * (~0.1 µs) are counted in.
  */
 function insideCalls(n) {
-  const perRequest = new Float64Array(1000 + n)
+  const perRequest = new Float64Array(WARMUP_REQUESTS + n)
   let request = 0
   return {
     async timed(call) {
@@ -101,7 +103,7 @@ function insideCalls(n) {
     next() {
       request++
     },
-    summary: () => summarize(perRequest.subarray(1000), n, 1n),
+    summary: () => summarize(perRequest.subarray(WARMUP_REQUESTS), n, 1n),
   }
 }
 
@@ -215,7 +217,15 @@ async function serve(quota) {
     response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
   })
   server.listen(0, '127.0.0.1', () => process.stdout.write(`PORT ${server.address().port}\n`))
+  // The server's CPU time per request over the timed run (marked by SIGUSR2), said at exit:
+  // the whole cost of a request in a server, the engine's timers and GC included.
+  let mark = null
+  process.on('SIGUSR2', () => (mark = { cpu: process.cpuUsage(), requests: i }))
   process.on('SIGTERM', () => {
+    if (mark) {
+      const cpu = process.cpuUsage(mark.cpu)
+      process.stdout.write(`CPU ${cpu.user + cpu.system} ${i - mark.requests}\n`)
+    }
     server.close()
     host.close()
     fs.rmSync(tmp, { recursive: true, force: true })
@@ -226,20 +236,25 @@ async function serve(quota) {
 async function httpRun(quota, seconds) {
   const autocannon = require('autocannon')
   const child = spawn(process.execPath, [here, '--serve', quota ? 'on' : 'off'], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
-  const port = await new Promise((resolve, reject) => {
-    let out = ''
-    child.stdout.on('data', (b) => {
-      out += b
-      const m = /PORT (\d+)/.exec(out)
-      if (m) resolve(Number(m[1]))
-    })
-    child.on('exit', (code) => reject(new Error(`server exited ${code}`)))
-  })
+  let out = ''
+  child.stdout.on('data', (b) => (out += b))
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  const port = await Promise.race([
+    new Promise((resolve) => {
+      const look = () => (/PORT (\d+)/.test(out) ? resolve(Number(/PORT (\d+)/.exec(out)[1])) : setTimeout(look, 5))
+      look()
+    }),
+    exited.then((code) => Promise.reject(new Error(`server exited ${code}`))),
+  ])
   try {
     const options = { url: `http://127.0.0.1:${port}/v1/chat/completions`, connections: 32, pipelining: 1 }
     await autocannon({ ...options, duration: 1 }) // warm-up
+    child.kill('SIGUSR2')
     const r = await autocannon({ ...options, duration: seconds })
-    return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors }
+    child.kill('SIGTERM')
+    await exited
+    const [, cpuUs, requests] = /CPU (\d+) (\d+)/.exec(out) ?? []
+    return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, cpuPerRequest: Number(cpuUs) / Number(requests) }
   } finally {
     child.kill('SIGTERM')
   }
@@ -267,16 +282,24 @@ async function main() {
       `${ratio(r.inside.withBaseline.p50, r.inside.withEngine.p50)}× inside the calls; consume ${ratio(r.consumeBaseline.p50 - r.noQuota.p50, r.consumeOnPath.p50 - r.noQuota.p50)}× by share, ` +
       `${ratio(r.inside.consumeBaseline.p50, r.inside.consumeOnPath.p50)}× inside the calls; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${(n / r.withEngine.seconds).toFixed(0)} requests/s)`,
   )
+  // The engine commits its buffered records from a timer, between requests, where neither
+  // column above looks: the mean wall time of a request, every turn included, counts them.
+  const mean = (x) => (x.seconds * 1e6) / n
+  const more = (x) => `${f1(mean(x))} µs (+${f1(mean(x) - mean(r.noQuota))})`
+  console.log(
+    `(mean wall time per request, every turn and timer included: no quota ${f1(mean(r.noQuota))} µs; the engine ${more(r.withEngine)}, ` +
+      `the baseline ${more(r.withBaseline)}; consume: the engine ${more(r.consumeOnPath)}, the baseline ${more(r.consumeBaseline)})`,
+  )
 
   const off = await httpRun(false, seconds)
   const on = await httpRun(true, seconds)
   console.log(`\nEnd to end over HTTP — node:http server (enforce → simulated upstream → record → the host's insert), autocannon 32 connections, ${seconds} s each\n`)
-  console.log('| quota | req/s | p50 ms | p99 ms | non-2xx | errors |')
-  console.log('|---|---:|---:|---:|---:|---:|')
+  console.log('| quota | req/s | p50 ms | p99 ms | server CPU µs per request | non-2xx | errors |')
+  console.log('|---|---:|---:|---:|---:|---:|---:|')
   for (const [name, x] of [['off', off], ['on (the engine)', on]]) {
-    console.log(`| ${name} | ${Math.round(x.rps).toLocaleString('en-US')} | ${x.p50} | ${x.p99} | ${x.non2xx} | ${x.errors} |`)
+    console.log(`| ${name} | ${Math.round(x.rps).toLocaleString('en-US')} | ${x.p50} | ${x.p99} | ${f1(x.cpuPerRequest)} | ${x.non2xx} | ${x.errors} |`)
   }
-  console.log(`\n(quota on: ${((on.rps / off.rps) * 100).toFixed(1)} % of the req/s with quota off)`)
+  console.log(`\n(quota on: ${((on.rps / off.rps) * 100).toFixed(1)} % of the req/s with quota off; the server's CPU per request +${f1(on.cpuPerRequest - off.cpuPerRequest)} µs)`)
 }
 
 if (process.argv[2] === '--serve') serve(process.argv[3] === 'on')
