@@ -151,6 +151,15 @@ async function realPath(n) {
       await consumeCalls.timed(() => store.consume(keys[i % 8], dims[1], 1200))
       consumeCalls.next()
     })
+    // The counters are exact: every record and consume of the three runs, as the host's own
+    // connection reads the table.
+    if (engine.flushQuotaWrites() !== null) throw new Error('real path: the buffered records did not commit')
+    const total = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE dimension_key = ?')
+    const made = 3 * (WARMUP_REQUESTS + n)
+    for (const [dimension, each] of [['requests', 1], ['tokens', 1200]]) {
+      const counted = total.get(`${pool.id}:${dimension}:hourly`).s
+      if (counted !== made * each) throw new Error(`real path: ${dimension} counted ${counted}, made ${made * each}`)
+    }
     host.close()
 
     // The old engine's way: its statements on the host's own connection (one file).
