@@ -5,21 +5,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
+import { rng } from './support/rng.mjs'
 import { decideFairShare } from '@omniroute/quota-engine/compat/fairShare'
 
 const require = createRequire(import.meta.url)
 const native = require('../lib/native.js')
 
-// A small deterministic generator (xorshift), so a failure replays.
-function rng(seed) {
-  let x = seed >>> 0 || 1
-  return () => {
-    x ^= x << 13; x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5; x >>>= 0
-    return x / 2 ** 32
-  }
-}
 
 const UNITS = ['percent', 'requests', 'tokens', 'usd']
 const WINDOWS = ['5h', 'hourly', 'daily', 'weekly', 'monthly']

@@ -7,6 +7,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
+import { rng } from './support/rng.mjs'
 import { computeBurnRate, computeBurnRateFromWindow } from '@omniroute/quota-engine/compat/burnRate'
 import { dimensionKeyToString } from '@omniroute/quota-engine/compat/dimensions'
 import { getKnownPlan, knownProviders } from '@omniroute/quota-engine/compat/planRegistry'
@@ -15,16 +16,6 @@ import * as main from '@omniroute/quota-engine'
 const require = createRequire(import.meta.url)
 const native = require('../lib/native.js')
 
-// A small deterministic generator (xorshift), so a failure replays.
-function rng(seed) {
-  let x = seed >>> 0 || 1
-  return () => {
-    x ^= x << 13; x >>>= 0
-    x ^= x >>> 17
-    x ^= x << 5; x >>>= 0
-    return x / 2 ** 32
-  }
-}
 
 const ODD = [undefined, null, 'x', '5', {}, [], true, 10n, Symbol('s')]
 const NUMBERS = [0, -0, 1, -1, 0.5, 1e308, -1e308, NaN, Infinity, -Infinity, 3_600_000, 1_700_000_000_000]
