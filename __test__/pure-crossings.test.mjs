@@ -3,7 +3,8 @@
 // dimensionKeyToString and the plan catalog remember the engine's answers (lib/dimensionKey.js,
 // lib/plans.js). Whatever the input, each answers exactly what the engine's checked entry
 // answers — the same value, or the same error — so the cheap way can never change an answer
-// or hide a field's error.
+// or hide a field's error. (Getters with side effects are read once per field, in the glue's
+// order: docs/api.md#the-pure-functions.)
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
@@ -120,9 +121,95 @@ test('a sample whose getter computes a burn rate of its own gets both answers ri
   assert.deepEqual(innerRate, { tokensPerSecond: 500, timeToExhaustionMs: null })
 })
 
-test('a getter that throws gets the engine\'s error, as the checked entry gives it', () => {
+test('a getter that throws ends the call with its own exception, as in the checked entry', () => {
   const history = [{ ts: 0, consumed: 0 }, { get ts() { throw new Error('boom') }, consumed: 1 }]
   assert.deepEqual(outcome(() => computeBurnRate(history)), outcome(() => native.computeBurnRate(history)))
+  assert.throws(() => computeBurnRate(history), { message: 'boom' })
+  // Once only: a second read would find a value, the checked entry never does.
+  const once = () => {
+    let reads = 0
+    return [{ ts: 0, consumed: 0 }, { get ts() { if (reads++ === 0) throw new Error('once'); return 1000 }, consumed: 5 }]
+  }
+  assert.throws(() => computeBurnRate(once()), { message: 'once' })
+  assert.throws(() => native.computeBurnRate(once()), { message: 'once' })
+  const key = () => {
+    let reads = 0
+    return { poolId: 'p', get unit() { if (reads++ === 0) throw new Error('once'); return 'tokens' }, window: 'daily' }
+  }
+  assert.throws(() => dimensionKeyToString(key()), { message: 'once' })
+  assert.throws(() => native.dimensionKeyToString(key()), { message: 'once' })
+})
+
+test('a getter computing a window rate while a history is packed leaves that history alone', () => {
+  const history = () => [{ ts: 0, consumed: 0 }, { get ts() { computeBurnRateFromWindow(50, 3_600_000); return 1000 }, consumed: 10 }]
+  assert.deepEqual(computeBurnRate(history(), 100), { tokensPerSecond: 10, timeToExhaustionMs: 10_000 })
+  assert.deepEqual(computeBurnRate(history(), 100), native.computeBurnRate(history(), 100))
+})
+
+test('a Proxy is not an array to the engine, and not to the glue either', () => {
+  const history = new Proxy([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 5 }], {})
+  assert.deepEqual(outcome(() => computeBurnRate(history)), outcome(() => native.computeBurnRate(history)))
+  assert.throws(() => computeBurnRate(history), { name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG' })
+  const input = { dimensions: new Proxy([], {}), allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }
+  assert.deepEqual(outcome(() => main.decideFairShare(input)), outcome(() => native.decideFairShare(input)))
+})
+
+test('the packing buffers are the engine\'s memory: detached or transferred, the answers stay right', async () => {
+  // In a worker, since a detached buffer sends that thread's calls the checked way for good.
+  const { Worker } = await import('node:worker_threads')
+  const source = `
+    const { parentPort, workerData } = require('node:worker_threads')
+    const native = require(workerData.native)
+    const { computeBurnRate, computeBurnRateFromWindow } = require(workerData.burnRate)
+    const { decideFairShare } = require(workerData.fairShare)
+    const crossing = native.__burnRateCrossing()
+    const history = [{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 5 }]
+    const before = computeBurnRate(history, 10)
+    // Handed to another owner: this thread's view is detached; the engine's memory is not.
+    structuredClone(crossing.historyBuffer.buffer, { transfer: [crossing.historyBuffer.buffer] })
+    const { port1 } = new MessageChannel()
+    port1.postMessage(crossing.windowBuffer.buffer, [crossing.windowBuffer.buffer])
+    port1.close()
+    const fair = native.__fairShareCrossing()
+    structuredClone(fair.buffer.buffer, { transfer: [fair.buffer.buffer] })
+    crossing.fromHistory() // the engine computes in its own memory: no crash
+    const after = computeBurnRate(history, 10)
+    const window = computeBurnRateFromWindow(3, 1, 6000)
+    const decision = decideFairShare({ dimensions: [{ key: { poolId: 'p', unit: 'tokens', window: 'daily' }, limit: 10, consumedTotal: 10, globalUsedPercent: 1 }], allocation: { weight: 50, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 })
+    parentPort.postMessage({ before, after, window, decision, lengths: [crossing.historyBuffer.length, crossing.windowBuffer.length, fair.buffer.length], full: [2 + 2 * crossing.maxSamples + 1, 3] })
+  `
+  const workerData = { native: require.resolve('../lib/native.js'), burnRate: require.resolve('../lib/burnRate.js'), fairShare: require.resolve('../lib/fairShare.js') }
+  const result = await new Promise((resolve, reject) => {
+    const worker = new Worker(source, { eval: true, workerData })
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  assert.deepEqual(result.before, { tokensPerSecond: 5, timeToExhaustionMs: 2000 })
+  assert.deepEqual(result.after, result.before)
+  assert.deepEqual(result.window, { tokensPerSecond: 3000, timeToExhaustionMs: 2000 })
+  assert.deepEqual(result.decision, { kind: 'block', reason: 'global-saturated' })
+  // Whether the runtime detaches an external buffer on transfer (Node 20 does not): either
+  // way each view is whole or empty, never a view of freed memory.
+  assert.ok([0, result.full[0]].includes(result.lengths[0]) && [0, 3].includes(result.lengths[1]), String(result.lengths))
+  // This thread's buffers were not touched.
+  assert.deepEqual(computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 7 }]), { tokensPerSecond: 7, timeToExhaustionMs: null })
+})
+
+test('a second copy of the glue called from inside the first one\'s packing answers both right', () => {
+  const paths = ['../lib/burnRate.js', '../lib/fairShare.js'].map((p) => require.resolve(p))
+  const first = paths.map((p) => require(p))
+  for (const p of paths) delete require.cache[p]
+  const [burnRate, fairShare] = paths.map((p) => require(p))
+  const dim = () => ({ key: { poolId: 'p', unit: 'tokens', window: 'daily' }, limit: 10, consumedTotal: 9.5, globalUsedPercent: 0.99 })
+  const blocking = (during) => {
+    const second = dim()
+    Object.defineProperty(second, 'limit', { get: () => (during(), 10) })
+    return { dimensions: [dim(), second], allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: { 'p:tokens:daily': 9 }, saturationThreshold: 0.5 }
+  }
+  const nested = () => fairShare.decideFairShare({ dimensions: [], allocation: { weight: 50, policy: 'soft' }, saturationThreshold: 0.5 })
+  assert.deepEqual(first[1].decideFairShare(blocking(nested)), { kind: 'block', reason: 'fair-share' })
+  const history = [{ ts: 0, consumed: 0 }, { get ts() { burnRate.computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 10, consumed: 99 }]); return 1000 }, consumed: 13 }]
+  assert.deepEqual(first[0].computeBurnRate(history, 13), { tokensPerSecond: 13, timeToExhaustionMs: 1000 })
 })
 
 test('computeBurnRateFromWindow answers exactly what the checked entry answers (5 000 generated inputs)', () => {
@@ -183,6 +270,11 @@ test('dimensionKeyToString answers what the engine does, and remembers only what
   assert.throws(() => dimensionKeyToString({ poolId: 'p', unit: 'parsecs', window: 'daily' }), (err) => err instanceof RangeError && err.message.startsWith('key.unit'))
   assert.throws(() => dimensionKeyToString({ poolId: new String('p'), unit: 'tokens', window: 'daily' }), (err) => err instanceof TypeError && err.message.startsWith('key.poolId'))
   assert.equal(engine.calls, 2)
+  // An id longer than 128 characters is answered by the engine each time, never remembered.
+  const long = { poolId: 'x'.repeat(129), unit: 'tokens', window: 'daily' }
+  assert.equal(dimensionKeyToString(long), `${long.poolId}:tokens:daily`)
+  assert.equal(dimensionKeyToString(long), `${long.poolId}:tokens:daily`)
+  assert.equal(engine.calls, 4)
 })
 
 test('dimensionKeyToString reads each field once and remembers what the engine answered for it', () => {
@@ -197,8 +289,6 @@ test('dimensionKeyToString reads each field once and remembers what the engine a
   assert.equal(dimensionKeyToString(shifty), 'first:usd:weekly')
   assert.equal(reads, 1)
   assert.equal(dimensionKeyToString({ poolId: 'second', unit: 'usd', window: 'weekly' }), 'second:usd:weekly')
-  const throwing = { get poolId() { throw new Error('boom') }, unit: 'usd', window: 'weekly' }
-  assert.deepEqual(outcome(() => dimensionKeyToString(throwing)), outcome(() => native.dimensionKeyToString(throwing)))
 })
 
 test('dimensionKeyToString stays right past the bound of remembered pools', () => {
@@ -223,10 +313,11 @@ test('getKnownPlan and knownProviders answer what the engine does, with objects 
   first.dimensions.push({ unit: 'usd', window: 'daily', limit: 1 })
   first.provider = 'changed'
   assert.deepEqual(getKnownPlan(provider), native.getKnownPlan(provider))
-  // Remembered: the engine is asked once per provider.
+  // Remembered: the catalog was asked of the engine once; no provider, known or not, makes
+  // it ask again or remember anything more.
   const engine = counting(t, 'getKnownPlan')
   getKnownPlan(provider)
-  getKnownPlan('nobody')
+  for (let i = 0; i < 100; i++) assert.equal(getKnownPlan(`nobody-${i}`), null)
   assert.equal(engine.calls, 0)
 })
 

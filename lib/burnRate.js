@@ -1,40 +1,45 @@
 'use strict'
 // computeBurnRate and computeBurnRateFromWindow (docs/contract.md §9) at the cost of the same
 // formula in plain JavaScript: crossing an array of objects into the engine cost a hundred
-// times the arithmetic, so — as for decideFairShare — the input is read here into one
-// Float64Array and computed by one plain N-API call (src/binding/burn_rate.rs). Only the
-// reading is here: input this does not recognise as well-formed (a sample that is not an
-// object with numeric `ts` and `consumed`, a `remaining` that is not a number, more samples
-// than the buffer holds, a `windowMs` the engine rejects) goes to the engine's checked entry,
-// which computes it or names the offending field in its error. The formulas exist once, in
-// the engine.
+// times the arithmetic, so — as for decideFairShare — the input is read here into a
+// Float64Array and computed by one plain N-API call with no argument
+// (src/binding/burn_rate.rs). Only the reading is here: input this does not recognise as
+// well-formed (not a plain array of objects with numeric `ts` and `consumed`, a `remaining`
+// that is not a number, more samples than the buffer holds, a `windowMs` the engine rejects)
+// goes to the engine's checked entry, which computes it or names the offending field in its
+// error. The formulas exist once, in the engine.
+const { isProxy } = require('node:util').types
 const native = require('./native.js')
 
-const { buffer, fromHistory, fromWindow, header: HEADER, maxSamples: MAX_SAMPLES } = native.__burnRateCrossing()
+// This thread's buffers: memory of the engine's, so a call crosses with no argument; one per
+// kind of call, so that a window computed from inside a history's getter leaves the
+// history's packing alone. The history buffer's last slot marks a packing in progress, for
+// every copy of this module (a test runner resetting its modules loads a second one, which
+// gets the same buffers). `null` where the runtime allows no external buffers: every call
+// takes the checked entry there.
+const { historyBuffer, windowBuffer, fromHistory, fromWindow, header: HEADER, maxSamples: MAX_SAMPLES } = native.__burnRateCrossing()
+const PACKING = historyBuffer === null ? 0 : historyBuffer.length - 1
+// A buffer detached or transferred away reads a length of 0: the checked entry answers then.
+const usable = (buffer) => buffer !== null && buffer.length !== 0
 
 const isNumber = (value) => typeof value === 'number'
 
-/** The answer the crossing wrote back. */
-function answer() {
+/** The answer the crossing wrote back into `buffer`. */
+function answer(buffer) {
   const timeToExhaustionMs = buffer[1]
   return { tokensPerSecond: buffer[0], timeToExhaustionMs: timeToExhaustionMs === timeToExhaustionMs ? timeToExhaustionMs : null }
 }
 
-// Whether a history is being packed: a sample's getter computing a burn rate of its own
-// takes the checked way, since the buffer holds the outer call's samples.
-let packing = false
-
-/** Packs `history`'s samples; false when one is not plainly well-formed. */
-function pack(history) {
-  const count = history.length
-  buffer[0] = count
+/** Packs `history`'s `count` samples; false when one is not plainly well-formed. */
+function pack(history, count) {
+  historyBuffer[0] = count
   for (let i = 0, at = HEADER; i < count; i++, at += 2) {
     const sample = history[i]
     if (typeof sample !== 'object' || sample === null) return false
     const { ts, consumed } = sample
     if (!isNumber(ts) || !isNumber(consumed)) return false
-    buffer[at] = ts
-    buffer[at + 1] = consumed
+    historyBuffer[at] = ts
+    historyBuffer[at + 1] = consumed
   }
   return true
 }
@@ -45,23 +50,27 @@ function pack(history) {
  * throws the engine's `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRate(history, remaining) {
-  if (packing || !Array.isArray(history) || history.length > MAX_SAMPLES || (remaining != null && !isNumber(remaining))) {
+  // A Proxy is not an array to the engine (napi_is_array), whatever Array.isArray says. A
+  // history asked for while another is being packed (a sample's getter calling back) takes
+  // the checked way: the buffer holds the outer one's samples.
+  if (!usable(historyBuffer) || historyBuffer[PACKING] !== 0 || !Array.isArray(history) || isProxy(history) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRate(history, remaining)
   }
-  packing = true
+  const count = history.length
+  if (count > MAX_SAMPLES) return native.computeBurnRate(history, remaining)
+  // A getter that throws ends the call with its own exception, as in the checked entry.
+  historyBuffer[PACKING] = 1
   let packed
   try {
-    packed = pack(history)
-  } catch {
-    // A getter that throws: the checked entry reads it again and names it.
-    packed = false
+    packed = pack(history, count)
   } finally {
-    packing = false
+    historyBuffer[PACKING] = 0
   }
-  if (!packed) return native.computeBurnRate(history, remaining)
-  buffer[1] = remaining ?? NaN
+  // (A getter that detached the buffer left it unwritten: the checked entry answers.)
+  if (!packed || historyBuffer.length === 0) return native.computeBurnRate(history, remaining)
+  historyBuffer[1] = remaining ?? NaN
   fromHistory()
-  return answer()
+  return answer(historyBuffer)
 }
 
 /**
@@ -70,16 +79,16 @@ function computeBurnRate(history, remaining) {
  * `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRateFromWindow(consumedTotal, windowMs, remaining) {
-  if (!isNumber(consumedTotal) || !isNumber(windowMs) || (remaining != null && !isNumber(remaining))) {
+  if (!usable(windowBuffer) || !isNumber(consumedTotal) || !isNumber(windowMs) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRateFromWindow(consumedTotal, windowMs, remaining)
   }
-  buffer[0] = consumedTotal
-  buffer[1] = windowMs
-  buffer[2] = remaining ?? NaN
+  windowBuffer[0] = consumedTotal
+  windowBuffer[1] = windowMs
+  windowBuffer[2] = remaining ?? NaN
   fromWindow()
   // NaN: a window the engine rejects; its checked entry says why.
-  if (buffer[0] !== buffer[0]) return native.computeBurnRateFromWindow(consumedTotal, windowMs, remaining)
-  return answer()
+  if (windowBuffer[0] !== windowBuffer[0]) return native.computeBurnRateFromWindow(consumedTotal, windowMs, remaining)
+  return answer(windowBuffer)
 }
 
 module.exports = { computeBurnRate, computeBurnRateFromWindow }

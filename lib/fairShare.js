@@ -7,6 +7,7 @@
 // policy or window, more dimensions than the buffer holds — goes to the engine's checked
 // entry, which decides it or names the offending field in its error. The rule and the
 // validation exist once, in the engine.
+const { isProxy } = require('node:util').types
 const native = require('./native.js')
 const { keyString } = require('./dimensionKey.js')
 
@@ -16,8 +17,12 @@ const codes = (names) => new Map(names.map((name, code) => [name, code]))
 const UNITS = codes(LAYOUT.units)
 const WINDOWS = codes(LAYOUT.windows)
 const POLICIES = codes(LAYOUT.policies)
-// This thread's buffer, the engine's: a decision crosses with no argument.
+// This thread's buffer: memory of the engine's, so a decision crosses with no argument.
+// Its last slot marks a packing in progress, for every copy of this module (a test runner
+// resetting its modules loads a second one, which gets the same buffer). `null` where the
+// runtime allows no external buffers: every call takes the checked entry there.
 const { buffer, decide } = native.__fairShareCrossing()
+const PACKING = buffer === null ? 0 : buffer.length - 1
 
 const isNumber = (value) => typeof value === 'number'
 const isObject = (value) => typeof value === 'object' && value !== null
@@ -26,7 +31,8 @@ const isObject = (value) => typeof value === 'object' && value !== null
 function pack(input) {
   if (!isObject(input)) return false
   const { dimensions, allocation, consumedByThisKey: consumed, saturationThreshold } = input
-  if (!Array.isArray(dimensions) || dimensions.length > MAX_DIMENSIONS || !isObject(allocation)) return false
+  // A Proxy is not an array to the engine (napi_is_array), whatever Array.isArray says.
+  if (!Array.isArray(dimensions) || isProxy(dimensions) || dimensions.length > MAX_DIMENSIONS || !isObject(allocation)) return false
   if (!isNumber(saturationThreshold) || (consumed != null && !isObject(consumed))) return false
   const { weight, capValue, capUnit, policy } = allocation
   const policyCode = POLICIES.get(policy)
@@ -78,9 +84,6 @@ function pack(input) {
   return true
 }
 
-// Whether pack() is running (see decideFairShare).
-let packing = false
-
 // The decision of each outcome code, in the engine's words.
 const OUTCOMES = LAYOUT.outcomes.map(([kind, reason, penalized]) => ({ kind, reason, penalized }))
 
@@ -91,16 +94,18 @@ const OUTCOMES = LAYOUT.outcomes.map(([kind, reason, penalized]) => ({ kind, rea
  */
 function decideFairShare(input) {
   // A decision asked for while another is being packed (a getter or Proxy on the host's
-  // input calling back) takes the checked way: the buffer holds the outer one's input.
-  if (packing) return native.decideFairShare(input)
-  packing = true
+  // input calling back) takes the checked way: the buffer holds the outer one's input. So
+  // does every decision on a buffer detached or transferred away (its length reads 0).
+  if (buffer === null || buffer.length === 0 || buffer[PACKING] !== 0) return native.decideFairShare(input)
+  buffer[PACKING] = 1
   let packed
   try {
     packed = pack(input)
   } finally {
-    packing = false
+    buffer[PACKING] = 0
   }
-  if (!packed) return native.decideFairShare(input)
+  // (A getter that detached the buffer left it unwritten: the checked entry decides.)
+  if (!packed || buffer.length === 0) return native.decideFairShare(input)
   decide()
   const outcome = OUTCOMES[buffer[0]]
   if (outcome.penalized) return { kind: outcome.kind, reason: outcome.reason, penalized: true }

@@ -50,15 +50,18 @@ pub fn compute_burn_rate_from_window_js(
 // ---- the packed crossing ---------------------------------------------------------------
 
 thread_local! {
-  /// This JS thread's packing buffer (the `buffer` of `__burnRateCrossing()`).
-  static BUFFER: PackedBuffer = const { PackedBuffer::new(None) };
+  /// This JS thread's history buffer (`historyBuffer` of `__burnRateCrossing()`).
+  static HISTORY: PackedBuffer = const { PackedBuffer::new() };
+  /// This JS thread's window buffer: apart, so that a window computed from inside a
+  /// history's getter leaves the history's packing alone.
+  static WINDOW: PackedBuffer = const { PackedBuffer::new() };
 }
 
 unsafe extern "C" fn from_history(
   env: sys::napi_env,
   _: sys::napi_callback_info,
 ) -> sys::napi_value {
-  unsafe { on_buffer(env, &BUFFER, "__burnRateFromHistory", packed_history) }
+  unsafe { on_buffer(env, &HISTORY, "__burnRateFromHistory", packed_history) }
 }
 
 unsafe extern "C" fn from_window(
@@ -67,15 +70,18 @@ unsafe extern "C" fn from_window(
 ) -> sys::napi_value {
   let now = input::now_ms();
   let compute = |buffer: &mut [f64]| packed_from_window(buffer, now);
-  unsafe { on_buffer(env, &BUFFER, "__burnRateFromWindow", compute) }
+  unsafe { on_buffer(env, &WINDOW, "__burnRateFromWindow", compute) }
 }
 
 /// Internal (the crossing of `lib/burnRate.js`, called once per JS thread at load):
-/// `{ buffer, fromHistory, fromWindow, header, maxSamples }` — `buffer` this thread's
-/// packing buffer (`header + 2 × maxSamples` elements), the other two its raw callbacks.
+/// `{ historyBuffer, windowBuffer, fromHistory, fromWindow, header, maxSamples }` — this
+/// thread's packing buffers (`header + 2 × maxSamples` elements and one more, the glue's
+/// "packing" mark, for a history; 3 for a window; `null` where external buffers are not
+/// allowed) and the raw callbacks that compute in them.
 #[napi(catch_unwind, js_name = "__burnRateCrossing", skip_typescript)]
 pub fn burn_rate_crossing(env: &Env) -> napi::Result<Object<'_>> {
-  let buffer = packed_buffer(env, PACKED_HEADER + 2 * PACKED_MAX_SAMPLES, &BUFFER)?;
+  let history = packed_buffer(env, PACKED_HEADER + 2 * PACKED_MAX_SAMPLES + 1, &HISTORY)?;
+  let window = packed_buffer(env, 3, &WINDOW)?;
   let mut crossing = crossing_object(
     env,
     &[
@@ -83,7 +89,8 @@ pub fn burn_rate_crossing(env: &Env) -> napi::Result<Object<'_>> {
       (c"fromWindow", c"__burnRateFromWindow", from_window),
     ],
   )?;
-  crossing.set("buffer", buffer)?;
+  crossing.set("historyBuffer", history)?;
+  crossing.set("windowBuffer", window)?;
   crossing.set("header", PACKED_HEADER as u32)?;
   crossing.set("maxSamples", PACKED_MAX_SAMPLES as u32)?;
   Ok(crossing)

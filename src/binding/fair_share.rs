@@ -65,7 +65,7 @@ pub fn decide_fair_share_js(#[ts = "FairShareInput"] input: input::decide) -> Fa
 
 thread_local! {
   /// This JS thread's packing buffer (the `buffer` of `__fairShareCrossing()`).
-  static BUFFER: PackedBuffer = const { PackedBuffer::new(None) };
+  static BUFFER: PackedBuffer = const { PackedBuffer::new() };
 }
 
 /// Internal (the crossing of `lib/fairShare.js`): `__fairShareDecide()` decides the packed
@@ -93,10 +93,11 @@ pub struct FairShareLayout {
 
 /// Internal (the crossing of `lib/fairShare.js`, called once per JS thread at load):
 /// `{ buffer, decide }` — `buffer` this thread's packing buffer (`HEADER + STRIDE ×
-/// MAX_DIMENSIONS` elements), `decide` the raw callback `__fairShareDecide`.
+/// MAX_DIMENSIONS` elements and one more, the glue's "packing" mark; `null` where external
+/// buffers are not allowed), `decide` the raw callback `__fairShareDecide`.
 #[napi(catch_unwind, js_name = "__fairShareCrossing", skip_typescript)]
 pub fn fair_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
-  let buffer = packed_buffer(env, HEADER + STRIDE * MAX_DIMENSIONS, &BUFFER)?;
+  let buffer = packed_buffer(env, HEADER + STRIDE * MAX_DIMENSIONS + 1, &BUFFER)?;
   let mut crossing = crossing_object(env, &[(c"decide", c"__fairShareDecide", fair_share_decide)])?;
   crossing.set("buffer", buffer)?;
   Ok(crossing)

@@ -48,65 +48,86 @@ pub(crate) fn crossing_object<'env>(
   Ok(crossing)
 }
 
-/// A JS thread's packing buffer: the `Float64Array` a packed crossing of `lib/` fills and
-/// reads back, made once per thread so that a call crosses with no argument at all.
-pub(crate) type PackedBuffer = std::cell::Cell<Option<Registered>>;
-
-/// A packing buffer's elements and the strong reference that keeps them alive.
-#[derive(Clone, Copy)]
-pub(crate) struct Registered {
-  data: *mut f64,
-  len: usize,
-  reference: sys::napi_ref,
+/// A JS thread's packing buffer: memory of the engine's, allocated once per thread and
+/// never freed, shown to JavaScript as an external `Float64Array`. Whatever JavaScript does
+/// with that array — detach it, transfer it, drop it, or tear its environment down — the
+/// engine's pointer stays valid, so a call needs no N-API call to find its buffer.
+pub(crate) struct PackedBuffer {
+  memory: std::cell::Cell<Option<&'static mut [f64]>>,
+  /// The environment it was last shown to, and the reference that keeps that view.
+  shown: std::cell::Cell<Option<(sys::napi_env, sys::napi_ref)>>,
 }
 
-/// This thread's `slot` buffer (`len` elements), made at the first call and held by a
-/// strong reference that is never released: it lives as long as this thread's JavaScript
-/// environment. A later call (the glue loaded again, as by a test runner's module reset)
-/// gets the same buffer, so no earlier copy of the glue is left packing into one the
-/// engine no longer reads.
+impl PackedBuffer {
+  pub(crate) const fn new() -> Self {
+    PackedBuffer {
+      memory: std::cell::Cell::new(None),
+      shown: std::cell::Cell::new(None),
+    }
+  }
+}
+
+/// This thread's `slot` buffer (`len` elements) as a `Float64Array` of `env`, the same one
+/// on every call in one environment (a glue module loaded again, as by a test runner's
+/// module reset, shares it with its first copy); `None` where the runtime allows no
+/// external buffers (Electron's memory cage), and the glue then takes the checked entries.
 pub(crate) fn packed_buffer<'env>(
   env: &'env Env,
   len: usize,
   slot: &'static std::thread::LocalKey<PackedBuffer>,
-) -> napi::Result<Unknown<'env>> {
+) -> napi::Result<Option<Unknown<'env>>> {
   let failed = |what| Err(Error::new(Status::GenericFailure, what));
+  let raw = env.raw();
   let mut value = ptr::null_mut();
   // SAFETY (every block): plain N-API calls on the live environment of this call.
-  if let Some(registered) = slot.with(|b| b.get()) {
-    if unsafe { sys::napi_get_reference_value(env.raw(), registered.reference, &mut value) }
-      != sys::Status::napi_ok
-    {
-      return failed("could not find the buffer");
+  if let Some((shown_to, reference)) = slot.with(|b| b.shown.get()) {
+    if shown_to == raw {
+      if unsafe { sys::napi_get_reference_value(raw, reference, &mut value) }
+        != sys::Status::napi_ok
+      {
+        return failed("could not find the buffer");
+      }
+      return Ok(Some(unsafe { Unknown::from_raw_unchecked(raw, value) }));
     }
-    return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) });
   }
-  let (mut data, mut array_buffer) = (ptr::null_mut(), ptr::null_mut());
+  let memory = slot.with(|b| {
+    let memory = b.memory.take().unwrap_or_else(|| vec![0.0; len].leak());
+    let data = memory.as_mut_ptr();
+    b.memory.set(Some(memory));
+    data
+  });
+  let mut array_buffer = ptr::null_mut();
+  let status = unsafe {
+    sys::napi_create_external_arraybuffer(
+      raw,
+      memory.cast(),
+      len * 8,
+      None,
+      ptr::null_mut(),
+      &mut array_buffer,
+    )
+  };
+  if status == sys::Status::napi_no_external_buffers_allowed {
+    return Ok(None);
+  }
   let mut reference = ptr::null_mut();
-  let made = unsafe {
-    sys::napi_create_arraybuffer(env.raw(), len * 8, &mut data, &mut array_buffer)
-      == sys::Status::napi_ok
-      && sys::napi_create_typedarray(
-        env.raw(),
+  let made = status == sys::Status::napi_ok
+    && unsafe {
+      sys::napi_create_typedarray(
+        raw,
         sys::TypedarrayType::float64_array,
         len,
         array_buffer,
         0,
         &mut value,
       ) == sys::Status::napi_ok
-      && sys::napi_create_reference(env.raw(), value, 1, &mut reference) == sys::Status::napi_ok
-  };
+        && sys::napi_create_reference(raw, value, 1, &mut reference) == sys::Status::napi_ok
+    };
   if !made {
     return failed("could not make a buffer");
   }
-  slot.with(|b| {
-    b.set(Some(Registered {
-      data: data.cast(),
-      len,
-      reference,
-    }))
-  });
-  Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+  slot.with(|b| b.shown.set(Some((raw, reference))));
+  Ok(Some(unsafe { Unknown::from_raw_unchecked(raw, value) }))
 }
 
 /// The body of a packed crossing's callback `name`: `work` on this thread's `slot`; a
@@ -118,21 +139,24 @@ pub(crate) unsafe fn on_buffer(
   name: &str,
   work: impl FnOnce(&mut [f64]) -> Option<()>,
 ) -> sys::napi_value {
-  let fault = match slot.with(|b| b.get()) {
+  let fault = slot.with(|b| match b.memory.take() {
     None => "no buffer",
-    Some(registered) => {
-      // SAFETY: the buffer's elements stay alive (a strong reference holds the array) and
-      // unaliased for this synchronous call: its JavaScript thread waits, nothing here
-      // calls back into JavaScript, and only this thread ever makes or reads it.
-      let buffer = unsafe { std::slice::from_raw_parts_mut(registered.data, registered.len) };
-      match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(buffer))) {
-        Ok(Some(())) => return ptr::null_mut(),
+    Some(memory) => {
+      // The engine's own memory, borrowed for this synchronous call: JavaScript on this
+      // thread waits, and nothing here calls back into it.
+      let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut *memory)));
+      b.memory.set(Some(memory));
+      match outcome {
+        Ok(Some(())) => "",
         Ok(None) => "bad packing",
         // Never expected; a panic must not unwind into Node.
         Err(_) => "internal error",
       }
     }
-  };
+  });
+  if fault.is_empty() {
+    return ptr::null_mut();
+  }
   let message = std::ffi::CString::new(format!("{name}: {fault}")).unwrap_or_default();
   unsafe { throw_internal(env, &message) }
 }
@@ -264,6 +288,14 @@ pub(crate) unsafe fn float64_array<'a>(
     )
   };
   if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
+    return None;
+  }
+  // Memory another thread may write while this call reads it (a SharedArrayBuffer) is
+  // refused: `napi_is_arraybuffer` is false for one.
+  let mut plain = false;
+  if unsafe { sys::napi_is_arraybuffer(env, array_buffer, &mut plain) } != sys::Status::napi_ok
+    || !plain
+  {
     return None;
   }
   if length == 0 {
