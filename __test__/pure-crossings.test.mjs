@@ -146,12 +146,27 @@ test('a getter computing a window rate while a history is packed leaves that his
   assert.deepEqual(computeBurnRate(history(), 100), native.computeBurnRate(history(), 100))
 })
 
-test('a Proxy is not an array to the engine, and not to the glue either', () => {
-  const history = new Proxy([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 5 }], {})
-  assert.deepEqual(outcome(() => computeBurnRate(history)), outcome(() => native.computeBurnRate(history)))
-  assert.throws(() => computeBurnRate(history), { name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG' })
-  const input = { dimensions: new Proxy([], {}), allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }
-  assert.deepEqual(outcome(() => main.decideFairShare(input)), outcome(() => native.decideFairShare(input)))
+test('a Proxy of an array is an array, to the glue and to the checked entry alike', () => {
+  const history = () => new Proxy([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 5 }], {})
+  assert.deepEqual(computeBurnRate(history()), { tokensPerSecond: 5, timeToExhaustionMs: null })
+  assert.deepEqual(native.computeBurnRate(history()), { tokensPerSecond: 5, timeToExhaustionMs: null })
+  // Its length is its trap's: a bad one is the checked entry's error.
+  const odd = new Proxy([], { get: (target, key) => (key === 'length' ? 1.5 : target[key]) })
+  assert.deepEqual(outcome(() => computeBurnRate(odd)), outcome(() => native.computeBurnRate(odd)))
+  assert.throws(() => computeBurnRate(odd), { code: 'ERR_QUOTA_INVALID_ARG' })
+  for (const length of [2.5, -1, NaN, '2', 2 ** 32]) {
+    const samples = [{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 5 }, { ts: 2000, consumed: 9 }]
+    const proxy = new Proxy(samples, { get: (target, key) => (key === 'length' ? length : target[key]) })
+    assert.deepEqual(outcome(() => computeBurnRate(proxy)), outcome(() => native.computeBurnRate(proxy)), String(length))
+  }
+  const dimensions = new Proxy([{ key: { poolId: 'p', unit: 'tokens', window: 'daily' }, limit: 10, consumedTotal: 10, globalUsedPercent: 1 }], {})
+  const input = { dimensions, allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }
+  assert.deepEqual(main.decideFairShare(input), { kind: 'block', reason: 'global-saturated' })
+  assert.deepEqual(native.decideFairShare(input), { kind: 'block', reason: 'global-saturated' })
+  for (const length of [0.5, -1, NaN, 17]) {
+    const odd = { ...input, dimensions: new Proxy(Array(20).fill(dimensions[0]), { get: (target, key) => (key === 'length' ? length : target[key]) }) }
+    assert.deepEqual(outcome(() => main.decideFairShare(odd)), outcome(() => native.decideFairShare(odd)), String(length))
+  }
 })
 
 test('the packing buffers are the engine\'s memory: detached or transferred, the answers stay right', async () => {

@@ -33,18 +33,29 @@ function inputs(dims, variant) {
   return { dimensions, allocation: { weight: 25, policy: 'hard' }, consumedByThisKey, saturationThreshold: 0.5 }
 }
 
-function nsPerCall(fn, dims, ops = OPS) {
+/** The decision calls' runner: ns per call of `fn` over 256 distinct inputs of `dims`. */
+function decisionRun(fn, dims) {
   const pool = Array.from({ length: 256 }, (_, v) => inputs(dims, v))
   let sink = 0
-  const run = (n) => {
+  return (n) => {
     const start = process.hrtime.bigint()
     for (let v = 0; v < n; v++) sink += fn(pool[v & 255]).kind.length
+    if (sink === 0) throw new Error('unreachable')
     return Number(process.hrtime.bigint() - start) / n
   }
-  run(Math.min(ops, 200_000))
-  const samples = [run(ops), run(ops), run(ops)]
-  if (sink === 0) throw new Error('unreachable')
-  return samples.sort((a, b) => a - b)[1]
+}
+
+/** Medians of 5 runs each of `js` and `engine`, alternating, after a warm-up of each. */
+function alternatingRuns(js, engine, ops = OPS) {
+  js(200_000)
+  engine(200_000)
+  const runs = { js: [], engine: [] }
+  for (let round = 0; round < 5; round++) {
+    runs.js.push(js(ops))
+    runs.engine.push(engine(ops))
+  }
+  const median = (list) => list.sort((a, b) => a - b)[2]
+  return { js: median(runs.js), engine: median(runs.engine) }
 }
 
 // The same answers before timing.
@@ -56,13 +67,12 @@ for (let v = 0; v < 256; v++) {
   }
 }
 
-console.log('\ndecideFairShare, ns per call (median of 3 runs over 256 distinct inputs)\n')
+console.log('\ndecideFairShare, ns per call (median of 5 runs over 256 distinct inputs, plain JS and engine alternating)\n')
 console.log('| dimensions | plain JS rule | engine (packed crossing) | engine vs JS | checked entry (every call before) |')
 console.log('|---|---|---|---|---|')
 for (const dims of [1, 2, 8]) {
-  const js = nsPerCall(baselineDecide, dims)
-  const engine = nsPerCall(decideFairShare, dims)
-  const checked = nsPerCall(native.decideFairShare, dims, Math.ceil(OPS / 100))
+  const { js, engine } = alternatingRuns(decisionRun(baselineDecide, dims), decisionRun(decideFairShare, dims))
+  const checked = decisionRun(native.decideFairShare, dims)(Math.ceil(OPS / 100))
   console.log(`| ${dims} | ${js.toFixed(0)} | ${engine.toFixed(0)} | ${(js / engine).toFixed(2)}× | ${checked.toFixed(0)} |`)
 }
 
@@ -85,27 +95,15 @@ const calls = [
   ['knownProviders', (f) => () => f(), knownProviders, registry.knownProviders, native.knownProviders],
 ]
 
-/** ns per call of `call(v)` over v = 0..255, cycled, in one run of `ops` calls. */
-function nsPerOp(call, ops = OPS) {
+/** A runner of `call(v)` over v = 0..255, cycled: ns per call of a run of `n` calls. */
+function cycled(call) {
   let sink = 0
-  const start = process.hrtime.bigint()
-  for (let i = 0; i < ops; i++) sink += sizeOf(call(i & 255))
-  const ns = Number(process.hrtime.bigint() - start) / ops
-  if (sink === 0) throw new Error('unreachable')
-  return ns
-}
-
-/** The median ns per call of `js` and of `engine`: 5 runs each, alternating, after a warm-up. */
-function alternating(js, engine) {
-  nsPerOp(js, 200_000)
-  nsPerOp(engine, 200_000)
-  const runs = { js: [], engine: [] }
-  for (let round = 0; round < 5; round++) {
-    runs.js.push(nsPerOp(js))
-    runs.engine.push(nsPerOp(engine))
+  return (n) => {
+    const start = process.hrtime.bigint()
+    for (let i = 0; i < n; i++) sink += sizeOf(call(i & 255))
+    if (sink === 0) throw new Error('unreachable')
+    return Number(process.hrtime.bigint() - start) / n
   }
-  const median = (list) => list.sort((a, b) => a - b)[2]
-  return { js: median(runs.js), engine: median(runs.engine) }
 }
 
 // The same answers before timing (computeBurnRateFromWindow reads the clock: compared on a
@@ -123,7 +121,7 @@ console.log('\nThe other pure calls, ns per call (median of 5 runs over 256 dist
 console.log('| call | plain JS rule | engine | engine vs JS | checked entry |')
 console.log('|---|---|---|---|---|')
 for (const [name, bind, engine, js, checked] of calls) {
-  const { js: jsNs, engine: engineNs } = alternating(bind(js), bind(engine))
-  const checkedNs = nsPerOp(bind(checked), Math.ceil(OPS / 20))
+  const { js: jsNs, engine: engineNs } = alternatingRuns(cycled(bind(js)), cycled(bind(engine)))
+  const checkedNs = cycled(bind(checked))(Math.ceil(OPS / 20))
   console.log(`| ${name} | ${jsNs.toFixed(0)} | ${engineNs.toFixed(0)} | ${(jsNs / engineNs).toFixed(2)}× | ${checkedNs.toFixed(0)} |`)
 }

@@ -8,7 +8,6 @@
 // that is not a number, more samples than the buffer holds, a `windowMs` the engine rejects)
 // goes to the engine's checked entry, which computes it or names the offending field in its
 // error. The formulas exist once, in the engine.
-const { isProxy } = require('node:util').types
 const native = require('./native.js')
 
 // This thread's buffers: memory of the engine's, so a call crosses with no argument; one per
@@ -50,14 +49,15 @@ function pack(history, count) {
  * throws the engine's `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRate(history, remaining) {
-  // A Proxy is not an array to the engine (napi_is_array), whatever Array.isArray says. A
-  // history asked for while another is being packed (a sample's getter calling back) takes
+  // A history asked for while another is being packed (a sample's getter calling back) takes
   // the checked way: the buffer holds the outer one's samples.
-  if (!usable(historyBuffer) || historyBuffer[PACKING] !== 0 || !Array.isArray(history) || isProxy(history) || (remaining != null && !isNumber(remaining))) {
+  if (!usable(historyBuffer) || historyBuffer[PACKING] !== 0 || !Array.isArray(history) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRate(history, remaining)
   }
+  // (A Proxy's length is its trap's answer: anything but a whole count the buffer holds
+  // goes the checked way.)
   const count = history.length
-  if (count > MAX_SAMPLES) return native.computeBurnRate(history, remaining)
+  if (!((count | 0) === count && count >= 0 && count <= MAX_SAMPLES)) return native.computeBurnRate(history, remaining)
   // A getter that throws ends the call with its own exception, as in the checked entry.
   historyBuffer[PACKING] = 1
   let packed

@@ -7,7 +7,6 @@
 // policy or window, more dimensions than the buffer holds — goes to the engine's checked
 // entry, which decides it or names the offending field in its error. The rule and the
 // validation exist once, in the engine.
-const { isProxy } = require('node:util').types
 const native = require('./native.js')
 const { keyString } = require('./dimensionKey.js')
 
@@ -31,8 +30,11 @@ const isObject = (value) => typeof value === 'object' && value !== null
 function pack(input) {
   if (!isObject(input)) return false
   const { dimensions, allocation, consumedByThisKey: consumed, saturationThreshold } = input
-  // A Proxy is not an array to the engine (napi_is_array), whatever Array.isArray says.
-  if (!Array.isArray(dimensions) || isProxy(dimensions) || dimensions.length > MAX_DIMENSIONS || !isObject(allocation)) return false
+  if (!Array.isArray(dimensions) || !isObject(allocation)) return false
+  // (A Proxy's length is its trap's answer, read once: anything but a whole count the buffer
+  // holds goes the checked way.)
+  const count = dimensions.length
+  if (!((count | 0) === count && count >= 0 && count <= MAX_DIMENSIONS)) return false
   if (!isNumber(saturationThreshold) || (consumed != null && !isObject(consumed))) return false
   const { weight, capValue, capUnit, policy } = allocation
   const policyCode = POLICIES.get(policy)
@@ -40,14 +42,14 @@ function pack(input) {
   if (capValue != null && !isNumber(capValue)) return false
   let capUnitCode = -1
   if (capUnit != null && (capUnitCode = UNITS.get(capUnit) ?? -2) < 0) return false
-  buffer[0] = dimensions.length
+  buffer[0] = count
   buffer[1] = saturationThreshold
   buffer[2] = weight
   buffer[3] = capValue == null ? 0 : 1
   buffer[4] = capValue ?? 0
   buffer[5] = capUnitCode
   buffer[6] = policyCode
-  for (let i = 0, at = HEADER; i < dimensions.length; i++, at += STRIDE) {
+  for (let i = 0, at = HEADER; i < count; i++, at += STRIDE) {
     const dim = dimensions[i]
     if (!isObject(dim) || !isObject(dim.key)) return false
     const { poolId, unit: unitName, window: windowName } = dim.key

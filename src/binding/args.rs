@@ -5,7 +5,7 @@
 use crate::engine::input::{Fault, Kind, Source};
 use crate::error::Result;
 use napi::bindgen_prelude::{
-  Array, FromNapiValue, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
+  FromNapiValue, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
 };
 use napi::{sys, JsValue, ValueType};
 use rustc_hash::FxHashMap;
@@ -197,18 +197,47 @@ impl Source for Unknown<'_> {
       .map_err(reason)
   }
 
+  /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the glue's
+  /// packed crossings and to the host's own code).
   fn is_array(&self) -> std::result::Result<bool, Fault> {
     let object = unsafe { self.cast::<Object>() }.map_err(reason)?;
-    object.is_array().map_err(reason)
+    if object.is_array().map_err(reason)? {
+      return Ok(true);
+    }
+    let value = self.value();
+    let (env, mut global, mut array, mut is_array, mut answer) =
+      (value.env, ptr(), ptr(), ptr(), ptr());
+    let mut yes = false;
+    // SAFETY: plain N-API calls on the live environment of this call.
+    let asked = unsafe {
+      sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
+        && sys::napi_get_named_property(env, global, c"Array".as_ptr(), &mut array)
+          == sys::Status::napi_ok
+        && sys::napi_get_named_property(env, array, c"isArray".as_ptr(), &mut is_array)
+          == sys::Status::napi_ok
+        && sys::napi_call_function(env, array, is_array, 1, &value.value, &mut answer)
+          == sys::Status::napi_ok
+        && sys::napi_get_value_bool(env, answer, &mut yes) == sys::Status::napi_ok
+    };
+    asked
+      .then_some(yes)
+      .ok_or_else(|| "asking Array.isArray".to_string())
   }
 
   fn length(&self) -> std::result::Result<u32, Fault> {
-    Ok(unsafe { self.cast::<Array>() }.map_err(reason)?.len())
+    // A Proxy's `length` is a property read (its trap), not an array's own length.
+    let length = self
+      .property("length")?
+      .ok_or_else(|| "reading the length".to_string())?;
+    let length = unsafe { length.cast::<f64>() }.map_err(reason)?;
+    (length >= 0.0 && length <= u32::MAX as f64 && length.fract() == 0.0)
+      .then_some(length as u32)
+      .ok_or_else(|| format!("a length of {length}"))
   }
 
   fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault> {
-    let array = unsafe { self.cast::<Array>() }.map_err(reason)?;
-    array.get(index).map_err(reason)
+    let array = unsafe { self.cast::<Object>() }.map_err(reason)?;
+    array.get_element(index).map(Some).map_err(reason)
   }
 
   fn keys(&self) -> std::result::Result<Vec<String>, Fault> {
@@ -230,4 +259,8 @@ impl Source for Unknown<'_> {
     }
     Ok(keys)
   }
+}
+
+fn ptr() -> sys::napi_value {
+  std::ptr::null_mut()
 }
