@@ -378,3 +378,47 @@ test('the glue loaded again (a test runner resetting its modules) and the first 
     }
   }
 })
+
+test('a nested call the caller slips in anywhere before the crossing cannot change the outer answer', () => {
+  // Even through a built-in getter the caller replaced: the typed arrays' own `length`.
+  const proto = Object.getPrototypeOf(Float64Array.prototype)
+  const original = Object.getOwnPropertyDescriptor(proto, 'length')
+  const allow = { dimensions: [], allocation: { weight: 50, policy: 'soft' }, saturationThreshold: 0.5 }
+  const block = { dimensions: [{ key: { poolId: 'p', unit: 'tokens', window: 'daily' }, limit: 10, consumedTotal: 10, globalUsedPercent: 1 }], allocation: { weight: 50, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }
+  let nested = 0
+  Object.defineProperty(proto, 'length', {
+    configurable: true,
+    get() {
+      if (nested++ < 50) {
+        main.decideFairShare(allow)
+        computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 1 }])
+      }
+      return original.get.call(this)
+    },
+  })
+  try {
+    for (let i = 0; i < 5; i++) {
+      assert.deepEqual(main.decideFairShare(block), { kind: 'block', reason: 'global-saturated' })
+      assert.deepEqual(computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: 9 }]), { tokensPerSecond: 9, timeToExhaustionMs: null })
+    }
+  } finally {
+    Object.defineProperty(proto, 'length', original)
+  }
+})
+
+test('a packing cut short (a vm timeout in a getter) leaves every later call on the packed way', async (t) => {
+  const vm = await import('node:vm')
+  assert.throws(() => vm.runInNewContext('computeBurnRate([{ ts: 0, consumed: 0 }, { get ts() { for (;;); } }])', { computeBurnRate }, { timeout: 50 }), { code: 'ERR_SCRIPT_EXECUTION_TIMEOUT' })
+  const checked = counting(t, 'computeBurnRate')
+  for (let i = 0; i < 100; i++) computeBurnRate([{ ts: 0, consumed: 0 }, { ts: 1000, consumed: i }])
+  assert.equal(checked.calls, 0)
+})
+
+test('Proxies the engine cannot read as arrays are the field\'s error, with its code', () => {
+  const { proxy, revoke } = Proxy.revocable([], {})
+  revoke()
+  assert.deepEqual(outcome(() => computeBurnRate(proxy)), outcome(() => native.computeBurnRate(proxy)))
+  assert.throws(() => native.computeBurnRate(proxy), { name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG' })
+  const huge = new Proxy([], { get: (target, key) => (key === 'length' ? 2 ** 32 - 1 : target[key]) })
+  assert.throws(() => computeBurnRate(huge), { code: 'ERR_QUOTA_INVALID_ARG' })
+})

@@ -12,14 +12,26 @@ const native = require('./native.js')
 
 // This thread's buffers: memory of the engine's, so a call crosses with no argument; one per
 // kind of call, so that a window computed from inside a history's getter leaves the
-// history's packing alone. The history buffer's last slot marks a packing in progress, for
-// every copy of this module (a test runner resetting its modules loads a second one, which
-// gets the same buffers). `null` where the runtime allows no external buffers: every call
+// history's packing alone. `null` where the runtime allows no external buffers: every call
 // takes the checked entry there.
 const { historyBuffer, windowBuffer, fromHistory, fromWindow, header: HEADER, maxSamples: MAX_SAMPLES } = native.__burnRateCrossing()
-const PACKING = historyBuffer === null ? 0 : historyBuffer.length - 1
-// A buffer detached or transferred away reads a length of 0: the checked entry answers then.
-const usable = (buffer) => buffer !== null && buffer.length !== 0
+// The history buffer's last slot counts packings, for every copy of this module (a test
+// runner resetting its modules loads a second one, which gets the same buffers). Each call
+// bumps it before packing and must find its own number there after: otherwise a nested
+// call (a sample's getter calling back, into this copy or another) packed in between, and
+// the checked entry answers. A count, not a flag, so a packing cut short (a vm timeout)
+// leaves nothing behind.
+const PACKINGS = historyBuffer === null ? 0 : historyBuffer.length - 1
+// Taken once: what the glue calls an array does not change with a later Array.isArray. A
+// revoked Proxy, which makes it throw, is no array (the checked entry's error names it).
+const { isArray } = Array
+const arrayLike = (value) => {
+  try {
+    return isArray(value)
+  } catch {
+    return false
+  }
+}
 
 const isNumber = (value) => typeof value === 'number'
 
@@ -49,25 +61,18 @@ function pack(history, count) {
  * throws the engine's `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRate(history, remaining) {
-  // A history asked for while another is being packed (a sample's getter calling back) takes
-  // the checked way: the buffer holds the outer one's samples.
-  if (!usable(historyBuffer) || historyBuffer[PACKING] !== 0 || !Array.isArray(history) || (remaining != null && !isNumber(remaining))) {
+  if (historyBuffer === null || !arrayLike(history) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRate(history, remaining)
   }
   // (A Proxy's length is its trap's answer: anything but a whole count the buffer holds
   // goes the checked way.)
   const count = history.length
   if (!((count | 0) === count && count >= 0 && count <= MAX_SAMPLES)) return native.computeBurnRate(history, remaining)
+  const packing = historyBuffer[PACKINGS] + 1
+  historyBuffer[PACKINGS] = packing
   // A getter that throws ends the call with its own exception, as in the checked entry.
-  historyBuffer[PACKING] = 1
-  let packed
-  try {
-    packed = pack(history, count)
-  } finally {
-    historyBuffer[PACKING] = 0
-  }
-  // (A getter that detached the buffer left it unwritten: the checked entry answers.)
-  if (!packed || historyBuffer.length === 0) return native.computeBurnRate(history, remaining)
+  if (!pack(history, count) || historyBuffer[PACKINGS] !== packing) return native.computeBurnRate(history, remaining)
+  // From here to the answer no code of the caller's runs.
   historyBuffer[1] = remaining ?? NaN
   fromHistory()
   return answer(historyBuffer)
@@ -79,7 +84,9 @@ function computeBurnRate(history, remaining) {
  * `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRateFromWindow(consumedTotal, windowMs, remaining) {
-  if (!usable(windowBuffer) || !isNumber(consumedTotal) || !isNumber(windowMs) || (remaining != null && !isNumber(remaining))) {
+  // (A view whose length reads 0 is detached: Node copies an external buffer on transfer
+  // instead, but another runtime may not.)
+  if (windowBuffer === null || windowBuffer.length === 0 || !isNumber(consumedTotal) || !isNumber(windowMs) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRateFromWindow(consumedTotal, windowMs, remaining)
   }
   windowBuffer[0] = consumedTotal

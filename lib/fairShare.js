@@ -17,11 +17,24 @@ const UNITS = codes(LAYOUT.units)
 const WINDOWS = codes(LAYOUT.windows)
 const POLICIES = codes(LAYOUT.policies)
 // This thread's buffer: memory of the engine's, so a decision crosses with no argument.
-// Its last slot marks a packing in progress, for every copy of this module (a test runner
-// resetting its modules loads a second one, which gets the same buffer). `null` where the
-// runtime allows no external buffers: every call takes the checked entry there.
+// `null` where the runtime allows no external buffers: every call takes the checked entry
+// there. Its last slot counts packings, for every copy of this module (a test runner
+// resetting its modules loads a second one, which gets the same buffer): each decision
+// bumps it before packing and must find its own number there after, or a nested decision
+// (a getter calling back, into this copy or another) packed in between and the checked
+// entry decides. A count, not a flag, so a packing cut short leaves nothing behind.
 const { buffer, decide } = native.__fairShareCrossing()
-const PACKING = buffer === null ? 0 : buffer.length - 1
+const PACKINGS = buffer === null ? 0 : buffer.length - 1
+// Taken once: what the glue calls an array does not change with a later Array.isArray. A
+// revoked Proxy, which makes it throw, is no array (the checked entry's error names it).
+const { isArray } = Array
+const arrayLike = (value) => {
+  try {
+    return isArray(value)
+  } catch {
+    return false
+  }
+}
 
 const isNumber = (value) => typeof value === 'number'
 const isObject = (value) => typeof value === 'object' && value !== null
@@ -30,7 +43,7 @@ const isObject = (value) => typeof value === 'object' && value !== null
 function pack(input) {
   if (!isObject(input)) return false
   const { dimensions, allocation, consumedByThisKey: consumed, saturationThreshold } = input
-  if (!Array.isArray(dimensions) || !isObject(allocation)) return false
+  if (!arrayLike(dimensions) || !isObject(allocation)) return false
   // (A Proxy's length is its trap's answer, read once: anything but a whole count the buffer
   // holds goes the checked way.)
   const count = dimensions.length
@@ -95,19 +108,12 @@ const OUTCOMES = LAYOUT.outcomes.map(([kind, reason, penalized]) => ({ kind, rea
  * `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`) naming the field.
  */
 function decideFairShare(input) {
-  // A decision asked for while another is being packed (a getter or Proxy on the host's
-  // input calling back) takes the checked way: the buffer holds the outer one's input. So
-  // does every decision on a buffer detached or transferred away (its length reads 0).
-  if (buffer === null || buffer.length === 0 || buffer[PACKING] !== 0) return native.decideFairShare(input)
-  buffer[PACKING] = 1
-  let packed
-  try {
-    packed = pack(input)
-  } finally {
-    buffer[PACKING] = 0
-  }
-  // (A getter that detached the buffer left it unwritten: the checked entry decides.)
-  if (!packed || buffer.length === 0) return native.decideFairShare(input)
+  if (buffer === null) return native.decideFairShare(input)
+  const packing = buffer[PACKINGS] + 1
+  buffer[PACKINGS] = packing
+  // A getter that throws ends the call with its own exception, as in the checked entry.
+  if (!pack(input) || buffer[PACKINGS] !== packing) return native.decideFairShare(input)
+  // From here to the answer no code of the caller's runs.
   decide()
   const outcome = OUTCOMES[buffer[0]]
   if (outcome.penalized) return { kind: outcome.kind, reason: outcome.reason, penalized: true }

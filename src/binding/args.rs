@@ -219,18 +219,34 @@ impl Source for Unknown<'_> {
           == sys::Status::napi_ok
         && sys::napi_get_value_bool(env, answer, &mut yes) == sys::Status::napi_ok
     };
-    asked
-      .then_some(yes)
-      .ok_or_else(|| "asking Array.isArray".to_string())
+    if !asked {
+      // A revoked Proxy throws from Array.isArray: it is no array (the caller's error names
+      // the field), and its exception is not left pending.
+      let mut thrown = ptr();
+      unsafe { sys::napi_get_and_clear_last_exception(env, &mut thrown) };
+      return Ok(false);
+    }
+    Ok(yes)
   }
 
   fn length(&self) -> std::result::Result<u32, Fault> {
-    // A Proxy's `length` is a property read (its trap), not an array's own length.
+    let object = unsafe { self.cast::<Object>() }.map_err(reason)?;
+    if object.is_array().map_err(reason)? {
+      let value = self.value();
+      let mut length = 0;
+      // SAFETY: a plain N-API call on the live environment; the value is an array.
+      let read = unsafe { sys::napi_get_array_length(value.env, value.value, &mut length) };
+      return (read == sys::Status::napi_ok)
+        .then_some(length)
+        .ok_or_else(|| "reading the length".to_string());
+    }
+    // A Proxy of an array: its `length` is its trap's answer, held to what a real input
+    // could need, so that a trap cannot make the engine read four billion elements.
     let length = self
       .property("length")?
       .ok_or_else(|| "reading the length".to_string())?;
     let length = unsafe { length.cast::<f64>() }.map_err(reason)?;
-    (length >= 0.0 && length <= u32::MAX as f64 && length.fract() == 0.0)
+    ((0.0..=MAX_PROXY_LENGTH).contains(&length) && length.fract() == 0.0)
       .then_some(length as u32)
       .ok_or_else(|| format!("a length of {length}"))
   }
@@ -260,6 +276,9 @@ impl Source for Unknown<'_> {
     Ok(keys)
   }
 }
+
+/// The most elements a Proxy of an array is read for.
+const MAX_PROXY_LENGTH: f64 = 65_536.0;
 
 fn ptr() -> sys::napi_value {
   std::ptr::null_mut()

@@ -49,28 +49,50 @@ pub(crate) fn crossing_object<'env>(
 }
 
 /// A JS thread's packing buffer: memory of the engine's, allocated once per thread and
-/// never freed, shown to JavaScript as an external `Float64Array`. Whatever JavaScript does
-/// with that array — detach it, transfer it, drop it, or tear its environment down — the
-/// engine's pointer stays valid, so a call needs no N-API call to find its buffer.
+/// freed with the thread (after its JavaScript is gone), shown to JavaScript as an external
+/// `Float64Array`. Whatever JavaScript does with that array — transfer it (Node copies an
+/// external buffer), drop it, or tear its environment down — the engine's pointer stays
+/// valid, so a call needs no N-API call to find its buffer.
 pub(crate) struct PackedBuffer {
-  memory: std::cell::Cell<Option<&'static mut [f64]>>,
-  /// The environment it was last shown to, and the reference that keeps that view.
-  shown: std::cell::Cell<Option<(sys::napi_env, sys::napi_ref)>>,
+  memory: std::cell::Cell<Option<(std::ptr::NonNull<f64>, usize)>>,
+  /// The view shown to each environment of this thread (a module loaded again gets an
+  /// environment of its own), each held by a reference deleted with its environment.
+  shown: std::cell::RefCell<Vec<(sys::napi_env, sys::napi_ref)>>,
 }
 
 impl PackedBuffer {
   pub(crate) const fn new() -> Self {
     PackedBuffer {
       memory: std::cell::Cell::new(None),
-      shown: std::cell::Cell::new(None),
+      shown: std::cell::RefCell::new(Vec::new()),
+    }
+  }
+
+  /// The memory, allocated at the first ask.
+  fn memory(&self, len: usize) -> (std::ptr::NonNull<f64>, usize) {
+    if let Some(memory) = self.memory.get() {
+      return memory;
+    }
+    let data = Box::into_raw(vec![0.0; len].into_boxed_slice()).cast::<f64>();
+    let memory = (std::ptr::NonNull::new(data).expect("an allocation"), len);
+    self.memory.set(Some(memory));
+    memory
+  }
+}
+
+impl Drop for PackedBuffer {
+  fn drop(&mut self) {
+    if let Some((data, len)) = self.memory.take() {
+      // SAFETY: allocated by `memory` as a boxed slice of `len`; the thread is ending, its
+      // JavaScript environments are gone, and the views were external (V8 frees nothing).
+      drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(data.as_ptr(), len)) });
     }
   }
 }
 
 /// This thread's `slot` buffer (`len` elements) as a `Float64Array` of `env`, the same one
-/// on every call in one environment (a glue module loaded again, as by a test runner's
-/// module reset, shares it with its first copy); `None` where the runtime allows no
-/// external buffers (Electron's memory cage), and the glue then takes the checked entries.
+/// on every call in one environment; `None` where the runtime allows no external buffers
+/// (Electron's memory cage), and the glue then takes the checked entries.
 pub(crate) fn packed_buffer<'env>(
   env: &'env Env,
   len: usize,
@@ -79,28 +101,27 @@ pub(crate) fn packed_buffer<'env>(
   let failed = |what| Err(Error::new(Status::GenericFailure, what));
   let raw = env.raw();
   let mut value = ptr::null_mut();
-  // SAFETY (every block): plain N-API calls on the live environment of this call.
-  if let Some((shown_to, reference)) = slot.with(|b| b.shown.get()) {
-    if shown_to == raw {
-      if unsafe { sys::napi_get_reference_value(raw, reference, &mut value) }
-        != sys::Status::napi_ok
-      {
-        return failed("could not find the buffer");
-      }
-      return Ok(Some(unsafe { Unknown::from_raw_unchecked(raw, value) }));
-    }
-  }
-  let memory = slot.with(|b| {
-    let memory = b.memory.take().unwrap_or_else(|| vec![0.0; len].leak());
-    let data = memory.as_mut_ptr();
-    b.memory.set(Some(memory));
-    data
+  let shown = slot.with(|b| {
+    b.shown
+      .borrow()
+      .iter()
+      .find(|(e, _)| *e == raw)
+      .map(|(_, r)| *r)
   });
+  // SAFETY (every block): plain N-API calls on the live environment of this call.
+  if let Some(reference) = shown {
+    if unsafe { sys::napi_get_reference_value(raw, reference, &mut value) } != sys::Status::napi_ok
+    {
+      return failed("could not find the buffer");
+    }
+    return Ok(Some(unsafe { Unknown::from_raw_unchecked(raw, value) }));
+  }
+  let (data, len) = slot.with(|b| b.memory(len));
   let mut array_buffer = ptr::null_mut();
   let status = unsafe {
     sys::napi_create_external_arraybuffer(
       raw,
-      memory.cast(),
+      data.as_ptr().cast(),
       len * 8,
       None,
       ptr::null_mut(),
@@ -126,8 +147,29 @@ pub(crate) fn packed_buffer<'env>(
   if !made {
     return failed("could not make a buffer");
   }
-  slot.with(|b| b.shown.set(Some((raw, reference))));
+  slot.with(|b| b.shown.borrow_mut().push((raw, reference)));
+  let hook = Box::into_raw(Box::new((raw, slot))).cast();
+  unsafe { sys::napi_add_env_cleanup_hook(raw, Some(forget_view), hook) };
   Ok(Some(unsafe { Unknown::from_raw_unchecked(raw, value) }))
+}
+
+/// An environment goes away: its view's reference is deleted and forgotten.
+unsafe extern "C" fn forget_view(hook: *mut std::ffi::c_void) {
+  // SAFETY: made by `packed_buffer` for this hook alone, and called once.
+  let (env, slot) = *unsafe {
+    Box::from_raw(hook.cast::<(sys::napi_env, &'static std::thread::LocalKey<PackedBuffer>)>())
+  };
+  let _ = std::panic::catch_unwind(|| {
+    // The thread may be ending, its buffer already gone: then there is nothing to forget.
+    let _ = slot.try_with(|b| {
+      b.shown.borrow_mut().retain(|&(e, reference)| {
+        if e == env {
+          unsafe { sys::napi_delete_reference(env, reference) };
+        }
+        e != env
+      })
+    });
+  });
 }
 
 /// The body of a packed crossing's callback `name`: `work` on this thread's `slot`; a
@@ -139,21 +181,21 @@ pub(crate) unsafe fn on_buffer(
   name: &str,
   work: impl FnOnce(&mut [f64]) -> Option<()>,
 ) -> sys::napi_value {
-  let fault = slot.with(|b| match b.memory.take() {
+  let fault = match slot.with(|b| b.memory.get()) {
     None => "no buffer",
-    Some(memory) => {
-      // The engine's own memory, borrowed for this synchronous call: JavaScript on this
-      // thread waits, and nothing here calls back into it.
-      let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&mut *memory)));
-      b.memory.set(Some(memory));
-      match outcome {
+    Some((data, len)) => {
+      // SAFETY: the engine's own memory, alive for the thread, borrowed for this
+      // synchronous call only: JavaScript on this thread waits, and nothing here calls back
+      // into it.
+      let memory = unsafe { std::slice::from_raw_parts_mut(data.as_ptr(), len) };
+      match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(memory))) {
         Ok(Some(())) => "",
         Ok(None) => "bad packing",
         // Never expected; a panic must not unwind into Node.
         Err(_) => "internal error",
       }
     }
-  });
+  };
   if fault.is_empty() {
     return ptr::null_mut();
   }
