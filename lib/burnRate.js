@@ -9,6 +9,7 @@
 // goes to the engine's checked entry, which computes it or names the offending field in its
 // error. The formulas exist once, in the engine.
 const native = require('./native.js')
+const { isArrayToPack } = require('./packed.js')
 
 // This thread's buffers: memory of the engine's, so a call crosses with no argument; one per
 // kind of call, so that a window computed from inside a history's getter leaves the
@@ -22,16 +23,6 @@ const { historyBuffer, windowBuffer, fromHistory, fromWindow, header: HEADER, ma
 // the checked entry answers. A count, not a flag, so a packing cut short (a vm timeout)
 // leaves nothing behind.
 const PACKINGS = historyBuffer === null ? 0 : historyBuffer.length - 1
-// Taken once: what the glue calls an array does not change with a later Array.isArray. A
-// revoked Proxy, which makes it throw, is no array (the checked entry's error names it).
-const { isArray } = Array
-const arrayLike = (value) => {
-  try {
-    return isArray(value)
-  } catch {
-    return false
-  }
-}
 
 const isNumber = (value) => typeof value === 'number'
 
@@ -61,7 +52,7 @@ function pack(history, count) {
  * throws the engine's `TypeError`/`RangeError` (`code: "ERR_QUOTA_INVALID_ARG"`).
  */
 function computeBurnRate(history, remaining) {
-  if (historyBuffer === null || !arrayLike(history) || (remaining != null && !isNumber(remaining))) {
+  if (historyBuffer === null || !isArrayToPack(history) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRate(history, remaining)
   }
   // (A Proxy's length is its trap's answer: anything but a whole count the buffer holds

@@ -8,6 +8,7 @@
 // entry, which decides it or names the offending field in its error. The rule and the
 // validation exist once, in the engine.
 const native = require('./native.js')
+const { isArrayToPack } = require('./packed.js')
 const { keyString } = require('./dimensionKey.js')
 
 const LAYOUT = native.__fairShareLayout()
@@ -25,16 +26,6 @@ const POLICIES = codes(LAYOUT.policies)
 // entry decides. A count, not a flag, so a packing cut short leaves nothing behind.
 const { buffer, decide } = native.__fairShareCrossing()
 const PACKINGS = buffer === null ? 0 : buffer.length - 1
-// Taken once: what the glue calls an array does not change with a later Array.isArray. A
-// revoked Proxy, which makes it throw, is no array (the checked entry's error names it).
-const { isArray } = Array
-const arrayLike = (value) => {
-  try {
-    return isArray(value)
-  } catch {
-    return false
-  }
-}
 
 const isNumber = (value) => typeof value === 'number'
 const isObject = (value) => typeof value === 'object' && value !== null
@@ -43,7 +34,7 @@ const isObject = (value) => typeof value === 'object' && value !== null
 function pack(input) {
   if (!isObject(input)) return false
   const { dimensions, allocation, consumedByThisKey: consumed, saturationThreshold } = input
-  if (!arrayLike(dimensions) || !isObject(allocation)) return false
+  if (!isArrayToPack(dimensions) || !isObject(allocation)) return false
   // (A Proxy's length is its trap's answer, read once: anything but a whole count the buffer
   // holds goes the checked way.)
   const count = dimensions.length
