@@ -230,15 +230,14 @@ impl Source for Unknown<'_> {
   }
 
   fn length(&self) -> std::result::Result<u32, Fault> {
-    let object = unsafe { self.cast::<Object>() }.map_err(reason)?;
-    if object.is_array().map_err(reason)? {
-      let value = self.value();
-      let mut length = 0;
-      // SAFETY: a plain N-API call on the live environment; the value is an array.
-      let read = unsafe { sys::napi_get_array_length(value.env, value.value, &mut length) };
-      return (read == sys::Status::napi_ok)
-        .then_some(length)
-        .ok_or_else(|| "reading the length".to_string());
+    let value = self.value();
+    let mut length = 0;
+    // SAFETY: a plain N-API call on the live environment; for anything but a real array it
+    // answers `napi_array_expected` and throws nothing.
+    if unsafe { sys::napi_get_array_length(value.env, value.value, &mut length) }
+      == sys::Status::napi_ok
+    {
+      return Ok(length);
     }
     // A Proxy of an array: its `length` is its trap's answer, held to what a real input
     // could need, so that a trap cannot make the engine read four billion elements.

@@ -332,14 +332,6 @@ pub(crate) unsafe fn float64_array<'a>(
   if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
     return None;
   }
-  // Memory another thread may write while this call reads it (a SharedArrayBuffer) is
-  // refused: `napi_is_arraybuffer` is false for one.
-  let mut plain = false;
-  if unsafe { sys::napi_is_arraybuffer(env, array_buffer, &mut plain) } != sys::Status::napi_ok
-    || !plain
-  {
-    return None;
-  }
   if length == 0 {
     return Some(&mut []);
   }
