@@ -5,7 +5,7 @@
 //! `fromWindow`); anything else comes to the checked entries below, which name the
 //! offending field. Both compute with the same `core::burn_rate`.
 
-use super::raw_call::{crossing_object, on_buffer, packed_buffer, PackedBuffer};
+use super::errors::on_packed;
 use crate::core::burn_rate::{
   packed_from_window, packed_history, BurnRate, PACKED_HEADER, PACKED_MAX_SAMPLES,
 };
@@ -13,6 +13,8 @@ use crate::engine::input;
 use napi::bindgen_prelude::{Either, Null, Object};
 use napi::{sys, Env};
 use napi_derive::napi;
+use napi_raw::callback::crossing_object;
+use napi_raw::packed::{packed_buffer, PackedBuffer};
 use quota_engine_macros::{edge, FromCore};
 
 /// How fast a pool burns its quota.
@@ -61,7 +63,7 @@ unsafe extern "C" fn from_history(
   env: sys::napi_env,
   _: sys::napi_callback_info,
 ) -> sys::napi_value {
-  unsafe { on_buffer(env, &HISTORY, "__burnRateFromHistory", packed_history) }
+  unsafe { on_packed(env, &HISTORY, "__burnRateFromHistory", packed_history) }
 }
 
 unsafe extern "C" fn from_window(
@@ -70,7 +72,7 @@ unsafe extern "C" fn from_window(
 ) -> sys::napi_value {
   let now = input::now_ms();
   let compute = |buffer: &mut [f64]| packed_from_window(buffer, now);
-  unsafe { on_buffer(env, &WINDOW, "__burnRateFromWindow", compute) }
+  unsafe { on_packed(env, &WINDOW, "__burnRateFromWindow", compute) }
 }
 
 /// Internal (the crossing of `lib/burnRate.js`, called once per JS thread at load):

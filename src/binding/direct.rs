@@ -4,7 +4,8 @@
 //! settled in the loop's callback — no hop to the I/O runtime and back. The wire, the
 //! link's state machine and libuv are `src/store/redis/` (`direct.rs`, `link.rs`,
 //! `uv.rs`); this file makes the promises, settles them from the links' outcomes, hands
-//! the links this thread's loop and closes them with its environment (a cleanup hook).
+//! the links this thread's loop and closes them with its environment (a cleanup hook); the
+//! callback scope and the Bun check are `napi-raw/`'s.
 
 use super::errors::js_error;
 use crate::engine::redis_direct::{shared_command, DirectCall};
@@ -18,7 +19,8 @@ use crate::store::redis::RedisBackend;
 use libc::c_void;
 use napi::bindgen_prelude::ToNapiValue;
 use napi::{sys, Env};
-use std::cell::{Cell, RefCell};
+use napi_raw::scope;
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr;
@@ -52,7 +54,6 @@ impl Host for Js {
 
 thread_local! {
   static LINKS: RefCell<Option<Rc<Links<Js>>>> = const { RefCell::new(None) };
-  static CONTEXT: Cell<sys::napi_async_context> = const { Cell::new(ptr::null_mut()) };
 }
 
 /// This thread's links, made at the first call that may use one (with the cleanup hook
@@ -62,7 +63,7 @@ fn links(env: &Env) -> Option<Rc<Links<Js>>> {
   if let Some(links) = LINKS.with(|l| l.borrow().clone()) {
     return Some(links);
   }
-  if !real_libuv(env) {
+  if !scope::real_libuv(env) {
     return None;
   }
   let mut event_loop = ptr::null_mut();
@@ -94,52 +95,6 @@ fn send(
   sent.then_some(promise)
 }
 
-/// Whether this runtime's libuv is real, asked once per thread: Bun resolves every `uv_*`
-/// symbol to a stub that aborts the process, so under Bun (`process.versions.bun`) the
-/// direct connection stays off.
-fn real_libuv(env: &Env) -> bool {
-  thread_local! {
-    static REAL: Cell<Option<bool>> = const { Cell::new(None) };
-  }
-  REAL.with(|real| {
-    if let Some(known) = real.get() {
-      return known;
-    }
-    let known = !is_bun(env.raw());
-    real.set(Some(known));
-    known
-  })
-}
-
-fn is_bun(env: sys::napi_env) -> bool {
-  // SAFETY: plain N-API reads on the calling thread's live environment.
-  unsafe {
-    let mut value = ptr::null_mut();
-    if sys::napi_get_global(env, &mut value) != sys::Status::napi_ok {
-      return true;
-    }
-    for name in [c"process", c"versions", c"bun"] {
-      let mut kind = 0;
-      if sys::napi_typeof(env, value, &mut kind) != sys::Status::napi_ok {
-        return true;
-      }
-      if kind != sys::ValueType::napi_object {
-        // No `process` or `process.versions`: not Node, stay off.
-        return true;
-      }
-      let mut next = ptr::null_mut();
-      if sys::napi_get_named_property(env, value, name.as_ptr(), &mut next) != sys::Status::napi_ok
-      {
-        return true;
-      }
-      value = next;
-    }
-    let mut kind = 0;
-    sys::napi_typeof(env, value, &mut kind) != sys::Status::napi_ok
-      || kind != sys::ValueType::napi_undefined
-  }
-}
-
 /// A call of this thread for `backend` was sent on the shared connection (`true`) or
 /// settled there (`false`).
 fn shared(backend: &RedisBackend, sent: bool) {
@@ -154,44 +109,29 @@ fn settle(env: sys::napi_env, settled: Vec<(Call, Outcome)>) {
   if settled.is_empty() {
     return;
   }
-  unsafe {
-    let mut handles = ptr::null_mut();
-    sys::napi_open_handle_scope(env, &mut handles);
-    let mut resource = ptr::null_mut();
-    sys::napi_create_object(env, &mut resource);
-    // One async context per thread, made at its first settle and ended with its
-    // environment (`teardown`).
-    let mut context = CONTEXT.with(Cell::get);
-    if context.is_null() {
-      let mut name = ptr::null_mut();
-      sys::napi_create_string_utf8(env, c"quota-engine:redis".as_ptr(), 18, &mut name);
-      sys::napi_async_init(env, resource, name, &mut context);
-      CONTEXT.with(|c| c.set(context));
-    }
-    let mut scope = ptr::null_mut();
-    let scoped =
-      sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
-    let js = Env::from_raw(env);
-    for (call, outcome) in settled {
-      // A panic must not unwind past the open scopes (Node aborts on unclosed ones).
-      let done = call.done;
-      let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(&js, outcome)))
-        .unwrap_or_else(|_| Err(napi::Error::from_reason("internal error")));
+  // SAFETY: a libuv callback of this thread's loop, its environment alive.
+  unsafe { scope::in_callback_scope(env, c"quota-engine:redis", |js| settle_in(js, settled)) }
+}
+
+fn settle_in(js: &Env, settled: Vec<(Call, Outcome)>) {
+  for (call, outcome) in settled {
+    // A panic must not unwind past the open scopes (Node aborts on unclosed ones).
+    let done = call.done;
+    let answer = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(js, outcome)))
+      .unwrap_or_else(|_| Err(napi::Error::from_reason("internal error")));
+    // SAFETY: the deferred was made on this environment and is settled once.
+    unsafe {
       match answer {
-        Ok(value) => sys::napi_resolve_deferred(env, call.deferred, value),
+        Ok(value) => sys::napi_resolve_deferred(js.raw(), call.deferred, value),
         Err(err) => {
-          let reason = match napi::JsError::from(err).into_value(env) {
+          let reason = match napi::JsError::from(err).into_value(js.raw()) {
             value if !value.is_null() => value,
-            _ => js_error(&js, QuotaError::Store("internal error".into())),
+            _ => js_error(js, QuotaError::Store("internal error".into())),
           };
-          sys::napi_reject_deferred(env, call.deferred, reason)
+          sys::napi_reject_deferred(js.raw(), call.deferred, reason)
         }
       };
     }
-    if scoped {
-      sys::napi_close_callback_scope(env, scope);
-    }
-    sys::napi_close_handle_scope(env, handles);
   }
 }
 
@@ -202,10 +142,8 @@ unsafe extern "C" fn teardown(env: *mut c_void) {
 }
 
 fn torn_down(env: *mut c_void) {
-  let context = CONTEXT.with(|c| c.replace(ptr::null_mut()));
-  if !context.is_null() {
-    unsafe { sys::napi_async_destroy(env as sys::napi_env, context) };
-  }
+  // SAFETY: this thread's environment, in its cleanup hook.
+  unsafe { scope::end_scopes(env.cast()) };
   if let Some(links) = LINKS.with(|l| l.borrow_mut().take()) {
     links.close_all();
   }

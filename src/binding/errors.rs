@@ -52,6 +52,32 @@ pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::R
   result.map_err(|err| throw(env, err))
 }
 
+/// From a raw callback (`napi-raw/`): throws a `TypeError` with code `ERR_QUOTA_INTERNAL`.
+/// Raw callbacks are internal: only a bug in `lib/` gets here.
+///
+/// # Safety
+/// `env` is the live environment of the running callback.
+pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::napi_value {
+  unsafe { napi_raw::callback::throw_type_error(env, c"ERR_QUOTA_INTERNAL", message) }
+}
+
+/// A packed crossing's callback `name`: `work` on this thread's `buffer`, or
+/// `ERR_QUOTA_INTERNAL` thrown for a packing it rejects, a missing buffer or a panic.
+///
+/// # Safety
+/// As [`napi_raw::packed::on_buffer`], with `env` the callback's environment.
+pub(crate) unsafe fn on_packed(
+  env: sys::napi_env,
+  buffer: &'static std::thread::LocalKey<napi_raw::packed::PackedBuffer>,
+  name: &str,
+  work: impl FnOnce(&mut [f64]) -> Option<()>,
+) -> sys::napi_value {
+  match unsafe { napi_raw::packed::on_buffer(buffer, work) } {
+    Ok(()) => std::ptr::null_mut(),
+    Err(fault) => unsafe { throw_internal(env, &format!("{name}: {fault}")) },
+  }
+}
+
 /// The stable `err.code` of a panic turned into a JavaScript error.
 #[cfg(feature = "test-hooks")]
 pub(crate) const INTERNAL: &str = "ERR_QUOTA_INTERNAL";

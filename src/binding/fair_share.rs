@@ -6,7 +6,7 @@
 //! comes here, to `decideFairShare`, which reads every field with its path and names the
 //! offending one in its error. Both decide with the same `core::fair_share`.
 
-use super::raw_call::{crossing_object, on_buffer, packed_buffer, PackedBuffer};
+use super::errors::on_packed;
 use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::FairShareDecision;
 use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
@@ -14,6 +14,8 @@ use crate::engine::input;
 use napi::bindgen_prelude::Object;
 use napi::{sys, Env};
 use napi_derive::napi;
+use napi_raw::callback::crossing_object;
+use napi_raw::packed::{packed_buffer, PackedBuffer};
 use quota_engine_macros::edge;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
@@ -75,7 +77,7 @@ unsafe extern "C" fn fair_share_decide(
   env: sys::napi_env,
   _info: sys::napi_callback_info,
 ) -> sys::napi_value {
-  unsafe { on_buffer(env, &BUFFER, "__fairShareDecide", decide_packed) }
+  unsafe { on_packed(env, &BUFFER, "__fairShareDecide", decide_packed) }
 }
 
 /// The vocabulary and layout of the packed crossing, for `lib/fairShare.js`.

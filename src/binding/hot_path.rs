@@ -9,7 +9,6 @@
 
 use super::host::{prepare_db, take_logs, LogRecordJs};
 use super::promise::crossing;
-use super::text::{text_or_empty, Text};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};
@@ -19,6 +18,7 @@ use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
+use napi_raw::read::Text;
 
 /// What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
 /// `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
@@ -111,9 +111,9 @@ fn request_ids(
   model: Option<Text>,
 ) -> RequestIds {
   RequestIds {
-    api_key_id: text_or_empty(key),
-    connection_id: text_or_empty(connection),
-    provider: text_or_empty(provider),
+    api_key_id: Text::or_empty(key),
+    connection_id: Text::or_empty(connection),
+    provider: Text::or_empty(provider),
     model: model.map(|m| m.0),
   }
 }

@@ -19,11 +19,9 @@ mod metadata;
 mod plans;
 mod promise;
 mod quota_share;
-mod raw_call;
 mod store;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
-mod text;
 
 use crate::engine::Engine;
 use crate::error::Result;

@@ -7,9 +7,7 @@
 //! back as indices. The functions named `__quotaShare*` are that crossing, not API.
 
 use super::engine;
-use super::raw_call::{
-  arguments, crossing_object, float64_array, number, optional_string, throw_internal,
-};
+use super::errors::throw_internal;
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
 use crate::engine::input::time_from_f64;
 use crate::engine::scheduler::{
@@ -18,6 +16,8 @@ use crate::engine::scheduler::{
 use napi::bindgen_prelude::Object;
 use napi::{sys, Env};
 use napi_derive::napi;
+use napi_raw::callback::{arguments, crossing_object};
+use napi_raw::read::{float64_array, number, optional_string};
 use quota_engine_macros::edge;
 use std::ptr;
 
@@ -59,7 +59,7 @@ pub fn quota_share_max_ids() -> f64 {
 pub const QUOTA_SHARE_STALE: f64 = STALE;
 
 // The two calls of every selection — select and release — are plain N-API callbacks
-// (`raw_call.rs`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
+// (`napi-raw/`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
 // ~85 ns more on a call that has arguments (its borrow-scope bookkeeping) and ~100 ns
 // turning a string into a `String`: more than the whole selection costs at 2 targets.
 
@@ -81,7 +81,7 @@ unsafe extern "C" fn quota_share_select(
   let mut stack = [0u8; 256];
   let Some([combo, model_str, now_ms, count, buffer]) = (unsafe { arguments::<5>(env, info) })
   else {
-    return unsafe { throw_internal(env, c"__quotaShareSelect: expected 5 arguments") };
+    return unsafe { throw_internal(env, "__quotaShareSelect: expected 5 arguments") };
   };
   let (Some(combo), Some(model_str), Some(now_ms), Some(count), Some(buffer)) = (unsafe {
     (
@@ -92,14 +92,14 @@ unsafe extern "C" fn quota_share_select(
       float64_array(env, buffer),
     )
   }) else {
-    return unsafe { throw_internal(env, c"__quotaShareSelect: bad arguments") };
+    return unsafe { throw_internal(env, "__quotaShareSelect: bad arguments") };
   };
   let count = count as usize;
   let Ok(now_ms) = time_from_f64(now_ms, "nowMs") else {
-    return unsafe { throw_internal(env, c"__quotaShareSelect: nowMs is not finite") };
+    return unsafe { throw_internal(env, "__quotaShareSelect: nowMs is not finite") };
   };
   if buffer.len() < count * (SELECT_STRIDE + 1) {
-    return unsafe { throw_internal(env, c"__quotaShareSelect: buffer too small") };
+    return unsafe { throw_internal(env, "__quotaShareSelect: buffer too small") };
   }
   let selected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
     state().select_into(combo as Sym, model_str.as_deref(), now_ms, count, buffer)
@@ -107,7 +107,7 @@ unsafe extern "C" fn quota_share_select(
   match selected {
     Ok(()) => ptr::null_mut(),
     // Never expected; a panic must not unwind into Node.
-    Err(_) => unsafe { throw_internal(env, c"__quotaShareSelect: internal error") },
+    Err(_) => unsafe { throw_internal(env, "__quotaShareSelect: internal error") },
   }
 }
 
@@ -119,12 +119,12 @@ unsafe extern "C" fn quota_share_release(
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
   let Some([connection, now_ms]) = (unsafe { arguments::<2>(env, info) }) else {
-    return unsafe { throw_internal(env, c"__quotaShareRelease: expected 2 arguments") };
+    return unsafe { throw_internal(env, "__quotaShareRelease: expected 2 arguments") };
   };
   let (Some(connection), Some(now_ms)) =
     (unsafe { (number(env, connection), number(env, now_ms)) })
   else {
-    return unsafe { throw_internal(env, c"__quotaShareRelease: bad arguments") };
+    return unsafe { throw_internal(env, "__quotaShareRelease: bad arguments") };
   };
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {
     engine().release_lease(connection as Sym, now_ms);

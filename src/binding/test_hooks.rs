@@ -111,5 +111,5 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
 /// per thread and then kept).
 #[edge(js_name = "__propertyNamesMadeForTests")]
 pub fn property_names_made_for_tests() -> f64 {
-  Ok(super::args::names_made() as f64)
+  Ok(napi_raw::names::names_made() as f64)
 }

@@ -1,0 +1,207 @@
+//! Reading JavaScript values with as few N-API calls as each needs: a short string in one
+//! (napi-rs's `String` asks for the length first, then copies), a `Float64Array` as a
+//! slice, and arrays as `Array.isArray` sees them (a Proxy of one included).
+
+use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue};
+use napi::{sys, ValueType};
+use std::borrow::Cow;
+use std::ptr;
+
+/// A number, or `None` for anything else.
+///
+/// # Safety
+/// `env` is the live environment of the running call and `value` a handle made in it (so
+/// for every function here).
+pub unsafe fn number(env: sys::napi_env, value: sys::napi_value) -> Option<f64> {
+  let mut number = 0.0;
+  let status = unsafe { sys::napi_get_value_double(env, value, &mut number) };
+  (status == sys::Status::napi_ok).then_some(number)
+}
+
+/// A string, or `null`/`undefined` (`Some(None)`); `None` for anything else.
+///
+/// # Safety
+/// As [`number`].
+pub unsafe fn optional_string<'a>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  stack: &'a mut [u8; 256],
+) -> Option<Option<Cow<'a, str>>> {
+  let mut kind = 0;
+  if unsafe { sys::napi_typeof(env, value, &mut kind) } != sys::Status::napi_ok {
+    return None;
+  }
+  if kind == sys::ValueType::napi_null || kind == sys::ValueType::napi_undefined {
+    return Some(None);
+  }
+  unsafe { string(env, value, stack) }.map(Some)
+}
+
+/// A string (`None` for anything else), read into `stack` when it fits (one N-API call),
+/// else into a `String`.
+///
+/// # Safety
+/// As [`number`].
+pub unsafe fn string<'a>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  stack: &'a mut [u8; 256],
+) -> Option<Cow<'a, str>> {
+  let mut length = 0;
+  let into = stack.as_mut_ptr().cast();
+  let status =
+    unsafe { sys::napi_get_value_string_utf8(env, value, into, stack.len(), &mut length) };
+  if status != sys::Status::napi_ok {
+    return None;
+  }
+  // V8 writes whole characters only and stops before one that does not fit with the
+  // terminating NUL: with room left for the longest character (4 bytes) the string was
+  // complete. (Should some engine split a character, the UTF-8 check sends it the long
+  // way.)
+  if length + 4 < stack.len() {
+    if let Ok(text) = std::str::from_utf8(&stack[..length]) {
+      return Some(Cow::Borrowed(text));
+    }
+  }
+  // Possibly truncated: ask for the whole length, then read it all.
+  let status =
+    unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) };
+  if status != sys::Status::napi_ok {
+    return None;
+  }
+  let mut bytes = vec![0u8; length + 1];
+  let into = bytes.as_mut_ptr().cast();
+  let status =
+    unsafe { sys::napi_get_value_string_utf8(env, value, into, bytes.len(), &mut length) };
+  if status != sys::Status::napi_ok {
+    return None;
+  }
+  bytes.truncate(length);
+  String::from_utf8(bytes).ok().map(Cow::Owned)
+}
+
+/// A `Float64Array`, as a mutable slice of its elements.
+///
+/// # Safety
+/// As [`number`]; and no JavaScript runs while the slice is held (the caller waits, and
+/// nothing calls back into it), so the array is neither read nor detached meanwhile.
+pub unsafe fn float64_array<'a>(
+  env: sys::napi_env,
+  value: sys::napi_value,
+) -> Option<&'a mut [f64]> {
+  let (mut kind, mut length, mut data) = (0, 0, ptr::null_mut());
+  let (mut array_buffer, mut byte_offset) = (ptr::null_mut(), 0);
+  let status = unsafe {
+    sys::napi_get_typedarray_info(
+      env,
+      value,
+      &mut kind,
+      &mut length,
+      &mut data,
+      &mut array_buffer,
+      &mut byte_offset,
+    )
+  };
+  if status != sys::Status::napi_ok || kind != sys::TypedarrayType::float64_array {
+    return None;
+  }
+  if length == 0 {
+    return Some(&mut []);
+  }
+  // SAFETY: `data` points at the `length` elements (byte offset applied); see above.
+  Some(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) })
+}
+
+/// Whether `value` is an array as `Array.isArray` says, so a Proxy of one is one too; a
+/// revoked Proxy (which makes `Array.isArray` throw) is none, its exception cleared.
+///
+/// # Safety
+/// As [`number`].
+pub unsafe fn is_array(env: sys::napi_env, value: sys::napi_value) -> bool {
+  let mut yes = false;
+  if unsafe { sys::napi_is_array(env, value, &mut yes) } == sys::Status::napi_ok && yes {
+    return true;
+  }
+  let (mut global, mut array, mut is_array, mut answer) = (ptr(), ptr(), ptr(), ptr());
+  let asked = unsafe {
+    sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
+      && sys::napi_get_named_property(env, global, c"Array".as_ptr(), &mut array)
+        == sys::Status::napi_ok
+      && sys::napi_get_named_property(env, array, c"isArray".as_ptr(), &mut is_array)
+        == sys::Status::napi_ok
+      && sys::napi_call_function(env, array, is_array, 1, &value, &mut answer)
+        == sys::Status::napi_ok
+      && sys::napi_get_value_bool(env, answer, &mut yes) == sys::Status::napi_ok
+  };
+  if !asked {
+    let mut thrown = ptr();
+    unsafe { sys::napi_get_and_clear_last_exception(env, &mut thrown) };
+    return false;
+  }
+  yes
+}
+
+/// The length of an array (see [`is_array`]). A Proxy's is its `length` trap's answer,
+/// which must be an integer in `0..=max`: a trap cannot make the caller read four billion
+/// elements.
+///
+/// # Safety
+/// As [`number`].
+pub unsafe fn array_length(
+  env: sys::napi_env,
+  value: sys::napi_value,
+  max: u32,
+) -> Result<u32, String> {
+  let mut length = 0;
+  // For anything but a real array this answers `napi_array_expected` and throws nothing.
+  if unsafe { sys::napi_get_array_length(env, value, &mut length) } == sys::Status::napi_ok {
+    return Ok(length);
+  }
+  let read = unsafe { crate::names::property(env, value, "length") };
+  let length = read
+    .flatten()
+    .and_then(|length| unsafe { number(env, length) });
+  let length = length.ok_or_else(|| "reading the length".to_string())?;
+  ((0.0..=f64::from(max)).contains(&length) && length.fract() == 0.0)
+    .then_some(length as u32)
+    .ok_or_else(|| format!("a length of {length}"))
+}
+
+fn ptr() -> sys::napi_value {
+  ptr::null_mut()
+}
+
+/// A JavaScript string argument of a `#[napi]` function, read as [`string`] does.
+pub struct Text(pub String);
+
+impl Text {
+  /// The text of an optional argument, empty when absent.
+  pub fn or_empty(value: Option<Text>) -> String {
+    value.map(|t| t.0).unwrap_or_default()
+  }
+}
+
+impl TypeName for Text {
+  fn type_name() -> &'static str {
+    "String"
+  }
+
+  fn value_type() -> ValueType {
+    ValueType::String
+  }
+}
+
+impl ValidateNapiValue for Text {}
+
+impl FromNapiValue for Text {
+  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
+    let mut stack = [0u8; 256];
+    match unsafe { string(env, value, &mut stack) } {
+      Some(text) => Ok(Text(text.into_owned())),
+      None => Err(napi::Error::new(
+        napi::Status::StringExpected,
+        "expected a string",
+      )),
+    }
+  }
+}
