@@ -18,6 +18,7 @@ import {
   getBucket,
   getQuotaStore,
   getSqliteQuotaStore,
+  incrementBucket,
   installHost,
   recordConsumption,
   RedisQuotaStore,
@@ -131,6 +132,22 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   else process.env.DATA_DIR = savedDataDir
   installHost({ dbPath, logger })
   closeQuotaDb()
+})
+
+test('a dbPath that is neither a string nor a function is a TypeError naming it, and the installed path stays', () => {
+  for (const bad of [42, {}, true]) {
+    assert.throws(() => installHost({ dbPath: bad, logger }), (err) => {
+      assert.ok(err instanceof TypeError, String(err))
+      assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
+      assert.match(err.message, /^options\.dbPath: expected a string or a function returning one, got /)
+      return true
+    })
+  }
+  closeQuotaDb()
+  incrementBucket('dbpath-key', 'dbpath-dim', 1, 3, Date.now())
+  flushQuotaWrites()
+  const row = host.prepare("SELECT consumed FROM quota_consumption WHERE api_key_id = 'dbpath-key'").get()
+  assert.equal(row?.consumed, 3, 'the engine still writes the installed file')
 })
 
 test('a choice in flight is shared: 20 concurrent getQuotaStore with Redis down ping once and warn once', { timeout: 20_000 }, async () => {

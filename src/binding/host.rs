@@ -1,55 +1,41 @@
-//! Host services at the edge (docs/contract.md §0, §8, §11, §12): where the database is,
-//! which providers have saturation fetchers, the saturation cache and rate-limit headers,
-//! the configuration the host reads, the log records and the metrics text.
+//! Host services (docs/contract.md §0, §8, §11, §12): the database path, the saturation
+//! fetchers, cache and headers, the settings, the log records and the metrics text.
 
 use super::engine;
+use super::errors::or_throw;
 use crate::engine::config;
 use crate::engine::database::PathSource;
 use crate::engine::input::{self, clock};
 use crate::engine::logs::LogRecord;
 use crate::engine::saturation::{FetcherTier, Lookup};
 use napi::bindgen_prelude::{Either, Function, FunctionRef, Unknown};
-use napi::{Env, ValueType};
+use napi::Env;
 use napi_derive::napi;
 use quota_engine_macros::FromCore;
 use std::cell::RefCell;
-use std::path::PathBuf;
 
 thread_local! {
   /// The `dbPath` resolver, on the JS thread that installed it.
   static RESOLVER: RefCell<Option<FunctionRef<(), Unknown<'static>>>> = const { RefCell::new(None) };
 }
 
-/// Sets where the database is: a path, a function returning one (called now, and again
-/// whenever this thread is about to open the database), or `undefined` for
-/// `$DATA_DIR/storage.sqlite` / the host's default. Takes effect at the next open, for
-/// every thread of the process: other threads use the path the function last returned.
+/// Sets where the database is, for every thread, from the next open: a path, a function
+/// returning one (called now, and whenever this thread is about to open it; other threads
+/// use its last answer), or `undefined` for `$DATA_DIR/storage.sqlite`.
 #[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
 pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()> {
-  let (source, resolver) = match db_path {
-    None => (PathSource::Default, None),
-    Some(value) => match value.get_type()? {
-      ValueType::Undefined | ValueType::Null => (PathSource::Default, None),
-      // SAFETY: the type was checked.
-      ValueType::String => (
-        PathSource::Fixed(PathBuf::from(unsafe { value.cast::<String>() }?)),
-        None,
-      ),
-      ValueType::Function => {
-        // SAFETY: the type was checked.
-        let function = unsafe { value.cast::<Function<(), Unknown>>() }?;
-        (
-          PathSource::Resolver { last: None },
-          Some(function.create_ref()?),
-        )
-      }
-      _ => {
-        return Err(napi::Error::new(
-          napi::Status::InvalidArg,
-          "dbPath: expected a string or a function returning one",
-        ))
-      }
-    },
+  let read = input::Arg::maybe(db_path, "options.dbPath").and_then(|arg| input::db_path(&arg));
+  let (source, resolver) = match (or_throw(&env, read)?, db_path) {
+    (Some(source), _) => (source, None),
+    // SAFETY: `db_path` was read as a function.
+    (None, Some(function)) => {
+      let function = unsafe { function.cast::<Function<(), Unknown>>() }?;
+      (
+        PathSource::Resolver { last: None },
+        Some(function.create_ref()?),
+      )
+    }
+    (None, None) => (PathSource::Default, None),
   };
   let has_resolver = resolver.is_some();
   if !engine()
@@ -61,15 +47,13 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
   }
   RESOLVER.with(|slot| *slot.borrow_mut() = resolver);
   if has_resolver {
-    // Other threads open the path it returns; a problem now is said when the database is
-    // opened (the host may not be ready yet).
+    // A problem now is said at the open (the host may not be ready yet).
     resolve_now(&env, false);
   }
   Ok(())
 }
 
-/// Before a call that may open the database: with a resolver on this thread, ask it for
-/// the path (only when the database is about to be opened).
+/// Before a call that may open the database: asks this thread's resolver for the path.
 pub(crate) fn prepare_db(env: &Env) {
   let database = &engine().database;
   if !database.has_resolver() || !database.needs_open() {
@@ -78,8 +62,7 @@ pub(crate) fn prepare_db(env: &Env) {
   resolve_now(env, true);
 }
 
-/// Asks this thread's resolver for the path, if this thread has one; `report`: say what
-/// is wrong with its answer.
+/// Asks this thread's resolver, if any, for the path; `report`: say what is wrong with it.
 fn resolve_now(env: &Env, report: bool) {
   let database = &engine().database;
   let answer = RESOLVER.with(|slot| {
@@ -106,8 +89,7 @@ pub fn default_db_path() -> String {
     .into_owned()
 }
 
-/// Replaces the providers that `tier` (`"host"` or `"seam"`) has saturation fetchers for
-/// (`"*"`: every provider).
+/// Replaces the providers `tier` has saturation fetchers for (`"*"`: every provider).
 #[napi(
   catch_unwind,
   ts_args_type = "tier: 'host' | 'seam', providers: string[]"
@@ -123,8 +105,8 @@ pub fn set_saturation_fetchers(tier_name: String, providers: Vec<String>) -> nap
   Ok(())
 }
 
-/// `getSaturation`'s first step: the value (a cache hit, or the fallback when no fetcher
-/// serves the provider), or the name of the fetcher to call (`"host:<p>"`, `"seam:<p>"`).
+/// `getSaturation`'s first step: the value (cached, or the fallback), or the name of the
+/// fetcher to call (`"host:<p>"`, `"seam:<p>"`).
 #[napi(catch_unwind)]
 pub fn saturation_lookup(
   provider: String,
@@ -146,22 +128,20 @@ pub fn saturation_fetch_timeout_ms() -> f64 {
   engine().number(&config::SATURATION_FETCH_TIMEOUT_MS)
 }
 
-/// A saturation fetch timed out (its fallback is stored): warns once per
-/// `(provider, connectionId)` until a fetch of it answers.
+/// A saturation fetch timed out: warns once per `(provider, connectionId)` until one answers.
 #[napi(catch_unwind)]
 pub fn saturation_fetch_timed_out(provider: String, connection_id: String, timeout_ms: f64) {
   engine().saturation_fetch_timed_out(&provider, &connection_id, timeout_ms);
 }
 
-/// The background refreshes lookups on this thread asked for since the last answer:
-/// `[provider, connectionId, unit, window, fetcher name]` each, or `null`.
+/// The background refreshes this thread's lookups asked for since the last answer, or `null`.
 #[napi(catch_unwind)]
 pub fn take_saturation_refreshes() -> Option<Vec<Vec<String>>> {
   crate::engine::saturation::take_refreshes().map(crate::engine::saturation::refreshes_as_text)
 }
 
-/// Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header
-/// fallback, else 0) and returns the stored value.
+/// Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header fallback,
+/// else 0); the stored value.
 #[napi(catch_unwind)]
 pub fn put_saturation(
   provider: String,
@@ -175,9 +155,7 @@ pub fn put_saturation(
   engine().put_saturation(&provider, &connection_id, &unit, &window, value, now)
 }
 
-/// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
-/// for 5h, `quotas["weekly (7d)"]` for weekly): `100 − remainingPercentage`, else
-/// `used / total`; `null` when the usage says nothing about it.
+/// The used share (0..1) of a usage result's quota for `window`, or `null`.
 #[napi(catch_unwind, ts_args_type = "usage: unknown, window: string")]
 pub fn usage_saturation(usage: Unknown, window: String) -> Option<f64> {
   input::usage_saturation(&super::args::arg(usage, "usage").ok()?, &window)
@@ -258,8 +236,7 @@ pub fn describe_settings() -> Vec<SettingInfo> {
     .collect()
 }
 
-/// One log record: `{ level, component, msg, fields }` (`fields`: spread into the logged
-/// object).
+/// One log record (`fields`: spread into the logged object).
 #[napi(object, object_from_js = false)]
 pub struct LogRecordJs {
   #[napi(ts_type = "'warn' | 'info' | 'debug'")]
@@ -294,18 +271,14 @@ pub fn take_logs() -> Option<Vec<LogRecordJs>> {
     .map(|records| records.into_iter().map(LogRecordJs::from).collect())
 }
 
-/// `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
-/// format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
-/// `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
-/// {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
-/// and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
+/// `metrics()`, beyond the host: the hot path's counters in the Prometheus text format
+/// 0.0.4 (docs/api.md#metrics). Serve it as `text/plain; version=0.0.4`.
 #[napi(catch_unwind)]
 pub fn metrics() -> String {
   engine().metrics.render()
 }
 
-/// `text` with the password of every `scheme://user:password@` in it replaced by `***`
-/// (docs/contract.md §12: secrets in URLs are masked in every log record).
+/// `text` with the password of every `scheme://user:password@` masked (docs/contract.md §12).
 #[napi(catch_unwind)]
 pub fn mask_secrets(text: String) -> String {
   crate::store::redis::mask_secrets(&text)

@@ -1,18 +1,14 @@
-//! The counter stores at the edge (docs/contract.md §4): one set of functions behind both
-//! `SqliteQuotaStore` and `RedisQuotaStore(url)`, each taking the number of its driver
-//! (`storeDriver`); the driver choice of
-//! `getQuotaStore()`; the ioredis-like client's raw commands; and `closeQuotaDb`.
-//!
-//! Each method answers with the value (SQLite, on this thread) or a promise of it (Redis,
-//! after one round trip); the JS facade makes both a promise, so async stays async.
+//! The counter stores (docs/contract.md §4): one set of functions behind `SqliteQuotaStore`
+//! and `RedisQuotaStore(url)`, each taking its driver's number; the driver choice of
+//! `getQuotaStore()`; the ioredis-like client's raw commands. Each answers with the value
+//! (SQLite) or a promise of it (Redis); the JS facade makes both a promise.
 
 use super::args::Arg;
-use super::convert::ToJs;
 use super::errors::or_throw;
 use super::promise::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
-use crate::engine::driver::Driver;
+use crate::engine::driver::{ChosenDriver, Driver};
 use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
@@ -22,6 +18,7 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
+use napi_raw::to_js::ToJs;
 use quota_engine_macros::{edge, FromCore};
 
 /// A value now, or a promise of it.
@@ -43,9 +40,8 @@ where
   }
 }
 
-/// The number of a driver, which every store function below takes first: `0` SQLite
-/// (without `url`); Redis at `url` (checked now: a `RangeError` naming `url`, its
-/// password masked, for one the engine cannot use; nothing connects yet).
+/// The number of a driver, which every store function takes first: `0` SQLite (no `url`),
+/// or Redis at `url` (a `RangeError` naming `url` when the engine cannot use it).
 #[edge]
 pub fn store_driver(
   #[typed]
@@ -55,9 +51,8 @@ pub fn store_driver(
   engine().driver_number(url.as_deref())
 }
 
-// The store functions take `dim` and its three fields, which the JavaScript glue reads off
-// it: three N-API property reads cost more than the rest of a SQLite `consume`. Of `dim`
-// itself only its type is read (a `TypeError` naming `dim` when it is not an object).
+// The store functions take `dim` and its three fields, read off it by the glue: three N-API
+// property reads cost more than the rest of a SQLite `consume`. Of `dim` only its type is read.
 
 /// `consume`: adds `cost` to the current bucket; the new effective value.
 #[edge(ts_return_type = "number | Promise<number>")]
@@ -96,7 +91,7 @@ pub fn store_peek(
   // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
   match engine().peek_direct(&driver, api_key_id, dim, clock(now_ms)) {
     Ok(step) => answer(env, step, |v| v),
-    Err(read) => match super::direct::peek(env, read) {
+    Err(read) => match super::direct::direct(env, read) {
       Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
       Err(read) => answer(env, read.shared(engine()), |v| v),
     },
@@ -157,7 +152,7 @@ fn numbered(number: &Arg) -> Result<Driver> {
   engine().numbered_driver(number.integer()?)
 }
 
-/// The step `op` makes, as JS sees it (the database path resolved first).
+/// The step `op` makes, as JS sees it.
 fn serve<'env, T: ToNapiValue + Send + 'static>(
   env: &'env Env,
   op: impl FnOnce() -> Step<Result<T>>,
@@ -166,9 +161,10 @@ fn serve<'env, T: ToNapiValue + Send + 'static>(
   answer(env, op(), |v| v)
 }
 
-/// The driver `getQuotaStore()` chose: `{ driver, url?, choice }` (`choice`: which choice
-/// it was, for `announceStore`).
+/// The driver `getQuotaStore()` chose (`choice`: its sequence number, for `announceStore`).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(crate::engine::driver::ChosenDriver)]
 pub struct ChosenStore {
   #[napi(ts_type = "'sqlite' | 'redis'")]
   pub driver: String,
@@ -176,33 +172,23 @@ pub struct ChosenStore {
   pub choice: f64,
 }
 
-fn chosen_store(driver: Driver, choice: u64) -> ChosenStore {
-  ChosenStore {
-    driver: driver.name().to_string(),
-    url: driver.url().map(str::to_string),
-    choice: choice as f64,
-  }
-}
-
-/// `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
-/// environment, then SQLite; Redis only when it answers a PING. Never fails.
+/// `getQuotaStore()`'s choice (docs/contract.md §4). Never fails.
 #[napi(catch_unwind, ts_return_type = "ChosenStore | Promise<ChosenStore>")]
 pub fn choose_store(env: &Env) -> napi::Result<Answer<'_, ChosenStore>> {
   host::prepare_db(env);
   let step = engine().choose_numbered();
-  crossing(env, step, |(driver, choice)| chosen_store(driver, choice))
+  crossing(env, step, |(driver, choice)| {
+    (&ChosenDriver::new(driver, choice)).into()
+  })
 }
 
 /// The driver `getQuotaStore()` chose, or `null` before it resolved (since the last reset).
 #[napi(catch_unwind)]
 pub fn chosen_store_now() -> Option<ChosenStore> {
-  engine()
-    .announced_driver()
-    .map(|d| chosen_store(d, engine().choice_sequence()))
+  engine().chosen_now().as_ref().map(ChosenStore::from)
 }
 
-/// `getQuotaStore()` resolved with choice `choice`: `getQuotaStoreSync()` answers from
-/// now on (unless a reset or a newer choice came since).
+/// `getQuotaStore()` resolved with `choice`: `getQuotaStoreSync()` answers from now on.
 #[napi(catch_unwind)]
 pub fn announce_store(choice: f64) {
   engine().announce_driver(choice as u64);
@@ -214,25 +200,20 @@ pub fn reset_store_choice() {
   engine().forget_driver();
 }
 
-/// Closes the engine's connection (prepared statements and cached rows go with it),
-/// committing the buffered records first (waiting up to the busy timeout for a lock); the
-/// next call reopens, resolving the path again. What cannot be committed is dropped with
-/// a warning.
+/// Closes the engine's connection, committing the buffered records first (what cannot be
+/// committed is dropped with a warning); the next call reopens, resolving the path again.
 #[napi(catch_unwind, js_name = "closeQuotaDb")]
 pub fn close_quota_db(env: Env) -> napi::Result<()> {
   or_throw(&env, engine().close_db())
 }
 
-/// Sends one command (`args[0]` is its name) on this thread's direct connection when it is up,
-/// else on the URL's shared connection, within the
-/// timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
-/// `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
+/// Sends one command (`args[0]` its name) within the timeout; resolves to the reply. Server
+/// errors reject with `ERR_QUOTA_STORE`, the rest with `ERR_QUOTA_REDIS_UNAVAILABLE`.
 #[edge(ts_return_type = "Promise<unknown>")]
 pub fn redis_command(
   #[ts = "string"] url: redis_backend,
   #[ts = "Array<string | number>"] args: input::command_words,
 ) -> napi::Result<PromiseRaw<'env, serde_json::Value>> {
-  // The thread's direct connection when it is up (docs/redis.md#the-direct-connection).
   let promise = super::direct::client_command(env, url, args)?;
   Ok(PromiseRaw::new(env.raw(), promise))
 }
@@ -242,36 +223,30 @@ fn redis_backend(url: &Arg) -> Result<std::sync::Arc<RedisBackend>> {
   engine().redis_backend(&url.string()?)
 }
 
-/// Drops the shared connection of `url` (every URL's without one); the next operation
-/// connects again.
+/// Drops the connections of `url` (of every URL without one); the next operation reconnects.
 #[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
   crate::store::redis::forget_backend(url.as_deref());
   super::direct::forget(url.as_deref());
 }
 
-/// What a Redis URL names.
+/// What a Redis URL names (the URL with its password masked).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(crate::engine::driver::RedisTarget)]
 pub struct RedisTargetInfo {
-  /// The URL, password masked.
   pub url: String,
-  /// Whether it is a Redis Cluster (hash-tagged key names).
   pub cluster: bool,
   /// The bound on every operation (`QUOTA_STORE_REDIS_TIMEOUT_MS`).
   pub timeout_ms: f64,
 }
 
-/// Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
-/// masked) when the engine cannot use it.
+/// Checks a Redis URL without connecting (a `RangeError` naming `url` when unusable).
 #[edge]
 pub fn redis_target(url: string) -> RedisTargetInfo {
-  let (url, cluster, timeout) = engine().redis_target(&url)?;
-  let timeout_ms = timeout.as_millis() as f64;
-  Ok(RedisTargetInfo {
-    url,
-    cluster,
-    timeout_ms,
-  })
+  engine()
+    .redis_target(&url)
+    .map(|t| RedisTargetInfo::from(&t))
 }
 
 /// One key of a snapshot dimension.
@@ -310,8 +285,7 @@ pub struct PoolUsageSnapshotJs {
   pub burn_rate: Option<super::burn_rate::BurnRateJs>,
 }
 
-/// The JS snapshot of a driver's snapshot read at `now`: `generatedAt`, and `burnRate`
-/// from the first `tokens` dimension that has consumption.
+/// A driver's snapshot read at `now`, as JS sees it.
 pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSnapshotJs {
   PoolUsageSnapshotJs {
     burn_rate: snapshot.burn_rate(now).map(|rate| (&rate).into()),
@@ -321,17 +295,21 @@ pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSna
   }
 }
 
-/// One field of the driver choice and where it came from.
+/// One field of the driver choice and where it came from (`key_value settings/quotaStore`,
+/// `env QUOTA_STORE_…` or `default`).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(crate::engine::driver::ChoiceField)]
 pub struct ChoiceField {
   pub value: String,
-  /// `key_value settings/quotaStore`, `env QUOTA_STORE_…` or `default`.
   pub source: String,
 }
 
-/// What the host's setting and the environment ask of the driver choice (for
-/// `quota-engine doctor`; the engine chooses from the same report).
+/// What the host's setting and the environment ask of the driver choice (`quota-engine
+/// doctor`; the engine chooses from the same report).
 #[napi(object, object_from_js = false)]
+#[derive(FromCore)]
+#[from_core(crate::engine::driver::ChoiceDescription)]
 pub struct StoreChoiceInfo {
   pub driver: ChoiceField,
   pub redis_url: ChoiceField,
@@ -342,23 +320,8 @@ pub struct StoreChoiceInfo {
   pub setting: Option<String>,
 }
 
-/// The driver choice `setting` (the raw `key_value` value, or `null`) and the environment
-/// make, before any connection is tried.
+/// The driver choice the raw `setting` and the environment make, before any connection.
 #[napi(catch_unwind)]
 pub fn describe_store_choice(setting: Option<String>) -> StoreChoiceInfo {
-  use crate::engine::config::{STORE_DRIVER, STORE_REDIS_URL};
-  let report =
-    crate::engine::driver::choice_report(setting.as_deref(), &|name| engine().config.raw(name));
-  let field =
-    |(value, source): (String, crate::engine::driver::Source), variable: &str| ChoiceField {
-      value,
-      source: source.describe(variable),
-    };
-  StoreChoiceInfo {
-    driver: field(report.driver, STORE_DRIVER),
-    redis_url: field(report.redis_url, STORE_REDIS_URL),
-    effective: report.effective.to_string(),
-    problems: report.problems.iter().map(|p| p.describe()).collect(),
-    setting,
-  }
+  StoreChoiceInfo::from(&engine().describe_store_choice(setting))
 }

@@ -84,6 +84,50 @@ pub struct ChoiceReport {
   pub problems: Vec<Problem>,
 }
 
+/// A driver chosen, and which choice it was (its sequence number).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChosenDriver {
+  pub driver: &'static str,
+  pub url: Option<String>,
+  pub choice: u64,
+}
+
+impl ChosenDriver {
+  pub fn new(driver: Driver, choice: u64) -> Self {
+    ChosenDriver {
+      driver: driver.name(),
+      url: driver.url().map(str::to_string),
+      choice,
+    }
+  }
+}
+
+/// What a Redis URL names: the URL (password masked), whether it is a Cluster, and the
+/// bound on every operation (`QUOTA_STORE_REDIS_TIMEOUT_MS`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisTarget {
+  pub url: String,
+  pub cluster: bool,
+  pub timeout_ms: f64,
+}
+
+/// One field of the choice as `quota-engine doctor` shows it, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceField {
+  pub value: String,
+  pub source: String,
+}
+
+/// A [`ChoiceReport`] as `quota-engine doctor` shows it, with the raw setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChoiceDescription {
+  pub driver: ChoiceField,
+  pub redis_url: ChoiceField,
+  pub effective: &'static str,
+  pub problems: Vec<String>,
+  pub setting: Option<String>,
+}
+
 /// What can be wrong with the choice's inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Problem {
@@ -561,13 +605,37 @@ impl Engine {
 
   /// A description of a Redis URL without connecting: the masked URL, whether it is a
   /// cluster, and its timeout.
-  pub fn redis_target(&self, url: &str) -> Result<(String, bool, Duration)> {
+  pub fn redis_target(&self, url: &str) -> Result<RedisTarget> {
     let backend = self.redis_backend(url)?;
-    Ok((
-      backend.display().to_string(),
-      backend.layout() == KeyLayout::Cluster,
-      backend.timeout(),
-    ))
+    Ok(RedisTarget {
+      url: backend.display().to_string(),
+      cluster: backend.layout() == KeyLayout::Cluster,
+      timeout_ms: backend.timeout().as_millis() as f64,
+    })
+  }
+
+  /// The driver choice the raw `setting` and the environment make, before any connection
+  /// is tried, as `quota-engine doctor` shows it.
+  pub fn describe_store_choice(&self, setting: Option<String>) -> ChoiceDescription {
+    let report = choice_report(setting.as_deref(), &|name| self.config.raw(name));
+    let field = |(value, source): (String, Source), variable: &str| ChoiceField {
+      value,
+      source: source.describe(variable),
+    };
+    ChoiceDescription {
+      driver: field(report.driver, STORE_DRIVER),
+      redis_url: field(report.redis_url, STORE_REDIS_URL),
+      effective: report.effective,
+      problems: report.problems.iter().map(Problem::describe).collect(),
+      setting,
+    }
+  }
+
+  /// The driver `getQuotaStore()` chose, or `None` before it resolved (since the last
+  /// reset), with the choice's sequence number.
+  pub fn chosen_now(&self) -> Option<ChosenDriver> {
+    let driver = self.announced_driver()?;
+    Some(ChosenDriver::new(driver, self.choice_sequence()))
   }
 
   /// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs

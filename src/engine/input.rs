@@ -265,6 +265,18 @@ pub fn resolved_path<V: Source>(value: &V) -> std::result::Result<String, String
   Err(format!("returned {what} instead of a string"))
 }
 
+/// `installHost`'s `dbPath`: absent (the default path), a path, or `None` for a function
+/// returning one (which the edge keeps, to call on the JS thread).
+pub fn db_path<V: Source>(arg: &Arg<V>) -> Result<Option<crate::engine::database::PathSource>> {
+  use crate::engine::database::PathSource;
+  match arg.kind {
+    Kind::Undefined | Kind::Null => Ok(Some(PathSource::Default)),
+    Kind::String => Ok(Some(PathSource::Fixed(arg.string()?.into()))),
+    Kind::Function => Ok(None),
+    _ => Err(arg.expected("a string or a function returning one")),
+  }
+}
+
 /// The clock: epoch milliseconds.
 pub fn now_ms() -> i64 {
   std::time::SystemTime::now()
