@@ -107,7 +107,7 @@ export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId
 
 /**
  * Panics inside the edge. `how`:
- * - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+ * - `"edge"` (default): converted by [`guard`] → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
  * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
  * - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
  *   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
@@ -159,10 +159,7 @@ export declare function _getDrrDeficitForTest(comboName: string, executionKey: s
 /** Tests only: how many in-flight slots are stored (expired ones until pruned). */
 export declare function _inflightSizeForTest(): number
 
-/**
- * `getQuotaStore()` resolved with choice `choice`: `getQuotaStoreSync()` answers from
- * now on (unless a reset or a newer choice came since).
- */
+/** `getQuotaStore()` resolved with `choice`: `getQuotaStoreSync()` answers from now on. */
 export declare function announceStore(choice: number): void
 
 /** `{ curr, prev }` of the key's counter around `currentBucket`. */
@@ -178,23 +175,19 @@ export interface BurnRate {
   timeToExhaustionMs: number | null
 }
 
-/** One field of the driver choice and where it came from. */
+/**
+ * One field of the driver choice and where it came from (`key_value settings/quotaStore`,
+ * `env QUOTA_STORE_…` or `default`).
+ */
 export interface ChoiceField {
   value: string
-  /** `key_value settings/quotaStore`, `env QUOTA_STORE_…` or `default`. */
   source: string
 }
 
-/**
- * `getQuotaStore()`'s choice (docs/contract.md §4): the host's DB setting, then the
- * environment, then SQLite; Redis only when it answers a PING. Never fails.
- */
+/** `getQuotaStore()`'s choice (docs/contract.md §4). Never fails. */
 export declare function chooseStore(): ChosenStore | Promise<ChosenStore>
 
-/**
- * The driver `getQuotaStore()` chose: `{ driver, url?, choice }` (`choice`: which choice
- * it was, for `announceStore`).
- */
+/** The driver `getQuotaStore()` chose (`choice`: its sequence number, for `announceStore`). */
 export interface ChosenStore {
   driver: 'sqlite' | 'redis'
   url?: string
@@ -205,10 +198,8 @@ export interface ChosenStore {
 export declare function chosenStoreNow(): ChosenStore | null
 
 /**
- * Closes the engine's connection (prepared statements and cached rows go with it),
- * committing the buffered records first (waiting up to the busy timeout for a lock); the
- * next call reopens, resolving the path again. What cannot be committed is dropped with
- * a warning.
+ * Closes the engine's connection, committing the buffered records first (what cannot be
+ * committed is dropped with a warning); the next call reopens, resolving the path again.
  */
 export declare function closeQuotaDb(): void
 
@@ -225,10 +216,9 @@ export declare function computeBurnRate(history: Array<{ ts: number; consumed: n
 export declare function computeBurnRateFromWindow(consumedTotal: number, windowMs: number, remaining?: number): BurnRate
 
 /**
- * Sets where the database is: a path, a function returning one (called now, and again
- * whenever this thread is about to open the database), or `undefined` for
- * `$DATA_DIR/storage.sqlite` / the host's default. Takes effect at the next open, for
- * every thread of the process: other threads use the path the function last returned.
+ * Sets where the database is, for every thread, from the next open: a path, a function
+ * returning one (called now, and whenever this thread is about to open it; other threads
+ * use its last answer), or `undefined` for `$DATA_DIR/storage.sqlite`.
  */
 export declare function configureDbPath(dbPath?: string | (() => string)): void
 
@@ -292,10 +282,7 @@ export declare function deleteProviderPlan(connectionId: string): boolean
 /** Every numeric setting as the environment has it, without warning. */
 export declare function describeSettings(): Array<SettingInfo>
 
-/**
- * The driver choice `setting` (the raw `key_value` value, or `null`) and the environment
- * make, before any connection is tried.
- */
+/** The driver choice the raw `setting` and the environment make, before any connection. */
 export declare function describeStoreChoice(setting?: string | undefined | null): StoreChoiceInfo
 
 /**
@@ -310,9 +297,8 @@ export declare function dimensionKeyToString(key: DimensionKey): string
 export declare function enforce(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, estimatedUsd?: number | undefined | null, estimatedTokens?: number | undefined | null, startedMs?: number | undefined | null, afterFetch?: boolean | undefined | null, nowMs?: number | undefined | null): 0 | 1 | 2 | EnforceStep | Promise<0 | 1 | 2 | EnforceStep>
 
 /**
- * What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
- * `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
- * cross again with `startedMs` and `afterFetch: true`).
+ * An enforce answer that is not a plain allow. On `fetch`: fetch the saturation of
+ * `fetch` through the host's fetchers, then cross again with `startedMs` and `afterFetch`.
  */
 export interface EnforceStep {
   kind: 'allow' | 'block' | 'fetch'
@@ -337,10 +323,7 @@ export interface EnforceStep {
   refresh?: Array<Array<string>>
 }
 
-/**
- * A failure the JavaScript glue caught (`operation`: `enforce` or `record`): logged once
- * per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
- */
+/** A failure the glue caught: logged once per fault, and for `enforce` counted as fail-open. */
 export declare function failOpen(operation: 'enforce' | 'record', message: string, error: string, apiKeyId?: string): void
 
 /** The result of `decideFairShare`. Absent fields are absent, not `undefined`. */
@@ -369,16 +352,14 @@ export interface FairShareLayout {
 }
 
 /**
- * The facade's flush timer: commits the buffered records once the oldest is
- * `QUOTA_RECORD_FLUSH_MS` old. Returns the milliseconds to wait before calling again, or
- * `-1` when nothing is buffered. Never opens the database.
+ * The facade's flush timer: commits once the oldest record is `QUOTA_RECORD_FLUSH_MS` old;
+ * the milliseconds until the next call, or `-1` when nothing is buffered.
  */
 export declare function flushDueQuotaWrites(): number
 
 /**
- * Commits `recordConsumption`'s buffered records now. Returns `null`, or the error
- * message (the records stay buffered, for the next flush; the fault is logged once).
- * Never opens the database.
+ * Commits the buffered records now: `null`, or the error (they stay buffered). Never opens
+ * the database.
  */
 export declare function flushQuotaWrites(): string | null
 
@@ -446,11 +427,8 @@ export declare function incrementBucket(apiKeyId: string, dimensionKey: string, 
 export declare function incrementInflight(connectionId: string, leaseMs?: number, nowMs?: number): number
 
 /**
- * Reads the database at `path` without writing to it (see `DatabaseInspection` in
- * `store/sqlite/inspect.rs`: `{ path, sqliteVersion, journalMode, userVersion, tables,
- * migrations, quotaStoreSetting?, planRows, hostConnections?, counterRows?,
- * poisonedCounters?, viaEngineConnection }`). Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
- * missing or not a database. For the `quota-engine` CLI.
+ * Reads the database at `path` without writing to it (`store::sqlite::DatabaseInspection`);
+ * throws `ERR_QUOTA_STORE` when it is missing or not a database.
  */
 export declare function inspectDatabase(path: string): Record<string, any>
 
@@ -485,10 +463,7 @@ export declare function listConsumptionForPool(poolId: string, limit?: number): 
 /** A page of pools in creation order. */
 export declare function listPools(options?: { limit?: number; offset?: number }): PoolPage
 
-/**
- * One log record: `{ level, component, msg, fields }` (`fields`: spread into the logged
- * object).
- */
+/** One log record (`fields`: spread into the logged object). */
 export interface LogRecordJs {
   level: 'warn' | 'info' | 'debug'
   component: string
@@ -496,18 +471,12 @@ export interface LogRecordJs {
   fields: Record<string, string | number>
 }
 
-/**
- * `text` with the password of every `scheme://user:password@` in it replaced by `***`
- * (docs/contract.md §12: secrets in URLs are masked in every log record).
- */
+/** `text` with the password of every `scheme://user:password@` masked (docs/contract.md §12). */
 export declare function maskSecrets(text: string): string
 
 /**
- * `metrics()`, beyond the host: the hot path's counters in the Prometheus text exposition
- * format (version 0.0.4) — `quota_engine_decisions_total{kind,reason}`,
- * `quota_engine_enforce_duration_seconds` (histogram), `quota_engine_store_errors_total
- * {operation}`, `quota_engine_fail_open_total`, `quota_engine_saturation_cache_hits_total`
- * and `…_misses_total`. Serve it with `Content-Type: text/plain; version=0.0.4`.
+ * `metrics()`, beyond the host: the hot path's counters in the Prometheus text format
+ * 0.0.4 (docs/api.md#metrics). Serve it as `text/plain; version=0.0.4`.
  */
 export declare function metrics(): string
 
@@ -581,8 +550,8 @@ export interface ProviderPlan {
 }
 
 /**
- * Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header
- * fallback, else 0) and returns the stored value.
+ * Stores a fetcher's answer for 30 s (clamped 0..1; `null`/NaN: the token-header fallback,
+ * else 0); the stored value.
  */
 export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value?: number | undefined | null, nowMs?: number | undefined | null): number
 
@@ -623,9 +592,8 @@ export interface QuotaPool {
 }
 
 /**
- * `recordConsumption`'s crossing: bit 0 set when buffered (schedule `flushQuotaWrites()`
- * on this thread's event loop), bit 1 when log records wait — now or as a promise (Redis, or a driver being chosen). With a reservation
- * (reserve mode), settles it with the cost instead.
+ * `recordConsumption`'s crossing (answered as by [`recorded`], now or as a promise); with a
+ * reservation (reserve mode), settles it with the cost instead.
  */
 export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): number | Promise<number>
 
@@ -643,48 +611,34 @@ export declare function record(apiKeyId?: string | undefined | null, connectionI
 export declare function recordUsage(connectionId: string, windowKey: string, usedPct: number, resetAt: string | null, nowMs?: number): void
 
 /**
- * Sends one command (`args[0]` is its name) on this thread's direct connection when it is up,
- * else on the URL's shared connection, within the
- * timeout; resolves to the reply (see `getRedisClient`). Server errors reject with
- * `ERR_QUOTA_STORE`, connection failures and timeouts with `ERR_QUOTA_REDIS_UNAVAILABLE`.
+ * Sends one command (`args[0]` its name) within the timeout; resolves to the reply. Server
+ * errors reject with `ERR_QUOTA_STORE`, the rest with `ERR_QUOTA_REDIS_UNAVAILABLE`.
  */
 export declare function redisCommand(url: string, args: Array<string | number>): Promise<unknown>
 
-/**
- * Drops the shared connection of `url` (every URL's without one); the next operation
- * connects again.
- */
+/** Drops the connections of `url` (of every URL without one); the next operation reconnects. */
 export declare function redisForget(url?: string | null): void
 
-/**
- * Checks a Redis URL without connecting: throws a `RangeError` naming `url` (password
- * masked) when the engine cannot use it.
- */
+/** Checks a Redis URL without connecting (a `RangeError` naming `url` when unusable). */
 export declare function redisTarget(url: string): RedisTargetInfo
 
-/** What a Redis URL names. */
+/** What a Redis URL names (the URL with its password masked). */
 export interface RedisTargetInfo {
-  /** The URL, password masked. */
   url: string
-  /** Whether it is a Redis Cluster (hash-tagged key names). */
   cluster: boolean
   /** The bound on every operation (`QUOTA_STORE_REDIS_TIMEOUT_MS`). */
   timeoutMs: number
 }
 
 /**
- * `releaseReservation(reservation)`'s crossing: subtracts what the reservation reserved
- * (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
- * that is not a reservation, writing nothing; a store failure is logged.
+ * `releaseReservation(reservation)`'s crossing: subtracts what it reserved (never below 0).
+ * A value that is not a reservation is an `ERR_QUOTA_INVALID_ARG`; a store failure is logged.
  */
 export declare function releaseReservation(reservation: unknown, nowMs?: number | undefined | null): number | Promise<number>
 
 /**
- * Repairs the counters of the engine's database (the one `installHost`/`DATA_DIR`
- * chose, opened and migrated as the engine does): values outside `0..=1e15` (Infinity,
- * negative, text, left by older versions) are saturated into it and the pool totals
- * recomputed. Returns `{ rows, totals }`, the poisoned rows found before the repair. For
- * `quota-engine doctor --repair`.
+ * `quota-engine doctor --repair`: counters of the engine's database outside `0..=1e15` are
+ * saturated into it and the pool totals recomputed; the poisoned rows found before.
  */
 export declare function repairCounters(): { rows: number; totals: number }
 
@@ -700,18 +654,15 @@ export declare function resolvePlan(connectionId: string, provider: string): Pro
 /** A window is saturated at or above this used percentage: 100. */
 export declare const SATURATION_THRESHOLD_PCT: number
 
-/**
- * A saturation fetch timed out (its fallback is stored): warns once per
- * `(provider, connectionId)` until a fetch of it answers.
- */
+/** A saturation fetch timed out: warns once per `(provider, connectionId)` until one answers. */
 export declare function saturationFetchTimedOut(provider: string, connectionId: string, timeoutMs: number): void
 
 /** `QUOTA_SATURATION_FETCH_TIMEOUT_MS`: how long a saturation fetch is waited for. */
 export declare function saturationFetchTimeoutMs(): number
 
 /**
- * `getSaturation`'s first step: the value (a cache hit, or the fallback when no fetcher
- * serves the provider), or the name of the fetcher to call (`"host:<p>"`, `"seam:<p>"`).
+ * `getSaturation`'s first step: the value (cached, or the fallback), or the name of the
+ * fetcher to call (`"host:<p>"`, `"seam:<p>"`).
  */
 export declare function saturationLookup(provider: string, connectionId: string, unit: string, window: string, nowMs?: number | undefined | null): number | string
 
@@ -730,10 +681,7 @@ export interface SchedulerSizes {
 /** Sets a model cap (insert or replace). */
 export declare function setModelCap(cap: ModelCap): ModelCap
 
-/**
- * Replaces the providers that `tier` (`"host"` or `"seam"`) has saturation fetchers for
- * (`"*"`: every provider).
- */
+/** Replaces the providers `tier` has saturation fetchers for (`"*"`: every provider). */
 export declare function setSaturationFetchers(tier: 'host' | 'seam', providers: string[]): void
 
 /** One numeric setting as the environment has it (for `quota-engine doctor`). */
@@ -752,8 +700,8 @@ export interface SettingInfo {
 export declare function softPenaltyFactor(): number
 
 /**
- * What the host's setting and the environment ask of the driver choice (for
- * `quota-engine doctor`; the engine chooses from the same report).
+ * What the host's setting and the environment ask of the driver choice (`quota-engine
+ * doctor`; the engine chooses from the same report).
  */
 export interface StoreChoiceInfo {
   driver: ChoiceField
@@ -771,9 +719,8 @@ export declare function storeClear(driver: number, apiKeyId: string, dim: Dimens
 export declare function storeConsume(driver: number, apiKeyId: string, dim: DimensionKey, poolId: string, unit: QuotaUnit, window: QuotaWindow, cost: number, nowMs?: number): number | Promise<number>
 
 /**
- * The number of a driver, which every store function below takes first: `0` SQLite
- * (without `url`); Redis at `url` (checked now: a `RangeError` naming `url`, its
- * password masked, for one the engine cannot use; nothing connects yet).
+ * The number of a driver, which every store function takes first: `0` SQLite (no `url`),
+ * or Redis at `url` (a `RangeError` naming `url` when the engine cannot use it).
  */
 export declare function storeDriver(url?: string | null): number
 
@@ -801,10 +748,7 @@ export declare function sumPoolDimension(dimensionKey: string, currentBucket: nu
 /** The log records produced since the last call, or `null` when there are none. */
 export declare function takeLogs(): Array<LogRecordJs> | null
 
-/**
- * The background refreshes lookups on this thread asked for since the last answer:
- * `[provider, connectionId, unit, window, fetcher name]` each, or `null`.
- */
+/** The background refreshes this thread's lookups asked for since the last answer, or `null`. */
 export declare function takeSaturationRefreshes(): Array<Array<string>> | null
 
 /** `{ saturation, resetAt }` (resetAt as epoch ms, or null). */
@@ -845,9 +789,5 @@ export declare function upsertAllocations(poolId: string, allocations: PoolAlloc
 /** Stores a connection's plan (insert or replace). */
 export declare function upsertProviderPlan(plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }): ProviderPlan
 
-/**
- * The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
- * for 5h, `quotas["weekly (7d)"]` for weekly): `100 − remainingPercentage`, else
- * `used / total`; `null` when the usage says nothing about it.
- */
+/** The used share (0..1) of a usage result's quota for `window`, or `null`. */
 export declare function usageSaturation(usage: unknown, window: string): number | null

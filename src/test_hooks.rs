@@ -1,18 +1,16 @@
-//! Compiled only with the `test-hooks` Cargo feature (`npm test` and `npm run bench`
-//! build it; the release build that ships does not).
-//! Test-only exports (not in the main entry: `require('./binding.js')` reaches them), so
-//! the JavaScript suites can show what happens when the engine has a bug.
+//! The test edge: native functions for the tests and benches alone, compiled only with the
+//! `test-hooks` feature, apart from the edge that ships (docs/architecture.md#test-and-bench-hooks).
 
-use super::errors::{guard, or_throw};
-use super::promise::spawn_settled;
-use super::{engine, host::prepare_db, with_db};
+use crate::binding::errors::or_throw;
+use crate::binding::promise::spawn_settled;
+use crate::binding::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
 use quota_engine_macros::{edge, FromCore};
 
 /// Panics inside the edge. `how`:
-/// - `"edge"` (default): converted by `errors::guard` → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+/// - `"edge"` (default): converted by [`guard`] → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
 /// - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
 /// - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
 ///   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
@@ -112,4 +110,16 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
 #[edge(js_name = "__propertyNamesMadeForTests")]
 pub fn property_names_made_for_tests() -> f64 {
   Ok(napi_raw::names::names_made() as f64)
+}
+
+/// The stable `err.code` of a panic turned into a JavaScript error.
+const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
+
+/// Runs `f`, a panic inside it thrown as an `Error` with code `ERR_QUOTA_INTERNAL` and the
+/// message `internal error in <what>: <panic message>`. `#[napi(catch_unwind)]` on every
+/// function is napi-rs's own net, for what this cannot see (argument and result
+/// conversion: `code: "GenericFailure"`); either way no panic unwinds into Node, and state
+/// behind a poisoned mutex is recovered by its next user (see `store::sqlite::handle`).
+fn guard<T>(env: &Env, what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
+  napi_raw::callback::catch_panic(env, INTERNAL, &format!("internal error in {what}"), f)
 }

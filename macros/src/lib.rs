@@ -297,7 +297,7 @@ fn camel(name: &str) -> String {
 }
 
 /// `#[derive(FromCore)] #[from_core(path::To::CoreType)]` on a result struct of the edge:
-/// `From<&CoreType>` (and `binding::convert::ToJs`, so it nests in other results), each
+/// `From<&CoreType>` (and `napi_raw::to_js::ToJs`, so it nests in other results), each
 /// field the core value's field of the same name through `ToJs` (`String` clones, enums as
 /// their names, integers as numbers, `Option` and `Vec` element-wise).
 #[proc_macro_derive(FromCore, attributes(from_core))]
@@ -352,13 +352,13 @@ fn derive_from_core(item: TokenStream) -> Result<TokenStream, String> {
     .collect();
   let fields: String = fields
     .iter()
-    .map(|f| format!("{f}: crate::binding::convert::ToJs::to_js(&value.{f}),"))
+    .map(|f| format!("{f}: napi_raw::to_js::ToJs::to_js(&value.{f}),"))
     .collect();
   TokenStream::from_str(&format!(
     "impl From<&{source}> for {name} {{
        fn from(value: &{source}) -> Self {{ {name} {{ {fields} }} }}
      }}
-     impl crate::binding::convert::ToJs<{name}> for {source} {{
+     impl napi_raw::to_js::ToJs<{name}> for {source} {{
        fn to_js(&self) -> {name} {{ {name}::from(self) }}
      }}"
   ))

@@ -74,3 +74,29 @@ pub unsafe fn throw_type_error(env: sys::napi_env, code: &CStr, message: &str) -
   unsafe { sys::napi_throw_type_error(env, code.as_ptr(), message.as_ptr()) };
   ptr::null_mut()
 }
+
+/// Runs `f`, a panic inside it thrown as an `Error` with `code` and the message
+/// `<prefix>: <panic message>` (a panic must not unwind into Node, which would abort).
+pub fn catch_panic<T>(
+  env: &Env,
+  code: &str,
+  prefix: &str,
+  f: impl FnOnce() -> napi::Result<T>,
+) -> napi::Result<T> {
+  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    Ok(result) => result,
+    Err(payload) => {
+      let detail = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string());
+      // A payload whose destructor panics again must not unwind from here.
+      std::mem::forget(payload);
+      let error = Error::new(code, format!("{prefix}: {detail}"));
+      // SAFETY: `env` is the live environment of the current call.
+      unsafe { napi::JsError::from(error).throw_into(env.raw()) };
+      Err(Error::from_status(Status::PendingException))
+    }
+  }
+}

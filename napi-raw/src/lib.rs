@@ -12,3 +12,4 @@ pub mod names;
 pub mod packed;
 pub mod read;
 pub mod scope;
+pub mod to_js;

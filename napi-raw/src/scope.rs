@@ -1,6 +1,6 @@
-//! Running JavaScript from a libuv callback of the addon's own (not one napi-rs made): in
-//! one callback scope, so promise reactions run when it closes, as after any I/O callback;
-//! and whether the runtime's libuv is real at all.
+//! Promises settled from a libuv callback of the addon's own (not one napi-rs made): in one
+//! callback scope, so their reactions run when it closes, as after any I/O callback; and
+//! whether the runtime's libuv is real at all.
 
 use napi::{sys, Env};
 use std::cell::Cell;
@@ -11,13 +11,34 @@ thread_local! {
   static CONTEXT: Cell<sys::napi_async_context> = const { Cell::new(ptr::null_mut()) };
 }
 
-/// Runs `f` inside a handle scope and a callback scope named `name`. A panic in `f` does not
-/// unwind past the open scopes (Node aborts on unclosed ones): it is `f`'s to catch.
+/// A promise to settle later, from a libuv callback.
+pub struct Deferred(sys::napi_deferred);
+
+/// A new promise of `env`: its deferred and the promise.
+///
+/// # Safety
+/// `env` is the live environment of the running call.
+pub unsafe fn promise(env: sys::napi_env) -> Option<(Deferred, sys::napi_value)> {
+  let (mut deferred, mut promise) = (ptr::null_mut(), ptr::null_mut());
+  let made = unsafe { sys::napi_create_promise(env, &mut deferred, &mut promise) };
+  (made == sys::Status::napi_ok).then_some((Deferred(deferred), promise))
+}
+
+/// Settles each deferred of `settled` with what `answer` makes of its item — resolved with
+/// the value, rejected with the error (or `fallback`'s when the error cannot be made a
+/// value; a panic of `answer` rejects too) — all in one handle scope and one callback
+/// scope named `name`.
 ///
 /// # Safety
 /// `env` is the live environment of this thread, and no N-API call of this thread is
 /// running (a libuv callback of its loop).
-pub unsafe fn in_callback_scope(env: sys::napi_env, name: &std::ffi::CStr, f: impl FnOnce(&Env)) {
+pub unsafe fn settle_in_scope<T>(
+  env: sys::napi_env,
+  name: &std::ffi::CStr,
+  settled: impl IntoIterator<Item = (Deferred, T)>,
+  answer: impl Fn(&Env, T) -> napi::Result<sys::napi_value>,
+  fallback: impl Fn(&Env) -> sys::napi_value,
+) {
   unsafe {
     let mut handles = ptr::null_mut();
     sys::napi_open_handle_scope(env, &mut handles);
@@ -34,7 +55,22 @@ pub unsafe fn in_callback_scope(env: sys::napi_env, name: &std::ffi::CStr, f: im
     let mut scope = ptr::null_mut();
     let scoped =
       sys::napi_open_callback_scope(env, resource, context, &mut scope) == sys::Status::napi_ok;
-    f(&Env::from_raw(env));
+    let js = Env::from_raw(env);
+    for (Deferred(deferred), item) in settled {
+      // A panic must not unwind past the open scopes (Node aborts on unclosed ones).
+      let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(&js, item)))
+        .unwrap_or_else(|_| Err(napi::Error::from_reason("internal error")));
+      match answered {
+        Ok(value) => sys::napi_resolve_deferred(env, deferred, value),
+        Err(err) => {
+          let reason = match napi::JsError::from(err).into_value(env) {
+            value if !value.is_null() => value,
+            _ => fallback(&js),
+          };
+          sys::napi_reject_deferred(env, deferred, reason)
+        }
+      };
+    }
     if scoped {
       sys::napi_close_callback_scope(env, scope);
     }

@@ -1,11 +1,6 @@
-//! docs/contract.md §9: `computeBurnRate`, `computeBurnRateFromWindow`.
-//!
-//! Two ways in, as for `decideFairShare`: `lib/burnRate.js` packs well-formed input into
-//! one `Float64Array` and computes it with one plain N-API call (`fromHistory`,
-//! `fromWindow`); anything else comes to the checked entries below, which name the
-//! offending field. Both compute with the same `core::burn_rate`.
+//! docs/contract.md §9: `computeBurnRate`, `computeBurnRateFromWindow`, two ways in as for
+//! `decideFairShare` (docs/api.md#the-pure-functions). Both compute with `core::burn_rate`.
 
-use super::errors::on_packed;
 use crate::core::burn_rate::{
   packed_from_window, packed_history, BurnRate, PACKED_HEADER, PACKED_MAX_SAMPLES,
 };
@@ -59,27 +54,18 @@ thread_local! {
   static WINDOW: PackedBuffer = const { PackedBuffer::new() };
 }
 
-unsafe extern "C" fn from_history(
-  env: sys::napi_env,
-  _: sys::napi_callback_info,
-) -> sys::napi_value {
-  unsafe { on_packed(env, &HISTORY, "__burnRateFromHistory", packed_history) }
-}
+packed_callback!(
+  from_history,
+  HISTORY,
+  "__burnRateFromHistory",
+  packed_history
+);
+packed_callback!(from_window, WINDOW, "__burnRateFromWindow", |buffer| {
+  packed_from_window(buffer, input::now_ms())
+});
 
-unsafe extern "C" fn from_window(
-  env: sys::napi_env,
-  _: sys::napi_callback_info,
-) -> sys::napi_value {
-  let now = input::now_ms();
-  let compute = |buffer: &mut [f64]| packed_from_window(buffer, now);
-  unsafe { on_packed(env, &WINDOW, "__burnRateFromWindow", compute) }
-}
-
-/// Internal (the crossing of `lib/burnRate.js`, called once per JS thread at load):
-/// `{ historyBuffer, windowBuffer, fromHistory, fromWindow, header, maxSamples }` — this
-/// thread's packing buffers (`header + 2 × maxSamples` elements and one more, the glue's
-/// "packing" mark, for a history; 3 for a window; `null` where external buffers are not
-/// allowed) and the raw callbacks that compute in them.
+/// `{ historyBuffer, windowBuffer, fromHistory, fromWindow, header, maxSamples }` for
+/// `lib/burnRate.js`, once per JS thread (each buffer one element more: the packing count).
 #[napi(catch_unwind, js_name = "__burnRateCrossing", skip_typescript)]
 pub fn burn_rate_crossing(env: &Env) -> napi::Result<Object<'_>> {
   let history = packed_buffer(env, PACKED_HEADER + 2 * PACKED_MAX_SAMPLES + 1, &HISTORY)?;

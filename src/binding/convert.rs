@@ -1,74 +1,12 @@
 //! Core values ⇄ the plain JavaScript objects of the host's API. A result struct derives
 //! `FromCore` (the `macros/` crate): each field is the core value's field of the same name
-//! through [`ToJs`].
+//! through `napi_raw::to_js::ToJs`.
 
 use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
 use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
+use napi_raw::to_js::ToJs;
 use quota_engine_macros::FromCore;
-
-/// A core value as a JavaScript result holds it.
-pub(crate) trait ToJs<T> {
-  fn to_js(&self) -> T;
-}
-
-impl ToJs<String> for String {
-  fn to_js(&self) -> String {
-    self.clone()
-  }
-}
-
-impl ToJs<String> for &'static str {
-  fn to_js(&self) -> String {
-    self.to_string()
-  }
-}
-
-impl ToJs<f64> for f64 {
-  fn to_js(&self) -> f64 {
-    *self
-  }
-}
-
-impl ToJs<u32> for u32 {
-  fn to_js(&self) -> u32 {
-    *self
-  }
-}
-
-impl ToJs<bool> for bool {
-  fn to_js(&self) -> bool {
-    *self
-  }
-}
-
-/// Bucket indices and times (epoch ms): numbers JavaScript holds exactly.
-impl ToJs<f64> for i64 {
-  fn to_js(&self) -> f64 {
-    *self as f64
-  }
-}
-
-impl<A: ToJs<B>, B> ToJs<Option<B>> for Option<A> {
-  fn to_js(&self) -> Option<B> {
-    self.as_ref().map(ToJs::to_js)
-  }
-}
-
-impl<A: ToJs<B>, B> ToJs<Vec<B>> for Vec<A> {
-  fn to_js(&self) -> Vec<B> {
-    self.iter().map(ToJs::to_js).collect()
-  }
-}
-
-/// `null` rather than an absent field.
-impl<A: ToJs<B>, B> ToJs<Either<B, Null>> for Option<A> {
-  fn to_js(&self) -> Either<B, Null> {
-    self
-      .as_ref()
-      .map_or(Either::B(Null), |v| Either::A(v.to_js()))
-  }
-}
 
 /// The core's enums by name.
 macro_rules! by_name {

@@ -61,55 +61,18 @@ pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::n
   unsafe { napi_raw::callback::throw_type_error(env, c"ERR_QUOTA_INTERNAL", message) }
 }
 
-/// A packed crossing's callback `name`: `work` on this thread's `buffer`, or
+/// `$name`, the raw callback `$js`: `$work` on this thread's packing buffer `$buffer`, or
 /// `ERR_QUOTA_INTERNAL` thrown for a packing it rejects, a missing buffer or a panic.
-///
-/// # Safety
-/// As [`napi_raw::packed::on_buffer`], with `env` the callback's environment.
-pub(crate) unsafe fn on_packed(
-  env: sys::napi_env,
-  buffer: &'static std::thread::LocalKey<napi_raw::packed::PackedBuffer>,
-  name: &str,
-  work: impl FnOnce(&mut [f64]) -> Option<()>,
-) -> sys::napi_value {
-  match unsafe { napi_raw::packed::on_buffer(buffer, work) } {
-    Ok(()) => std::ptr::null_mut(),
-    Err(fault) => unsafe { throw_internal(env, &format!("{name}: {fault}")) },
-  }
-}
-
-/// The stable `err.code` of a panic turned into a JavaScript error.
-#[cfg(feature = "test-hooks")]
-pub(crate) const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
-
-/// Runs `f`, turning a panic inside it into a thrown `Error` whose `code` is
-/// `ERR_QUOTA_INTERNAL` and whose message is `internal error in <what>: <panic message>`.
-///
-/// Every `#[napi]` function also carries `catch_unwind`, napi-rs's own net: it catches what
-/// this cannot see (argument and return-value conversion) and throws an `Error` with
-/// `code: "GenericFailure"` and the panic message. Either way no panic unwinds into Node
-/// (which would abort the process), and state behind a poisoned mutex is recovered by its
-/// next user (see `store::sqlite::handle`).
-#[cfg(feature = "test-hooks")]
-pub(crate) fn guard<T>(
-  env: &Env,
-  what: &str,
-  f: impl FnOnce() -> napi::Result<T>,
-) -> napi::Result<T> {
-  match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-    Ok(result) => result,
-    Err(payload) => {
-      let detail = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_string());
-      // A payload whose destructor panics again must not unwind from here.
-      std::mem::forget(payload);
-      let js = Error::new(INTERNAL, format!("internal error in {what}: {detail}"));
-      // SAFETY: `env` is the live environment of the current call.
-      unsafe { JsError::from(js).throw_into(env.raw()) };
-      Err(Error::from_status(Status::PendingException))
+macro_rules! packed_callback {
+  ($name:ident, $buffer:ident, $js:literal, $work:expr) => {
+    unsafe extern "C" fn $name(env: sys::napi_env, _: sys::napi_callback_info) -> sys::napi_value {
+      // SAFETY: a synchronous callback of this thread; `$work` runs no JavaScript.
+      match unsafe { napi_raw::packed::on_buffer(&$buffer, $work) } {
+        Ok(()) => std::ptr::null_mut(),
+        Err(fault) => unsafe {
+          $crate::binding::errors::throw_internal(env, &format!("{}: {fault}", $js))
+        },
+      }
     }
-  }
+  };
 }

@@ -1,12 +1,8 @@
-//! docs/contract.md §3: `decideFairShare`.
-//!
-//! Two ways in. `lib/fairShare.js` reads well-formed input field by field into one
-//! `Float64Array` and decides it with one plain N-API call (`__fairShareDecide`): no
-//! object crosses, nothing is allocated. Anything it does not recognise as well-formed
-//! comes here, to `decideFairShare`, which reads every field with its path and names the
-//! offending one in its error. Both decide with the same `core::fair_share`.
+//! docs/contract.md §3: `decideFairShare`, two ways in (docs/api.md#the-pure-functions):
+//! `lib/fairShare.js` packs well-formed input into this thread's buffer and decides it with
+//! one plain N-API call; anything else comes to the checked entry, which names the bad
+//! field. Both decide with `core::fair_share`.
 
-use super::errors::on_packed;
 use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::FairShareDecision;
 use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
@@ -70,15 +66,13 @@ thread_local! {
   static BUFFER: PackedBuffer = const { PackedBuffer::new() };
 }
 
-/// Internal (the crossing of `lib/fairShare.js`): `__fairShareDecide()` decides the packed
-/// input in this thread's buffer (laid out as `HEADER`/`STRIDE` say) and writes the outcome
-/// back into it.
-unsafe extern "C" fn fair_share_decide(
-  env: sys::napi_env,
-  _info: sys::napi_callback_info,
-) -> sys::napi_value {
-  unsafe { on_packed(env, &BUFFER, "__fairShareDecide", decide_packed) }
-}
+// `__fairShareDecide()`: decides the input packed in the buffer, the outcome written back.
+packed_callback!(
+  fair_share_decide,
+  BUFFER,
+  "__fairShareDecide",
+  decide_packed
+);
 
 /// The vocabulary and layout of the packed crossing, for `lib/fairShare.js`.
 #[napi(object, object_from_js = false)]
@@ -93,10 +87,8 @@ pub struct FairShareLayout {
   pub outcomes: Vec<(&'static str, &'static str, bool)>,
 }
 
-/// Internal (the crossing of `lib/fairShare.js`, called once per JS thread at load):
-/// `{ buffer, decide }` — `buffer` this thread's packing buffer (`HEADER + STRIDE ×
-/// MAX_DIMENSIONS` elements and one more, the glue's "packing" mark; `null` where external
-/// buffers are not allowed), `decide` the raw callback `__fairShareDecide`.
+/// `{ buffer, decide }` for `lib/fairShare.js`, once per JS thread: the packing buffer (one
+/// element more, the glue's packing count; `null` where external buffers are not allowed).
 #[napi(catch_unwind, js_name = "__fairShareCrossing", skip_typescript)]
 pub fn fair_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
   let buffer = packed_buffer(env, HEADER + STRIDE * MAX_DIMENSIONS + 1, &BUFFER)?;
@@ -105,7 +97,7 @@ pub fn fair_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
   Ok(crossing)
 }
 
-/// Internal (the crossing of `lib/fairShare.js`, called once at load).
+/// The layout, for `lib/fairShare.js` at load.
 #[napi(catch_unwind, js_name = "__fairShareLayout", skip_typescript)]
 pub fn fair_share_layout() -> FairShareLayout {
   FairShareLayout {

@@ -1,11 +1,8 @@
-//! The hot path at the edge (docs/contract.md §7): one crossing per `enforceQuotaShare`,
-//! per `recordConsumption` and per reservation release, whichever driver the engine
-//! chose. The engine decides, counts and fails open; this file only shapes its answers.
-//!
-//! An allow is answered with a number, so the common path builds no object: `0` allow
-//! (not enforced), `1` allow, `2` allow deprioritized — unless log records wait to be
-//! handed over. Everything else is an
-//! [`EnforceStep`]. SQLite answers at once; Redis with a promise of the same.
+//! The hot path (docs/contract.md §7): one crossing per `enforceQuotaShare`, per
+//! `recordConsumption` and per reservation release. The engine decides, counts and fails
+//! open; this file shapes its answers: a plain allow is a number (`0` not enforced, `1`
+//! allow, `2` deprioritized), so the common path builds no object; the rest an
+//! [`EnforceStep`]. SQLite answers at once, Redis with a promise of the same.
 
 use super::host::{prepare_db, take_logs, LogRecordJs};
 use super::promise::crossing;
@@ -20,9 +17,8 @@ use napi::Env;
 use napi_derive::napi;
 use napi_raw::read::Text;
 
-/// What an enforce crossing answers when it is not a plain allow. `kind` is `allow`,
-/// `block`, or `fetch` (fetch the saturation of `fetch` through the host's fetchers, then
-/// cross again with `startedMs` and `afterFetch: true`).
+/// An enforce answer that is not a plain allow. On `fetch`: fetch the saturation of
+/// `fetch` through the host's fetchers, then cross again with `startedMs` and `afterFetch`.
 #[napi(object, object_from_js = false)]
 #[derive(Default)]
 pub struct EnforceStep {
@@ -153,8 +149,7 @@ thread_local! {
 }
 
 /// Once per JS thread that buffered a record: commit the buffer when its environment is
-/// torn down — a worker terminated (its `exit` event does not run) or the process exiting
-/// by a path that skips the facade's `exit` hook.
+/// torn down (a worker terminated, or an exit that skips the facade's `exit` hook).
 pub(crate) fn flush_at_teardown(env: &Env) {
   if TEARDOWN_FLUSH.with(|done| done.replace(true)) {
     return;
@@ -162,15 +157,13 @@ pub(crate) fn flush_at_teardown(env: &Env) {
   let _ = env.add_env_cleanup_hook((), |()| engine().commit_at_teardown());
 }
 
-/// A record's answer: bit 0, buffered (schedule the commit); bit 1, the engine has log
-/// records waiting (drain them) — so the common call makes no second crossing.
+/// A record's answer: bit 0, buffered (schedule the commit); bit 1, log records wait.
 fn recorded(buffered: Buffered) -> u32 {
   u32::from(buffered) | if engine().logs.pending() { 2 } else { 0 }
 }
 
-/// `recordConsumption`'s crossing: bit 0 set when buffered (schedule `flushQuotaWrites()`
-/// on this thread's event loop), bit 1 when log records wait — now or as a promise (Redis, or a driver being chosen). With a reservation
-/// (reserve mode), settles it with the cost instead.
+/// `recordConsumption`'s crossing (answered as by [`recorded`], now or as a promise); with a
+/// reservation (reserve mode), settles it with the cost instead.
 #[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
@@ -204,9 +197,8 @@ pub fn record<'env>(
   crossing(env, step, recorded)
 }
 
-/// `releaseReservation(reservation)`'s crossing: subtracts what the reservation reserved
-/// (never below 0). Throws a `TypeError`/`RangeError` (`ERR_QUOTA_INVALID_ARG`) for a value
-/// that is not a reservation, writing nothing; a store failure is logged.
+/// `releaseReservation(reservation)`'s crossing: subtracts what it reserved (never below 0).
+/// A value that is not a reservation is an `ERR_QUOTA_INVALID_ARG`; a store failure is logged.
 #[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 pub fn release_reservation<'env>(
   env: &'env Env,
@@ -225,8 +217,7 @@ pub fn release_reservation<'env>(
   crossing(env, step, recorded)
 }
 
-/// A failure the JavaScript glue caught (`operation`: `enforce` or `record`): logged once
-/// per fault like the engine's own, and — for `enforce` — counted as a fail-open decision.
+/// A failure the glue caught: logged once per fault, and for `enforce` counted as fail-open.
 #[napi(
   catch_unwind,
   ts_args_type = "operation: 'enforce' | 'record', message: string, error: string, apiKeyId?: string"
@@ -235,17 +226,15 @@ pub fn fail_open(operation: String, message: String, error: String, api_key_id: 
   engine().failed_in_glue(operation == "enforce", &message, &error, api_key_id);
 }
 
-/// Commits `recordConsumption`'s buffered records now. Returns `null`, or the error
-/// message (the records stay buffered, for the next flush; the fault is logged once).
-/// Never opens the database.
+/// Commits the buffered records now: `null`, or the error (they stay buffered). Never opens
+/// the database.
 #[napi(catch_unwind)]
 pub fn flush_quota_writes() -> Option<String> {
   engine().flush(true)
 }
 
-/// The facade's flush timer: commits the buffered records once the oldest is
-/// `QUOTA_RECORD_FLUSH_MS` old. Returns the milliseconds to wait before calling again, or
-/// `-1` when nothing is buffered. Never opens the database.
+/// The facade's flush timer: commits once the oldest record is `QUOTA_RECORD_FLUSH_MS` old;
+/// the milliseconds until the next call, or `-1` when nothing is buffered.
 #[napi(catch_unwind)]
 pub fn flush_due_quota_writes() -> f64 {
   engine().flush_when_due()

@@ -6,22 +6,16 @@ use napi::Env;
 use napi_derive::napi;
 use std::path::Path;
 
-/// Reads the database at `path` without writing to it (see `DatabaseInspection` in
-/// `store/sqlite/inspect.rs`: `{ path, sqliteVersion, journalMode, userVersion, tables,
-/// migrations, quotaStoreSetting?, planRows, hostConnections?, counterRows?,
-/// poisonedCounters?, viaEngineConnection }`). Never creates the file; throws (`ERR_QUOTA_STORE`) when it is
-/// missing or not a database. For the `quota-engine` CLI.
+/// Reads the database at `path` without writing to it (`store::sqlite::DatabaseInspection`);
+/// throws `ERR_QUOTA_STORE` when it is missing or not a database.
 #[napi(catch_unwind, ts_return_type = "Record<string, any>")]
 pub fn inspect_database(env: Env, path: String) -> napi::Result<serde_json::Value> {
   let inspection = or_throw(&env, crate::store::sqlite::inspect_path(Path::new(&path)))?;
   Ok(serde_json::to_value(inspection).unwrap_or_default())
 }
 
-/// Repairs the counters of the engine's database (the one `installHost`/`DATA_DIR`
-/// chose, opened and migrated as the engine does): values outside `0..=1e15` (Infinity,
-/// negative, text, left by older versions) are saturated into it and the pool totals
-/// recomputed. Returns `{ rows, totals }`, the poisoned rows found before the repair. For
-/// `quota-engine doctor --repair`.
+/// `quota-engine doctor --repair`: counters of the engine's database outside `0..=1e15` are
+/// saturated into it and the pool totals recomputed; the poisoned rows found before.
 #[napi(catch_unwind, ts_return_type = "{ rows: number; totals: number }")]
 pub fn repair_counters(env: Env) -> napi::Result<serde_json::Value> {
   let found = or_throw(&env, super::with_db(&env, |db| db.repair_counters()))?;

@@ -1,7 +1,6 @@
-//! The host's tables at the edge: the counter-table functions (docs/contract.md §5, the
-//! host's `db/quotaConsumption.ts`), the metadata API (§5), `resolvePlan` (§6) and the
-//! retention sweep. Every function runs synchronously on the calling JS thread: a SQLite
-//! read costs a few microseconds, far less than a hop to a worker and back.
+//! The host's tables (docs/contract.md §5, §6): the counter-table functions, the metadata
+//! API, `resolvePlan` and the retention sweep. All synchronous on the calling JS thread: a
+//! SQLite read costs a few microseconds, far less than a hop to a worker and back.
 
 use super::args::arg;
 use super::convert::{ConsumptionRowJs, ModelCapJs, PoolAllocationJs, ProviderPlanJs, QuotaPoolJs};

@@ -3,25 +3,25 @@
 //! field) and its answers back to plain JS values. One native function per operation;
 //! which driver serves it is the engine's business, not the edge's.
 
+// First: its `packed_callback!` is used by the modules below.
+#[macro_use]
+pub(crate) mod errors;
 mod account_buckets;
-mod args;
+pub(crate) mod args;
 mod burn_rate;
 mod convert;
 mod dimensions;
 mod direct;
-mod errors;
 mod fair_share;
-mod host;
+pub(crate) mod host;
 mod hot_path;
 mod inflight;
 mod inspect;
 mod metadata;
 mod plans;
-mod promise;
+pub(crate) mod promise;
 mod quota_share;
 mod store;
-#[cfg(feature = "test-hooks")]
-mod test_hooks;
 
 use crate::engine::Engine;
 use crate::error::Result;

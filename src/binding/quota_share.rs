@@ -1,10 +1,7 @@
-//! docs/contract.md §10: the `quota-share` selection (`compat/quotaShareStrategy`).
-//!
-//! `selectQuotaShareTarget` itself is `lib/quotaShareStrategy.js`: it takes the host's
-//! target objects and must return those very objects and a closure, which are JavaScript
-//! idioms. It extracts what the algorithm needs into a `Float64Array` and makes ONE call
-//! to `__quotaShareSelect`, which runs the whole selection here and writes the order
-//! back as indices. The functions named `__quotaShare*` are that crossing, not API.
+//! docs/contract.md §10: the `quota-share` selection. `selectQuotaShareTarget` is
+//! `lib/quotaShareStrategy.js` (it returns the host's own objects and a closure); it packs
+//! the targets into a `Float64Array` and makes one call to `__quotaShareSelect`
+//! (docs/scheduler.md#design). The `__quotaShare*` functions are that crossing, not API.
 
 use super::engine;
 use super::errors::throw_internal;
@@ -37,17 +34,14 @@ pub const QUOTA_SHARE_SELECT_STRIDE: u32 = SELECT_STRIDE as u32;
 #[napi]
 pub const QUOTA_SHARE_NO_CONNECTION: f64 = NO_CONNECTION;
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`): the symbol of a name — a
-/// connection id, an execution key or a combo name — interned on first sight. Symbols are
-/// process-wide and never name another name; the JavaScript side caches them in a `Map`
-/// and re-interns when a selection reports one evicted (`QUOTA_SHARE_STALE`).
+/// The symbol of a name (connection id, execution key, combo name), interned on first
+/// sight; process-wide, never reused for another name.
 #[napi(catch_unwind, js_name = "__quotaShareSymbol", skip_typescript)]
 pub fn quota_share_symbol(name: String) -> f64 {
   engine().intern(&name) as f64
 }
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`): `QUOTA_SCHEDULER_MAX_IDS`, the
-/// bound on the names the scheduler (and each JavaScript cache) keeps.
+/// `QUOTA_SCHEDULER_MAX_IDS`, the bound on the names the scheduler (and the glue) keeps.
 #[napi(catch_unwind, js_name = "__quotaShareMaxIds", skip_typescript)]
 pub fn quota_share_max_ids() -> f64 {
   engine().scheduler_max_ids() as f64
@@ -58,22 +52,12 @@ pub fn quota_share_max_ids() -> f64 {
 #[napi]
 pub const QUOTA_SHARE_STALE: f64 = STALE;
 
-// The two calls of every selection — select and release — are plain N-API callbacks
-// (`napi-raw/`) rather than `#[napi]` functions: napi-rs's generated wrapper spends
-// ~85 ns more on a call that has arguments (its borrow-scope bookkeeping) and ~100 ns
-// turning a string into a `String`: more than the whole selection costs at 2 targets.
+// Select and release are plain N-API callbacks: napi-rs's wrapper costs more than the
+// whole selection at 2 targets (docs/scheduler.md#design).
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`):
-/// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)` runs one selection.
-///
-/// `buffer` (a `Float64Array`) holds, for each of the `count` targets in input order, four
-/// numbers: the execution key's symbol, the connection's symbol (or -1 for none), the
-/// weight (`NaN` when not a number) and the connection's concurrency cap (`NaN` for none).
-/// The order — winner, the rest with room in DRR rank order, at-cap tier, saturated tier
-/// — is written as indices into `buffer[4·count .. 5·count]`. The winner's connection
-/// (symbol at `buffer[4·order[0] + 1]`) holds an in-flight lease until
-/// `__quotaShareRelease`. `combo` is the combo name's symbol; `nowMs` is already checked
-/// to be finite.
+/// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)`: one selection over the
+/// `count` targets packed in `buffer`, the order written back into it
+/// (docs/scheduler.md#the-selection-buffer).
 unsafe extern "C" fn quota_share_select(
   env: sys::napi_env,
   info: sys::napi_callback_info,
@@ -111,9 +95,7 @@ unsafe extern "C" fn quota_share_select(
   }
 }
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`):
-/// `__quotaShareRelease(connection, nowMs)` releases the in-flight lease a selection at
-/// `nowMs` took on the connection with symbol `connection`.
+/// `__quotaShareRelease(connection, nowMs)`: releases the lease a selection at `nowMs` took.
 unsafe extern "C" fn quota_share_release(
   env: sys::napi_env,
   info: sys::napi_callback_info,
@@ -132,9 +114,7 @@ unsafe extern "C" fn quota_share_release(
   ptr::null_mut()
 }
 
-/// Internal (the crossing of `lib/quotaShareStrategy.js`, called once at load):
-/// `{ select, release }`, the raw callbacks `__quotaShareSelect` and
-/// `__quotaShareRelease`.
+/// `{ select, release }`: the raw callbacks, for `lib/quotaShareStrategy.js` at load.
 #[napi(catch_unwind, js_name = "__quotaShareCrossing", skip_typescript)]
 pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
   crossing_object(
