@@ -3,10 +3,11 @@
 // package `@omniroute/quota-engine-<suffix>`. Detects musl the way the generated loader
 // (binding.js) does, so the name given here is the one it tries to load. No dependencies:
 // used at install time (scripts/install.js), at require time (lib/native.js, only when no
-// binary loads), by `quota-engine copy-binary` and by the contributor scripts.
+// binary loads: noBinaryError), by `quota-engine copy-binary` and by the contributor scripts.
 'use strict'
 
 const fs = require('node:fs')
+const path = require('node:path')
 
 const PACKAGE_PREFIX = '@omniroute/quota-engine-'
 
@@ -66,4 +67,67 @@ function publishedSuffixes() {
     .map((name) => name.slice(PACKAGE_PREFIX.length))
 }
 
-module.exports = { PACKAGE_PREFIX, isMusl, platformSuffix, platformPackage, publishedSuffixes }
+const root = path.resolve(__dirname, '..')
+
+function resolveFrom(request) {
+  try {
+    return require.resolve(request, { paths: [root] })
+  } catch {
+    return null
+  }
+}
+
+function firstLine(err) {
+  return String((err && err.message) || err).split('\n')[0]
+}
+
+/**
+ * The error to throw when binding.js found no binary it could load: which platform this
+ * is, which package should have been installed, and how to fix it. `err.code` is
+ * ERR_QUOTA_NO_BINARY; `err.cause` is the loader's error, whose `cause` chain holds every
+ * load attempt's error. The loader's own override, NAPI_RS_NATIVE_LIBRARY_PATH, is read
+ * here, beside the loader's other install-time facts, and not by lib/.
+ */
+function noBinaryError(loaderError) {
+  const suffix = platformSuffix()
+  const packageName = platformPackage(suffix)
+  const fromSource = 'or build it from source: clone the repository, install Rust (https://rustup.rs) and run `npm run build`'
+  let message
+  if (process.env.NAPI_RS_NATIVE_LIBRARY_PATH) {
+    message =
+      `@omniroute/quota-engine: the binary NAPI_RS_NATIVE_LIBRARY_PATH names (${process.env.NAPI_RS_NATIVE_LIBRARY_PATH}) ` +
+      `could not be loaded on ${suffix}: ${firstLine(loaderError.cause || loaderError)}. Unset it to use ${packageName}, ${fromSource}.`
+  } else if (!publishedSuffixes().includes(suffix)) {
+    message =
+      `@omniroute/quota-engine: no prebuilt binary is published for ${suffix} (so there is no ${packageName} to install); ` +
+      `build it from source: clone the repository, install Rust (https://rustup.rs) and run \`npm run build\`.`
+  } else {
+    const installed = resolveFrom(packageName)
+    if (installed) {
+      let why = loaderError
+      try {
+        require(installed)
+      } catch (err) {
+        why = err
+      }
+      message =
+        `@omniroute/quota-engine: ${packageName} is installed (${installed}) but its binary does not load on ${suffix}: ` +
+        `${firstLine(why)}. Reinstall it (npm install --include=optional), ${fromSource}.`
+    } else {
+      message =
+        `@omniroute/quota-engine: no native binary for ${suffix}: the package ${packageName} is not installed. ` +
+        `It is an optional dependency, which npm skips with --omit=optional, with a lockfile made on another platform, ` +
+        `or through https://github.com/npm/cli/issues/4828. Fix: npm install --include=optional ` +
+        `(if it is still missing, delete node_modules and package-lock.json and install again), ${fromSource}.`
+    }
+  }
+  const err = new Error(message)
+  // Assigned rather than passed as `{ cause }`, like binding.js, for older loaders.
+  err.cause = loaderError
+  err.code = 'ERR_QUOTA_NO_BINARY'
+  err.platform = suffix
+  err.packageName = packageName
+  return err
+}
+
+module.exports = { PACKAGE_PREFIX, isMusl, platformSuffix, platformPackage, publishedSuffixes, noBinaryError }
