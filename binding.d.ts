@@ -107,7 +107,7 @@ export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId
 
 /**
  * Panics inside the edge. `how`:
- * - `"edge"` (default): converted by [`guard`] → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+ * - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
  * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
  * - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
  *   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
@@ -427,8 +427,10 @@ export declare function incrementBucket(apiKeyId: string, dimensionKey: string, 
 export declare function incrementInflight(connectionId: string, leaseMs?: number, nowMs?: number): number
 
 /**
- * Reads the database at `path` without writing to it (`store::sqlite::DatabaseInspection`);
- * throws `ERR_QUOTA_STORE` when it is missing or not a database.
+ * Reads the database at `path` without writing to it or creating it: `{ path, sqliteVersion,
+ * journalMode, userVersion, tables, migrations, quotaStoreSetting?, planRows,
+ * hostConnections?, counterRows?, poisonedCounters?, viaEngineConnection }`. Throws
+ * `ERR_QUOTA_STORE` when it is missing or not a database. For the `quota-engine` CLI.
  */
 export declare function inspectDatabase(path: string): Record<string, any>
 
@@ -592,8 +594,9 @@ export interface QuotaPool {
 }
 
 /**
- * `recordConsumption`'s crossing (answered as by [`recorded`], now or as a promise); with a
- * reservation (reserve mode), settles it with the cost instead.
+ * `recordConsumption`'s crossing, answering now or as a promise: bit 0 set when buffered
+ * (schedule the commit), bit 1 when log records wait. With a reservation (reserve mode),
+ * settles it with the cost instead.
  */
 export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): number | Promise<number>
 

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { Worker } from 'node:worker_threads'
 import { createRequire } from 'node:module'
+import async_hooks from 'node:async_hooks'
 import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
 import { useRedisServer, server, plain, stopped } from './support/redis-engine.mjs'
 import { RedisQuotaStore, getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
@@ -55,6 +56,21 @@ test('commands go out on the direct connection once it is up; pipelined calls se
   assert.match(mixed[4].reason.message, /WRONGTYPE/)
   assert.equal(mixed[5].value, 'PONG')
   assert.ok(await direct(client), 'still direct after a server error')
+})
+
+test('a command sent on the direct connection runs no callback scope during the call', { skip }, async () => {
+  // Settling opens a callback scope, which async hooks see as before/after; a send that
+  // settles nothing must open none inside the caller's synchronous code.
+  const client = await getRedisClient(server.url)
+  await until(() => direct(client), 'the direct connection')
+  const seen = []
+  const hook = async_hooks.createHook({ before: (id) => seen.push(`before ${id}`), after: (id) => seen.push(`after ${id}`) })
+  hook.enable()
+  const sent = [client.call('PING'), client.call('PING'), client.call('PING')]
+  hook.disable()
+  assert.deepEqual(seen, [])
+  assert.deepEqual(await Promise.all(sent), ['PONG', 'PONG', 'PONG'])
+  assert.ok(await direct(client), 'they went out direct')
 })
 
 test('QUOTA_STORE_REDIS_DIRECT=0: every command on the shared connection', { skip }, async () => {

@@ -10,7 +10,7 @@ use napi_derive::napi;
 use quota_engine_macros::{edge, FromCore};
 
 /// Panics inside the edge. `how`:
-/// - `"edge"` (default): converted by [`guard`] → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
+/// - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
 /// - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
 /// - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
 ///   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned

@@ -5,7 +5,7 @@
 //! string for every property name. This crate does those few things with fewer N-API calls,
 //! and the things napi-rs has no API for (external packing buffers, callback scopes). It
 //! knows nothing of the engine: its functions take N-API values and give back plain Rust
-//! ones, and `src/binding/` is its one user.
+//! ones. Its users are the edge (`src/binding/`) and the test edge (`src/test_hooks.rs`).
 
 pub mod callback;
 pub mod names;

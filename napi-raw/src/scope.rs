@@ -27,18 +27,22 @@ pub unsafe fn promise(env: sys::napi_env) -> Option<(Deferred, sys::napi_value)>
 /// Settles each deferred of `settled` with what `answer` makes of its item — resolved with
 /// the value, rejected with the error (or `fallback`'s when the error cannot be made a
 /// value; a panic of `answer` rejects too) — all in one handle scope and one callback
-/// scope named `name`.
+/// scope named `name`. Nothing to settle opens no scope (so async hooks see none).
 ///
 /// # Safety
-/// `env` is the live environment of this thread, and no N-API call of this thread is
-/// running (a libuv callback of its loop).
+/// `env` is the live environment of this thread, on its JS thread: in a libuv callback of
+/// its loop, or inside a native call (where the callback scope nests, and its close runs no
+/// microtask before the call returns).
 pub unsafe fn settle_in_scope<T>(
   env: sys::napi_env,
   name: &std::ffi::CStr,
-  settled: impl IntoIterator<Item = (Deferred, T)>,
+  settled: Vec<(Deferred, T)>,
   answer: impl Fn(&Env, T) -> napi::Result<sys::napi_value>,
   fallback: impl Fn(&Env) -> sys::napi_value,
 ) {
+  if settled.is_empty() {
+    return;
+  }
   unsafe {
     let mut handles = ptr::null_mut();
     sys::napi_open_handle_scope(env, &mut handles);

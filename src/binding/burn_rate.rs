@@ -6,7 +6,7 @@ use crate::core::burn_rate::{
 };
 use crate::engine::input;
 use napi::bindgen_prelude::{Either, Null, Object};
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 use napi_raw::callback::crossing_object;
 use napi_raw::packed::{packed_buffer, PackedBuffer};

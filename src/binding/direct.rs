@@ -100,9 +100,11 @@ fn shared(backend: &RedisBackend, sent: bool) {
 fn settle(env: sys::napi_env, settled: Vec<(Call, Outcome)>) {
   let settled = settled
     .into_iter()
-    .map(|(call, outcome)| (call.deferred, (call.done, outcome)));
+    .map(|(call, outcome)| (call.deferred, (call.done, outcome)))
+    .collect();
   let internal = |js: &Env| js_error(js, QuotaError::Store("internal error".into()));
-  // SAFETY: a libuv callback of this thread's loop, its environment alive.
+  // SAFETY: on this thread, its environment alive: in a libuv callback of its loop, or in
+  // the native call whose send failed (`Links::send` settles what the failure ended).
   unsafe {
     let answer = |js: &Env, (done, outcome): (Done, Outcome)| done(js, outcome);
     scope::settle_in_scope(env, c"quota-engine:redis", settled, answer, internal)

@@ -65,7 +65,10 @@ pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::n
 /// `ERR_QUOTA_INTERNAL` thrown for a packing it rejects, a missing buffer or a panic.
 macro_rules! packed_callback {
   ($name:ident, $buffer:ident, $js:literal, $work:expr) => {
-    unsafe extern "C" fn $name(env: sys::napi_env, _: sys::napi_callback_info) -> sys::napi_value {
+    unsafe extern "C" fn $name(
+      env: napi::sys::napi_env,
+      _: napi::sys::napi_callback_info,
+    ) -> napi::sys::napi_value {
       // SAFETY: a synchronous callback of this thread; `$work` runs no JavaScript.
       match unsafe { napi_raw::packed::on_buffer(&$buffer, $work) } {
         Ok(()) => std::ptr::null_mut(),

@@ -8,7 +8,7 @@ use crate::core::fair_share::FairShareDecision;
 use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
 use crate::engine::input;
 use napi::bindgen_prelude::Object;
-use napi::{sys, Env};
+use napi::Env;
 use napi_derive::napi;
 use napi_raw::callback::crossing_object;
 use napi_raw::packed::{packed_buffer, PackedBuffer};

@@ -162,8 +162,9 @@ fn recorded(buffered: Buffered) -> u32 {
   u32::from(buffered) | if engine().logs.pending() { 2 } else { 0 }
 }
 
-/// `recordConsumption`'s crossing (answered as by [`recorded`], now or as a promise); with a
-/// reservation (reserve mode), settles it with the cost instead.
+/// `recordConsumption`'s crossing, answering now or as a promise: bit 0 set when buffered
+/// (schedule the commit), bit 1 when log records wait. With a reservation (reserve mode),
+/// settles it with the cost instead.
 #[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(

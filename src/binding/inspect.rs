@@ -6,8 +6,10 @@ use napi::Env;
 use napi_derive::napi;
 use std::path::Path;
 
-/// Reads the database at `path` without writing to it (`store::sqlite::DatabaseInspection`);
-/// throws `ERR_QUOTA_STORE` when it is missing or not a database.
+/// Reads the database at `path` without writing to it or creating it: `{ path, sqliteVersion,
+/// journalMode, userVersion, tables, migrations, quotaStoreSetting?, planRows,
+/// hostConnections?, counterRows?, poisonedCounters?, viaEngineConnection }`. Throws
+/// `ERR_QUOTA_STORE` when it is missing or not a database. For the `quota-engine` CLI.
 #[napi(catch_unwind, ts_return_type = "Record<string, any>")]
 pub fn inspect_database(env: Env, path: String) -> napi::Result<serde_json::Value> {
   let inspection = or_throw(&env, crate::store::sqlite::inspect_path(Path::new(&path)))?;

@@ -1,5 +1,5 @@
 //! Compiled only with the `test-hooks` Cargo feature: what the edge's test-only exports
-//! (`binding/test_hooks.rs`) do to the engine, so the JavaScript suites can show what
+//! (`src/test_hooks.rs`, the test edge) do to the engine, so the JavaScript suites can show what
 //! happens when it has a bug, and `npm run bench` can time an alternative.
 
 use super::saturation::DecisionLookup;
