@@ -89,6 +89,11 @@ pub fn compute_burn_rate_from_window(
   BurnRate::new(consumed_total / (elapsed_ms as f64 / 1000.0), remaining)
 }
 
+/// A `windowMs` the window rate takes, as whole milliseconds: a finite number ≥ 1.
+pub fn window_length_ms(window_ms: f64) -> Option<i64> {
+  (window_ms.is_finite() && window_ms >= 1.0).then_some(window_ms as i64)
+}
+
 /// The flat encoding `lib/burnRate.js` packs a call into (one `Float64Array`, numbers only,
 /// so nothing crosses as an object; docs/api.md, "The pure functions"). In: slot 0 the
 /// sample count, slot 1 `remaining` (NaN when absent), then `ts, consumed` per sample for
@@ -127,13 +132,13 @@ pub fn packed_history(buffer: &mut [f64]) -> Option<()> {
 /// `windowMs` that is not a finite number ≥ 1 (the checked entry's `RangeError`).
 pub fn packed_from_window(buffer: &mut [f64], now_ms: i64) -> Option<()> {
   let [consumed_total, window_ms, remaining] = *buffer.first_chunk::<3>()?;
-  if !(window_ms.is_finite() && window_ms >= 1.0) {
+  let Some(window_ms) = window_length_ms(window_ms) else {
     buffer[0] = f64::NAN;
     return Some(());
-  }
+  };
   let rate = compute_burn_rate_from_window(
     consumed_total,
-    window_ms as i64,
+    window_ms,
     now_ms,
     packed_remaining(remaining),
   );

@@ -4,7 +4,9 @@
 //! [`Source`], which the napi edge implements for JavaScript values: this module decides
 //! what is accepted, the edge only reads.
 
-use crate::core::burn_rate::{compute_burn_rate, compute_burn_rate_from_window, BurnRate};
+use crate::core::burn_rate::{
+  compute_burn_rate, compute_burn_rate_from_window, window_length_ms, BurnRate,
+};
 use crate::core::dimensions::{
   DimensionKey, PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit,
   QuotaWindow,
@@ -562,16 +564,16 @@ pub fn burn_rate_from_window<V: Source>(
 ) -> Result<BurnRate> {
   let consumed_total = consumed_total.number()?;
   let window_ms = window_ms.number()?;
-  if !(window_ms.is_finite() && window_ms >= 1.0) {
-    return Err(QuotaError::range_error(
+  let window_ms = window_length_ms(window_ms).ok_or_else(|| {
+    QuotaError::range_error(
       "windowMs",
       format!("must be a finite number >= 1, got {window_ms}"),
-    ));
-  }
+    )
+  })?;
   let remaining = remaining.opt_number()?;
   Ok(compute_burn_rate_from_window(
     consumed_total,
-    window_ms as i64,
+    window_ms,
     now_ms(),
     remaining,
   ))
