@@ -9,7 +9,7 @@
 // goes to the engine's checked entry, which computes it or names the offending field in its
 // error. The formulas exist once, in the engine.
 const native = require('./native.js')
-const { isArrayToPack } = require('./packed.js')
+const { isArrayToPack, isNumber, countToPack } = require('./packed.js')
 
 // This thread's buffers: memory of the engine's, so a call crosses with no argument; one per
 // kind of call, so that a window computed from inside a history's getter leaves the
@@ -23,8 +23,6 @@ const { historyBuffer, windowBuffer, fromHistory, fromWindow, header: HEADER, ma
 // the checked entry answers. A count, not a flag, so a packing cut short (a vm timeout)
 // leaves nothing behind.
 const PACKINGS = historyBuffer === null ? 0 : historyBuffer.length - 1
-
-const isNumber = (value) => typeof value === 'number'
 
 /** The answer the crossing wrote back into `buffer`. */
 function answer(buffer) {
@@ -55,10 +53,8 @@ function computeBurnRate(history, remaining) {
   if (historyBuffer === null || !isArrayToPack(history) || (remaining != null && !isNumber(remaining))) {
     return native.computeBurnRate(history, remaining)
   }
-  // (A Proxy's length is its trap's answer: anything but a whole count the buffer holds
-  // goes the checked way.)
-  const count = history.length
-  if (!((count | 0) === count && count >= 0 && count <= MAX_SAMPLES)) return native.computeBurnRate(history, remaining)
+  const count = countToPack(history, MAX_SAMPLES)
+  if (count < 0) return native.computeBurnRate(history, remaining)
   const packing = historyBuffer[PACKINGS] + 1
   historyBuffer[PACKINGS] = packing
   // A getter that throws ends the call with its own exception, as in the checked entry.

@@ -8,7 +8,7 @@
 // entry, which decides it or names the offending field in its error. The rule and the
 // validation exist once, in the engine.
 const native = require('./native.js')
-const { isArrayToPack } = require('./packed.js')
+const { isArrayToPack, isNumber, countToPack } = require('./packed.js')
 const { keyString } = require('./dimensionKey.js')
 
 const LAYOUT = native.__fairShareLayout()
@@ -27,7 +27,6 @@ const POLICIES = codes(LAYOUT.policies)
 const { buffer, decide } = native.__fairShareCrossing()
 const PACKINGS = buffer === null ? 0 : buffer.length - 1
 
-const isNumber = (value) => typeof value === 'number'
 const isObject = (value) => typeof value === 'object' && value !== null
 
 /** Packs `input` into the buffer; false when it is not plainly well-formed. */
@@ -35,10 +34,8 @@ function pack(input) {
   if (!isObject(input)) return false
   const { dimensions, allocation, consumedByThisKey: consumed, saturationThreshold } = input
   if (!isArrayToPack(dimensions) || !isObject(allocation)) return false
-  // (A Proxy's length is its trap's answer, read once: anything but a whole count the buffer
-  // holds goes the checked way.)
-  const count = dimensions.length
-  if (!((count | 0) === count && count >= 0 && count <= MAX_DIMENSIONS)) return false
+  const count = countToPack(dimensions, MAX_DIMENSIONS)
+  if (count < 0) return false
   if (!isNumber(saturationThreshold) || (consumed != null && !isObject(consumed))) return false
   const { weight, capValue, capUnit, policy } = allocation
   const policyCode = POLICIES.get(policy)

@@ -15,4 +15,13 @@ function isArrayToPack(value) {
   }
 }
 
-module.exports = { isArrayToPack }
+const isNumber = (value) => typeof value === 'number'
+
+/** How many elements of `array` to pack, or -1 when not a whole count of at most `max` (a
+ *  Proxy's length is its trap's answer, read once here). */
+function countToPack(array, max) {
+  const count = array.length
+  return (count | 0) === count && count >= 0 && count <= max ? count : -1
+}
+
+module.exports = { isArrayToPack, isNumber, countToPack }
