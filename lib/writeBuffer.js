@@ -2,6 +2,7 @@
 // recordConsumption's buffer, as the event loop sees it: when it is committed, and the
 // close that commits it last. The buffer itself, its bounds and its fault log are the
 // engine's (store/sqlite/record_buffer.rs, engine/hot_path.rs).
+const { isMainThread } = require('node:worker_threads')
 const native = require('./native.js')
 const host = require('./host.js')
 
@@ -23,18 +24,27 @@ const host = require('./host.js')
 //   is buffered, and signal listeners do not keep the event loop alive;
 // - a worker that is terminated skips 'exit': the native side commits at the
 //   environment's teardown.
-const { isMainThread } = require('node:worker_threads')
-
 const flush = { timer: null, signals: false }
 const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 process.on('exit', () => {
   const buffered = native.pendingQuotaWrites()
-  if (buffered === 0) return
-  const error = native.flushQuotaWrites()
+  const error = buffered === 0 ? null : native.flushQuotaWrites()
   // Said every time, not once per fault: the process is leaving with these records.
   if (error) host.log('warn', 'quota:enforce', 'buffered quota records could not be committed at exit', { buffered, error })
+  // The process's connection is closed by its main thread, so the last connection to the
+  // file checkpoints it and removes its WAL: the file at rest is self-contained
+  // (docs/sqlite.md#the-file-at-rest). A worker's exit leaves it to the process.
+  if (isMainThread) closeAtExit()
 })
+
+function closeAtExit() {
+  try {
+    native.closeQuotaDb()
+  } catch {
+    // Leaving anyway; what could not be committed was said above.
+  }
+}
 
 function commitAtSignal(signal) {
   let error
@@ -56,6 +66,7 @@ const onSignal = Object.fromEntries(
       commitAtSignal(signal)
       if (process.listenerCount(signal) > 1) return // the host handles it
       // Nobody else: restore the default (dying by the signal) and raise it again.
+      closeAtExit()
       for (const s of SIGNALS) process.removeListener(s, onSignal[s])
       flush.signals = false
       process.kill(process.pid, signal)

@@ -12,7 +12,7 @@ use super::config::process_env;
 use super::logs::LogQueue;
 use crate::error::Result;
 use crate::store::sqlite::{
-  default_db_path, is_open, with_buffer_db, with_db, with_hot_db, with_open_db, SqliteDb,
+  default_db_path, is_open, with_buffer_db, with_db, with_hot_db, with_hot_open_db, SqliteDb,
 };
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,9 +134,11 @@ impl Database {
 
   /// Whether the next call opens the database: it is closed, or — checked only with a
   /// resolver, the one case where the path must be known before the connection's lock is
-  /// taken — the file it has open was deleted or replaced (`with_open_db` then closes it).
+  /// taken — the file it has open was deleted or replaced (`with_hot_open_db` then closes
+  /// it). The check commits nothing: buffered records wait for their commit by time, as
+  /// with a string path.
   pub fn needs_open(&self) -> bool {
-    !is_open() || (self.has_resolver() && with_open_db(|_| Ok(())).is_none())
+    !is_open() || (self.has_resolver() && with_hot_open_db(|_| Ok(())).is_none())
   }
 
   /// Runs `f` on the process's connection, opening it first when needed (`hot`: the hot

@@ -69,10 +69,6 @@ pub struct SqliteDb {
   fd: Option<std::os::raw::c_int>,
   /// When `file_replaced` last looked the path up.
   path_checked: std::cell::Cell<std::time::Instant>,
-  /// When `file_replaced` last `fstat`ed the descriptor, and the wal-index header then.
-  fstat_seen: std::cell::Cell<Option<(std::time::Instant, wal_index::WalToken)>>,
-  /// Set by this connection's commit hook: it committed since that `fstat`.
-  own_commit: std::sync::Arc<std::sync::atomic::AtomicBool>,
   report: OpenReport,
   busy_timeout: std::time::Duration,
   cache: RefCell<cache::MetadataCache>,

@@ -100,10 +100,6 @@ pub(crate) fn file_id(_path: &Path) -> Option<FileId> {
 /// How often [`SqliteDb::file_replaced`] looks the path up when it can `fstat` instead.
 const PATH_CHECK_EVERY: Duration = Duration::from_millis(100);
 
-/// How long an `fstat` that found the file linked stands while another connection keeps
-/// committing through the wal-index this one maps (docs/sqlite.md#one-connection-per-process).
-const FSTAT_STANDS: Duration = Duration::from_millis(1);
-
 /// The descriptor of the connection's main database file: the `h` field of SQLite's
 /// `unixFile`, which follows three pointers. Used only when an `fstat` of it finds the
 /// very file just opened (`id`), so a different layout means no descriptor, not a wrong
@@ -193,10 +189,8 @@ impl SqliteDb {
   /// Opens (creating it and its parent directory if needed) the database at `path`:
   /// installs the lock hooks (once per process), refuses a second connection to a file
   /// this process already has one to, sets `journal_mode = WAL`, `busy_timeout`,
-  /// `synchronous = NORMAL`, `foreign_keys = ON`, keeps the WAL and `-shm` files on close
-  /// (`SQLITE_FCNTL_PERSIST_WAL`: the engine must never unlink files the host may be
-  /// using — after a delete-and-recreate the old connection's paths name the host's new
-  /// files), applies the migrations and runs the lock self-test.
+  /// `synchronous = NORMAL`, `foreign_keys = ON`, applies the migrations and runs the
+  /// lock self-test.
   pub fn open(path: &Path, options: &OpenOptions) -> Result<SqliteDb> {
     locks::install();
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -212,14 +206,13 @@ impl SqliteDb {
       }
     }
     let calls_before = locks::lock_calls();
-    let mut conn = Connection::open_with_flags(
+    let conn = Connection::open_with_flags(
       path,
       OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .ctx(&format!("opening {}", path.display()))?;
-    persist_wal(&conn)?;
     conn
       .busy_timeout(options.busy_timeout)
       .ctx("setting busy_timeout")?;
@@ -246,7 +239,6 @@ impl SqliteDb {
         ffi::sqlite3_libversion_number() == ffi::SQLITE_VERSION_NUMBER,
       )
     };
-    let own_commit = commit_flag(&mut conn)?;
     Ok(SqliteDb {
       conn,
       path: path.to_path_buf(),
@@ -261,8 +253,6 @@ impl SqliteDb {
       },
       fd,
       path_checked: std::cell::Cell::new(std::time::Instant::now()),
-      fstat_seen: std::cell::Cell::new(None),
-      own_commit,
       busy_timeout: options.busy_timeout,
       cache: RefCell::new(MetadataCache::default()),
       hot: RefCell::new(Default::default()),
@@ -285,6 +275,20 @@ impl SqliteDb {
       });
     self.discard_pending();
     self.hot.get_mut().wal.forget();
+    // The last connection to a file removes its WAL and `-shm`, as SQLite does
+    // (docs/sqlite.md#the-file-at-rest) — by path, so when the path now names another file
+    // (a restore put it there) they are that file's, and stay.
+    // Its WAL is emptied into the file first, without waiting (a reader still in the WAL
+    // keeps its frames): SQLite's own close does that only as the file's last user, and
+    // a WAL left with frames would be replayed onto whatever file is put at the path next
+    // (a backup renamed over it, a copy from a stopped server).
+    let _ = self.conn.busy_timeout(Duration::ZERO);
+    let _ = self
+      .conn
+      .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    if self.file_replaced_now() {
+      let _ = keep_wal_at_close(&self.conn);
+    }
     self.forget_file();
     let conn = std::mem::replace(&mut self.conn, Connection::open_in_memory().ctx("closing")?);
     conn
@@ -306,11 +310,8 @@ impl SqliteDb {
       return false;
     };
     if let Some(fd) = self.fd {
-      if !self.fstat_stands() {
-        if descriptor_unlinked(fd, id) {
-          return true;
-        }
-        self.note_fstat();
+      if descriptor_unlinked(fd, id) {
+        return true;
       }
       if self.path_checked.get().elapsed() < PATH_CHECK_EVERY {
         return false;
@@ -318,34 +319,6 @@ impl SqliteDb {
       self.path_checked.set(std::time::Instant::now());
     }
     file_id(&self.path) != Some(id)
-  }
-
-  /// Whether the last `fstat` still answers: it is younger than [`FSTAT_STANDS`], this
-  /// connection committed nothing since, and the wal-index header moved since — so another
-  /// connection committed through the `-shm` this one maps. Deleting the files (the usual
-  /// way: the folder, or the database with its `-wal` and `-shm`) leaves that mapping to
-  /// nobody, its header stops moving, and the next call `fstat`s at once; only a writer
-  /// still on an unlinked file delays the notice, by at most [`FSTAT_STANDS`]. On the
-  /// host's path, which commits a row per request, this spares one system call on most
-  /// decisions.
-  fn fstat_stands(&self) -> bool {
-    let Some((at, seen)) = self.fstat_seen.get() else {
-      return false;
-    };
-    if self.own_commit.load(std::sync::atomic::Ordering::Relaxed) || at.elapsed() >= FSTAT_STANDS {
-      return false;
-    }
-    self.hot.borrow().wal.token().is_some_and(|now| now != seen)
-  }
-
-  fn note_fstat(&self) {
-    self
-      .own_commit
-      .store(false, std::sync::atomic::Ordering::Relaxed);
-    let seen = self.hot.borrow().wal.token();
-    self
-      .fstat_seen
-      .set(seen.map(|seen| (std::time::Instant::now(), seen)));
   }
 
   /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of
@@ -376,22 +349,9 @@ impl Drop for SqliteDb {
   }
 }
 
-/// A flag this connection's commits set (SQLite calls the commit hook for write
-/// transactions only), for [`SqliteDb::fstat_stands`].
-fn commit_flag(conn: &mut Connection) -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
-  let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-  let set = flag.clone();
-  conn
-    .commit_hook(Some(move || {
-      set.store(true, std::sync::atomic::Ordering::Relaxed);
-      false
-    }))
-    .ctx("installing the commit hook")?;
-  Ok(flag)
-}
-
-/// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database.
-fn persist_wal(conn: &Connection) -> Result<()> {
+/// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database: closing the last connection keeps
+/// the WAL and `-shm` files instead of removing them by path.
+fn keep_wal_at_close(conn: &Connection) -> Result<()> {
   let mut on: std::os::raw::c_int = 1;
   // SAFETY: the handle is live for the call; the argument is an int as documented.
   let rc = unsafe {

@@ -193,6 +193,7 @@ static STATUS: OnceLock<HookStatus> = OnceLock::new();
 static PARKED: Mutex<Vec<Parked>> = Mutex::new(Vec::new());
 
 type CloseFn = extern "C" fn(c_int) -> c_int;
+type OpenFn = extern "C" fn(*const libc::c_char, c_int, c_int) -> c_int;
 type MunmapFn = extern "C" fn(*mut c_void, libc::size_t) -> c_int;
 
 #[derive(Debug, Clone, Copy)]
@@ -261,6 +262,43 @@ extern "C" fn parking_close(fd: c_int) -> c_int {
   }
   // SAFETY: SQLite owns `fd` and is closing it.
   unsafe { libc::close(fd) }
+}
+
+/// SQLite's `open` (`osOpen`, called as `int (*)(const char *, int, int)`): a file the
+/// engine parked a descriptor of is opened again through that descriptor, so closing and
+/// reopening while the host keeps the file open holds one descriptor per file, not one
+/// more each time (docs/two-sqlites.md#parked-descriptors).
+extern "C" fn reusing_open(path: *const libc::c_char, flags: c_int, mode: c_int) -> c_int {
+  if let Some(fd) = take_parked(path, flags) {
+    return fd;
+  }
+  // SAFETY: SQLite's own arguments, passed on as `open` takes them.
+  unsafe { libc::open(path, flags, mode as libc::c_uint) }
+}
+
+/// A parked descriptor of the file at `path` opened with the same access mode, taken out
+/// of the parked list; none for an exclusive or truncating open.
+fn take_parked(path: *const libc::c_char, flags: c_int) -> Option<c_int> {
+  use std::os::unix::ffi::OsStrExt;
+  use std::os::unix::fs::MetadataExt;
+  if path.is_null() || flags & (libc::O_EXCL | libc::O_TRUNC) != 0 {
+    return None;
+  }
+  let mut parked = lock_parked();
+  if parked.is_empty() {
+    return None;
+  }
+  // SAFETY: SQLite passes a NUL-terminated path that lives for the call.
+  let path = unsafe { std::ffi::CStr::from_ptr(path) };
+  let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(path.to_bytes())).ok()?;
+  let wanted = flags & libc::O_ACCMODE;
+  let at = parked.iter().position(|p| {
+    (p.dev, p.ino) == (meta.dev(), meta.ino())
+      && matches!(file_id(p.fd), Some((d, i, _)) if (d, i) == (p.dev, p.ino))
+      // SAFETY: F_GETFL reads the flags of a descriptor we hold.
+      && unsafe { libc::fcntl(p.fd, libc::F_GETFL) } & libc::O_ACCMODE == wanted
+  })?;
+  Some(parked.swap_remove(at).fd)
 }
 
 /// Counts, before unmapping, so a pointer into the wal-index taken before the count
@@ -480,6 +518,15 @@ fn install_once() -> HookStatus {
       c"close".as_ptr(),
       Some(std::mem::transmute::<CloseFn, unsafe extern "C" fn()>(
         close_hook,
+      )),
+    );
+    // Reusing parked descriptors is an economy, not a safeguard: its failure is harmless.
+    let open_hook: OpenFn = reusing_open;
+    set(
+      vfs,
+      c"open".as_ptr(),
+      Some(std::mem::transmute::<OpenFn, unsafe extern "C" fn()>(
+        open_hook,
       )),
     );
     let munmap_hook: MunmapFn = counting_munmap;

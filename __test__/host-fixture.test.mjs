@@ -1,0 +1,69 @@
+// The engine as the host installs it (bench/host.mjs): `dbPath` a function that answers
+// `undefined` until the host's database module has loaded, the host's pragmas, its schema
+// created first, a call-log row committed per request. What the host's form of the options
+// must cost: the same commits as a string path (records are committed by time, never one
+// commit per record), counted by the engine's own metric, not timed.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import { createRequire } from 'node:module'
+import { startHost } from '../bench/host.mjs'
+
+const require = createRequire(import.meta.url)
+const host = startHost({ dbPath: 'function', checkpointMs: 50 })
+const engine = require('@omniroute/quota-engine')
+const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+const commits = () => Number(/^quota_engine_record_commits_total (\d+)$/m.exec(engine.metrics())[1])
+const turn = () => new Promise((resolve) => setImmediate(resolve))
+
+after(() => {
+  host.stop()
+  fs.rmSync(host.dir, { recursive: true, force: true })
+})
+
+const connectionId = 'fixture-conn'
+const provider = 'fixture-provider'
+const keys = ['fk-0', 'fk-1', 'fk-2']
+engine.upsertProviderPlan({ connectionId, provider, dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }], source: 'manual' })
+const pool = engine.createPool({ connectionId, name: 'fixture', allocations: keys.map((apiKeyId) => ({ apiKeyId, weight: 33, policy: 'hard' })) })
+const counted = () => host.db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
+
+test('the engine opens the host file through the path function, on the host schema', async () => {
+  assert.equal((await enforceQuotaShare({ apiKeyId: keys[0], connectionId, provider })).kind, 'allow')
+  assert.equal(engine.flushQuotaWrites(), null)
+  assert.ok(fs.existsSync(host.file))
+  const tables = host.db.prepare("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get().n
+  assert.ok(tables >= 120, `the host's schema has ${tables} tables`)
+  assert.equal(host.db.prepare("SELECT count(*) AS n FROM quota_pools WHERE id = ?").get(pool.id).n, 1, 'the pool is in the host file')
+})
+
+test('records within one turn share one commit with a path function, as with a string', async () => {
+  const before = commits()
+  const start = counted()
+  for (let i = 0; i < 200; i++) await recordConsumption({ apiKeyId: keys[i % 3], connectionId, provider, cost: { requests: 1 } })
+  // Still inside one turn: nothing was due, so nothing committed (each record was its own
+  // write transaction before the path function's check stopped committing).
+  assert.ok(commits() - before <= 1, `${commits() - before} commits for 200 records in one turn`)
+  assert.equal(engine.flushQuotaWrites(), null)
+  assert.equal(counted() - start, 200)
+})
+
+test('one request per turn on the host path: commits stay within 1000 / QUOTA_RECORD_FLUSH_MS a second', async () => {
+  const before = commits()
+  const start = counted()
+  const t0 = process.hrtime.bigint()
+  const n = 3000
+  for (let i = 0; i < n; i++) {
+    const request = { apiKeyId: keys[i % 3], connectionId, provider }
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    host.logCall(request.apiKeyId, connectionId, provider)
+    await recordConsumption({ ...request, cost: { requests: 1 } })
+    await turn()
+  }
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const made = commits() - before
+  // 10 ms by default: at most 100 a second, plus the last one.
+  assert.ok(made <= Math.ceil(seconds * 100) + 2, `${made} commits in ${seconds.toFixed(2)} s for ${n} requests`)
+  assert.equal(engine.flushQuotaWrites(), null)
+  assert.equal(counted() - start, n, 'every record counted, as the host reads the table')
+})
