@@ -88,6 +88,35 @@ function firstLine(err) {
  * load attempt's error. The loader's own override, NAPI_RS_NATIVE_LIBRARY_PATH, is read
  * here, beside the loader's other install-time facts, and not by lib/.
  */
+/**
+ * Whether the package's code runs from a bundler's output (Next.js' webpack or Turbopack,
+ * esbuild, Rollup…) rather than from where it was installed: `dir` (lib/'s own
+ * `__dirname`) has no package.json of this package above it, or webpack's runtime is there.
+ */
+function isBundled(dir) {
+  if (typeof __webpack_require__ === 'function') return true
+  try {
+    return JSON.parse(fs.readFileSync(path.join(dir, '..', 'package.json'), 'utf8')).name !== '@omniroute/quota-engine'
+  } catch {
+    return true
+  }
+}
+
+/** The error for a bundled load: the binary is there, the bundler hid it; say the setting. */
+function bundledError(loaderError) {
+  const err = new Error(
+    '@omniroute/quota-engine was bundled: a bundler copied its JavaScript into its own output, ' +
+      'where the native binary it loads cannot be found. It must be loaded by Node from node_modules. ' +
+      'Next.js: add "@omniroute/quota-engine" to serverExternalPackages in next.config ' +
+      '(serverExternalPackages: ["@omniroute/quota-engine"]); webpack: externals; esbuild: ' +
+      '--external:@omniroute/quota-engine; Rollup or Vite: external. ' +
+      `(The loader said: ${firstLine(loaderError.cause || loaderError)})`,
+    { cause: loaderError },
+  )
+  err.code = 'ERR_QUOTA_BUNDLED'
+  return err
+}
+
 function noBinaryError(loaderError) {
   const suffix = platformSuffix()
   const packageName = platformPackage(suffix)
@@ -130,4 +159,4 @@ function noBinaryError(loaderError) {
   return err
 }
 
-module.exports = { PACKAGE_PREFIX, isMusl, platformSuffix, platformPackage, publishedSuffixes, noBinaryError }
+module.exports = { PACKAGE_PREFIX, isMusl, platformSuffix, platformPackage, publishedSuffixes, noBinaryError, isBundled, bundledError }

@@ -166,7 +166,8 @@ fn the_hosts_classic_locks_survive_engine_activity_and_close() {
   assert!(host_db.classic_lock_held(SHARED_FIRST, SHARED_SIZE));
   assert!(host_shm.classic_lock_held(SHM_DMS, 1));
   assert_eq!(locks::parked_count(), parked_before + 2);
-  // The WAL and -shm were not unlinked under the host (SQLITE_FCNTL_PERSIST_WAL).
+  // The WAL and -shm were not unlinked under the host (its shared lock means the engine is
+  // not the last user, so its SQLite removes nothing).
   assert!(shm_path(&path).exists());
   // While the host keeps the files open, sweeping closes nothing.
   assert_eq!(locks::sweep_parked(), 0);
