@@ -372,3 +372,36 @@ test('the internal crossing rejects malformed calls with a TypeError instead of 
     assert.throws(call, (err) => err instanceof TypeError && err.code === 'ERR_QUOTA_INTERNAL')
   }
 })
+
+test('a selection made from inside another (a weight getter, a Proxy): each keeps its own targets, leases and DRR state', () => {
+  for (let round = 0; round < 6; round++) {
+    _clearDrrStateForTest()
+    _clearInflightForTest()
+    const inner = targets('X', 'Y')
+    const inners = []
+    const selectInner = () => inners.push(selectQuotaShareTarget(inner, 'inner-combo', MODEL, T0))
+    const plain = targets('A', 'B', 'C')
+    Object.defineProperty(plain[round % 3], 'weight', { get: () => (selectInner(), 1) })
+    const proxied = new Proxy(targets('D', 'E', 'F'), {
+      get: (list, key, receiver) => (key === String(round % 3) && selectInner(), Reflect.get(list, key, receiver)),
+    })
+    // Three times each: a first read, then the array's own cached reads.
+    for (const outer of [plain, plain, plain, proxied, proxied, proxied]) {
+      const before = inners.length
+      const result = selectQuotaShareTarget(outer, COMBO, MODEL, T0)
+      assert.ok(inners.length > before, 'the nested selection ran')
+      const own = [...outer]
+      assert.ok(own.includes(result.target), `round ${round}: the winner is one of the outer targets`)
+      assert.deepEqual(new Set(result.orderedTargets), new Set(own))
+      const nested = inners.at(-1)
+      assert.ok(inner.includes(nested.target))
+      assert.equal(_getDrrDeficitForTest(COMBO, 'X') + _getDrrDeficitForTest(COMBO, 'Y'), 0, "the outer combo holds none of the inner one's keys")
+      const innerLeases = getInflight('conn-X', T0) + getInflight('conn-Y', T0)
+      assert.equal(getInflight(result.target.connectionId, T0), 1, "the outer winner's lease")
+      result.decrementInflight()
+      assert.equal(getInflight(result.target.connectionId, T0), 0, 'released')
+      assert.equal(getInflight('conn-X', T0) + getInflight('conn-Y', T0), innerLeases, "the inner leases untouched by the outer's release")
+      for (const n of inners.splice(0)) n.decrementInflight()
+    }
+  }
+})

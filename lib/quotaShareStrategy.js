@@ -170,7 +170,18 @@ let lastArray = null
 /** The extraction of arrays seen once, reused (grown on demand). */
 let scratch = new Extraction(64, false)
 
+/** How many selections are reading targets now: more than one when a getter or a Proxy
+ * on a target selects again. */
+let reading = 0
+
 function extract(targets, count) {
+  if (reading > 1) {
+    // A nested selection: its own extraction, so it touches neither the outer one's
+    // buffer nor the caches the outer one is reading through.
+    const own = new Extraction(count, false)
+    own.readAll(targets, count)
+    return own
+  }
   const cached = extractions.get(targets)
   if (cached !== undefined && cached.capacity === count && cached.epoch === epoch) {
     cached.refresh(targets, count)
@@ -221,9 +232,14 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const base = count * STRIDE
   let buffer
   for (let attempt = 0; ; attempt++) {
-    const extraction = extract(targets, count)
-    extraction.fillCaps(caps, targets, count)
-    buffer = extraction.buffer
+    reading++
+    try {
+      const extraction = extract(targets, count)
+      extraction.fillCaps(caps, targets, count)
+      buffer = extraction.buffer
+    } finally {
+      reading--
+    }
     selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
     if (buffer[base] !== STALE) break
     // A symbol held here was evicted natively: forget every cached symbol and re-intern.
@@ -235,9 +251,12 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
     epoch++
   }
 
-  const orderedTargets = new Array(count)
-  for (let i = 0; i < count; i++) orderedTargets[i] = targets[buffer[base + i]]
+  // Taken out of the buffer before any target is read again: a Proxy's `get` may select
+  // again and reuse it.
   const winnerConnection = buffer[buffer[base] * STRIDE + 1]
+  const order = buffer.slice(base, base + count)
+  const orderedTargets = new Array(count)
+  for (let i = 0; i < count; i++) orderedTargets[i] = targets[order[i]]
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {
