@@ -12,7 +12,7 @@ import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import Redis from 'ioredis'
 import { makeDataDir } from './support/store-env.mjs'
-import { REDIS_SKIP, OPENSSL, makeCertificates, startTlsRedis } from './support/redis-server.mjs'
+import { REDIS_SKIP, OPENSSL, makeCertificates, makeSelfSigned, startTlsRedis } from './support/redis-server.mjs'
 import { RedisQuotaStore, getRedisClient, resetRedisClient } from '@omniroute/quota-engine/compat/redisQuotaStore'
 import { getQuotaStore, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
 import { closeQuotaDb, createPool, installHost } from '@omniroute/quota-engine'
@@ -147,6 +147,32 @@ test('the driver chosen by environment over TLS; a failure to connect is logged 
     delete process.env.QUOTA_STORE_DRIVER
     delete process.env.QUOTA_STORE_REDIS_URL
     resetQuotaStoreSingleton()
+  }
+})
+
+test('a self-signed server certificate, trusted through NODE_EXTRA_CA_CERTS: the fallback warning names the cause and the fix', { skip }, async () => {
+  const self = makeSelfSigned()
+  const selfServer = await startTlsRedis(self)
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  try {
+    process.env.NODE_EXTRA_CA_CERTS = self.ca
+    process.env.QUOTA_STORE_REDIS_URL = `rediss://127.0.0.1:${selfServer.tlsPort}`
+    logged.length = 0
+    resetQuotaStoreSingleton()
+    const store = await getQuotaStore()
+    assert.ok(!(store instanceof RedisQuotaStore), 'rustls refuses a CA certificate as the server certificate')
+    const warning = logged.find((line) => line.includes('falling back to SQLite'))
+    assert.ok(warning, logged.join('\n'))
+    assert.match(warning, /CaUsedAsEndEntity/)
+    assert.match(warning, /CA certificate .* as its own server certificate/)
+    assert.match(warning, /signed by it/)
+    assert.match(warning, /NODE_EXTRA_CA_CERTS or QUOTA_STORE_REDIS_CA_FILE/)
+  } finally {
+    delete process.env.QUOTA_STORE_DRIVER
+    delete process.env.QUOTA_STORE_REDIS_URL
+    resetQuotaStoreSingleton()
+    await selfServer.stop()
+    fs.rmSync(self.dir, { recursive: true, force: true })
   }
 })
 

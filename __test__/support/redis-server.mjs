@@ -196,6 +196,15 @@ export function makeCertificates() {
   return { dir, ca: at('ca.pem'), cert: at('server.pem'), key: at('server.key'), clientCert: at('client.pem'), clientKey: at('client.key') }
 }
 
+/** One self-signed certificate (`openssl req -x509`, so a CA certificate) that the server
+ * presents itself: many self-hosted setups are made this way. */
+export function makeSelfSigned() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-tls-self-'))
+  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'self.key', '-out', 'self.pem', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], dir)
+  const at = (name) => path.join(dir, name)
+  return { dir, ca: at('self.pem'), cert: at('self.pem'), key: at('self.key') }
+}
+
 /**
  * A `redis-server` that also listens for TLS on `tlsPort` (the plain port stays open for
  * the test's own inspection). `authClients`: whether it asks for a client certificate.

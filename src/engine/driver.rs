@@ -542,15 +542,19 @@ impl Engine {
   }
 
   fn redis_unavailable(&self, url: &str, err: &crate::error::QuotaError) {
+    let error = err.to_string();
+    let why = crate::store::redis::tls::explain(&error)
+      .map(|fix| format!(": {fix}"))
+      .unwrap_or_default();
     self.logs.push(
       "warn",
       "quota:factory",
       format!(
-        "Redis quota store unavailable at {}; falling back to SQLite",
+        "Redis quota store unavailable at {}; falling back to SQLite{why}",
         mask_url(url)
       ),
       vec![
-        ("error", LogValue::Text(err.to_string())),
+        ("error", LogValue::Text(error)),
         ("code", LogValue::Text(err.code().to_string())),
       ],
     );

@@ -101,8 +101,28 @@ pub fn certificates(files: &TlsFiles) -> Result<TlsCertificates> {
   })
 }
 
+/// What to do about a TLS failure the user can fix, in plain words, by what rustls said.
+pub fn explain(error: &str) -> Option<&'static str> {
+  error.contains("CaUsedAsEndEntity").then_some(
+    "the Redis server presents a CA certificate (a self-signed certificate made with \
+     `openssl req -x509`) as its own server certificate. Node's TLS accepts that when the \
+     certificate is trusted; the engine's TLS (rustls) does not accept a CA certificate as a \
+     server certificate, even when trusted. Fix: keep that certificate as the CA, issue the \
+     server a certificate signed by it (`openssl req -new` + `openssl x509 -req -CA ca.crt \
+     -CAkey ca.key`), configure Redis with the server certificate, and trust ca.crt through \
+     NODE_EXTRA_CA_CERTS or QUOTA_STORE_REDIS_CA_FILE",
+  )
+}
+
 #[cfg(test)]
 mod tests {
+  #[test]
+  fn a_ca_used_as_the_server_certificate_is_explained_with_the_fix() {
+    let said = super::explain("invalid peer certificate: CaUsedAsEndEntity").unwrap();
+    assert!(said.contains("QUOTA_STORE_REDIS_CA_FILE") && said.contains("signed by it"));
+    assert!(super::explain("Connection refused").is_none());
+  }
+
   use super::*;
 
   #[test]
