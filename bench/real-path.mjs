@@ -1,6 +1,8 @@
 // The host's real path (run by `npm run bench`; alone: `node scripts/with-hooks.js
 // bench/real-path.mjs [--requests N] [--http-seconds S]`).
 //
+// On the host fixture (bench/host.mjs): installHost({ dbPath: () => file, … }), the host's
+// pragmas and schema first, its call-log row per request, a checkpoint now and then.
 // 1. Per request, as OmniRoute's request handler does it: `enforceQuotaShare` → the host
 //    commits one unrelated row to its own table (a call log) on its own better-sqlite3
 //    connection to the SAME storage.sqlite → `recordConsumption`, through the `compat/*`
@@ -22,26 +24,17 @@ import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { summarize } from './measure.mjs'
 import { openBaseline } from './baseline/store.mjs'
+import { startHost } from './host.mjs'
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(name)
   return i > 0 ? process.argv[i + 1] : fallback
 }
 const require = createRequire(import.meta.url)
-const Database = require('better-sqlite3')
-const CALL_LOG = `CREATE TABLE IF NOT EXISTS call_logs (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, api_key_id TEXT, model TEXT, tokens INTEGER, status INTEGER, payload TEXT)`
-const INSERT = 'INSERT INTO call_logs (ts, api_key_id, model, tokens, status, payload) VALUES (?, ?, ?, ?, ?, ?)'
-const PAYLOAD = JSON.stringify({ route: '/v1/chat/completions', latencyMs: 812, finish: 'stop' })
-
-/** The host's own connection, opened as OmniRoute opens it. */
-export function openHostDb(file) {
-  const db = new Database(file)
-  db.pragma('journal_mode = WAL')
-  db.pragma('busy_timeout = 2000')
-  db.pragma('synchronous = NORMAL')
-  db.exec(CALL_LOG)
-  return db
-}
+const CALL_LOG = `CREATE TABLE IF NOT EXISTS call_logs (id TEXT PRIMARY KEY, timestamp TEXT NOT NULL, model TEXT, provider TEXT, connection_id TEXT, api_key_id TEXT, request_summary TEXT, correlation_id TEXT)`
+const SUMMARY = JSON.stringify({ messages: 3, stream: false, finish: 'stop' })
+/** The `dbPath` form: the host's function, or `--db-path string` for the comparison row. */
+const DB_PATH = arg('--db-path', 'function')
 
 const connectionId = 'real-conn'
 const provider = 'real-provider' // no saturation fetcher: no fetch round
@@ -108,16 +101,14 @@ function insideCalls(n) {
 }
 
 async function realPath(n) {
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-real-'))
-  process.env.DATA_DIR = tmp
-  const file = path.join(tmp, 'storage.sqlite')
+  const fixture = startHost({ dbPath: DB_PATH })
+  const tmp = fixture.dir
   const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
   const engine = require('@omniroute/quota-engine')
   try {
     const pool = setupEngine()
-    const host = openHostDb(file)
-    const insert = host.prepare(INSERT)
-    const hostWrite = (i) => insert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+    const host = fixture.db
+    const hostWrite = (i) => fixture.logCall(keys[i % 8], connectionId, provider)
     if ((await enforceQuotaShare(req(0))).kind !== 'allow') throw new Error('real path: the engine does not allow')
 
     const noQuota = await perTurn(n, async (i) => { hostWrite(i) })
@@ -160,26 +151,28 @@ async function realPath(n) {
       const counted = total.get(`${pool.id}:${dimension}:hourly`).s
       if (counted !== made * each) throw new Error(`real path: ${dimension} counted ${counted}, made ${made * each}`)
     }
-    host.close()
+    fixture.stop()
 
     // The old engine's way: its statements on the host's own connection (one file).
     const baseline = openBaseline(path.join(tmp, 'baseline.sqlite'))
     baseline.db.exec(CALL_LOG)
     baseline.setup.upsertProviderPlan({ connectionId, provider, dimensions })
     baseline.setup.createPool({ id: pool.id, connectionId, name: 'real path', allocations })
-    const bInsert = baseline.db.prepare(INSERT)
+    let bSeq = 0
+    const bStatement = baseline.db.prepare("INSERT INTO call_logs (id, timestamp, model, provider, connection_id, api_key_id, request_summary, correlation_id) VALUES (?, ?, 'gpt-x', ?, ?, ?, ?, ?)")
+    const bInsert = { run: (i) => bStatement.run(`b-${++bSeq}`, new Date().toISOString(), provider, connectionId, keys[i % 8], SUMMARY, `c-${bSeq}`) }
     const baselineCalls = insideCalls(n)
     const withBaseline = await perTurn(n, async (i) => {
       const decision = await baselineCalls.timed(() => baseline.enforceQuotaShare(req(i)))
       if (decision.kind !== 'allow') throw new Error('baseline blocked')
-      bInsert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+      bInsert.run(i)
       await baselineCalls.timed(() => baseline.recordConsumption(rec(i)))
       baselineCalls.next()
     })
     const baselineDims = dimensions.map(({ unit, window }) => ({ poolId: pool.id, unit, window }))
     const baselineConsumeCalls = insideCalls(n)
     const consumeBaseline = await perTurn(n, async (i) => {
-      bInsert.run(Date.now(), keys[i % 8], 'gpt-x', 1200, 200, PAYLOAD)
+      bInsert.run(i)
       await baselineConsumeCalls.timed(() => baseline.store.consume(keys[i % 8], baselineDims[0], 1))
       await baselineConsumeCalls.timed(() => baseline.store.consume(keys[i % 8], baselineDims[1], 1200))
       baselineConsumeCalls.next()
@@ -204,12 +197,10 @@ const here = fileURLToPath(import.meta.url)
 /** The server child: argv --serve <quota on|off>; prints its port. */
 async function serve(quota) {
   const http = await import('node:http')
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-http-'))
-  process.env.DATA_DIR = tmp
+  const fixture = startHost({ dbPath: DB_PATH })
+  const tmp = fixture.dir
   const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
   setupEngine()
-  const host = openHostDb(path.join(tmp, 'storage.sqlite'))
-  const insert = host.prepare(INSERT)
   let i = 0
   const server = http.createServer(async (request, response) => {
     const n = i++
@@ -222,7 +213,7 @@ async function serve(quota) {
     }
     await new Promise((resolve) => setImmediate(resolve)) // the upstream call
     if (quota) await recordConsumption(rec(n))
-    insert.run(Date.now(), keys[n % 8], 'gpt-x', 1200, 200, PAYLOAD)
+    fixture.logCall(keys[n % 8], connectionId, provider)
     response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
   })
   server.listen(0, '127.0.0.1', () => process.stdout.write(`PORT ${server.address().port}\n`))
@@ -236,7 +227,7 @@ async function serve(quota) {
       process.stdout.write(`CPU ${cpu.user + cpu.system} ${i - mark.requests}\n`)
     }
     server.close()
-    host.close()
+    fixture.stop()
     fs.rmSync(tmp, { recursive: true, force: true })
     process.exit(0)
   })
@@ -244,7 +235,7 @@ async function serve(quota) {
 
 async function httpRun(quota, seconds) {
   const autocannon = require('autocannon')
-  const child = spawn(process.execPath, [here, '--serve', quota ? 'on' : 'off'], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
+  const child = spawn(process.execPath, [here, '--serve', quota ? 'on' : 'off', '--db-path', DB_PATH], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env })
   let out = ''
   child.stdout.on('data', (b) => (out += b))
   const exited = new Promise((resolve) => child.on('exit', resolve))

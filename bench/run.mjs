@@ -20,6 +20,7 @@ import { spawnSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { measurer } from './measure.mjs'
 import { openBaseline } from './baseline/store.mjs'
+import { startHost } from './host.mjs'
 
 const arg = (name, fallback) => {
   const i = process.argv.indexOf(name)
@@ -33,7 +34,9 @@ const CONCURRENCY = 64
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'quota-bench-'))
 const engineDir = path.join(tmp, 'engine')
 fs.mkdirSync(engineDir)
-process.env.DATA_DIR = engineDir // before the first engine call
+// The host fixture (bench/host.mjs): the host's connection, pragmas and schema first, the
+// engine installed with the host's path function.
+const host = startHost({ dir: engineDir })
 
 const require = createRequire(import.meta.url)
 const engine = require('@omniroute/quota-engine')
@@ -215,10 +218,14 @@ try {
   console.log(`\n(speed-up = engine ops/s ÷ baseline ops/s; total ${((Date.now() - started) / 1000).toFixed(1)} s)`)
 } finally {
   engine.closeQuotaDb()
+  host.stop()
   baseline.close()
   fs.rmSync(tmp, { recursive: true, force: true })
 }
 
 // --- the host's real path and the HTTP variant, in a process of their own ---------------------
-const realPath = spawnSync(process.execPath, [fileURLToPath(new URL('./real-path.mjs', import.meta.url))], { stdio: 'inherit', env: process.env })
-if (realPath.status !== 0) process.exitCode = realPath.status ?? 1
+// Then every way the host may install and call the engine (bench/host-options.mjs).
+for (const script of ['./real-path.mjs', './host-options.mjs']) {
+  const child = spawnSync(process.execPath, [fileURLToPath(new URL(script, import.meta.url))], { stdio: 'inherit', env: process.env })
+  if (child.status !== 0) process.exitCode = child.status ?? 1
+}
