@@ -59,7 +59,7 @@ function hostPool({ connections = ['conn'], allocations, legacy = false }) {
   const id = `pool-${++poolSeq}`
   host.prepare('INSERT INTO quota_pools (id, connection_id, name, group_id) VALUES (?, ?, ?, ?)').run(id, connections[0], id, null)
   if (!legacy) {
-    connections.forEach((c, i) => host.prepare('INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?, ?, ?)').run(id, c, 1000 + i))
+    for (const [i, c] of connections.entries()) host.prepare('INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?, ?, ?)').run(id, c, 1000 + i)
   }
   for (const a of allocations) {
     host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy) VALUES (?, ?, ?, ?, ?, ?)').run(id, a.key, a.weight, a.capValue ?? null, a.capUnit ?? null, a.policy ?? 'hard')

@@ -25,7 +25,6 @@ const tempDir = (tag) => {
 const host = startHost({ dir: tempDir('main'), checkpointMs: 0 })
 const engine = require('@omniroute/quota-engine')
 const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
-const day = () => Math.floor(Date.now() / engine.WINDOW_MS.daily)
 
 // A test that fails with the host's connection closed leaves it open for the next one.
 afterEach(() => host.db || host.open())

@@ -25,7 +25,7 @@ import {
 } from '@omniroute/quota-engine'
 
 const skip = REDIS_SKIP
-const dataDir = makeDataDir('redis-totals')
+makeDataDir('redis-totals')
 const require = createRequire(import.meta.url)
 const { StoreDriver } = require('../lib/stores.js')
 const HOUR = WINDOW_MS.hourly

@@ -23,7 +23,7 @@ import {
 } from '@omniroute/quota-engine'
 
 const skip = REDIS_SKIP
-const dataDir = makeDataDir('redis-sentinel')
+makeDataDir('redis-sentinel')
 const TIMEOUT_MS = 1000
 // Generous: the machine running the tests may be busy; an unbounded call would hang.
 const BOUND_MS = 3 * TIMEOUT_MS + 1500

@@ -381,9 +381,17 @@ test('a selection made from inside another (a weight getter, a Proxy): each keep
     const inners = []
     const selectInner = () => inners.push(selectQuotaShareTarget(inner, 'inner-combo', MODEL, T0))
     const plain = targets('A', 'B', 'C')
-    Object.defineProperty(plain[round % 3], 'weight', { get: () => (selectInner(), 1) })
+    Object.defineProperty(plain[round % 3], 'weight', {
+      get: () => {
+        selectInner()
+        return 1
+      },
+    })
     const proxied = new Proxy(targets('D', 'E', 'F'), {
-      get: (list, key, receiver) => (key === String(round % 3) && selectInner(), Reflect.get(list, key, receiver)),
+      get: (list, key, receiver) => {
+        if (key === String(round % 3)) selectInner()
+        return Reflect.get(list, key, receiver)
+      },
     })
     // Three times each: a first read, then the array's own cached reads.
     for (const outer of [plain, plain, plain, proxied, proxied, proxied]) {

@@ -37,7 +37,10 @@ try {
   const inPool = Math.floor((ROWS * SHARE) / 100)
   const t0 = Date.now()
   let seed = 1
-  const random = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648)
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed / 2147483648
+  }
   host.transaction(() => {
     for (let i = 0; i < ROWS; i++) {
       const updatedAt = 1_700_000_000_000 + Math.floor(random() * 86_400_000)

@@ -202,7 +202,7 @@ async function serve(quota) {
   const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
   setupEngine()
   let i = 0
-  const server = http.createServer(async (request, response) => {
+  const server = http.createServer(async (_request, response) => {
     const n = i++
     if (quota) {
       const decision = await enforceQuotaShare(req(n))

@@ -319,7 +319,7 @@ function runSimulation(options = {}) {
     process.env.QUOTA_SATURATION_THRESHOLD = String(threshold)
     // The simulated upstream is this provider's saturation fetcher; the loop below answers
     // the hot path's `fetch` steps with it on the simulated clock.
-    host.registerSaturationFetcher(provider, async (connectionId, dim) => saturationOf(dim.unit, dim.window, Date.now()))
+    host.registerSaturationFetcher(provider, async (_connectionId, dim) => saturationOf(dim.unit, dim.window, Date.now()))
     if (plan.overridden) {
       native.upsertProviderPlan({ connectionId: CONNECTION, provider, dimensions: plan.dimensions, source: 'manual' })
     }

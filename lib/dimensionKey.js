@@ -21,10 +21,14 @@ function keyString(poolId, unit, window) {
   if (poolId.length > MAX_REMEMBERED_ID) return text
   if (perPool === undefined) {
     if (keyStrings.size >= MAX_POOLS) keyStrings.clear()
-    keyStrings.set(poolId, (perPool = new Map()))
+    perPool = new Map()
+    keyStrings.set(poolId, perPool)
   }
   let perUnit = perPool.get(unit)
-  if (perUnit === undefined) perPool.set(unit, (perUnit = new Map()))
+  if (perUnit === undefined) {
+    perUnit = new Map()
+    perPool.set(unit, perUnit)
+  }
   perUnit.set(window, text)
   return text
 }

@@ -73,7 +73,7 @@ class CounterStore {
   }
 
   /** The sliding formula over every key's summed buckets of `dim`. */
-  poolConsumedTotal(poolId, dim) {
+  poolConsumedTotal(_poolId, dim) {
     return settle(() => this[DRIVER]().poolConsumedTotal(dim))
   }
 

@@ -206,7 +206,12 @@ export function storeSuite(name, driver, options = {}) {
     const boom = new Error('getter says no')
     await assert.rejects(store.consume('nk', { get poolId() { throw boom }, unit: 'requests', window: 'hourly' }, 1), (e) => e === boom)
     const seen = []
-    const proxied = new Proxy(dim('nk-proxy'), { get: (target, key) => (seen.push(key), target[key]) })
+    const proxied = new Proxy(dim('nk-proxy'), {
+      get: (target, key) => {
+        seen.push(key)
+        return target[key]
+      },
+    })
     assert.equal(await store.consume('nk', proxied, 2), 2)
     assert.deepEqual(seen.filter((k) => typeof k === 'string'), ['poolId', 'unit', 'window'])
     await store.clear('nk', proxied)

@@ -14,6 +14,7 @@ export function dimensionKeyToString(key) {
 }
 
 function burnRate(rate, remaining) {
+  // biome-ignore lint/complexity/useMathMinMax: NaN gives 0 here, as in the engine
   const tokensPerSecond = rate > 0 ? rate : 0
   let timeToExhaustionMs = null
   if (tokensPerSecond > 0 && typeof remaining === 'number' && remaining >= 0) {
