@@ -364,7 +364,13 @@ impl Config {
     let cert = self.raw(STORE_REDIS_TLS_CERT_FILE);
     let key = self.raw(STORE_REDIS_TLS_KEY_FILE);
     let (client, warning) = match (cert, key) {
-      (Some(cert), Some(key)) => (Some((cert, key)), None),
+      (Some(cert), Some(key)) => (
+        Some((
+          (STORE_REDIS_TLS_CERT_FILE, cert),
+          (STORE_REDIS_TLS_KEY_FILE, key),
+        )),
+        None,
+      ),
       (None, None) => (None, None),
       (cert, _) => {
         let (set, unset) = match cert {

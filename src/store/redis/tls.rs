@@ -21,8 +21,9 @@ use rustls::pki_types::CertificateDer;
 pub struct TlsFiles {
   /// Extra CA bundles (PEM), each with the variable that named it.
   pub ca: Vec<(&'static str, String)>,
-  /// The client certificate chain and key (PEM), for mutual TLS.
-  pub client: Option<(String, String)>,
+  /// The client certificate chain and key (PEM), for mutual TLS, each with the variable
+  /// that named it.
+  pub client: Option<((&'static str, String), (&'static str, String))>,
 }
 
 fn read(variable: &str, path: &str) -> Result<Vec<u8>> {
@@ -89,9 +90,9 @@ pub fn certificates(files: &TlsFiles) -> Result<TlsCertificates> {
   }
   let client_tls = match &files.client {
     None => None,
-    Some((cert, key)) => Some(ClientTlsConfig {
-      client_cert: read(crate::engine::config::STORE_REDIS_TLS_CERT_FILE, cert)?,
-      client_key: read(crate::engine::config::STORE_REDIS_TLS_KEY_FILE, key)?,
+    Some(((cert_variable, cert), (key_variable, key))) => Some(ClientTlsConfig {
+      client_cert: read(cert_variable, cert)?,
+      client_key: read(key_variable, key)?,
     }),
   };
   Ok(TlsCertificates {
