@@ -4,7 +4,7 @@
 //   node bench/redis.mjs [--ops N] [--max-ms MS] [--url redis://host:port]
 //
 // Without --url a redis-server is started on a free loopback port and stopped at the end.
-// Rows: consume, peek (from the counter view, read on the direct connection, read via tokio), poolConsumedTotal (pools of 10, 1 000 and 10 000 keys), enforceQuotaShare
+// Rows: consume, peek (from the counter view, and read.lua with it off), poolConsumedTotal (pools of 10, 1 000 and 10 000 keys), enforceQuotaShare
 // (8 keys × 2 dimensions; from the counter view, and with it off), recordConsumption (write-behind, and one script per record),
 // serial and 64 concurrent (Promise.all batches of 64); then Redis commands per request
 // under load (INFO commandstats). The
@@ -95,10 +95,7 @@ await row('consume', 'baseline: INCRBYFLOAT, 2×EXPIRE, MGET awaited', () => tsC
 await row('consume', 'baseline: the same 4 commands pipelined', () => tsConsumePipelined('k', dim, 1))
 await row('peek', 'engine, counter view (default)', () => store.peek('k', dim))
 process.env.QUOTA_STORE_REDIS_VIEW_MS = '0'
-await row('peek', 'engine, QUOTA_STORE_REDIS_VIEW_MS=0 (read.lua on the direct connection)', () => store.peek('k', dim))
-process.env.QUOTA_STORE_REDIS_DIRECT = '0'
-await row('peek', 'engine, view and direct connection off (read.lua via tokio)', () => store.peek('k', dim))
-delete process.env.QUOTA_STORE_REDIS_DIRECT
+await row('peek', 'engine, QUOTA_STORE_REDIS_VIEW_MS=0 (read.lua via tokio)', () => store.peek('k', dim))
 delete process.env.QUOTA_STORE_REDIS_VIEW_MS
 await row('peek', 'baseline: MGET', () => tsPeek('k', dim))
 
@@ -188,12 +185,9 @@ engine.resetQuotaStoreSingleton()
 await engine.getQuotaStore()
 await row('enforceQuotaShare, 2 dims', 'engine on SQLite (sync crossing)', (i) => engine.enforceQuotaShare(request(i)))
 
-// What the crossing itself costs: the same PING through the engine (its direct connection,
-// docs/redis.md#the-direct-connection, and the shared one on the I/O runtime) and through ioredis.
-await row('PING', 'engine client, direct connection (default)', () => client.ping())
-process.env.QUOTA_STORE_REDIS_DIRECT = '0'
-await row('PING', 'engine client, QUOTA_STORE_REDIS_DIRECT=0 (napi promise + tokio)', () => client.ping())
-delete process.env.QUOTA_STORE_REDIS_DIRECT
+// What the crossing itself costs: the same PING through the engine (its shared connection
+// on the I/O runtime, settled through a napi promise) and through ioredis.
+await row('PING', 'engine client (napi promise + tokio)', () => client.ping())
 await row('PING', 'ioredis', () => plain.ping())
 await row('crossing only', 'engine: redisTarget (sync, no I/O)', () => native.redisTarget(url), { both: false })
 
@@ -221,7 +215,7 @@ console.log(`\n\`node bench/redis.mjs${argv.length ? ` ${argv.join(' ')}` : ''}\
 console.log('| operation | implementation | mode | ops/s | p50 µs | p99 µs |')
 console.log('|---|---|---|---:|---:|---:|')
 for (const r of rows) console.log(`| ${r.operation} | ${r.who} | ${r.mode} | ${Math.round(r.opsPerSec).toLocaleString('en-US')} | ${fmt(r.p50)} | ${fmt(r.p99)} |`)
-console.log('\nPING, serial, interleaved rounds (p50 µs of each round of 5,000; the engine on its direct connection):\n')
+console.log('\nPING, serial, interleaved rounds (p50 µs of each round of 5,000; the engine via tokio):\n')
 console.log('| client | round p50s | median | rounds faster |')
 console.log('|---|---|---:|---:|')
 const faster = pingRounds.engine.filter((e, i) => e < pingRounds.ioredis[i]).length

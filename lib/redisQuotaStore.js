@@ -1,8 +1,7 @@
 'use strict'
 // The Redis driver's JavaScript side (docs/contract.md §4; appendix `redisQuotaStore`):
-// the ioredis-like client over the engine's connections to a URL (src/store/redis/: the
-// calling thread's direct connection, docs/redis.md#the-direct-connection, or the shared
-// one), and the store classes' Redis half (lib/stores.js).
+// the ioredis-like client over the engine's shared connection to a URL (src/store/redis/,
+// on the addon's tokio runtime), and the store classes' Redis half (lib/stores.js).
 const native = require('./native.js')
 const { typeError } = require('./invalidArg.js')
 const { RedisQuotaStore, getRedisQuotaStore, resetRedisQuotaStore, settle } = require('./stores.js')

@@ -7,7 +7,7 @@ use napi::{sys, Env, Error, JsError, JsRangeError, JsTypeError, Status};
 
 /// `err` as a JS error object of the right class (`TypeError`, `RangeError` or `Error`)
 /// with its stable `code`.
-pub(crate) fn js_error(env: &Env, err: QuotaError) -> sys::napi_value {
+fn js_error(env: &Env, err: QuotaError) -> sys::napi_value {
   let js = Error::new(err.code(), err.to_string());
   // SAFETY: `env` is the live environment of the current call or settling callback.
   unsafe {

@@ -11,7 +11,6 @@ pub(crate) mod args;
 mod burn_rate;
 mod convert;
 mod dimensions;
-mod direct;
 mod fair_share;
 pub(crate) mod host;
 mod hot_path;

@@ -13,7 +13,7 @@ use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
 use crate::store::iso_time::iso_from_ms;
-use crate::store::redis::RedisBackend;
+use crate::store::redis::{client_command, RedisBackend};
 use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
@@ -87,15 +87,9 @@ pub fn store_peek(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  host::prepare_db(env);
-  // A read may go out on the thread's direct connection (docs/redis.md#the-direct-connection).
-  match engine().peek_direct(&driver, api_key_id, dim, clock(now_ms)) {
-    Ok(step) => answer(env, step, |v| v),
-    Err(read) => match super::direct::direct(env, read) {
-      Ok(promise) => Ok(Either::B(PromiseRaw::new(env.raw(), promise))),
-      Err(read) => answer(env, read.shared(engine()), |v| v),
-    },
-  }
+  serve(env, || {
+    engine().peek(&driver, api_key_id, dim, clock(now_ms))
+  })
 }
 
 /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -214,8 +208,8 @@ pub fn redis_command(
   #[ts = "string"] url: redis_backend,
   #[ts = "Array<string | number>"] args: input::command_words,
 ) -> napi::Result<PromiseRaw<'env, serde_json::Value>> {
-  let promise = super::direct::client_command(env, url, args)?;
-  Ok(PromiseRaw::new(env.raw(), promise))
+  let reply = async move { client_command(&url, &args).await };
+  spawn_settled(env, reply, |_, value| Ok(value))
 }
 
 /// The backend of a Redis URL the engine can use.
@@ -227,7 +221,6 @@ fn redis_backend(url: &Arg) -> Result<std::sync::Arc<RedisBackend>> {
 #[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
   crate::store::redis::forget_backend(url.as_deref());
-  super::direct::forget(url.as_deref());
 }
 
 /// What a Redis URL names (the URL with its password masked).

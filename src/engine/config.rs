@@ -83,18 +83,6 @@ pub const REDIS_VIEW_MS: NumberSpec = NumberSpec {
   clamp: false,
 };
 
-/// `QUOTA_STORE_REDIS_DIRECT` (beyond the contract): 1 (the default) sends the
-/// ioredis-like client's commands and `peek`'s reads on the calling JavaScript thread's
-/// direct connection to a plain single server (docs/redis.md#the-direct-connection); 0
-/// keeps every call on the shared connection and the I/O runtime.
-pub const REDIS_DIRECT: NumberSpec = NumberSpec {
-  name: "QUOTA_STORE_REDIS_DIRECT",
-  default: 1.0,
-  min: 0.0,
-  max: 1.0,
-  clamp: false,
-};
-
 /// `QUOTA_SCHEDULER_MAX_IDS`: how many distinct names (connection ids, execution keys,
 /// combo names) the combo scheduler keeps state for; past it the least recently used
 /// names are forgotten with all their state (docs/scheduler.md, "A bound on names").
@@ -117,7 +105,7 @@ pub const SATURATION_FETCH_TIMEOUT_MS: NumberSpec = NumberSpec {
 };
 
 /// Every numeric setting, in the order `quota-engine doctor` lists them.
-pub const NUMBERS: [NumberSpec; 10] = [
+pub const NUMBERS: [NumberSpec; 9] = [
   SATURATION_THRESHOLD,
   SOFT_DEPRIORITIZE_FACTOR,
   RETENTION_DAYS,
@@ -125,7 +113,6 @@ pub const NUMBERS: [NumberSpec; 10] = [
   REDIS_TIMEOUT_MS,
   REDIS_THREADS,
   REDIS_VIEW_MS,
-  REDIS_DIRECT,
   SCHEDULER_MAX_IDS,
   SATURATION_FETCH_TIMEOUT_MS,
 ];

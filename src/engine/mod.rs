@@ -9,8 +9,6 @@
 //! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
 //! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
 //!   flushed, and what a failed flush does.
-//! - `redis_direct.rs`: which calls go out on the calling thread's direct Redis
-//!   connection, and their answers.
 //! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
 //!   tracking connection.
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
@@ -28,7 +26,6 @@ pub mod hot_path;
 pub mod input;
 pub mod logs;
 pub mod metrics;
-pub mod redis_direct;
 pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;

@@ -4,7 +4,7 @@
 //! given up — with one warning — when the server refuses RESP3 or tracking, ended when
 //! the backend is forgotten.
 
-use super::config::{AdmissionMode, REDIS_DIRECT, REDIS_VIEW_MS};
+use super::config::{AdmissionMode, REDIS_VIEW_MS};
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::error::Result;
@@ -130,67 +130,6 @@ impl Engine {
     self.after_redis_flush(&url, read)
   }
 
-  /// Whether calls to `backend` may use the calling thread's direct connection
-  /// (docs/redis.md#the-direct-connection): `QUOTA_STORE_REDIS_DIRECT` is 1 and the URL is
-  /// a plain single server.
-  pub fn redis_direct(&self, backend: &RedisBackend) -> bool {
-    self.number(&REDIS_DIRECT) >= 1.0 && crate::store::redis::direct::supported(backend)
-  }
-
-  /// `peek`, for a caller that can send its read on the calling thread's direct connection
-  /// (docs/redis.md#the-direct-connection): the answer or the step as [`Engine::peek`]
-  /// gives it, or — a read needed on a plain single server with nothing of this process
-  /// buffered (nothing to flush first, nothing to add) — the read to send.
-  pub fn peek_direct(
-    &'static self,
-    driver: &super::driver::Driver,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> std::result::Result<Step<Result<f64>>, Box<DirectPeek>> {
-    let super::driver::Driver::Redis(url) = driver else {
-      return Ok(self.peek(driver, api_key_id, key, now_ms));
-    };
-    let backend = match self.redis_backend(url) {
-      Ok(backend) => backend,
-      Err(err) => return Ok(Step::Now(Err(err))),
-    };
-    if !self.redis_direct(&backend) || self.redis_writes.holds(url) {
-      return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
-    }
-    let step = self.peek_on_redis_view(&backend, &api_key_id, &key, now_ms);
-    match step {
-      Err(err) => Ok(Step::Now(Err(err))),
-      Ok(Some(value)) => Ok(Step::Now(Ok(value))),
-      Ok(None) => {
-        let Ok(batch) = counters::peek_batch(&backend, &api_key_id, &key, now_ms) else {
-          return Ok(self.peek_on_redis(backend, api_key_id, key, now_ms));
-        };
-        let view = match self.admission() {
-          AdmissionMode::Reserve => None,
-          AdmissionMode::Default => self.redis_view(&backend).map(|(view, _)| view),
-        };
-        let stamp = view.as_ref().and_then(|view| view.stamp(&batch));
-        let call = batch.call();
-        let packed = redis::cmd("EVALSHA")
-          .arg(call.script.script().get_hash())
-          .arg(call.keys.len())
-          .arg(&call.keys)
-          .arg(&call.args)
-          .get_packed_command();
-        Err(Box::new(DirectPeek {
-          backend,
-          packed,
-          batch,
-          stamp: view.zip(stamp),
-          api_key_id,
-          key,
-          now_ms,
-        }))
-      }
-    }
-  }
-
   /// `poolConsumedTotal` on Redis: from the counter view when it holds the pool's buckets
   /// (the same rules and bound as enforce and peek, this process's buffered records added),
   /// else one read after the buffer's flush, whose answer the view keeps
@@ -203,18 +142,6 @@ impl Engine {
     now_ms: i64,
   ) -> Step<Result<f64>> {
     self.view_or_read(backend, batch, key.window.ms(), now_ms)
-  }
-
-  /// The view's answer to a peek, if it has one (`Ok(None)`: a read is needed).
-  fn peek_on_redis_view(
-    &'static self,
-    backend: &Arc<RedisBackend>,
-    api_key_id: &str,
-    key: &DimensionKey,
-    now_ms: i64,
-  ) -> Result<Option<f64>> {
-    let batch = counters::peek_batch(backend, api_key_id, key, now_ms)?;
-    Ok(self.viewed(backend, &batch, now_ms, key.window.ms()))
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
@@ -273,69 +200,5 @@ impl Engine {
       tokio::time::sleep(retry).await;
       retry = (retry * 2).min(LAST_RETRY);
     }
-  }
-}
-
-/// A peek's `read.lua` for the direct connection (see [`Engine::peek_direct`]).
-pub struct DirectPeek {
-  backend: Arc<RedisBackend>,
-  /// EVALSHA of `read.lua` with the batch's keys and arguments.
-  packed: Vec<u8>,
-  batch: crate::store::redis::ReadBatch,
-  /// The view and the stamp the read took, when its answer may be kept.
-  stamp: Option<(Arc<CounterView>, crate::store::redis::view::Stamp)>,
-  api_key_id: String,
-  key: DimensionKey,
-  now_ms: i64,
-}
-
-impl super::redis_direct::DirectCall for Box<DirectPeek> {
-  type Value = f64;
-
-  fn backend(&self) -> &Arc<RedisBackend> {
-    &self.backend
-  }
-
-  fn take_packed(&mut self) -> Vec<u8> {
-    std::mem::take(&mut self.packed)
-  }
-
-  /// The peek's answer from what came back — or, for a lost connection or a server that
-  /// does not have the script (NOSCRIPT), the step that reads on the shared connection.
-  fn finish(
-    self,
-    engine: &'static Engine,
-    outcome: crate::store::redis::direct::Outcome,
-  ) -> Step<Result<f64>> {
-    use crate::store::redis::direct::Outcome;
-    let reply = match outcome {
-      Outcome::Reply(Err(err))
-        if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-      {
-        return self.shared(engine)
-      }
-      Outcome::Lost(_) => return self.shared(engine),
-      Outcome::TimedOut(err) => return Step::Now(Err(err)),
-      Outcome::Reply(Err(err)) => return Step::Now(Err(self.backend.classify(&err))),
-      Outcome::Reply(Ok(value)) => value,
-    };
-    let values = redis::from_redis_value::<Vec<Option<String>>>(reply)
-      .map_err(|e| {
-        crate::error::QuotaError::Store(format!("Redis at {}: {e}", self.backend.display()))
-      })
-      .and_then(|reply| crate::store::redis::scripts::parse_pairs(&reply, self.batch.len()));
-    Step::Now(values.map(|values| {
-      if let Some((view, stamp)) = self.stamp {
-        view.keep(self.batch, &values, stamp, self.now_ms);
-      }
-      values[0].effective(self.now_ms, self.key.window.ms())
-    }))
-  }
-}
-
-impl DirectPeek {
-  /// The same peek on the shared connection.
-  pub fn shared(self: Box<Self>, engine: &'static Engine) -> Step<Result<f64>> {
-    engine.peek_on_redis(self.backend, self.api_key_id, self.key, self.now_ms)
   }
 }

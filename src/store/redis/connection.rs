@@ -422,7 +422,7 @@ impl RedisBackend {
   }
 
   /// What an operation that got no answer within the timeout fails with.
-  pub(crate) fn timeout_error(&self) -> QuotaError {
+  fn timeout_error(&self) -> QuotaError {
     QuotaError::Unavailable(format!(
       "Redis at {} did not answer within {} ms (connection down or server stalled)",
       self.target.display,
@@ -431,7 +431,7 @@ impl RedisBackend {
   }
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
-  pub(crate) fn classify(&self, err: &RedisError) -> QuotaError {
+  fn classify(&self, err: &RedisError) -> QuotaError {
     if is_connection_failure(err) {
       QuotaError::Unavailable(format!(
         "cannot connect to Redis at {}: {err}",
@@ -489,16 +489,6 @@ impl RedisBackend {
     }
     result
   }
-}
-
-/// The view's side of a raw command about to be sent or just answered (see
-/// [`RedisBackend::command`]): `true` when it may change a counter.
-pub(crate) fn raw_written(backend: &RedisBackend, args: &[String], retry: Retry) -> bool {
-  let written = retry == Retry::Write && backend.view.is_up() && may_write_counters(args);
-  if written {
-    backend.view.reset();
-  }
-  written
 }
 
 /// Whether a raw command may change a counter: it names a key of the engine's prefix, or it

@@ -10,11 +10,6 @@
 //!   arguments; every counter operation is one EVALSHA.
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
 //!   time per operation.
-//! - `direct.rs`: the direct connection's wire — a plain-TCP socket a JavaScript thread's
-//!   own event loop watches (docs/redis.md#the-direct-connection); `link.rs`: its state
-//!   machine (connecting, calls in flight in order, timeout, reconnect pacing), generic
-//!   over what a call is settled with; `uv.rs`: libuv's functions and handles, and one
-//!   thread's links driven by them.
 //! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
 //! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
 //!   flushed in one script call).
@@ -31,14 +26,11 @@
 pub mod client;
 pub mod connection;
 pub mod counters;
-pub mod direct;
 pub mod keys;
-pub mod link;
 pub mod scripts;
 pub mod target;
 pub mod tls;
 pub mod tracking;
-pub mod uv;
 pub mod view;
 pub mod write_buffer;
 
