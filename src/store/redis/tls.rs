@@ -16,14 +16,17 @@ use redis::{ClientTlsConfig, TlsCertificates};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 
+/// A file as the configuration names it: `(variable, path)`.
+pub type NamedFile = (&'static str, String);
+
 /// The TLS files a backend uses, as the configuration names them: `(variable, path)`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsFiles {
   /// Extra CA bundles (PEM), each with the variable that named it.
-  pub ca: Vec<(&'static str, String)>,
+  pub ca: Vec<NamedFile>,
   /// The client certificate chain and key (PEM), for mutual TLS, each with the variable
   /// that named it.
-  pub client: Option<((&'static str, String), (&'static str, String))>,
+  pub client: Option<(NamedFile, NamedFile)>,
 }
 
 fn read(variable: &str, path: &str) -> Result<Vec<u8>> {
