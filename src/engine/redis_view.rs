@@ -148,7 +148,7 @@ impl Engine {
     key: DimensionKey,
     now_ms: i64,
   ) -> std::result::Result<Step<Result<f64>>, Box<DirectPeek>> {
-    let super::driver::Driver::Redis(url) = driver else {
+    let Some(url) = driver.url() else {
       return Ok(self.peek(driver, api_key_id, key, now_ms));
     };
     let backend = match self.redis_backend(url) {
