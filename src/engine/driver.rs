@@ -66,15 +66,15 @@ pub trait QuotaDriver: Send + Sync {
   /// The Redis URL, as given (password included); `None` for SQLite.
   fn url(&self) -> Option<&str>;
 
-  /// Reads what `call`'s decision needs and decides it (`reserve`: reserve admission,
-  /// which also reserves); the call comes back with the outcome, for the engine to count.
+  /// Reads what `call`'s decision needs and applies the rules to it (`reserve`: reserve
+  /// admission, which also reserves); the outcome, for the engine to count.
   fn enforce(
     &self,
     engine: &'static Engine,
-    call: EnforceCall,
+    call: &EnforceCall,
     threshold: f64,
     reserve: bool,
-  ) -> Step<(Enforced, EnforceCall)>;
+  ) -> Step<Enforced>;
 
   /// Adds `call`'s cost to every matching counter; whether records were left buffered
   /// (the caller arranges a flush on its event loop).

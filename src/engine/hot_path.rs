@@ -169,9 +169,13 @@ impl Engine {
     };
     let threshold = self.number(&SATURATION_THRESHOLD);
     let reserve = self.admission() == AdmissionMode::Reserve;
-    driver
-      .enforce(self, call, threshold, reserve)
-      .map(move |(outcome, call)| self.decided(outcome, &call, started))
+    match driver.enforce(self, &call, threshold, reserve) {
+      Step::Now(outcome) => Step::Now(self.decided(outcome, &call, started)),
+      Step::Later(outcome) => Step::later(async move {
+        let outcome = outcome.await;
+        self.decided(outcome, &call, started)
+      }),
+    }
   }
 
   /// The decision of an outcome, counted in the metrics; a fault fails open.

@@ -98,13 +98,13 @@ impl QuotaDriver for RedisDriver {
   fn enforce(
     &self,
     engine: &'static Engine,
-    call: EnforceCall,
+    call: &EnforceCall,
     threshold: f64,
     reserve: bool,
-  ) -> Step<(Enforced, EnforceCall)> {
+  ) -> Step<Enforced> {
     let backend = match self.backend(engine) {
       Ok(backend) => backend,
-      Err(err) => return Step::Now((Err(err), call)),
+      Err(err) => return Step::Now(Err(err)),
     };
     let now = call.now_ms;
     let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
@@ -128,8 +128,8 @@ impl QuotaDriver for RedisDriver {
     });
     let (plan, writes) = match start {
       Ok((EnforceStart::Read(plan), writes)) => (plan, writes),
-      Ok((EnforceStart::Done(outcome), _)) => return Step::Now((Ok((outcome, None)), call)),
-      Err(err) => return Step::Now((Err(err), call)),
+      Ok((EnforceStart::Done(outcome), _)) => return Step::Now(Ok((outcome, None))),
+      Err(err) => return Step::Now(Err(err)),
     };
     let batch = counters::counter_batch(
       &backend,
@@ -155,11 +155,13 @@ impl QuotaDriver for RedisDriver {
             if view.unchanged(epoch) {
               engine.metrics.redis_view(true);
               let outcome = plan.decide(&call.ids.request(), &values);
-              return Step::Now((Ok((outcome, None)), call));
+              return Step::Now(Ok((outcome, None)));
             }
           }
           engine.metrics.redis_view(false);
         }
+        // The request's ids, for the decision after the round trip.
+        let ids = call.ids.clone();
         Step::later(async move {
           // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
           // each once: no flush is out while the read is (see RedisWrites::gates).
@@ -175,9 +177,9 @@ impl QuotaDriver for RedisDriver {
             engine
               .redis_writes
               .overlay(backend.url(), &batch, &mut values);
-            (plan.decide(&call.ids.request(), &values), None)
+            (plan.decide(&ids.request(), &values), None)
           });
-          (outcome, call)
+          outcome
         })
       }
       Some(compiled) => {
@@ -188,29 +190,29 @@ impl QuotaDriver for RedisDriver {
           .map(Reservation::additions)
           .unwrap_or_default();
         let checks = script_checks(&compiled, now);
+        let ids = call.ids.clone();
         Step::later(async move {
           // The script decides on what Redis holds: records buffered before reserve mode
           // was switched on go first.
           if engine.redis_writes.holds(backend.url()) {
             engine.flush_redis(backend.url().to_string()).await;
           }
-          let outcome = counters::reserve(
+          counters::reserve(
             &backend,
             &batch,
             &checks,
-            &call.ids.api_key_id,
+            &ids.api_key_id,
             &additions,
             reservation.as_ref(),
             now,
           )
           .await
           .map(|(blocked, values)| {
-            let outcome = reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
+            let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
             let reservation =
               reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
             (outcome, reservation.map(|r| r.token()))
-          });
-          (outcome, call)
+          })
         })
       }
     }

@@ -40,10 +40,10 @@ impl QuotaDriver for SqliteDriver {
   fn enforce(
     &self,
     engine: &'static Engine,
-    call: EnforceCall,
+    call: &EnforceCall,
     threshold: f64,
     reserve: bool,
-  ) -> Step<(Enforced, EnforceCall)> {
+  ) -> Step<Enforced> {
     let outcome = engine.with_hot_db(|db| {
       let request = call.ids.request();
       let saturation = engine.saturation();
@@ -67,7 +67,7 @@ impl QuotaDriver for SqliteDriver {
           .map(|outcome| (outcome, None))
       }
     });
-    Step::Now((outcome, call))
+    Step::Now(outcome)
   }
 
   fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
