@@ -67,7 +67,7 @@ pub fn store_consume(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  if driver == Driver::Sqlite {
+  if driver.url().is_none() {
     super::hot_path::flush_at_teardown(env);
   }
   serve(env, || {

@@ -1,53 +1,132 @@
-//! The storage driver (docs/contract.md §4): an enum over SQLite and Redis, chosen once
-//! for the process by precedence — the host's DB setting (`key_value`, namespace
-//! `settings`, key `quotaStore`, JSON `{ driver?, redisUrl? }`), then the environment
-//! (`QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`), then SQLite — and chosen again when the
-//! host's setting changes. Redis that does not answer a PING within the timeout falls
-//! back to SQLite with a warning; choosing never fails.
+//! The storage driver (docs/contract.md §4): one narrow trait, [`QuotaDriver`], that the
+//! engine calls for every counter operation of a request or a store call, implemented by
+//! [`SqliteDriver`] (`engine/sqlite_driver.rs`) and [`RedisDriver`]
+//! (`engine/redis_driver.rs`). The engine holds the chosen driver as a [`Driver`] (an
+//! `Arc<dyn QuotaDriver>`) and dispatches through it once per operation. The drivers hold
+//! no policy: the rules are `core`'s, which a driver applies to the counters it read, and
+//! counting the outcome, failing open and logging faults stay in the engine.
 //!
-//! The counter operations dispatch here, once, on the enum: SQLite answers at once on
-//! the calling thread ([`Step::Now`]), Redis with a future of one round trip.
+//! The driver is chosen once for the process by precedence — the host's DB setting
+//! (`key_value`, namespace `settings`, key `quotaStore`, JSON `{ driver?, redisUrl? }`),
+//! then the environment (`QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`), then SQLite — and
+//! chosen again when the host's setting changes. Redis that does not answer a PING within
+//! the timeout falls back to SQLite with a warning; choosing never fails.
+//!
+//! A driver answers at once on the calling thread ([`Step::Now`], SQLite) or with a future
+//! of one round trip (Redis).
 
 use super::config::{self, STORE_DRIVER, STORE_REDIS_URL};
+use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::logs::LogValue;
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::EnforceOutcome;
 use crate::error::{QuotaError, Result};
-use crate::store::redis::keys::base_pool_id;
-use crate::store::redis::{
-  counters, mask_url, KeyLayout, PoolTotals, RedisBackend, RedisOptions, Retry,
-};
-use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
+use crate::store::redis::{mask_url, KeyLayout, RedisBackend, RedisOptions, Retry};
+use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The store holding the counters.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Driver {
-  /// The host's `storage.sqlite` (the default).
-  Sqlite,
-  /// Counters on Redis at this URL, shared by every replica; metadata stays in SQLite.
-  /// The backend is looked up by URL on each use, so `resetRedisClient()` reaches every
-  /// holder of the driver.
-  Redis(String),
+pub use super::redis_driver::RedisDriver;
+pub use super::sqlite_driver::SqliteDriver;
+
+/// The chosen driver, as the engine holds it. Cloning it is one reference count.
+pub type Driver = Arc<dyn QuotaDriver>;
+
+/// What an enforce came to on a driver: the outcome and, in reserve mode, the token of the
+/// reservation it made — or the store's fault (the engine fails open on it).
+pub type Enforced = Result<(EnforceOutcome, Option<String>)>;
+
+/// What a record did on a driver, for the engine's fault accounting.
+#[derive(Debug)]
+pub enum Written {
+  /// Written, or buffered for the next flush: counted as a success.
+  Done,
+  /// Nothing to write (no plan dimension matched): neither a success nor a fault.
+  Nothing,
+  /// The store's fault.
+  Failed(QuotaError),
 }
 
-impl Driver {
-  /// `"sqlite"` or `"redis"`.
-  pub fn name(&self) -> &'static str {
-    match self {
-      Driver::Sqlite => "sqlite",
-      Driver::Redis(_) => "redis",
-    }
-  }
+/// What a settle or release came to on a driver: done, refused by the store (why), or the
+/// store's fault.
+pub type Settled = Result<std::result::Result<(), &'static str>>;
 
-  /// The Redis URL, as given (password included).
-  pub fn url(&self) -> Option<&str> {
-    match self {
-      Driver::Sqlite => None,
-      Driver::Redis(url) => Some(url),
-    }
-  }
+/// The counter store operations the engine needs, per request (`enforce`, `record`,
+/// `settle`) and per store call (`consume`, `peek`, …). SQLite answers with [`Step::Now`]
+/// on the calling thread; Redis with a future of one round trip, or at once from its
+/// counter view. `engine` gives a driver the configuration, the SQLite connection (the
+/// metadata of both drivers is in SQLite) and the buffers it works with. A driver applies
+/// `core`'s rules to what it read and hands the outcome back; the engine counts it, fails
+/// open on a fault and logs it.
+pub trait QuotaDriver: Send + Sync {
+  /// `"sqlite"` or `"redis"`.
+  fn name(&self) -> &'static str;
+
+  /// The Redis URL, as given (password included); `None` for SQLite.
+  fn url(&self) -> Option<&str>;
+
+  /// Reads what `call`'s decision needs and applies the rules to it (`reserve`: reserve
+  /// admission, which also reserves); the outcome, for the engine to count.
+  fn enforce(
+    &self,
+    engine: &'static Engine,
+    call: &EnforceCall,
+    threshold: f64,
+    reserve: bool,
+  ) -> Step<Enforced>;
+
+  /// Adds `call`'s cost to every matching counter; whether records were left buffered
+  /// (the caller arranges a flush on its event loop).
+  fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)>;
+
+  /// Settles or releases a reservation, at most once.
+  fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled>;
+
+  /// `consume`: adds `cost` to the current bucket; the new effective value.
+  fn consume(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    cost: f64,
+    now_ms: i64,
+  ) -> Step<Result<f64>>;
+
+  /// `peek`: the effective value, no write.
+  fn peek(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>>;
+
+  /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
+  fn pool_consumed_total(
+    &self,
+    engine: &'static Engine,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>>;
+
+  /// `clear`: zeroes the key's counter (curr and prev).
+  fn clear(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<()>>;
+
+  /// `poolUsage` / `poolUsageWithDimensions`.
+  fn pool_usage(
+    &self,
+    engine: &'static Engine,
+    pool_id: String,
+    dims: Vec<PlanDimension>,
+    now_ms: i64,
+  ) -> Step<Result<PoolUsageSnapshot>>;
 }
 
 /// Where one field of the choice came from.
@@ -267,14 +346,31 @@ struct ChoiceState {
 }
 
 /// The process's choice, and the drivers JS holds by number.
-#[derive(Default)]
 pub struct DriverChoice {
   state: Mutex<ChoiceState>,
-  /// The Redis URLs numbered so far: URL `i` is driver `i + 1` (`0` is SQLite).
-  numbered: Mutex<Vec<String>>,
+  /// The SQLite driver (stateless: the connection is the engine's, see `engine/database.rs`).
+  sqlite: Driver,
+  /// The Redis drivers numbered so far, one per URL: driver `i` is number `i + 1` (`0` is
+  /// SQLite).
+  numbered: Mutex<Vec<Driver>>,
+}
+
+impl Default for DriverChoice {
+  fn default() -> Self {
+    DriverChoice {
+      state: Mutex::default(),
+      sqlite: Arc::new(SqliteDriver),
+      numbered: Mutex::default(),
+    }
+  }
 }
 
 impl DriverChoice {
+  /// The SQLite driver.
+  fn sqlite(&self) -> Driver {
+    self.sqlite.clone()
+  }
+
   fn lock(&self) -> std::sync::MutexGuard<'_, ChoiceState> {
     self.state.lock().unwrap_or_else(|e| e.into_inner())
   }
@@ -290,12 +386,12 @@ impl Engine {
       return Ok(0);
     };
     self.redis_backend(url)?;
-    let mut urls = super::relock(&self.drivers.numbered);
-    let at = match urls.iter().position(|known| known == url) {
+    let mut drivers = super::relock(&self.drivers.numbered);
+    let at = match drivers.iter().position(|known| known.url() == Some(url)) {
       Some(at) => at,
       None => {
-        urls.push(url.to_string());
-        urls.len() - 1
+        drivers.push(Arc::new(RedisDriver::new(url.to_string())));
+        drivers.len() - 1
       }
     };
     Ok(at as u32 + 1)
@@ -304,13 +400,13 @@ impl Engine {
   /// The driver numbered `number` by [`Engine::driver_number`].
   pub fn numbered_driver(&self, number: i64) -> Result<Driver> {
     if number == 0 {
-      return Ok(Driver::Sqlite);
+      return Ok(self.drivers.sqlite());
     }
-    let urls = super::relock(&self.drivers.numbered);
+    let drivers = super::relock(&self.drivers.numbered);
     usize::try_from(number - 1)
       .ok()
-      .and_then(|at| urls.get(at))
-      .map(|url| Driver::Redis(url.clone()))
+      .and_then(|at| drivers.get(at))
+      .cloned()
       .ok_or_else(|| {
         QuotaError::range_error("driver", format!("no store driver is numbered {number}"))
       })
@@ -461,12 +557,13 @@ impl Engine {
     match redis {
       None => {
         state.pending = None;
+        let sqlite = self.drivers.sqlite();
         state.chosen = Some(Chosen {
-          driver: Driver::Sqlite,
+          driver: sqlite.clone(),
           setting,
         });
         state.checked_at = Some(Instant::now());
-        Step::Now((Driver::Sqlite, sequence))
+        Step::Now((sqlite, sequence))
       }
       Some((url, backend)) => {
         let pending = Pending {
@@ -527,11 +624,11 @@ impl Engine {
                 format!("quota counters on Redis at {}", mask_url(&url)),
                 Vec::new(),
               );
-              Driver::Redis(url)
+              Arc::new(RedisDriver::new(url)) as Driver
             }
             Err(err) => {
               self.redis_unavailable(&url, &err);
-              Driver::Sqlite
+              self.drivers.sqlite()
             }
           };
           self.settle_choice(sequence, driver, setting)
@@ -642,23 +739,6 @@ impl Engine {
     Some(ChosenDriver::new(driver, self.choice_sequence()))
   }
 
-  /// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs
-  /// to `<pool>`), from SQLite's metadata cache.
-  fn pool_key_ids(&'static self, pool_id: &str) -> Result<Vec<String>> {
-    Ok(
-      self
-        .with_db(|db| db.cached_pool(base_pool_id(pool_id)))?
-        .map(|pool| {
-          pool
-            .allocations
-            .iter()
-            .map(|a| a.api_key_id.clone())
-            .collect()
-        })
-        .unwrap_or_default(),
-    )
-  }
-
   /// `consume`: adds `cost` to the current bucket; the new effective value.
   pub fn consume(
     &'static self,
@@ -668,22 +748,7 @@ impl Engine {
     cost: f64,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    match driver {
-      Driver::Sqlite => {
-        let max_age = Duration::from_secs_f64(self.number(&config::RECORD_FLUSH_MS) / 1000.0);
-        Step::Now(
-          self.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
-        )
-      }
-      Driver::Redis(url) => self.after_redis_flush(
-        url,
-        later(
-          self
-            .redis_backend(url)
-            .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
-        ),
-      ),
-    }
+    driver.consume(self, api_key_id, key, cost, now_ms)
   }
 
   /// `peek`: the effective value, no write.
@@ -694,15 +759,7 @@ impl Engine {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    match driver {
-      Driver::Sqlite => {
-        Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
-      }
-      Driver::Redis(url) => match self.redis_backend(url) {
-        Ok(backend) => self.peek_on_redis(backend, api_key_id, key, now_ms),
-        Err(err) => Step::Now(Err(err)),
-      },
-    }
+    driver.peek(self, api_key_id, key, now_ms)
   }
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -712,28 +769,7 @@ impl Engine {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    match driver {
-      Driver::Sqlite => {
-        Step::Now(self.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
-      }
-      Driver::Redis(url) => {
-        let prepared =
-          crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
-            let backend = self.redis_backend(url)?;
-            // The buckets' totals need no key list (docs/redis.md#pool-totals).
-            let ids = match backend.totals() {
-              PoolTotals::Aggregate => Vec::new(),
-              PoolTotals::Exact => self.pool_key_ids(&key.pool_id)?,
-            };
-            let batch = counters::pool_batch(&backend, &key, ids, now_ms);
-            Ok((backend, batch))
-          });
-        match prepared {
-          Ok((backend, batch)) => self.pool_total_on_redis(backend, batch, key, now_ms),
-          Err(err) => Step::Now(Err(err)),
-        }
-      }
-    }
+    driver.pool_consumed_total(self, key, now_ms)
   }
 
   /// `clear`: zeroes the key's counter (curr and prev).
@@ -744,17 +780,7 @@ impl Engine {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<()>> {
-    match driver {
-      Driver::Sqlite => Step::Now(self.with_db(|db| db.clear(&api_key_id, &key))),
-      Driver::Redis(url) => self.after_redis_flush(
-        url,
-        later(
-          self
-            .redis_backend(url)
-            .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
-        ),
-      ),
-    }
+    driver.clear(self, api_key_id, key, now_ms)
   }
 
   /// `poolUsage` / `poolUsageWithDimensions`.
@@ -765,40 +791,7 @@ impl Engine {
     dims: Vec<PlanDimension>,
     now_ms: i64,
   ) -> Step<Result<PoolUsageSnapshot>> {
-    match driver {
-      Driver::Sqlite => {
-        Step::Now(self.with_db(|db| db.pool_usage_with_dimensions(&pool_id, &dims, now_ms)))
-      }
-      Driver::Redis(url) => {
-        let prepared = self.redis_backend(url).and_then(|backend| {
-          let allocations = self
-            .with_db(|db| db.cached_pool(&pool_id))?
-            .map(|p| p.allocations.clone());
-          Ok(counters::pool_usage(
-            backend,
-            pool_id,
-            allocations,
-            dims,
-            now_ms,
-          ))
-        });
-        let step = match prepared {
-          Ok(future) => Step::later(future),
-          Err(err) => Step::Now(Err(err)),
-        };
-        self.after_redis_flush(url, step)
-      }
-    }
-  }
-}
-
-/// A Redis operation: its validation error now, or its future.
-fn later<T: Send + 'static>(
-  prepared: Result<impl std::future::Future<Output = Result<T>> + Send + 'static>,
-) -> Step<Result<T>> {
-  match prepared {
-    Ok(future) => Step::later(future),
-    Err(err) => Step::Now(Err(err)),
+    driver.pool_usage(self, pool_id, dims, now_ms)
   }
 }
 

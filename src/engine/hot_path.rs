@@ -4,32 +4,25 @@
 //! release. Decisions are values; the engine's own faults fail open here, counted and
 //! logged once per fault, so the edge never sees an error from these calls.
 //!
-//! SQLite answers on the calling thread: from memory while nothing was committed, else in
-//! one read transaction, and records are buffered (`store/sqlite/record_buffer.rs`).
-//! Redis reads the metadata on the calling thread, then does one round trip; its records
-//! are buffered too (write-behind, `engine/redis_writes.rs`) and its reads add the buffer.
+//! Each call reaches its driver once, through the [`QuotaDriver`](super::driver::QuotaDriver)
+//! trait: SQLite (`engine/sqlite_driver.rs`) answers on the calling thread, from memory
+//! while nothing was committed, else in one read transaction, and its records are buffered
+//! (`store/sqlite/record_buffer.rs`); Redis (`engine/redis_driver.rs`) reads the metadata
+//! on the calling thread, then does one round trip, and its records are buffered too
+//! (write-behind, `engine/redis_writes.rs`). What the driver answers is decided, counted
+//! and logged here.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
-use super::driver::Driver;
+use super::driver::{Driver, Enforced, Settled, Written};
 use super::faults::Operation;
 use super::logs::LogValue;
 use super::metrics::{AllowReason, Counted, StoreOperation};
-use super::saturation::DecisionLookup;
 use super::{Engine, Step};
-use crate::core::admission::{
-  compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
-  ReservationToken,
-};
+use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
-use crate::core::enforce::{
-  consumption_writes, enforce, plan_enforce, planned_writes, BlockReason, ConsumptionCost,
-  EnforceOutcome, EnforceStart, QuotaRequest,
-};
+use crate::core::enforce::{BlockReason, ConsumptionCost, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
-use crate::store::ids::new_reservation_id;
-use crate::store::redis::counters;
-use crate::store::redis::scripts::ScriptCheck;
-use crate::store::sqlite::{FileChange, Recorded};
+use crate::store::sqlite::FileChange;
 use std::time::Duration;
 
 /// Who a hot-path call is for: the request's API key, connection, provider and model.
@@ -112,13 +105,13 @@ pub struct RecordCall {
 
 /// A settle or release of one reservation.
 #[derive(Debug, Clone)]
-struct Settle {
-  token: ReservationToken,
+pub struct Settle {
+  pub token: ReservationToken,
   /// The API key the record is for (`None`: a release, which names none).
-  api_key_id: Option<String>,
-  cost: ConsumptionCost,
-  release: bool,
-  now_ms: i64,
+  pub api_key_id: Option<String>,
+  pub cost: ConsumptionCost,
+  pub release: bool,
+  pub now_ms: i64,
 }
 
 impl Settle {
@@ -129,26 +122,23 @@ impl Settle {
       "settling a quota reservation failed"
     }
   }
+
+  /// What the settle adds to each of the reservation's counters: `actual − reserved`,
+  /// or — a release — `−reserved`.
+  pub fn deltas(&self) -> impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static {
+    let (cost, release) = (self.cost, self.release);
+    move |r: &Reservation| {
+      if release {
+        r.release_deltas()
+      } else {
+        r.settle_deltas(&cost)
+      }
+    }
+  }
 }
 
 /// Whether records were left buffered: the caller arranges a flush on its event loop.
 pub type Buffered = bool;
-
-/// The checks as `reserve.lua` takes them.
-fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> {
-  compiled
-    .checks
-    .iter()
-    .map(|c| ScriptCheck {
-      group: match c.side {
-        CheckSide::Read(i) => Some(i),
-        CheckSide::Always => None,
-      },
-      prev_weight: c.prev_weight(now_ms),
-      threshold: c.threshold,
-    })
-    .collect()
-}
 
 impl Engine {
   /// `enforceQuotaShare`.
@@ -179,167 +169,17 @@ impl Engine {
     };
     let threshold = self.number(&SATURATION_THRESHOLD);
     let reserve = self.admission() == AdmissionMode::Reserve;
-    match driver {
-      Driver::Sqlite => {
-        let outcome = self.with_hot_db(|db| {
-          let request = call.ids.request();
-          let saturation = self.saturation();
-          let lookup = DecisionLookup {
-            state: &saturation,
-            now_ms: call.now_ms,
-          };
-          if reserve {
-            let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-            db.enforce_reserving(
-              &lookup,
-              &request,
-              threshold,
-              &estimate,
-              new_reservation_id(),
-              call.now_ms,
-            )
-            .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.token())))
-          } else {
-            db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
-              .map(|outcome| (outcome, None))
-          }
-        });
-        Step::Now(self.decided(outcome, &call, started))
-      }
-      Driver::Redis(url) => match self.redis_backend(&url) {
-        Ok(backend) => self.enforce_on_redis(backend, call, threshold, reserve, started),
-        Err(err) => Step::Now(self.decided(Err(err), &call, started)),
-      },
-    }
-  }
-
-  fn enforce_on_redis(
-    &'static self,
-    backend: std::sync::Arc<crate::store::redis::RedisBackend>,
-    call: EnforceCall,
-    threshold: f64,
-    reserve: bool,
-    started: f64,
-  ) -> Step<Decision> {
-    let now = call.now_ms;
-    let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-    // Metadata as on SQLite: from memory while nothing was committed, else in one read
-    // transaction (store/sqlite/hot.rs; its counters are not read here).
-    let start = self.with_hot_db(|db| {
-      db.hot_scope(|db| {
-        let request = call.ids.request();
-        let saturation = self.saturation();
-        let lookup = DecisionLookup {
-          state: &saturation,
-          now_ms: now,
-        };
-        let start = plan_enforce(db, &lookup, &request, threshold, now)?;
-        let writes = match (&start, reserve) {
-          (EnforceStart::Read(_), true) => planned_writes(db, &request, &estimate)?,
-          _ => Vec::new(),
-        };
-        Ok((start, writes))
-      })
-    });
-    let (plan, writes) = match start {
-      Ok((EnforceStart::Read(plan), writes)) => (plan, writes),
-      Ok((EnforceStart::Done(outcome), _)) => {
-        return Step::Now(self.decided(Ok((outcome, None)), &call, started))
-      }
-      Err(err) => return Step::Now(self.decided(Err(err), &call, started)),
-    };
-    let batch = counters::counter_batch(
-      &backend,
-      &call.ids.api_key_id,
-      plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
-      plan.reads(),
-    );
-    // Reserve mode needs the saturation known (else: the default read answers — a fetch,
-    // or a model-cap block).
-    let compiled = if reserve { compile_checks(&plan) } else { None };
-    match compiled {
-      None => {
-        // The counter view (docs/redis.md#the-counter-view): counters read less than the
-        // maximum staleness ago and changed by no one since decide here, with this
-        // process's buffered records added as after a read. The epoch is checked after
-        // the buffer is read: a flush that settled meanwhile had dropped the entry first.
-        let view = self.redis_view(&backend);
-        if let Some((view, max_age)) = &view {
-          if let Some((mut values, epoch)) = view.lookup(&batch, now, *max_age) {
-            self
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            if view.unchanged(epoch) {
-              self.metrics.redis_view(true);
-              let outcome = plan.decide(&call.ids.request(), &values);
-              return Step::Now(self.decided(Ok((outcome, None)), &call, started));
-            }
-          }
-          self.metrics.redis_view(false);
-        }
-        Step::later(async move {
-          // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
-          // each once: no flush is out while the read is (see RedisWrites::gates).
-          let gate = self.redis_writes.gate(backend.url());
-          let _shared = gate.read().await;
-          let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-          let outcome = counters::read(&backend, &batch).await.map(|mut values| {
-            // Kept as Redis answered (the buffer is added at each use), still under the
-            // gate: the next flush drops it when it is answered.
-            if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-              view.keep(batch.clone(), &values, stamp, now);
-            }
-            self
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            (plan.decide(&call.ids.request(), &values), None)
-          });
-          self.decided(outcome, &call, started)
-        })
-      }
-      Some(compiled) => {
-        let reservation = (!writes.is_empty())
-          .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
-        let additions = reservation
-          .as_ref()
-          .map(Reservation::additions)
-          .unwrap_or_default();
-        let checks = script_checks(&compiled, now);
-        Step::later(async move {
-          // The script decides on what Redis holds: records buffered before reserve mode
-          // was switched on go first.
-          if self.redis_writes.holds(backend.url()) {
-            self.flush_redis(backend.url().to_string()).await;
-          }
-          let outcome = counters::reserve(
-            &backend,
-            &batch,
-            &checks,
-            &call.ids.api_key_id,
-            &additions,
-            reservation.as_ref(),
-            now,
-          )
-          .await
-          .map(|(blocked, values)| {
-            let outcome = reserved_outcome(&plan, &compiled, &call.ids.request(), blocked, &values);
-            let reservation =
-              reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
-            (outcome, reservation.map(|r| r.token()))
-          });
-          self.decided(outcome, &call, started)
-        })
-      }
+    match driver.enforce(self, &call, threshold, reserve) {
+      Step::Now(outcome) => Step::Now(self.decided(outcome, &call, started)),
+      Step::Later(outcome) => Step::later(async move {
+        let outcome = outcome.await;
+        self.decided(outcome, &call, started)
+      }),
     }
   }
 
   /// The decision of an outcome, counted in the metrics; a fault fails open.
-  fn decided(
-    &self,
-    outcome: Result<(EnforceOutcome, Option<String>)>,
-    call: &EnforceCall,
-    started: f64,
-  ) -> Decision {
+  fn decided(&self, outcome: Enforced, call: &EnforceCall, started: f64) -> Decision {
     let (decision, counted) = match outcome {
       Ok((EnforceOutcome::Allow { deprioritize }, reservation)) => {
         let reason = match deprioritize {
@@ -453,80 +293,18 @@ impl Engine {
         })
       }
     };
-    match driver {
-      Driver::Sqlite => {
-        let flush_ms = self.number(&RECORD_FLUSH_MS);
-        let max_age = Duration::from_secs_f64(flush_ms / 1000.0);
-        let result = self.with_buffer_db(|db| {
-          let writes =
-            db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
-          db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)
-        });
-        let buffered = match result {
-          Ok(recorded) => {
-            self.faults.succeeded(&self.logs, Operation::Record);
-            recorded == Recorded::Buffered
-          }
-          Err(err) => {
-            self.record_failed(
-              "recording quota consumption failed",
-              &err,
-              &call.ids.api_key_id,
-            );
-            // A record that could not be committed stays buffered, for the next flush.
-            true
-          }
-        };
-        Step::Now(buffered)
+    driver.record(self, &call).map(move |(written, buffered)| {
+      match written {
+        Written::Done => self.faults.succeeded(&self.logs, Operation::Record),
+        Written::Nothing => {}
+        Written::Failed(err) => self.record_failed(
+          "recording quota consumption failed",
+          &err,
+          &call.ids.api_key_id,
+        ),
       }
-      Driver::Redis(url) => {
-        let behind = self.redis_write_behind();
-        let prepared = self
-          .with_hot_db(|db| {
-            db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))
-          })
-          .and_then(|writes| {
-            if writes.is_empty() {
-              return Ok(None);
-            }
-            if behind {
-              // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
-              self.buffer_redis_writes(&url, &call.ids.api_key_id, &writes, call.now_ms)?;
-              self.faults.succeeded(&self.logs, Operation::Record);
-              return Ok(None);
-            }
-            counters::consume_many(
-              self.redis_backend(&url)?,
-              call.ids.api_key_id.clone(),
-              writes,
-              call.now_ms,
-            )
-            .map(Some)
-          });
-        match prepared {
-          Ok(None) => Step::Now(false),
-          Err(err) => {
-            self.record_failed(
-              "recording quota consumption failed",
-              &err,
-              &call.ids.api_key_id,
-            );
-            Step::Now(false)
-          }
-          Ok(Some(write)) => Step::later(async move {
-            match write.await {
-              Ok(()) => self.faults.succeeded(&self.logs, Operation::Record),
-              Err(err) => self.record_failed(
-                "recording quota consumption failed",
-                &err,
-                &call.ids.api_key_id,
-              ),
-            }
-            false
-          }),
-        }
-      }
-    }
+      buffered
+    })
   }
 
   fn record_failed(&self, msg: &str, err: &QuotaError, api_key_id: &str) {
@@ -583,57 +361,14 @@ impl Engine {
     };
     let msg = settle.message();
     let who = settle.api_key_id.clone().unwrap_or_default();
-    let (cost, release) = (settle.cost, settle.release);
-    let deltas = move |r: &Reservation| {
-      if release {
-        r.release_deltas()
-      } else {
-        r.settle_deltas(&cost)
-      }
-    };
-    match driver {
-      Driver::Sqlite => {
-        let result = self.with_db(|db| {
-          db.settle_reservation(
-            &settle.token,
-            settle.api_key_id.as_deref(),
-            deltas,
-            settle.now_ms,
-          )
-        });
-        self.settled(result, &settle, msg, &who);
-        Step::Now(false)
-      }
-      Driver::Redis(url) => match self.redis_backend(&url) {
-        Err(err) => {
-          self.record_failed(msg, &err, &who);
-          Step::Now(false)
-        }
-        Ok(backend) => {
-          let work = counters::settle_reservation(
-            backend,
-            settle.token.clone(),
-            settle.api_key_id.clone(),
-            deltas,
-          );
-          Step::later(async move {
-            let result = work.await;
-            self.settled(result, &settle, msg, &who);
-            false
-          })
-        }
-      },
-    }
+    driver.settle(self, &settle).map(move |result| {
+      self.settled(result, &settle, msg, &who);
+      false
+    })
   }
 
   /// What a settle came to: done, refused (one warning, nothing changed) or a fault.
-  fn settled(
-    &self,
-    result: Result<std::result::Result<(), &'static str>>,
-    settle: &Settle,
-    msg: &str,
-    who: &str,
-  ) {
+  fn settled(&self, result: Settled, settle: &Settle, msg: &str, who: &str) {
     match result {
       Ok(Ok(())) => self.faults.succeeded(&self.logs, Operation::Record),
       Ok(Err(why)) => {

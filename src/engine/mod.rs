@@ -6,7 +6,9 @@
 //!
 //! - `config.rs`: every `QUOTA_*` variable, parsed and validated in one place.
 //! - `database.rs`: where the SQLite database is, and the one way to reach it.
-//! - `driver.rs`: the driver enum, how it is chosen, and the counter operations.
+//! - `driver.rs`: the `QuotaDriver` trait the engine calls the counter store through, how
+//!   the driver is chosen, and the store calls' entry points.
+//! - `sqlite_driver.rs`, `redis_driver.rs`: the trait's two implementations.
 //! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
 //!   flushed, and what a failed flush does.
 //! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
@@ -26,10 +28,12 @@ pub mod hot_path;
 pub mod input;
 pub mod logs;
 pub mod metrics;
+pub mod redis_driver;
 pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
+pub mod sqlite_driver;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
 

@@ -1,9 +1,10 @@
-//! Storage drivers behind one trait, plus the host's metadata (pools, allocations, plans,
-//! model caps) and the migrations. No `napi` here: the edge in `src/binding/` calls these
-//! functions synchronously from the JS thread.
+//! The two counter stores, plus the host's metadata (pools, allocations, plans, model caps)
+//! and the migrations. No `napi` and no engine here: the engine reaches these through its
+//! `QuotaDriver` trait (`engine/driver.rs`), whose SQLite and Redis implementations call
+//! them.
 //!
 //! - [`CounterStore`]: the sliding-window counters of docs/contract.md §2/§4, implemented by
-//!   [`sqlite::SqliteDb`]; the Redis driver ([`redis`]) has the same operations, async.
+//!   [`sqlite::SqliteDb`]; the Redis store ([`redis`]) has the same operations, async.
 //! - [`sqlite`]: the SQLite driver — one long-lived connection per database file, shared
 //!   process-wide ([`sqlite::with_db`]), with locks that cannot hurt the host's own SQLite
 //!   copy (see `sqlite/locks.rs`).

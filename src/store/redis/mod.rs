@@ -18,10 +18,10 @@
 //! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
 //!   snapshot, and the hot path's batched reads and writes.
 //!
-//! The operations are async (they run on the addon's tokio runtime); the SQLite driver's
-//! are sync ([`super::CounterStore`]). One trait over both would force either an async hop
-//! on SQLite (which answers in microseconds on the JS thread) or blocking on Redis, so
-//! each driver keeps its natural shape and the edge dispatches per driver.
+//! The operations are async (they run on the addon's tokio runtime); the SQLite store's
+//! are sync ([`super::CounterStore`]). Each keeps its natural shape: the engine's
+//! `QuotaDriver` trait (`engine/driver.rs`) answers with a step that is a value now
+//! (SQLite, on the JS thread) or a future (Redis), so neither is forced into the other's.
 
 pub mod client;
 pub mod connection;

@@ -182,6 +182,8 @@ fn last_errno() -> c_int {
   std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+// These stay process-wide statics (not engine or driver state): the hooks patch the unix VFS
+// of the one SQLite copy this process links, which every connection of the process shares.
 /// The process's `fcntl` hook.
 static FCNTL: FcntlHook = FcntlHook::new(os::COMMANDS, true);
 /// `munmap` calls of the engine's SQLite copy so far.

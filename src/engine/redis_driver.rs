@@ -1,0 +1,362 @@
+//! The Redis driver ([`QuotaDriver`]): the counters on Redis at one URL, shared by every
+//! replica; the metadata stays in SQLite, read on the calling thread. An operation is one
+//! round trip on the addon's tokio runtime — or, for enforce, peek and pool totals, an
+//! answer at once from the counter view (`engine/redis_view.rs`). Records are buffered
+//! (write-behind, `engine/redis_writes.rs`) and every read adds this process's buffer.
+
+use super::driver::{Enforced, QuotaDriver, Settled, Written};
+use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
+use super::saturation::DecisionLookup;
+use super::{Engine, Step};
+use crate::core::admission::{
+  compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
+};
+use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::{
+  consumption_writes, plan_enforce, planned_writes, EnforceOutcome, EnforceStart,
+};
+use crate::error::Result;
+use crate::store::ids::new_reservation_id;
+use crate::store::redis::keys::base_pool_id;
+use crate::store::redis::scripts::ScriptCheck;
+use crate::store::redis::{counters, PoolTotals, RedisBackend};
+use crate::store::{PlanDimension, PoolUsageSnapshot};
+use std::sync::Arc;
+
+/// The Redis driver of one URL. It holds the URL, not the backend: the backend is looked
+/// up by URL on each use (`Engine::redis_backend`), so `resetRedisClient()` — which
+/// forgets a URL's backend — reaches every holder of the driver.
+#[derive(Debug, Clone)]
+pub struct RedisDriver {
+  /// As given (password included).
+  url: String,
+}
+
+impl RedisDriver {
+  pub fn new(url: String) -> Self {
+    RedisDriver { url }
+  }
+
+  /// The backend of this driver's URL.
+  fn backend(&self, engine: &Engine) -> Result<Arc<RedisBackend>> {
+    engine.redis_backend(&self.url)
+  }
+}
+
+/// A Redis operation: its validation error now, or its future.
+fn later<T: Send + 'static>(
+  prepared: Result<impl std::future::Future<Output = Result<T>> + Send + 'static>,
+) -> Step<Result<T>> {
+  match prepared {
+    Ok(future) => Step::later(future),
+    Err(err) => Step::Now(Err(err)),
+  }
+}
+
+/// The checks as `reserve.lua` takes them.
+fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> {
+  compiled
+    .checks
+    .iter()
+    .map(|c| ScriptCheck {
+      group: match c.side {
+        CheckSide::Read(i) => Some(i),
+        CheckSide::Always => None,
+      },
+      prev_weight: c.prev_weight(now_ms),
+      threshold: c.threshold,
+    })
+    .collect()
+}
+
+/// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs
+/// to `<pool>`), from SQLite's metadata cache.
+fn pool_key_ids(engine: &'static Engine, pool_id: &str) -> Result<Vec<String>> {
+  Ok(
+    engine
+      .with_db(|db| db.cached_pool(base_pool_id(pool_id)))?
+      .map(|pool| {
+        pool
+          .allocations
+          .iter()
+          .map(|a| a.api_key_id.clone())
+          .collect()
+      })
+      .unwrap_or_default(),
+  )
+}
+
+impl QuotaDriver for RedisDriver {
+  fn name(&self) -> &'static str {
+    "redis"
+  }
+
+  fn url(&self) -> Option<&str> {
+    Some(&self.url)
+  }
+
+  fn enforce(
+    &self,
+    engine: &'static Engine,
+    call: &EnforceCall,
+    threshold: f64,
+    reserve: bool,
+  ) -> Step<Enforced> {
+    let backend = match self.backend(engine) {
+      Ok(backend) => backend,
+      Err(err) => return Step::Now(Err(err)),
+    };
+    let now = call.now_ms;
+    let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
+    // Metadata as on SQLite: from memory while nothing was committed, else in one read
+    // transaction (store/sqlite/hot.rs; its counters are not read here).
+    let start = engine.with_hot_db(|db| {
+      db.hot_scope(|db| {
+        let request = call.ids.request();
+        let saturation = engine.saturation();
+        let lookup = DecisionLookup {
+          state: &saturation,
+          now_ms: now,
+        };
+        let start = plan_enforce(db, &lookup, &request, threshold, now)?;
+        let writes = match (&start, reserve) {
+          (EnforceStart::Read(_), true) => planned_writes(db, &request, &estimate)?,
+          _ => Vec::new(),
+        };
+        Ok((start, writes))
+      })
+    });
+    let (plan, writes) = match start {
+      Ok((EnforceStart::Read(plan), writes)) => (plan, writes),
+      Ok((EnforceStart::Done(outcome), _)) => return Step::Now(Ok((outcome, None))),
+      Err(err) => return Step::Now(Err(err)),
+    };
+    let batch = counters::counter_batch(
+      &backend,
+      &call.ids.api_key_id,
+      plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
+      plan.reads(),
+    );
+    // Reserve mode needs the saturation known (else: the default read answers — a fetch,
+    // or a model-cap block).
+    let compiled = if reserve { compile_checks(&plan) } else { None };
+    match compiled {
+      None => {
+        // The counter view (docs/redis.md#the-counter-view): counters read less than the
+        // maximum staleness ago and changed by no one since decide here, with this
+        // process's buffered records added as after a read. The epoch is checked after
+        // the buffer is read: a flush that settled meanwhile had dropped the entry first.
+        let view = engine.redis_view(&backend);
+        if let Some((view, max_age)) = &view {
+          if let Some((mut values, epoch)) = view.lookup(&batch, now, *max_age) {
+            engine
+              .redis_writes
+              .overlay(backend.url(), &batch, &mut values);
+            if view.unchanged(epoch) {
+              engine.metrics.redis_view(true);
+              let outcome = plan.decide(&call.ids.request(), &values);
+              return Step::Now(Ok((outcome, None)));
+            }
+          }
+          engine.metrics.redis_view(false);
+        }
+        // The request's ids, for the decision after the round trip.
+        let ids = call.ids.clone();
+        Step::later(async move {
+          // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
+          // each once: no flush is out while the read is (see RedisWrites::gates).
+          let gate = engine.redis_writes.gate(backend.url());
+          let _shared = gate.read().await;
+          let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+          let outcome = counters::read(&backend, &batch).await.map(|mut values| {
+            // Kept as Redis answered (the buffer is added at each use), still under the
+            // gate: the next flush drops it when it is answered.
+            if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+              view.keep(batch.clone(), &values, stamp, now);
+            }
+            engine
+              .redis_writes
+              .overlay(backend.url(), &batch, &mut values);
+            (plan.decide(&ids.request(), &values), None)
+          });
+          outcome
+        })
+      }
+      Some(compiled) => {
+        let reservation = (!writes.is_empty())
+          .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
+        let additions = reservation
+          .as_ref()
+          .map(Reservation::additions)
+          .unwrap_or_default();
+        let checks = script_checks(&compiled, now);
+        let ids = call.ids.clone();
+        Step::later(async move {
+          // The script decides on what Redis holds: records buffered before reserve mode
+          // was switched on go first.
+          if engine.redis_writes.holds(backend.url()) {
+            engine.flush_redis(backend.url().to_string()).await;
+          }
+          counters::reserve(
+            &backend,
+            &batch,
+            &checks,
+            &ids.api_key_id,
+            &additions,
+            reservation.as_ref(),
+            now,
+          )
+          .await
+          .map(|(blocked, values)| {
+            let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
+            let reservation =
+              reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+            (outcome, reservation.map(|r| r.token()))
+          })
+        })
+      }
+    }
+  }
+
+  fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
+    let behind = engine.redis_write_behind();
+    let prepared = engine
+      .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
+      .and_then(|writes| {
+        if writes.is_empty() {
+          return Ok(Err(Written::Nothing));
+        }
+        if behind {
+          // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
+          engine.buffer_redis_writes(&self.url, &call.ids.api_key_id, &writes, call.now_ms)?;
+          return Ok(Err(Written::Done));
+        }
+        counters::consume_many(
+          self.backend(engine)?,
+          call.ids.api_key_id.clone(),
+          writes,
+          call.now_ms,
+        )
+        .map(Ok)
+      });
+    match prepared {
+      Ok(Err(written)) => Step::Now((written, false)),
+      Err(err) => Step::Now((Written::Failed(err), false)),
+      Ok(Ok(write)) => Step::later(async move {
+        let written = match write.await {
+          Ok(()) => Written::Done,
+          Err(err) => Written::Failed(err),
+        };
+        (written, false)
+      }),
+    }
+  }
+
+  fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
+    match self.backend(engine) {
+      Err(err) => Step::Now(Err(err)),
+      Ok(backend) => Step::later(counters::settle_reservation(
+        backend,
+        settle.token.clone(),
+        settle.api_key_id.clone(),
+        settle.deltas(),
+      )),
+    }
+  }
+
+  fn consume(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    cost: f64,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    engine.after_redis_flush(
+      &self.url,
+      later(
+        self
+          .backend(engine)
+          .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
+      ),
+    )
+  }
+
+  fn peek(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    match self.backend(engine) {
+      Ok(backend) => engine.peek_on_redis(backend, api_key_id, key, now_ms),
+      Err(err) => Step::Now(Err(err)),
+    }
+  }
+
+  fn pool_consumed_total(
+    &self,
+    engine: &'static Engine,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    let prepared = crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
+      let backend = self.backend(engine)?;
+      // The buckets' totals need no key list (docs/redis.md#pool-totals).
+      let ids = match backend.totals() {
+        PoolTotals::Aggregate => Vec::new(),
+        PoolTotals::Exact => pool_key_ids(engine, &key.pool_id)?,
+      };
+      let batch = counters::pool_batch(&backend, &key, ids, now_ms);
+      Ok((backend, batch))
+    });
+    match prepared {
+      Ok((backend, batch)) => engine.pool_total_on_redis(backend, batch, key, now_ms),
+      Err(err) => Step::Now(Err(err)),
+    }
+  }
+
+  fn clear(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<()>> {
+    engine.after_redis_flush(
+      &self.url,
+      later(
+        self
+          .backend(engine)
+          .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
+      ),
+    )
+  }
+
+  fn pool_usage(
+    &self,
+    engine: &'static Engine,
+    pool_id: String,
+    dims: Vec<PlanDimension>,
+    now_ms: i64,
+  ) -> Step<Result<PoolUsageSnapshot>> {
+    let prepared = self.backend(engine).and_then(|backend| {
+      let allocations = engine
+        .with_db(|db| db.cached_pool(&pool_id))?
+        .map(|p| p.allocations.clone());
+      Ok(counters::pool_usage(
+        backend,
+        pool_id,
+        allocations,
+        dims,
+        now_ms,
+      ))
+    });
+    let step = match prepared {
+      Ok(future) => Step::later(future),
+      Err(err) => Step::Now(Err(err)),
+    };
+    engine.after_redis_flush(&self.url, step)
+  }
+}
