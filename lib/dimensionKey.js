@@ -38,4 +38,4 @@ function dimensionKeyToString(key) {
   return keyString(poolId, unit, window)
 }
 
-module.exports = { dimensionKeyToString, keyString }
+module.exports = { dimensionKeyToString }

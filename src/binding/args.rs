@@ -73,8 +73,8 @@ impl Source for Unknown<'_> {
       .map_err(reason)
   }
 
-  /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the glue's
-  /// packed crossings and to the host's own code).
+  /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the host's
+  /// own code).
   fn is_array(&self) -> std::result::Result<bool, Fault> {
     let value = self.value();
     // SAFETY: N-API calls on the live environment of this call.
