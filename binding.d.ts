@@ -339,18 +339,6 @@ export interface FairShareDecision {
   retryAfterMs?: number
 }
 
-/** The vocabulary and layout of the packed crossing, for `lib/fairShare.js`. */
-export interface FairShareLayout {
-  header: number
-  stride: number
-  maxDimensions: number
-  units: Array<string>
-  windows: Array<string>
-  policies: Array<string>
-  /** `[kind, reason, penalized]` per outcome code. */
-  outcomes: Array<[string, string, boolean]>
-}
-
 /**
  * The facade's flush timer: commits once the oldest record is `QUOTA_RECORD_FLUSH_MS` old;
  * the milliseconds until the next call, or `-1` when nothing is buffered.

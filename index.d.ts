@@ -4,14 +4,15 @@ import type { DimensionKey, PoolUsageSnapshot, QuotaUnit, QuotaWindow } from './
 
 // <surface: native>
 export {
-  WINDOW_MS, resolvePlan, createPool, getPool, listPools, updatePool, upsertAllocations,
-  listAllocationsForApiKey, getProviderPlan, upsertProviderPlan, deleteProviderPlan,
-  getModelCap, setModelCap, deleteModelCap, importLegacyPools, getBucket, incrementBucket,
-  getPair, sumPoolDimension, listConsumptionForPool, gcOlderThan, _clearSaturationCache,
-  _clearRateLimitHeaders, metrics, QUOTA_SHARE_STRATEGY, DEFAULT_LEASE_MS, incrementInflight,
-  decrementInflight, getInflight, _clearInflightForTest, _inflightSizeForTest,
-  SATURATION_THRESHOLD_PCT, recordUsage, isBucketSaturated, updateAccountBuckets,
-  _clearBucketsForTest, _bucketCountForTest, _clearDrrStateForTest, _getDrrDeficitForTest,
+  WINDOW_MS, decideFairShare, resolvePlan, computeBurnRate, computeBurnRateFromWindow,
+  createPool, getPool, listPools, updatePool, upsertAllocations, listAllocationsForApiKey,
+  getProviderPlan, upsertProviderPlan, deleteProviderPlan, getModelCap, setModelCap,
+  deleteModelCap, importLegacyPools, getBucket, incrementBucket, getPair, sumPoolDimension,
+  listConsumptionForPool, gcOlderThan, _clearSaturationCache, _clearRateLimitHeaders, metrics,
+  QUOTA_SHARE_STRATEGY, DEFAULT_LEASE_MS, incrementInflight, decrementInflight, getInflight,
+  _clearInflightForTest, _inflightSizeForTest, SATURATION_THRESHOLD_PCT, recordUsage,
+  isBucketSaturated, updateAccountBuckets, _clearBucketsForTest, _bucketCountForTest,
+  _clearDrrStateForTest, _getDrrDeficitForTest,
 } from './binding'
 // </surface: native>
 export type * from './binding'
@@ -142,10 +143,8 @@ export declare function setLogger(logger: Logger | null): void
 export declare function setQuotaEventListener(listener: ((event: string, payload: Record<string, unknown>) => void) | null): void
 
 // <surface: lib declarations>
-export { decideFairShare } from './lib/fairShare'
 export { dimensionKeyToString } from './lib/dimensionKey'
 export { getKnownPlan, knownProviders } from './lib/plans'
-export { computeBurnRate, computeBurnRateFromWindow } from './lib/burnRate'
 export { selectQuotaShareTarget } from './lib/quotaShareStrategy'
 export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'
 export { quotaShareConcurrencyKey, acquireQuotaShareConcurrencySlot } from './lib/quotaShareConcurrency'

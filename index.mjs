@@ -3,7 +3,10 @@ import main from './index.js'
 
 export const {
   WINDOW_MS,
+  decideFairShare,
   resolvePlan,
+  computeBurnRate,
+  computeBurnRateFromWindow,
   createPool,
   getPool,
   listPools,
@@ -41,12 +44,9 @@ export const {
   _bucketCountForTest,
   _clearDrrStateForTest,
   _getDrrDeficitForTest,
-  decideFairShare,
   dimensionKeyToString,
   getKnownPlan,
   knownProviders,
-  computeBurnRate,
-  computeBurnRateFromWindow,
   SqliteQuotaStore,
   getSqliteQuotaStore,
   getQuotaStore,

@@ -1,1 +1,1 @@
-export { computeBurnRateFromWindow, computeBurnRate } from '../lib/burnRate'
+export { computeBurnRateFromWindow, computeBurnRate } from '../binding'

@@ -1,1 +1,1 @@
-export { decideFairShare } from '../lib/fairShare'
+export { decideFairShare } from '../binding'

@@ -42,4 +42,4 @@ function dimensionKeyToString(key) {
   return keyString(poolId, unit, window)
 }
 
-module.exports = { dimensionKeyToString, keyString }
+module.exports = { dimensionKeyToString }

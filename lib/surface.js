@@ -7,8 +7,8 @@
 // Where each name of the main entry comes from: `native` (the addon), or a module of lib/.
 const MAIN = {
   native: [
-    // docs/contract.md §1, §6: the pure core's constant and the plan resolver.
-    'WINDOW_MS', 'resolvePlan',
+    // docs/contract.md §1, §3, §6, §9: the pure core (docs/api.md#the-pure-functions).
+    'WINDOW_MS', 'decideFairShare', 'resolvePlan', 'computeBurnRate', 'computeBurnRateFromWindow',
     // §4–§5: the database, metadata and the counter table.
     'closeQuotaDb', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
     'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
@@ -24,11 +24,9 @@ const MAIN = {
     'isBucketSaturated', 'updateAccountBuckets', '_clearBucketsForTest', '_bucketCountForTest',
     '_clearDrrStateForTest', '_getDrrDeficitForTest',
   ],
-  // The pure calls that cross packed or are remembered (docs/api.md#the-pure-functions).
-  fairShare: ['decideFairShare'],
+  // The pure calls whose answers the glue remembers (docs/api.md#the-pure-functions).
   dimensionKey: ['dimensionKeyToString'],
   plans: ['getKnownPlan', 'knownProviders'],
-  burnRate: ['computeBurnRate', 'computeBurnRateFromWindow'],
   stores: [
     'SqliteQuotaStore', 'getSqliteQuotaStore', 'getQuotaStore', 'getQuotaStoreSync', 'resetQuotaStoreSingleton',
     'RedisQuotaStore', 'getRedisQuotaStore', 'resetRedisQuotaStore', 'gcConsumption', 'deletePool',
@@ -51,9 +49,9 @@ MAIN.native = MAIN.native.filter((name) => name !== 'closeQuotaDb')
 // The drop-in entries (docs/contract.md, appendix): entry → the module their names come
 // from, and the names — exactly these, no more.
 const COMPAT = {
-  fairShare: ['fairShare', ['decideFairShare']],
+  fairShare: ['native', ['decideFairShare']],
   dimensions: ['dimensions', ['QuotaUnitSchema', 'QuotaWindowSchema', 'PolicySchema', 'QuotaDimensionSchema', 'PoolAllocationSchema', 'ProviderPlanSchema', 'QuotaPoolSchema', 'WINDOW_MS', 'dimensionKeyToString']],
-  burnRate: ['burnRate', ['computeBurnRateFromWindow', 'computeBurnRate']],
+  burnRate: ['native', ['computeBurnRateFromWindow', 'computeBurnRate']],
   planRegistry: ['plans', ['getKnownPlan', 'knownProviders']],
   planResolver: ['native', ['resolvePlan']],
   accountBuckets: ['native', ['SATURATION_THRESHOLD_PCT', 'isBucketSaturated', 'recordUsage', 'updateAccountBuckets', '_clearBucketsForTest', '_bucketCountForTest']],

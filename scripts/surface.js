@@ -15,10 +15,8 @@ const modulePath = (source) => MODULE_PATH[source] || `./lib/${source}.js`
 // Where the TypeScript declaration of a name lives, when not in index.d.ts itself.
 const NATIVE = new Set(MAIN.native)
 const DECLARED_IN = {
-  fairShare: '../lib/fairShare',
   dimensionKey: '../lib/dimensionKey',
   plans: '../lib/plans',
-  burnRate: '../lib/burnRate',
   dimensions: '../lib/dimensions',
   quotaShareStrategy: '../lib/quotaShareStrategy',
   quotaShareConcurrency: '../lib/quotaShareConcurrency',
@@ -60,7 +58,7 @@ function indexDts(current) {
   const native = `// <surface: native>\nexport {\n${wrap(MAIN.native)}} from './binding'\n// </surface: native>`
   const js = [
     `// <surface: lib declarations>`,
-    ...['fairShare', 'dimensionKey', 'plans', 'burnRate'].map((source) => `export { ${MAIN[source].join(', ')} } from './lib/${source}'`),
+    ...['dimensionKey', 'plans'].map((source) => `export { ${MAIN[source].join(', ')} } from './lib/${source}'`),
     `export { ${MAIN.quotaShareStrategy.join(', ')} } from './lib/quotaShareStrategy'`,
     `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from './lib/quotaShareStrategy'`,
     `export { ${MAIN.quotaShareConcurrency.join(', ')} } from './lib/quotaShareConcurrency'`,

@@ -3,12 +3,11 @@
 //! napi-rs's generated wrappers cost more than some of the engine's calls: ~35 ns for a
 //! call without arguments, ~120 ns with one, two N-API calls per string, a new JavaScript
 //! string for every property name. This crate does those few things with fewer N-API calls,
-//! and the thing napi-rs has no API for (external packing buffers). It
+//! and nothing napi-rs lacks an API for. It
 //! knows nothing of the engine: its functions take N-API values and give back plain Rust
 //! ones. Its users are the edge (`src/binding/`) and the test edge (`src/test_hooks.rs`).
 
 pub mod callback;
 pub mod names;
-pub mod packed;
 pub mod read;
 pub mod to_js;

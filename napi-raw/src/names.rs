@@ -39,8 +39,8 @@ unsafe extern "C" fn forget_names(env: *mut std::ffi::c_void) {
   let _ = KEYS.try_with(|keys| keys.borrow_mut().remove(&(env as usize)));
 }
 
-/// Property `name` of `object`: `None` when it cannot be read, `Some(None)` when it is
-/// `undefined`.
+/// Property `name` of `object` and its `typeof` (one read gives both): `None` when it
+/// cannot be read, `Some(None)` when it is `undefined`.
 ///
 /// # Safety
 /// `env` is the live environment of the running call and `object` an object made in it.
@@ -48,14 +48,14 @@ pub unsafe fn property(
   env: sys::napi_env,
   object: sys::napi_value,
   name: &str,
-) -> Option<Option<sys::napi_value>> {
+) -> Option<Option<(sys::napi_value, sys::napi_valuetype)>> {
   let key = name_key(env, name)?;
   let (mut value, mut kind) = (std::ptr::null_mut(), 0);
   let read = unsafe {
     sys::napi_get_property(env, object, key, &mut value) == sys::Status::napi_ok
       && sys::napi_typeof(env, value, &mut kind) == sys::Status::napi_ok
   };
-  read.then_some((kind != sys::ValueType::napi_undefined).then_some(value))
+  read.then_some((kind != sys::ValueType::napi_undefined).then_some((value, kind)))
 }
 
 /// `name` as a JavaScript string of `env`.

@@ -159,7 +159,7 @@ pub unsafe fn array_length(
   }
   let read = unsafe { crate::names::property(env, value, "length") };
   let length = read.ok_or_else(|| "reading the property length".to_string())?;
-  let length = length.and_then(|length| unsafe { number(env, length) });
+  let length = length.and_then(|(length, _)| unsafe { number(env, length) });
   let length = length.ok_or_else(|| "a length that is not a number".to_string())?;
   ((0.0..=f64::from(max)).contains(&length) && length.fract() == 0.0)
     .then_some(length as u32)

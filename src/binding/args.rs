@@ -11,15 +11,15 @@ use napi::{JsValue, ValueType};
 use napi_raw::{names, read};
 
 /// A JavaScript value and where it came from.
-pub(crate) type Arg<'env> = crate::engine::input::Arg<Unknown<'env>>;
+pub(crate) type Arg<'p, 'env> = crate::engine::input::Arg<'p, Unknown<'env>>;
 
 /// `value` read as the argument `path`.
-pub(crate) fn arg<'a>(value: Unknown<'a>, path: &'static str) -> Result<Arg<'a>> {
+pub(crate) fn arg<'a>(value: Unknown<'a>, path: &'static str) -> Result<Arg<'static, 'a>> {
   Arg::new(value, path)
 }
 
 /// The reader `keep` of `#[edge]` (`macros/`): the argument itself, for the body to read.
-pub(crate) fn keep<'a, 'env>(arg: &'a Arg<'env>) -> Result<&'a Arg<'env>> {
+pub(crate) fn keep<'a, 'p, 'env>(arg: &'a Arg<'p, 'env>) -> Result<&'a Arg<'p, 'env>> {
   Ok(arg)
 }
 
@@ -27,21 +27,25 @@ fn reason(err: napi::Error) -> Fault {
   err.reason
 }
 
+fn kind_of(value_type: ValueType) -> Kind {
+  match value_type {
+    ValueType::Undefined => Kind::Undefined,
+    ValueType::Null => Kind::Null,
+    ValueType::Boolean => Kind::Boolean,
+    ValueType::Number => Kind::Number,
+    ValueType::String => Kind::String,
+    ValueType::Symbol => Kind::Symbol,
+    ValueType::Object => Kind::Object,
+    ValueType::Function => Kind::Function,
+    ValueType::External => Kind::External,
+    ValueType::BigInt => Kind::BigInt,
+    _ => Kind::Unknown,
+  }
+}
+
 impl Source for Unknown<'_> {
   fn kind(&self) -> std::result::Result<Kind, Fault> {
-    Ok(match self.get_type().map_err(reason)? {
-      ValueType::Undefined => Kind::Undefined,
-      ValueType::Null => Kind::Null,
-      ValueType::Boolean => Kind::Boolean,
-      ValueType::Number => Kind::Number,
-      ValueType::String => Kind::String,
-      ValueType::Symbol => Kind::Symbol,
-      ValueType::Object => Kind::Object,
-      ValueType::Function => Kind::Function,
-      ValueType::External => Kind::External,
-      ValueType::BigInt => Kind::BigInt,
-      _ => Kind::Unknown,
-    })
+    Ok(kind_of(self.get_type().map_err(reason)?))
   }
 
   // SAFETY (each cast below): the engine reads a value only after checking its kind.
@@ -50,11 +54,15 @@ impl Source for Unknown<'_> {
   }
 
   fn string(&self) -> std::result::Result<String, Fault> {
+    self.with_str(str::to_string)
+  }
+
+  fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
     let value = self.value();
     let mut stack = [0u8; 256];
     // SAFETY: the engine reads a string only after checking the value is one.
     unsafe { read::string(value.env, value.value, &mut stack) }
-      .map(|text| text.into_owned())
+      .map(|text| f(&text))
       .ok_or_else(|| "reading a string".to_string())
   }
 
@@ -62,19 +70,22 @@ impl Source for Unknown<'_> {
     unsafe { self.cast::<bool>() }.map_err(reason)
   }
 
-  fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault> {
+  fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault> {
     let object = self.value();
     // SAFETY: the engine asks for a property only after checking the value is an object.
     let value = unsafe { names::property(object.env, object.value, name) }
       .ok_or_else(|| format!("reading the property {name}"))?;
-    let Some(value) = value else { return Ok(None) };
+    let Some((value, value_type)) = value else {
+      return Ok(None);
+    };
+    let kind = kind_of(ValueType::from(value_type));
     unsafe { Unknown::from_napi_value(object.env, value) }
-      .map(Some)
+      .map(|value| Some((value, kind)))
       .map_err(reason)
   }
 
-  /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the glue's
-  /// packed crossings and to the host's own code).
+  /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the host's
+  /// own code).
   fn is_array(&self) -> std::result::Result<bool, Fault> {
     let value = self.value();
     // SAFETY: N-API calls on the live environment of this call.
@@ -87,9 +98,11 @@ impl Source for Unknown<'_> {
     unsafe { read::array_length(value.env, value.value, MAX_PROXY_LENGTH) }
   }
 
-  fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault> {
+  fn element(&self, index: u32) -> std::result::Result<Option<(Self, Kind)>, Fault> {
     let array = unsafe { self.cast::<Object>() }.map_err(reason)?;
-    array.get_element(index).map(Some).map_err(reason)
+    let element: Self = array.get_element(index).map_err(reason)?;
+    // An `undefined` element (a hole) is kept: its kind says what it is.
+    Ok(Some((element, element.kind()?)))
   }
 
   fn keys(&self) -> std::result::Result<Vec<String>, Fault> {

@@ -60,22 +60,3 @@ pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::R
 pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::napi_value {
   unsafe { napi_raw::callback::throw_type_error(env, c"ERR_QUOTA_INTERNAL", message) }
 }
-
-/// `$name`, the raw callback `$js`: `$work` on this thread's packing buffer `$buffer`, or
-/// `ERR_QUOTA_INTERNAL` thrown for a packing it rejects, a missing buffer or a panic.
-macro_rules! packed_callback {
-  ($name:ident, $buffer:ident, $js:literal, $work:expr) => {
-    unsafe extern "C" fn $name(
-      env: napi::sys::napi_env,
-      _: napi::sys::napi_callback_info,
-    ) -> napi::sys::napi_value {
-      // SAFETY: a synchronous callback of this thread; `$work` runs no JavaScript.
-      match unsafe { napi_raw::packed::on_buffer(&$buffer, $work) } {
-        Ok(()) => std::ptr::null_mut(),
-        Err(fault) => unsafe {
-          $crate::binding::errors::throw_internal(env, &format!("{}: {fault}", $js))
-        },
-      }
-    }
-  };
-}

@@ -1,17 +1,10 @@
-//! docs/contract.md §3: `decideFairShare`, two ways in (docs/api.md#the-pure-functions):
-//! `lib/fairShare.js` packs well-formed input into this thread's buffer and decides it with
-//! one plain N-API call; anything else comes to the checked entry, which names the bad
-//! field. Both decide with `core::fair_share`.
+//! docs/contract.md §3: `decideFairShare`, one way in (docs/api.md#the-pure-functions):
+//! the input object is read field by field by `engine::input::decide`, which names the bad
+//! field, and decided by `core::fair_share`.
 
-use crate::core::dimensions::{Policy, QuotaUnit, QuotaWindow};
 use crate::core::fair_share::FairShareDecision;
-use crate::core::packed_fair_share::{decide_packed, HEADER, MAX_DIMENSIONS, OUTCOMES, STRIDE};
 use crate::engine::input;
-use napi::bindgen_prelude::Object;
-use napi::Env;
 use napi_derive::napi;
-use napi_raw::callback::crossing_object;
-use napi_raw::packed::{packed_buffer, PackedBuffer};
 use quota_engine_macros::edge;
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
@@ -57,59 +50,4 @@ impl From<FairShareDecision> for FairShareDecisionJs {
 #[edge(js_name = "decideFairShare", ts_return_type = "FairShareDecision")]
 pub fn decide_fair_share_js(#[ts = "FairShareInput"] input: input::decide) -> FairShareDecisionJs {
   Ok(FairShareDecisionJs::from(input))
-}
-
-// ---- the packed crossing ---------------------------------------------------------------
-
-thread_local! {
-  /// This JS thread's packing buffer (the `buffer` of `__fairShareCrossing()`).
-  static BUFFER: PackedBuffer = const { PackedBuffer::new() };
-}
-
-// `__fairShareDecide()`: decides the input packed in the buffer, the outcome written back.
-packed_callback!(
-  fair_share_decide,
-  BUFFER,
-  "__fairShareDecide",
-  decide_packed
-);
-
-/// The vocabulary and layout of the packed crossing, for `lib/fairShare.js`.
-#[napi(object, object_from_js = false)]
-pub struct FairShareLayout {
-  pub header: u32,
-  pub stride: u32,
-  pub max_dimensions: u32,
-  pub units: Vec<&'static str>,
-  pub windows: Vec<&'static str>,
-  pub policies: Vec<&'static str>,
-  /// `[kind, reason, penalized]` per outcome code.
-  pub outcomes: Vec<(&'static str, &'static str, bool)>,
-}
-
-/// `{ buffer, decide }` for `lib/fairShare.js`, once per JS thread: the packing buffer (one
-/// element more, the glue's packing count; `null` where external buffers are not allowed).
-#[napi(catch_unwind, js_name = "__fairShareCrossing", skip_typescript)]
-pub fn fair_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
-  let buffer = packed_buffer(env, HEADER + STRIDE * MAX_DIMENSIONS + 1, &BUFFER)?;
-  let mut crossing = crossing_object(env, &[(c"decide", c"__fairShareDecide", fair_share_decide)])?;
-  crossing.set("buffer", buffer)?;
-  Ok(crossing)
-}
-
-/// The layout, for `lib/fairShare.js` at load.
-#[napi(catch_unwind, js_name = "__fairShareLayout", skip_typescript)]
-pub fn fair_share_layout() -> FairShareLayout {
-  FairShareLayout {
-    header: HEADER as u32,
-    stride: STRIDE as u32,
-    max_dimensions: MAX_DIMENSIONS as u32,
-    units: QuotaUnit::ALL.iter().map(|u| u.as_str()).collect(),
-    windows: QuotaWindow::ALL.iter().map(|w| w.as_str()).collect(),
-    policies: Policy::ALL.iter().map(|p| p.as_str()).collect(),
-    outcomes: OUTCOMES
-      .iter()
-      .map(|&(kind, reason, penalized)| (kind.as_str(), reason.as_str(), penalized))
-      .collect(),
-  }
 }

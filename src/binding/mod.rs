@@ -3,14 +3,12 @@
 //! field) and its answers back to plain JS values. One native function per operation;
 //! which driver serves it is the engine's business, not the edge's.
 
-// First: its `packed_callback!` is used by the modules below.
-#[macro_use]
-pub(crate) mod errors;
 mod account_buckets;
 pub(crate) mod args;
 mod burn_rate;
 mod convert;
 mod dimensions;
+pub(crate) mod errors;
 mod fair_share;
 pub(crate) mod host;
 mod hot_path;

@@ -44,13 +44,9 @@ impl BurnRate {
 /// usable sample's (so out-of-order and duplicate timestamps are skipped). Fewer than two
 /// usable samples → [`BurnRate::ZERO`]. A negative final EMA clamps to 0.
 pub fn compute_burn_rate(history: &[(f64, f64)], remaining: Option<f64>) -> BurnRate {
-  burn_rate_of(history.iter().copied(), remaining)
-}
-
-fn burn_rate_of(history: impl Iterator<Item = (f64, f64)>, remaining: Option<f64>) -> BurnRate {
   let mut last: Option<(f64, f64)> = None;
   let mut ema: Option<f64> = None;
-  for (ts, consumed) in history {
+  for &(ts, consumed) in history {
     if !ts.is_finite() || !consumed.is_finite() {
       continue;
     }
@@ -92,58 +88,6 @@ pub fn compute_burn_rate_from_window(
 /// A `windowMs` the window rate takes, as whole milliseconds: a finite number ≥ 1.
 pub fn window_length_ms(window_ms: f64) -> Option<i64> {
   (window_ms.is_finite() && window_ms >= 1.0).then_some(window_ms as i64)
-}
-
-/// The flat encoding `lib/burnRate.js` packs a call into (one `Float64Array`, numbers only,
-/// so nothing crosses as an object; docs/api.md, "The pure functions"). In: slot 0 the
-/// sample count, slot 1 `remaining` (NaN when absent), then `ts, consumed` per sample for
-/// [`packed_history`]; slots 0–2 `consumedTotal, windowMs, remaining` for
-/// [`packed_from_window`]. Out: slot 0 `tokensPerSecond`, slot 1 `timeToExhaustionMs`
-/// (NaN for `null`) — or slot 0 NaN when the input is not the engine's to answer this way
-/// (a bad `windowMs`), which the glue then sends to the checked entry for its error.
-pub const PACKED_HEADER: usize = 2;
-/// More samples than this go the checked way.
-pub const PACKED_MAX_SAMPLES: usize = 1024;
-
-fn write_packed(buffer: &mut [f64], rate: BurnRate) {
-  buffer[0] = rate.tokens_per_second;
-  buffer[1] = rate.time_to_exhaustion_ms.unwrap_or(f64::NAN);
-}
-
-fn packed_remaining(value: f64) -> Option<f64> {
-  (!value.is_nan()).then_some(value)
-}
-
-/// [`compute_burn_rate`] of a packed call; `None` when the buffer does not hold a valid
-/// packing (a bug in `lib/`).
-pub fn packed_history(buffer: &mut [f64]) -> Option<()> {
-  let count = *buffer.first()?;
-  if !(0.0..=PACKED_MAX_SAMPLES as f64).contains(&count) || count.fract() != 0.0 {
-    return None;
-  }
-  let samples = buffer.get(PACKED_HEADER..PACKED_HEADER + 2 * count as usize)?;
-  let pairs = samples.chunks_exact(2).map(|pair| (pair[0], pair[1]));
-  let rate = burn_rate_of(pairs, packed_remaining(buffer[1]));
-  write_packed(buffer, rate);
-  Some(())
-}
-
-/// [`compute_burn_rate_from_window`] of a packed call at `now_ms`; slot 0 NaN for a
-/// `windowMs` that is not a finite number ≥ 1 (the checked entry's `RangeError`).
-pub fn packed_from_window(buffer: &mut [f64], now_ms: i64) -> Option<()> {
-  let [consumed_total, window_ms, remaining] = *buffer.first_chunk::<3>()?;
-  let Some(window_ms) = window_length_ms(window_ms) else {
-    buffer[0] = f64::NAN;
-    return Some(());
-  };
-  let rate = compute_burn_rate_from_window(
-    consumed_total,
-    window_ms,
-    now_ms,
-    packed_remaining(remaining),
-  );
-  write_packed(buffer, rate);
-  Some(())
 }
 
 #[cfg(test)]
@@ -303,50 +247,5 @@ mod tests {
     // −0.5 h is 30 minutes into the bucket that starts at −1 h.
     let r = compute_burn_rate_from_window(3600.0, H, -H / 2, None);
     assert_eq!(r.tokens_per_second, 2.0);
-  }
-
-  #[test]
-  fn a_packed_call_answers_what_the_plain_one_does() {
-    let history = [
-      (0.0, 0.0),
-      (1000.0, 10.0),
-      (2000.0, 30.0),
-      (1500.0, 1.0),
-      (3000.0, 70.0),
-    ];
-    let mut buffer = vec![history.len() as f64, 211.0];
-    buffer.extend(history.iter().flat_map(|&(ts, c)| [ts, c]));
-    packed_history(&mut buffer).unwrap();
-    let plain = compute_burn_rate(&history, Some(211.0));
-    assert_eq!(buffer[0], plain.tokens_per_second);
-    assert_eq!(buffer[1], plain.time_to_exhaustion_ms.unwrap());
-    // No remaining: NaN in, NaN (null) out.
-    let mut buffer = vec![2.0, f64::NAN, 0.0, 0.0, 1000.0, 10.0];
-    packed_history(&mut buffer).unwrap();
-    assert_eq!(buffer[0], 10.0);
-    assert!(buffer[1].is_nan());
-    // A count the buffer does not hold, or not a count at all, is a packing bug.
-    assert_eq!(packed_history(&mut [3.0, 0.0, 1.0, 2.0]), None);
-    assert_eq!(packed_history(&mut [1.5, 0.0, 1.0, 2.0]), None);
-    assert_eq!(packed_history(&mut [-1.0, 0.0]), None);
-  }
-
-  #[test]
-  fn a_packed_window_call_answers_what_the_plain_one_does() {
-    let now = 5 * H + H / 2;
-    let mut buffer = [3600.0, H as f64, 7200.0];
-    packed_from_window(&mut buffer, now).unwrap();
-    assert_eq!(buffer[..2], [2.0, 3_600_000.0]);
-    let mut buffer = [0.0, H as f64, f64::NAN];
-    packed_from_window(&mut buffer, now).unwrap();
-    assert_eq!(buffer[0], 0.0);
-    assert!(buffer[1].is_nan());
-    // A window the checked entry rejects: slot 0 NaN.
-    for window in [0.0, 0.5, f64::NAN, f64::INFINITY, -5.0] {
-      let mut buffer = [10.0, window, 1.0];
-      packed_from_window(&mut buffer, now).unwrap();
-      assert!(buffer[0].is_nan(), "{window}");
-    }
-    assert_eq!(packed_from_window(&mut [1.0, 2.0], now), None);
   }
 }

@@ -6,7 +6,6 @@ pub mod dimensions;
 pub mod enforce;
 pub mod fair_share;
 pub mod iso8601;
-pub mod packed_fair_share;
 pub mod plans;
 pub mod saturation;
 pub mod scheduler;

@@ -67,38 +67,82 @@ pub trait Source: Sized {
   fn kind(&self) -> std::result::Result<Kind, Fault>;
   fn number(&self) -> std::result::Result<f64, Fault>;
   fn string(&self) -> std::result::Result<String, Fault>;
+  /// `f` of the string, without making a `String` of it where the runtime can avoid it.
+  fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
+    self.string().map(|text| f(&text))
+  }
   fn boolean(&self) -> std::result::Result<bool, Fault>;
-  /// The property `name` of an object; `None` for `undefined`.
-  fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault>;
+  /// The property `name` of an object, with its kind; `None` for `undefined`.
+  fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault>;
   fn is_array(&self) -> std::result::Result<bool, Fault>;
   /// The length of an array.
   fn length(&self) -> std::result::Result<u32, Fault>;
-  /// Element `index` of an array; `None` for `undefined`.
-  fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault>;
+  /// Element `index` of an array, with its kind; `None` for `undefined`.
+  fn element(&self, index: u32) -> std::result::Result<Option<(Self, Kind)>, Fault>;
   /// The own enumerable string keys of an object, in property order (symbols skipped).
   fn keys(&self) -> std::result::Result<Vec<String>, Fault>;
 }
 
-fn fault(path: &str, reason: Fault) -> QuotaError {
-  QuotaError::type_error(path, format!("could not be read ({reason})"))
+fn fault(path: &Path, reason: Fault) -> QuotaError {
+  QuotaError::type_error(path.to_string(), format!("could not be read ({reason})"))
+}
+
+/// Where a value came from: an argument, or a field or an element of another value.
+/// Written out (`input.dimensions[0].limit`) only for an error, so reading a field makes
+/// no string.
+#[derive(Debug, Clone, Copy)]
+pub enum Path<'p> {
+  Arg(&'static str),
+  Field(&'p Path<'p>, &'p str),
+  Element(&'p Path<'p>, u32),
+}
+
+impl Path<'_> {
+  fn write(&self, out: &mut String) {
+    match *self {
+      Path::Arg(name) => out.push_str(name),
+      Path::Field(parent, name) => {
+        parent.write(out);
+        if !out.is_empty() {
+          out.push('.');
+        }
+        out.push_str(name);
+      }
+      Path::Element(parent, index) => {
+        parent.write(out);
+        out.push('[');
+        out.push_str(itoa::Buffer::new().format(index));
+        out.push(']');
+      }
+    }
+  }
+}
+
+impl std::fmt::Display for Path<'_> {
+  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    let mut path = String::new();
+    self.write(&mut path);
+    f.write_str(&path)
+  }
 }
 
 /// A value and where it came from.
-pub struct Arg<V> {
+pub struct Arg<'p, V> {
   /// `None` for `undefined` (an absent property).
   value: Option<V>,
   kind: Kind,
-  /// Borrowed for an argument (its name is a literal), made for a field or an element.
-  pub path: std::borrow::Cow<'static, str>,
+  pub path: Path<'p>,
 }
 
-impl<V: Source> Arg<V> {
-  pub fn new(value: V, path: impl Into<std::borrow::Cow<'static, str>>) -> Result<Self> {
-    Self::maybe(Some(value), path)
+impl<'p, V: Source> Arg<'p, V> {
+  /// The argument `name`.
+  pub fn new(value: V, name: &'static str) -> Result<Self> {
+    Self::maybe(Some(value), name)
   }
 
-  pub fn maybe(value: Option<V>, path: impl Into<std::borrow::Cow<'static, str>>) -> Result<Self> {
-    let path = path.into();
+  /// The argument `name`, or `undefined`.
+  pub fn maybe(value: Option<V>, name: &'static str) -> Result<Self> {
+    let path = Path::Arg(name);
     let kind = match &value {
       Some(value) => value.kind().map_err(|e| fault(&path, e))?,
       None => Kind::Undefined,
@@ -106,11 +150,27 @@ impl<V: Source> Arg<V> {
     Ok(Arg { value, kind, path })
   }
 
+  /// A value read at `path`, with its kind.
+  fn read_at(value: Option<(V, Kind)>, path: Path<'p>) -> Self {
+    match value {
+      Some((value, kind)) => Arg {
+        value: Some(value),
+        kind,
+        path,
+      },
+      None => Arg {
+        value: None,
+        kind: Kind::Undefined,
+        path,
+      },
+    }
+  }
+
   fn present(&self) -> Result<&V> {
     self
       .value
       .as_ref()
-      .ok_or_else(|| QuotaError::type_error(&*self.path, "is missing"))
+      .ok_or_else(|| QuotaError::type_error(self.path.to_string(), "is missing"))
   }
 
   /// `undefined` or `null`.
@@ -125,7 +185,7 @@ impl<V: Source> Arg<V> {
 
   fn expected(&self, what: &str) -> QuotaError {
     QuotaError::type_error(
-      &*self.path,
+      self.path.to_string(),
       format!("expected {what}, got {}", self.kind.name()),
     )
   }
@@ -148,20 +208,14 @@ impl<V: Source> Arg<V> {
   }
 
   /// The property `name` of this object (a `TypeError` when this is not an object).
-  pub fn field(&self, name: &str) -> Result<Arg<V>> {
+  pub fn field<'a>(&'a self, name: &'a str) -> Result<Arg<'a, V>> {
     self.object()?;
-    // Appended, not formatted: this runs for every field of every call.
-    let mut path = String::with_capacity(self.path.len() + 1 + name.len());
-    if !self.path.is_empty() {
-      path.push_str(&self.path);
-      path.push('.');
-    }
-    path.push_str(name);
+    let path = Path::Field(&self.path, name);
     let value = self
       .present()?
       .property(name)
       .map_err(|e| fault(&path, e))?;
-    Arg::maybe(value, path)
+    Ok(Arg::read_at(value, path))
   }
 
   pub fn number(&self) -> Result<f64> {
@@ -177,7 +231,7 @@ impl<V: Source> Arg<V> {
       Ok(n as i64)
     } else {
       Err(QuotaError::range_error(
-        &*self.path,
+        self.path.to_string(),
         format!("must be an integer from -(2^53 - 1) to 2^53 - 1, got {n}"),
       ))
     }
@@ -191,7 +245,7 @@ impl<V: Source> Arg<V> {
       Ok(n.trunc() as i64)
     } else {
       Err(QuotaError::range_error(
-        &*self.path,
+        self.path.to_string(),
         format!("must be a finite time in ms (|t| <= 2^53 - 1), got {n}"),
       ))
     }
@@ -220,6 +274,20 @@ impl<V: Source> Arg<V> {
     self.unless_nullish(Self::string)
   }
 
+  /// A string parsed by `parse_field` (`QuotaUnit::parse_field`, …), whose error names
+  /// this value's path: written out only then.
+  pub fn parsed<T>(&self, parse_field: impl Fn(&str, &str) -> Result<T>) -> Result<T> {
+    let parsed = self.read(Kind::String, "a string", |v| {
+      v.with_str(|text| parse_field(text, "").map_err(|_| text.to_string()))
+    })?;
+    parsed.or_else(|text| parse_field(&text, &self.path.to_string()))
+  }
+
+  /// [`Arg::parsed`], or `None` for `undefined`/`null`.
+  pub fn opt_parsed<T>(&self, parse_field: impl Fn(&str, &str) -> Result<T>) -> Result<Option<T>> {
+    self.unless_nullish(|arg| arg.parsed(parse_field))
+  }
+
   pub fn boolean(&self) -> Result<bool> {
     self.read(Kind::Boolean, "a boolean", V::boolean)
   }
@@ -230,7 +298,7 @@ impl<V: Source> Arg<V> {
   }
 
   /// The elements of an array.
-  pub fn elements(&self) -> Result<Vec<Arg<V>>> {
+  pub fn elements(&self) -> Result<Vec<Arg<'_, V>>> {
     if !self.read(Kind::Object, "an object", V::is_array)? {
       return Err(self.expected("an array"));
     }
@@ -238,15 +306,15 @@ impl<V: Source> Arg<V> {
     let length = array.length().map_err(|e| fault(&self.path, e))?;
     (0..length)
       .map(|i| {
-        let path = format!("{}[{i}]", self.path);
+        let path = Path::Element(&self.path, i);
         let value = array.element(i).map_err(|e| fault(&path, e))?;
-        Arg::maybe(value, path)
+        Ok(Arg::read_at(value, path))
       })
       .collect()
   }
 
   /// Each element of an array, read with `read`.
-  pub fn list<T>(&self, read: impl Fn(&Self) -> Result<T>) -> Result<Vec<T>> {
+  pub fn list<T>(&self, read: impl Fn(&Arg<'_, V>) -> Result<T>) -> Result<Vec<T>> {
     self.elements()?.iter().map(read).collect()
   }
 }
@@ -327,14 +395,10 @@ pub fn allocation<V: Source>(arg: &Arg<V>) -> Result<PoolAllocation> {
     api_key_id: arg.field("apiKeyId")?.string()?,
     weight: arg.field("weight")?.number()?,
     cap_value: arg.field("capValue")?.opt_number()?,
-    cap_unit: match cap_unit.opt_string()? {
-      Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit.path)?),
-      None => None,
-    },
-    policy: match policy.opt_string()? {
-      Some(p) => Policy::parse_field(&p, &policy.path)?,
-      None => Policy::Hard,
-    },
+    cap_unit: cap_unit.opt_parsed(QuotaUnit::parse_field)?,
+    policy: policy
+      .opt_parsed(Policy::parse_field)?
+      .unwrap_or(Policy::Hard),
   })
 }
 
@@ -343,7 +407,7 @@ pub fn allocations<V: Source>(arg: &Arg<V>) -> Result<Vec<PoolAllocation>> {
 }
 
 pub fn strings<V: Source>(arg: &Arg<V>) -> Result<Vec<String>> {
-  arg.list(Arg::string)
+  arg.list(|a| a.string())
 }
 
 /// `createPool`'s input.
@@ -408,7 +472,7 @@ pub fn provider_plan<V: Source>(plan: &Arg<V>) -> Result<ProviderPlan> {
     source: match source.opt_string()? {
       Some(s) => PlanSource::parse(&s).ok_or_else(|| {
         QuotaError::range_error(
-          &*source.path,
+          source.path.to_string(),
           format!("unknown source {s:?} (expected auto or manual)"),
         )
       })?,
@@ -442,12 +506,12 @@ pub fn dimension_key<V: Source>(arg: &Arg<V>) -> Result<DimensionKey> {
 
 /// A `QuotaUnit` (`tokens`, `requests`, `usd`, `percent`).
 pub fn unit<V: Source>(arg: &Arg<V>) -> Result<QuotaUnit> {
-  QuotaUnit::parse_field(&arg.string()?, &arg.path)
+  arg.parsed(QuotaUnit::parse_field)
 }
 
 /// A `QuotaWindow` (`hourly`, `daily`, …).
 pub fn window<V: Source>(arg: &Arg<V>) -> Result<QuotaWindow> {
-  QuotaWindow::parse_field(&arg.string()?, &arg.path)
+  arg.parsed(QuotaWindow::parse_field)
 }
 
 /// `planDims` of `poolUsage` (`null`/absent: none). Units and windows stay strings:
@@ -499,10 +563,7 @@ fn fair_share_dimension<V: Source>(arg: &Arg<V>) -> Result<DimensionInput> {
 
 fn fair_share_allocation<V: Source>(arg: &Arg<V>) -> Result<AllocationInput> {
   let cap_unit_arg = arg.field("capUnit")?;
-  let cap_unit = match cap_unit_arg.opt_string()? {
-    Some(unit) => Some(QuotaUnit::parse_field(&unit, &cap_unit_arg.path)?),
-    None => None,
-  };
+  let cap_unit = cap_unit_arg.opt_parsed(QuotaUnit::parse_field)?;
   // An unknown (or missing) policy decides like `hard`: fail-safe, never an error.
   let policy = arg
     .field("policy")?
@@ -529,7 +590,8 @@ pub fn decide<V: Source>(input: &Arg<V>) -> Result<FairShareDecision> {
     dimensions
       .iter()
       .map(|dim| {
-        let value = consumed_map.field(&dim.key.to_string())?;
+        let key = dim.key.to_string();
+        let value = consumed_map.field(&key)?;
         Ok(value.opt_number()?.unwrap_or(0.0))
       })
       .collect::<Result<Vec<_>>>()?
@@ -587,7 +649,8 @@ pub fn burn_rate_from_window<V: Source>(
 pub fn time<V: Source>(arg: &Arg<V>) -> Result<i64> {
   match arg.opt_number()? {
     None => Ok(now_ms()),
-    Some(ms) => time_from_f64(ms, &arg.path),
+    // The path is written out only for the error.
+    Some(ms) => time_from_f64(ms, "").or_else(|_| time_from_f64(ms, &arg.path.to_string())),
   }
 }
 
@@ -638,7 +701,10 @@ pub fn reset_at<V: Source>(arg: &Arg<V>) -> Result<Option<i64>> {
     None => Ok(None),
     Some(text) if text.is_empty() => Ok(None),
     Some(text) => parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
-      QuotaError::range_error(&*arg.path, format!("not an ISO-8601 timestamp: {text:?}"))
+      QuotaError::range_error(
+        arg.path.to_string(),
+        format!("not an ISO-8601 timestamp: {text:?}"),
+      )
     }),
   }
 }
@@ -707,9 +773,11 @@ pub fn usage_saturation<V: Source>(usage: &Arg<V>, window: &str) -> Option<f64> 
     "weekly" => "weekly (7d)",
     _ => return None,
   };
-  let object = |arg: Arg<V>| arg.is_object().then_some(arg);
-  let entry = object(object(usage.field("quotas").ok()?)?.field(name).ok()?)?;
-  let number = |key| lenient_number(&entry, key).filter(|v| v.is_finite());
+  let quotas = usage.field("quotas").ok()?;
+  let quotas = quotas.is_object().then_some(quotas)?;
+  let entry = quotas.field(name).ok()?;
+  let entry = entry.is_object().then_some(&entry)?;
+  let number = |key| lenient_number(entry, key).filter(|v| v.is_finite());
   crate::core::saturation::usage_saturation(
     number("remainingPercentage"),
     number("used"),
@@ -755,14 +823,13 @@ mod tests {
     fn boolean(&self) -> std::result::Result<bool, Fault> {
       Err("no booleans here".into())
     }
-    fn property(&self, name: &str) -> std::result::Result<Option<Self>, Fault> {
+    fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault> {
       match self {
-        Fake::Obj(fields) => Ok(
-          fields
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.clone()),
-        ),
+        Fake::Obj(fields) => fields
+          .iter()
+          .find(|(k, _)| *k == name)
+          .map(|(_, v)| Ok((v.clone(), v.kind()?)))
+          .transpose(),
         _ => Ok(None),
       }
     }
@@ -775,9 +842,12 @@ mod tests {
         _ => Err("not an array".into()),
       }
     }
-    fn element(&self, index: u32) -> std::result::Result<Option<Self>, Fault> {
+    fn element(&self, index: u32) -> std::result::Result<Option<(Self, Kind)>, Fault> {
       match self {
-        Fake::List(items) => Ok(items.get(index as usize).cloned()),
+        Fake::List(items) => items
+          .get(index as usize)
+          .map(|v| Ok((v.clone(), v.kind()?)))
+          .transpose(),
         _ => Err("not an array".into()),
       }
     }
@@ -838,6 +908,23 @@ mod tests {
     );
     let err = dimension_key(&Arg::new(Fake::Null, "key").unwrap()).unwrap_err();
     assert_eq!(message(err).1, "key: expected an object, got null");
+    // A name the engine does not know: the path is written out for the parse's error too.
+    let dims = Fake::List(vec![
+      Fake::Obj(vec![
+        ("unit", Fake::Str("tokens")),
+        ("window", Fake::Str("5h")),
+        ("limit", Fake::Num(1.0)),
+      ]),
+      Fake::Obj(vec![("unit", Fake::Str("parsecs"))]),
+    ]);
+    let err = Arg::new(dims, "dims").unwrap().list(dimension).unwrap_err();
+    assert_eq!(
+      message(err),
+      (
+        "Range".into(),
+        "dims[1].unit: unknown unit \"parsecs\" (expected percent, requests, tokens or usd)".into()
+      )
+    );
   }
 
   #[test]

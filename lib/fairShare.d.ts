@@ -1,3 +1,0 @@
-// decideFairShare is declared with the engine's checked entry, which lib/fairShare.js falls
-// back to and whose signature it has.
-export { decideFairShare } from '../binding'
