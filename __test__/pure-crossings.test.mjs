@@ -29,8 +29,13 @@ function outcome(call) {
 function counting(t, name) {
   const entry = native[name]
   const counter = { calls: 0 }
-  native[name] = (...args) => (counter.calls++, entry(...args))
-  t.after(() => (native[name] = entry))
+  native[name] = (...args) => {
+    counter.calls++
+    return entry(...args)
+  }
+  t.after(() => {
+    native[name] = entry
+  })
   return counter
 }
 
