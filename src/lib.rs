@@ -1,4 +1,5 @@
 #![deny(clippy::all)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 //! OmniRoute's quota-sharing engine: a pure core, storage drivers, and a thin napi edge.
 
 pub mod core;

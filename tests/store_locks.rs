@@ -9,6 +9,7 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
   )
 ))]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod store_support;
 
@@ -37,6 +38,7 @@ struct HostFd(libc::c_int);
 impl HostFd {
   fn open(path: &Path) -> HostFd {
     let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
     let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR) };
     assert!(fd >= 0, "open {}", path.display());
     HostFd(fd)
@@ -44,6 +46,7 @@ impl HostFd {
 
   /// `kind` is `F_RDLCK`, `F_WRLCK` or `F_UNLCK` (a `c_int` on Linux, a `c_short` on macOS).
   fn flock(kind: impl Into<libc::c_int>, start: i64, len: i64) -> libc::flock {
+    // SAFETY: `flock` is a plain C struct of integers; all zero bytes is a valid value.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
     fl.l_type = kind.into() as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
@@ -55,6 +58,7 @@ impl HostFd {
   /// A classic (process-owned) lock, as the host's SQLite takes them.
   fn classic_lock(&self, kind: impl Into<libc::c_int>, start: i64, len: i64) {
     let mut fl = Self::flock(kind, start, len);
+    // SAFETY: F_SETLK reads `fl`, a live `flock`.
     let rc = unsafe { libc::fcntl(self.0, libc::F_SETLK, &mut fl) };
     assert_eq!(
       rc,
@@ -69,6 +73,7 @@ impl HostFd {
   /// (different owners) but not this descriptor's own OFD locks (it has none).
   fn classic_lock_held(&self, start: i64, len: i64) -> bool {
     let mut fl = Self::flock(libc::F_WRLCK, start, len);
+    // SAFETY: F_OFD_GETLK reads and fills `fl`, a live `flock`.
     let rc = unsafe { libc::fcntl(self.0, libc::F_OFD_GETLK, &mut fl) };
     assert_eq!(rc, 0);
     fl.l_type != libc::F_UNLCK as libc::c_short
@@ -77,6 +82,8 @@ impl HostFd {
 
 impl Drop for HostFd {
   fn drop(&mut self) {
+    // SAFETY: `self.0` was opened by `HostFd::open`, is owned by this value alone and is
+    // closed once, here.
     unsafe { libc::close(self.0) };
   }
 }

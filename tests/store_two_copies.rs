@@ -7,6 +7,7 @@
   target_os = "linux",
   any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod store_support;
 
@@ -38,6 +39,10 @@ struct HostSqlite {
 
 impl HostSqlite {
   fn load(path: &Path) -> Option<HostSqlite> {
+    // SAFETY: `dlsym`/`dlopen` get NUL-terminated names; each symbol is non-null
+    // (asserted) and transmuted to its C signature in sqlite3.h; the version functions
+    // return static NUL-terminated strings; `open` gets a NUL-terminated path that
+    // outlives the call and a local out-pointer.
     unsafe {
       // Our own copy must not be visible to the system library (no interposition).
       if !libc::dlsym(libc::RTLD_DEFAULT, c"sqlite3_vfs_find".as_ptr()).is_null() {
@@ -76,6 +81,8 @@ impl HostSqlite {
 
   fn exec(&self, sql: &str) -> c_int {
     let sql = CString::new(sql).unwrap();
+    // SAFETY: `self.db` is the connection `load` opened, closed only on drop; `sql` is
+    // NUL-terminated and outlives the call; no callback and no error out-pointer.
     unsafe {
       (self.exec)(
         self.db,
@@ -90,6 +97,7 @@ impl HostSqlite {
 
 impl Drop for HostSqlite {
   fn drop(&mut self) {
+    // SAFETY: `self.db` was opened by `load` and is closed once, here.
     unsafe { (self.close)(self.db) };
   }
 }

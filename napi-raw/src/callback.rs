@@ -51,6 +51,8 @@ pub unsafe fn arguments<const N: usize>(
 ) -> Option<[sys::napi_value; N]> {
   let mut argc = N;
   let mut argv = [ptr::null_mut(); N];
+  // SAFETY: `env` and `info` are the running callback's (this function's contract);
+  // `argv` has room for `argc` (= N) handles.
   let status = unsafe {
     sys::napi_get_cb_info(
       env,
@@ -71,6 +73,8 @@ pub unsafe fn arguments<const N: usize>(
 /// `env` is the live environment of the running callback.
 pub unsafe fn throw_type_error(env: sys::napi_env, code: &CStr, message: &str) -> sys::napi_value {
   let message = std::ffi::CString::new(message).unwrap_or_default();
+  // SAFETY: `env` is live (this function's contract); `code` and `message` are
+  // NUL-terminated and outlive the call.
   unsafe { sys::napi_throw_type_error(env, code.as_ptr(), message.as_ptr()) };
   ptr::null_mut()
 }

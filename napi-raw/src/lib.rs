@@ -7,6 +7,8 @@
 //! knows nothing of the engine: its functions take N-API values and give back plain Rust
 //! ones. Its users are the edge (`src/binding/`) and the test edge (`src/test_hooks.rs`).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod callback;
 pub mod names;
 pub mod read;

@@ -51,6 +51,8 @@ pub unsafe fn property(
 ) -> Option<Option<(sys::napi_value, sys::napi_valuetype)>> {
   let key = name_key(env, name)?;
   let (mut value, mut kind) = (std::ptr::null_mut(), 0);
+  // SAFETY: `env` and `object` are live (this function's contract); `key` was made on
+  // `env`; the out-pointers are locals.
   let read = unsafe {
     sys::napi_get_property(env, object, key, &mut value) == sys::Status::napi_ok
       && sys::napi_typeof(env, value, &mut kind) == sys::Status::napi_ok
@@ -62,7 +64,7 @@ pub unsafe fn property(
 fn name_key(env: sys::napi_env, name: &str) -> Option<sys::napi_value> {
   KEYS.with(|keys| {
     let mut keys = keys.borrow_mut();
-    // SAFETY (every call below): N-API calls on the live environment of this call, with
+    // SAFETY: (every call below) N-API calls on the live environment of this call, with
     // handles made on it; the object's reference lives as long as the environment (the
     // cleanup hook drops the entry). None of these calls runs JavaScript: the object is
     // plain, its properties are own data properties defined by this function.

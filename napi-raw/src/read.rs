@@ -14,6 +14,7 @@ use std::ptr;
 /// for every function here).
 pub unsafe fn number(env: sys::napi_env, value: sys::napi_value) -> Option<f64> {
   let mut number = 0.0;
+  // SAFETY: `env` and `value` are live (this function's contract); `number` is a local.
   let status = unsafe { sys::napi_get_value_double(env, value, &mut number) };
   (status == sys::Status::napi_ok).then_some(number)
 }
@@ -28,12 +29,14 @@ pub unsafe fn optional_string<'a>(
   stack: &'a mut [u8; 256],
 ) -> Option<Option<Cow<'a, str>>> {
   let mut kind = 0;
+  // SAFETY: `env` and `value` are live (this function's contract); `kind` is a local.
   if unsafe { sys::napi_typeof(env, value, &mut kind) } != sys::Status::napi_ok {
     return None;
   }
   if kind == sys::ValueType::napi_null || kind == sys::ValueType::napi_undefined {
     return Some(None);
   }
+  // SAFETY: the same live `env` and `value` (this function's contract).
   unsafe { string(env, value, stack) }.map(Some)
 }
 
@@ -49,6 +52,8 @@ pub unsafe fn string<'a>(
 ) -> Option<Cow<'a, str>> {
   let mut length = 0;
   let into = stack.as_mut_ptr().cast();
+  // SAFETY: `env` and `value` are live (this function's contract); `into` points at
+  // `stack`, whose `stack.len()` bytes the call may write.
   let status =
     unsafe { sys::napi_get_value_string_utf8(env, value, into, stack.len(), &mut length) };
   if status != sys::Status::napi_ok {
@@ -64,6 +69,7 @@ pub unsafe fn string<'a>(
     }
   }
   // Possibly truncated: ask for the whole length, then read it all.
+  // SAFETY: live `env` and `value`; a null buffer of size 0 asks only for the length.
   let status =
     unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut length) };
   if status != sys::Status::napi_ok {
@@ -71,6 +77,7 @@ pub unsafe fn string<'a>(
   }
   let mut bytes = vec![0u8; length + 1];
   let into = bytes.as_mut_ptr().cast();
+  // SAFETY: live `env` and `value`; `into` points at `bytes`, `bytes.len()` bytes long.
   let status =
     unsafe { sys::napi_get_value_string_utf8(env, value, into, bytes.len(), &mut length) };
   if status != sys::Status::napi_ok {
@@ -91,6 +98,8 @@ pub unsafe fn float64_array<'a>(
 ) -> Option<&'a mut [f64]> {
   let (mut kind, mut length, mut data) = (0, 0, ptr::null_mut());
   let (mut array_buffer, mut byte_offset) = (ptr::null_mut(), 0);
+  // SAFETY: `env` and `value` are live (this function's contract); every out-pointer is
+  // a local.
   let status = unsafe {
     sys::napi_get_typedarray_info(
       env,
@@ -119,10 +128,14 @@ pub unsafe fn float64_array<'a>(
 /// As [`number`].
 pub unsafe fn is_array(env: sys::napi_env, value: sys::napi_value) -> bool {
   let mut yes = false;
+  // SAFETY: `env` and `value` are live (this function's contract); `yes` is a local.
   if unsafe { sys::napi_is_array(env, value, &mut yes) } == sys::Status::napi_ok && yes {
     return true;
   }
   let (mut global, mut array, mut is_array, mut answer) = (ptr(), ptr(), ptr(), ptr());
+  // SAFETY: calls on the live `env` with `value` or handles these calls returned on it;
+  // the names are NUL-terminated literals, `&value` is the one argument, out-pointers
+  // are locals.
   let asked = unsafe {
     sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
       && sys::napi_get_named_property(env, global, c"Array".as_ptr(), &mut array)
@@ -135,6 +148,7 @@ pub unsafe fn is_array(env: sys::napi_env, value: sys::napi_value) -> bool {
   };
   if !asked {
     let mut thrown = ptr();
+    // SAFETY: the live `env`; `thrown` is a local.
     unsafe { sys::napi_get_and_clear_last_exception(env, &mut thrown) };
     return false;
   }
@@ -154,11 +168,15 @@ pub unsafe fn array_length(
 ) -> Result<u32, String> {
   let mut length = 0;
   // For anything but a real array this answers `napi_array_expected` and throws nothing.
+  // SAFETY: `env` and `value` are live (this function's contract); `length` is a local.
   if unsafe { sys::napi_get_array_length(env, value, &mut length) } == sys::Status::napi_ok {
     return Ok(length);
   }
+  // SAFETY: live `env` (this function's contract); `value` is an object, as the
+  // length is asked only of what `is_array` accepted.
   let read = unsafe { crate::names::property(env, value, "length") };
   let length = read.ok_or_else(|| "reading the property length".to_string())?;
+  // SAFETY: `length` is a handle `property` just returned on the live `env`.
   let length = length.and_then(|(length, _)| unsafe { number(env, length) });
   let length = length.ok_or_else(|| "a length that is not a number".to_string())?;
   ((0.0..=f64::from(max)).contains(&length) && length.fract() == 0.0)
@@ -195,6 +213,7 @@ impl ValidateNapiValue for Text {}
 impl FromNapiValue for Text {
   unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
     let mut stack = [0u8; 256];
+    // SAFETY: napi-rs passes the live `env` of the running call and a `value` made in it.
     match unsafe { string(env, value, &mut stack) } {
       Some(text) => Ok(Text(text.into_owned())),
       None => Err(napi::Error::new(

@@ -50,6 +50,7 @@ impl Source for Unknown<'_> {
 
   // SAFETY (each cast below): the engine reads a value only after checking its kind.
   fn number(&self) -> std::result::Result<f64, Fault> {
+    // SAFETY: `Arg::number` reads only a value of kind Number.
     unsafe { self.cast::<f64>() }.map_err(reason)
   }
 
@@ -67,6 +68,7 @@ impl Source for Unknown<'_> {
   }
 
   fn boolean(&self) -> std::result::Result<bool, Fault> {
+    // SAFETY: `Arg::boolean` reads only a value of kind Boolean.
     unsafe { self.cast::<bool>() }.map_err(reason)
   }
 
@@ -79,6 +81,7 @@ impl Source for Unknown<'_> {
       return Ok(None);
     };
     let kind = kind_of(ValueType::from(value_type));
+    // SAFETY: `value` is a handle `names::property` just returned on `object.env`.
     unsafe { Unknown::from_napi_value(object.env, value) }
       .map(|value| Some((value, kind)))
       .map_err(reason)
@@ -99,6 +102,7 @@ impl Source for Unknown<'_> {
   }
 
   fn element(&self, index: u32) -> std::result::Result<Option<(Self, Kind)>, Fault> {
+    // SAFETY: `Arg::elements` asks only of a value of kind Object that `is_array` accepted.
     let array = unsafe { self.cast::<Object>() }.map_err(reason)?;
     let element: Self = array.get_element(index).map_err(reason)?;
     // An `undefined` element (a hole) is kept: its kind says what it is.
@@ -106,6 +110,7 @@ impl Source for Unknown<'_> {
   }
 
   fn keys(&self) -> std::result::Result<Vec<String>, Fault> {
+    // SAFETY: `Arg::keys` reads only a value of kind Object.
     let object = unsafe { self.cast::<Object>() }.map_err(reason)?;
     let names = object
       .get_all_property_names(
@@ -119,6 +124,7 @@ impl Source for Unknown<'_> {
       let name: Unknown = names.get_element(i).map_err(reason)?;
       // Symbol keys are skipped.
       if name.get_type().map_err(reason)? == ValueType::String {
+        // SAFETY: its type was just checked to be String.
         keys.push(unsafe { name.cast::<String>() }.map_err(reason)?);
       }
     }

@@ -58,5 +58,6 @@ pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::R
 /// # Safety
 /// `env` is the live environment of the running callback.
 pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::napi_value {
+  // SAFETY: `env` is the running callback's live environment (this function's contract).
   unsafe { napi_raw::callback::throw_type_error(env, c"ERR_QUOTA_INTERNAL", message) }
 }

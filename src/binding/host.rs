@@ -27,8 +27,8 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
   let read = input::Arg::maybe(db_path, "options.dbPath").and_then(|arg| input::db_path(&arg));
   let (source, resolver) = match (or_throw(&env, read)?, db_path) {
     (Some(source), _) => (source, None),
-    // SAFETY: `db_path` was read as a function.
     (None, Some(function)) => {
+      // SAFETY: `db_path` was read as a function (`input::db_path` is `None` only then).
       let function = unsafe { function.cast::<Function<(), Unknown>>() }?;
       (
         PathSource::Resolver { last: None },

@@ -63,10 +63,15 @@ unsafe extern "C" fn quota_share_select(
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
   let mut stack = [0u8; 256];
+  // SAFETY: `env` and `info` are the ones N-API passed to this callback (it is handed to
+  // JavaScript only by `crossing_object`).
   let Some([combo, model_str, now_ms, count, buffer]) = (unsafe { arguments::<5>(env, info) })
   else {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareSelect: expected 5 arguments") };
   };
+  // SAFETY: the handles are this call's arguments on its live `env`; the `buffer` slice is
+  // held only while `select_into` (plain Rust) runs, so no JavaScript reads or detaches it.
   let (Some(combo), Some(model_str), Some(now_ms), Some(count), Some(buffer)) = (unsafe {
     (
       number(env, combo),
@@ -76,13 +81,16 @@ unsafe extern "C" fn quota_share_select(
       float64_array(env, buffer),
     )
   }) else {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareSelect: bad arguments") };
   };
   let count = count as usize;
   let Ok(now_ms) = time_from_f64(now_ms, "nowMs") else {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareSelect: nowMs is not finite") };
   };
   if buffer.len() < count * (SELECT_STRIDE + 1) {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareSelect: buffer too small") };
   }
   let selected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -91,6 +99,7 @@ unsafe extern "C" fn quota_share_select(
   match selected {
     Ok(()) => ptr::null_mut(),
     // Never expected; a panic must not unwind into Node.
+    // SAFETY: `env` is this callback's live environment.
     Err(_) => unsafe { throw_internal(env, "__quotaShareSelect: internal error") },
   }
 }
@@ -100,12 +109,17 @@ unsafe extern "C" fn quota_share_release(
   env: sys::napi_env,
   info: sys::napi_callback_info,
 ) -> sys::napi_value {
+  // SAFETY: `env` and `info` are the ones N-API passed to this callback (it is handed to
+  // JavaScript only by `crossing_object`).
   let Some([connection, now_ms]) = (unsafe { arguments::<2>(env, info) }) else {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareRelease: expected 2 arguments") };
   };
+  // SAFETY: the handles are this call's arguments on its live `env`.
   let (Some(connection), Some(now_ms)) =
     (unsafe { (number(env, connection), number(env, now_ms)) })
   else {
+    // SAFETY: `env` is this callback's live environment.
     return unsafe { throw_internal(env, "__quotaShareRelease: bad arguments") };
   };
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {

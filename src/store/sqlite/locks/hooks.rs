@@ -679,6 +679,7 @@ mod tests {
   /// Whether a classic query through `fd` sees a conflicting write lock on byte 0.
   fn classic_sees_lock(fd: c_int) -> bool {
     let mut fl = flock(WRLCK, 0, 1);
+    // SAFETY: F_GETLK reads and fills `fl`, a live `flock`.
     assert_eq!(unsafe { libc::fcntl(fd, libc::F_GETLK, &mut fl) }, 0);
     fl.l_type != libc::F_UNLCK as libc::c_short
   }
@@ -723,6 +724,7 @@ mod tests {
     assert!(!classic_sees_lock(b.as_raw_fd()));
     // Other commands pass through unchanged and are not counted.
     let flags = hook.call(a.as_raw_fd(), libc::F_GETFD, std::ptr::null_mut());
+    // SAFETY: F_GETFD takes no argument; `a` is an open file.
     assert_eq!(flags, unsafe { libc::fcntl(a.as_raw_fd(), libc::F_GETFD) });
     assert_eq!(hook.calls(), 2);
   }
