@@ -33,211 +33,150 @@
 //! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
 //! a `PromiseRaw`.
 
-use proc_macro::{Delimiter, Group, Spacing, TokenStream, TokenTree};
-use std::str::FromStr;
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as Tokens;
+use quote::{quote, ToTokens};
+use syn::{
+  parse_macro_input, Data, DeriveInput, Error, Expr, FnArg, ItemFn, Lit, Meta, Pat, Result,
+  ReturnType, Type,
+};
 
 #[proc_macro_attribute]
 pub fn edge(options: TokenStream, item: TokenStream) -> TokenStream {
-  let tokens: Vec<TokenTree> = item.into_iter().collect();
-  let result = expand(options, tokens);
-  match result {
-    Ok(tokens) => tokens,
-    Err(message) => TokenStream::from_str(&format!("compile_error!({message:?});")).unwrap(),
-  }
+  let item = parse_macro_input!(item as ItemFn);
+  expand(options.into(), item)
+    .unwrap_or_else(Error::into_compile_error)
+    .into()
 }
 
-fn is_ident(token: &TokenTree, name: &str) -> bool {
-  matches!(token, TokenTree::Ident(i) if i.to_string() == name)
-}
-
-fn is_punct(token: &TokenTree, c: char) -> bool {
-  matches!(token, TokenTree::Punct(p) if p.as_char() == c)
-}
-
-/// One parameter: its name, its reader and its TypeScript type.
+/// One parameter: its name, its reader (or, `#[typed]`, its Rust type) and how errors name it.
 struct Param {
-  name: String,
-  reader: String,
+  name: syn::Ident,
+  reader: Tokens,
   ts: String,
-  /// `#[typed]`: napi converts it; `reader` is its Rust type.
   typed: bool,
-  /// `#[path = "…"]`: the path its errors name, when not its own name.
-  path: Option<String>,
+  path: String,
 }
 
-fn expand(options: TokenStream, tokens: Vec<TokenTree>) -> Result<TokenStream, String> {
-  let fn_at = tokens
-    .iter()
-    .position(|t| is_ident(t, "fn"))
-    .ok_or("#[edge] goes on a function")?;
-  let name = tokens
-    .get(fn_at + 1)
-    .ok_or("#[edge]: a function name")?
-    .to_string();
-  let Some(TokenTree::Group(params)) = tokens.get(fn_at + 2) else {
-    return Err("#[edge]: a parameter list".into());
+fn expand(options: Tokens, item: ItemFn) -> Result<Tokens> {
+  let ItemFn {
+    attrs,
+    vis,
+    sig,
+    block,
+    ..
+  } = item;
+  let name = &sig.ident;
+  let ret = match &sig.output {
+    ReturnType::Default => quote!(()),
+    ReturnType::Type(_, ty) => ty.to_token_stream(),
   };
-  let Some(TokenTree::Group(body)) = tokens.last() else {
-    return Err("#[edge]: a body".into());
-  };
-  // Everything between the parameters and the body: `-> T`, or nothing for `()`.
-  let ret = &tokens[fn_at + 3..tokens.len() - 1];
-  let ret = match ret {
-    [] => "()".to_string(),
-    [arrow, gt, rest @ ..] if is_punct(arrow, '-') && is_punct(gt, '>') => {
-      rest.iter().cloned().collect::<TokenStream>().to_string()
-    }
-    _ => return Err(format!("#[edge] {name}: expected `-> T` before the body")),
-  };
+  let ret_text = ret.to_string().replace(' ', "");
   // `-> napi::Result<T>`: the body makes the napi value itself (a promise, say).
-  let napi_result = ret.replace(' ', "").starts_with("napi::Result<");
-  let params = parse_params(params.stream())?;
+  let napi_result = ret_text.starts_with("napi::Result<");
+  let params = sig.inputs.iter().map(param).collect::<Result<Vec<_>>>()?;
 
   let ts_args = params
     .iter()
-    .map(|p| match p.ts.strip_prefix('?') {
-      Some(ts) => format!("{}?: {ts}", camel(&p.name)),
-      None => format!("{}: {}", camel(&p.name), p.ts),
+    .map(|p| {
+      let js = camel(&p.name.to_string());
+      match p.ts.strip_prefix('?') {
+        Some(ts) => format!("{js}?: {ts}"),
+        None => format!("{js}: {}", p.ts),
+      }
     })
     .collect::<Vec<_>>()
     .join(", ");
-  let mut napi = format!("catch_unwind, ts_args_type = {ts_args:?}");
-  let options = options.to_string();
-  if !options.trim().is_empty() {
-    napi = format!("{napi}, {options}");
-  }
-
+  let options = (!options.is_empty()).then(|| quote!(, #options));
   // `'env` in the result (a promise of this call's environment): `env: &'env Env`.
-  let (generics, env) = if ret.contains("'env") {
-    ("<'env>", "env: &'env napi::Env")
+  let (generics, env) = if ret_text.contains("'env") {
+    (quote!(<'env>), quote!(env: &'env napi::Env))
   } else {
-    ("", "env: napi::Env")
+    (quote!(), quote!(env: napi::Env))
   };
-  let signature = format!(
-    // One `Unknown` per parameter plus `env`: the count is the edge's shape, not a smell.
-    "#[allow(clippy::too_many_arguments)] #[napi_derive::napi({napi})] fn {name}{generics}({env}{}) -> {}",
-    params
-      .iter()
-      .map(|p| match p.typed {
-        true => format!(", {}: {}", p.name, p.reader),
-        false => format!(", {}: napi::bindgen_prelude::Unknown", p.name),
-      })
-      .collect::<String>(),
-    if napi_result {
-      ret
-    } else {
-      format!("napi::Result<{ret}>")
+  let inputs = params.iter().map(|p| {
+    let (name, reader) = (&p.name, &p.reader);
+    match p.typed {
+      true => quote!(#name: #reader),
+      false => quote!(#name: napi::bindgen_prelude::Unknown),
     }
-  );
-  // The attribute goes before the visibility: rebuild as attributes, `#[napi]`, rest.
-  let head = &tokens[..fn_at];
-  let vis_at = head
-    .iter()
-    .position(|t| is_ident(t, "pub"))
-    .unwrap_or(head.len());
-  let mut out = TokenStream::new();
-  out.extend(head[..vis_at].iter().cloned());
-  let (attr, rest) = signature.split_at(signature.find(" fn ").unwrap());
-  out.extend(TokenStream::from_str(attr).map_err(|e| e.to_string())?);
-  out.extend(head[vis_at..].iter().cloned());
-  out.extend(TokenStream::from_str(rest).map_err(|e| e.to_string())?);
-
+  });
   let read: Vec<&Param> = params.iter().filter(|p| !p.typed).collect();
-  let reads = read
-    .iter()
-    .map(|p| {
-      format!(
-        "let {n} = crate::binding::args::arg({n}, {path:?})?; let {n} = {r}(&{n})?;",
-        n = p.name,
-        path = p.path.clone().unwrap_or_else(|| camel(&p.name)),
-        r = p.reader
-      )
-    })
-    .collect::<String>();
-  let call = |closure: TokenStream| {
-    let mut call = TokenStream::from_str("&env, ||").unwrap();
-    call.extend([TokenTree::Group(Group::new(Delimiter::Brace, closure))]);
-    let mut inner = TokenStream::from_str("crate::binding::errors::call").unwrap();
-    inner.extend([TokenTree::Group(Group::new(Delimiter::Parenthesis, call))]);
-    inner
-  };
-  let inner = if napi_result {
+  let reads = read.iter().map(|p| {
+    let (name, reader, path) = (&p.name, &p.reader, &p.path);
+    // A parameter read only to be checked (`dim: Arg::object`) is not otherwise used.
+    quote! {
+      let #name = crate::binding::args::arg(#name, #path)?;
+      #[allow(unused_variables)]
+      let #name = #reader(&#name)?;
+    }
+  });
+  let names = read.iter().map(|p| &p.name);
+  let stmts = &block.stmts;
+  let (ret, body) = if napi_result {
     // The arguments read (each error thrown), then the body as written.
-    let names: String = read.iter().map(|p| format!("{},", p.name)).collect();
-    let closure =
-      TokenStream::from_str(&format!("{reads} Ok(({names}))")).map_err(|e| e.to_string())?;
-    let mut inner = TokenStream::from_str(&format!("let ({names}) =")).unwrap();
-    inner.extend(call(closure));
-    inner.extend(TokenStream::from_str("?;").unwrap());
-    inner.extend(body.stream());
-    inner
+    let names = quote!(#(#names,)*);
+    let body = quote! {
+      #[allow(unused_variables)]
+      let (#names) = crate::binding::errors::call(&env, || { #(#reads)* Ok((#names)) })?;
+      #(#stmts)*
+    };
+    (ret, body)
   } else {
-    let mut closure = TokenStream::from_str(&reads).map_err(|e| e.to_string())?;
-    closure.extend(body.stream());
-    call(closure)
+    let body = quote!(crate::binding::errors::call(&env, || { #(#reads)* #(#stmts)* }));
+    (quote!(napi::Result<#ret>), body)
   };
-  out.extend([TokenTree::Group(Group::new(Delimiter::Brace, inner))]);
-  Ok(out)
+  Ok(quote! {
+    #(#attrs)*
+    // One `Unknown` per parameter plus `env`: the count is the edge's shape, not a smell.
+    #[allow(clippy::too_many_arguments)]
+    #[napi_derive::napi(catch_unwind, ts_args_type = #ts_args #options)]
+    #vis fn #name #generics(#env, #(#inputs),*) -> #ret { #body }
+  })
 }
 
-/// `name: reader` parameters, each optionally after `#[ts = "…"]`.
-fn parse_params(stream: TokenStream) -> Result<Vec<Param>, String> {
-  let mut params = Vec::new();
-  let mut current: Vec<TokenTree> = Vec::new();
-  let mut flush = |current: &mut Vec<TokenTree>| -> Result<(), String> {
-    if !current.is_empty() {
-      params.push(param(std::mem::take(current))?);
-    }
-    Ok(())
+/// `#[ts = "…"] #[path = "…"] #[typed] name: reader`.
+fn param(arg: &FnArg) -> Result<Param> {
+  let FnArg::Typed(arg) = arg else {
+    return Err(Error::new_spanned(arg, "#[edge]: no `self`"));
   };
-  for token in stream {
-    match &token {
-      TokenTree::Punct(p) if p.as_char() == ',' && p.spacing() == Spacing::Alone => {
-        flush(&mut current)?
-      }
-      _ => current.push(token),
-    }
-  }
-  flush(&mut current)?;
-  Ok(params)
-}
-
-fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
-  let mut ts = None;
-  let mut path = None;
-  let mut typed = false;
-  let mut rest = &tokens[..];
-  while let [TokenTree::Punct(hash), TokenTree::Group(attr), tail @ ..] = rest {
-    if hash.as_char() != '#' {
-      break;
-    }
-    let inner: Vec<TokenTree> = attr.stream().into_iter().collect();
-    match &inner[..] {
-      [TokenTree::Ident(key), TokenTree::Punct(eq), TokenTree::Literal(value)]
-        if eq.as_char() == '=' && matches!(key.to_string().as_str(), "ts" | "path") =>
-      {
-        let value = Some(value.to_string().trim_matches('"').replace("\\\"", "\""));
-        match key.to_string().as_str() {
-          "ts" => ts = value,
-          _ => path = value,
+  let Pat::Ident(pat) = &*arg.pat else {
+    return Err(Error::new_spanned(
+      &arg.pat,
+      "#[edge]: parameters are `name: reader`",
+    ));
+  };
+  let (mut ts, mut path, mut typed) = (None, None, false);
+  for attr in &arg.attrs {
+    match &attr.meta {
+      Meta::Path(key) if key.is_ident("typed") => typed = true,
+      Meta::NameValue(nv) if nv.path.is_ident("ts") || nv.path.is_ident("path") => {
+        let Expr::Lit(lit) = &nv.value else {
+          return Err(Error::new_spanned(&nv.value, "#[edge]: a string"));
+        };
+        let Lit::Str(value) = &lit.lit else {
+          return Err(Error::new_spanned(&nv.value, "#[edge]: a string"));
+        };
+        match nv.path.is_ident("ts") {
+          true => ts = Some(value.value()),
+          false => path = Some(value.value()),
         }
       }
-      [TokenTree::Ident(key)] if key.to_string() == "typed" => typed = true,
-      _ => return Err(format!("#[edge]: unknown parameter attribute #[{attr}]")),
+      _ => {
+        return Err(Error::new_spanned(
+          attr,
+          "#[edge]: unknown parameter attribute",
+        ))
+      }
     }
-    rest = tail;
   }
-  let [TokenTree::Ident(name), TokenTree::Punct(colon), reader @ ..] = rest else {
-    return Err("#[edge]: parameters are `name: reader`".into());
-  };
-  if colon.as_char() != ':' || reader.is_empty() {
-    return Err(format!("#[edge]: parameter {name} is `{name}: reader`"));
-  }
-  let reader: String = reader.iter().cloned().collect::<TokenStream>().to_string();
-  let (reader, default_ts) = match reader.as_str() {
+  let name = pat.ident.clone();
+  let ty: &Type = &arg.ty;
+  let reader_text = ty.to_token_stream().to_string().replace(' ', "");
+  let (reader, default_ts) = match reader_text.as_str() {
     // napi's own conversion, whose TypeScript type is known for these.
     _ if typed => {
-      let ts = match reader.replace(' ', "").as_str() {
+      let ts = match reader_text.as_str() {
         "f64" | "u32" => Some("number"),
         "Option<f64>" => Some("?number"),
         "String" => Some("string"),
@@ -246,36 +185,29 @@ fn param(tokens: Vec<TokenTree>) -> Result<Param, String> {
         "Option<bool>" => Some("?boolean"),
         _ => None,
       };
-      (reader, ts)
+      (ty.to_token_stream(), ts)
     }
-    "string" => (
-      "crate::binding::args::Arg::string".to_string(),
-      Some("string"),
-    ),
-    "number" | "integer" | "finite_ms" => (
-      format!("crate::binding::args::Arg::{reader}"),
-      Some("number"),
-    ),
-    "keep" => ("crate::binding::args::keep".to_string(), None),
-    "unit" | "window" => (
-      format!("crate::engine::input::{reader}"),
-      Some(if reader == "unit" {
-        "QuotaUnit"
-      } else {
-        "QuotaWindow"
-      }),
-    ),
-    _ => (reader, None),
+    "string" => (quote!(crate::binding::args::Arg::string), Some("string")),
+    "number" => (quote!(crate::binding::args::Arg::number), Some("number")),
+    "integer" => (quote!(crate::binding::args::Arg::integer), Some("number")),
+    "finite_ms" => (quote!(crate::binding::args::Arg::finite_ms), Some("number")),
+    "keep" => (quote!(crate::binding::args::keep), None),
+    "unit" => (quote!(crate::engine::input::unit), Some("QuotaUnit")),
+    "window" => (quote!(crate::engine::input::window), Some("QuotaWindow")),
+    _ => (ty.to_token_stream(), None),
   };
-  let ts = ts
-    .or(default_ts.map(str::to_string))
-    .ok_or_else(|| format!("#[edge]: parameter {name} needs #[ts = \"…\"]"))?;
+  let ts = ts.or(default_ts.map(str::to_string)).ok_or_else(|| {
+    Error::new_spanned(
+      &name,
+      format!("#[edge]: parameter {name} needs #[ts = \"…\"]"),
+    )
+  })?;
   Ok(Param {
-    name: name.to_string(),
+    path: path.unwrap_or_else(|| camel(&name.to_string())),
+    name,
     reader,
     ts,
     typed,
-    path,
   })
 }
 
@@ -302,67 +234,48 @@ fn camel(name: &str) -> String {
 /// their names, integers as numbers, `Option` and `Vec` element-wise).
 #[proc_macro_derive(FromCore, attributes(from_core))]
 pub fn from_core(item: TokenStream) -> TokenStream {
-  match derive_from_core(item) {
-    Ok(tokens) => tokens,
-    Err(message) => TokenStream::from_str(&format!("compile_error!({message:?});")).unwrap(),
-  }
+  let item = parse_macro_input!(item as DeriveInput);
+  derive_from_core(item)
+    .unwrap_or_else(Error::into_compile_error)
+    .into()
 }
 
-fn derive_from_core(item: TokenStream) -> Result<TokenStream, String> {
-  let tokens: Vec<TokenTree> = item.into_iter().collect();
-  let mut source = None;
-  for pair in tokens.windows(2) {
-    if let [TokenTree::Punct(hash), TokenTree::Group(attr)] = pair {
-      let text = attr.stream().to_string();
-      if hash.as_char() == '#' && text.starts_with("from_core") {
-        let inner = text["from_core".len()..].trim();
-        source = Some(
-          inner
-            .trim_start_matches('(')
-            .trim_end_matches(')')
-            .to_string(),
-        );
+fn derive_from_core(item: DeriveInput) -> Result<Tokens> {
+  let source: syn::Path = item
+    .attrs
+    .iter()
+    .find(|attr| attr.path().is_ident("from_core"))
+    .ok_or_else(|| {
+      Error::new_spanned(
+        &item.ident,
+        "#[derive(FromCore)] needs #[from_core(CoreType)]",
+      )
+    })?
+    .parse_args()?;
+  let Data::Struct(data) = &item.data else {
+    return Err(Error::new_spanned(
+      &item.ident,
+      "#[derive(FromCore)] goes on a struct",
+    ));
+  };
+  let fields: Vec<_> = data
+    .fields
+    .iter()
+    .filter_map(|f| f.ident.as_ref())
+    .collect();
+  let name = &item.ident;
+  Ok(quote! {
+    impl From<&#source> for #name {
+      fn from(value: &#source) -> Self {
+        #name { #(#fields: napi_raw::to_js::ToJs::to_js(&value.#fields),)* }
       }
     }
-  }
-  let source = source.ok_or("#[derive(FromCore)] needs #[from_core(CoreType)]")?;
-  let at = tokens
-    .iter()
-    .position(|t| matches!(t, TokenTree::Ident(i) if i.to_string() == "struct"))
-    .ok_or("#[derive(FromCore)] goes on a struct")?;
-  let name = tokens
-    .get(at + 1)
-    .ok_or("#[derive(FromCore)]: a name")?
-    .to_string();
-  let Some(TokenTree::Group(body)) = tokens.last() else {
-    return Err("#[derive(FromCore)]: named fields".into());
-  };
-  // Fields are `pub name: Type`.
-  let body: Vec<TokenTree> = body.stream().into_iter().collect();
-  let fields: Vec<String> = body
-    .windows(3)
-    .filter_map(|w| match w {
-      [TokenTree::Ident(vis), TokenTree::Ident(field), TokenTree::Punct(colon)]
-        if vis.to_string() == "pub" && colon.as_char() == ':' =>
-      {
-        Some(field.to_string())
+    impl napi_raw::to_js::ToJs<#name> for #source {
+      fn to_js(&self) -> #name {
+        #name::from(self)
       }
-      _ => None,
-    })
-    .collect();
-  let fields: String = fields
-    .iter()
-    .map(|f| format!("{f}: napi_raw::to_js::ToJs::to_js(&value.{f}),"))
-    .collect();
-  TokenStream::from_str(&format!(
-    "impl From<&{source}> for {name} {{
-       fn from(value: &{source}) -> Self {{ {name} {{ {fields} }} }}
-     }}
-     impl napi_raw::to_js::ToJs<{name}> for {source} {{
-       fn to_js(&self) -> {name} {{ {name}::from(self) }}
-     }}"
-  ))
-  .map_err(|e| e.to_string())
+    }
+  })
 }
 
 #[cfg(test)]
