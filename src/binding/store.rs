@@ -5,7 +5,7 @@
 
 use super::args::Arg;
 use super::errors::or_throw;
-use super::promise::{crossing, spawn_settled};
+use super::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::{ChosenDriver, Driver};

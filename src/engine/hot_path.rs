@@ -15,8 +15,7 @@
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
 use super::database::{Access, FileChange};
 use super::driver::{Driver, Enforced, Settled, Written};
-use super::faults::Operation;
-use super::logs::LogValue;
+use super::logs::{LogValue, Operation};
 use super::metrics::{AllowReason, Counted, StoreOperation};
 use super::{Engine, Step};
 use crate::core::admission::{BucketDelta, Reservation, ReservationToken};

@@ -19,14 +19,13 @@
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
 //! - `input.rs`: what the host's arguments must be, read with the path of every value.
-//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
-//!   each concept.
+//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `logs.rs` (with the fault log): the
+//!   state of each concept.
 //! - `test_hooks.rs` (the `test-hooks` feature only): what the test-only exports do.
 
 pub mod config;
 pub mod database;
 pub mod driver;
-pub mod faults;
 pub mod hot_path;
 pub mod input;
 pub mod logs;
@@ -83,7 +82,7 @@ pub struct Engine {
   pub config: config::Config,
   pub logs: logs::LogQueue,
   pub metrics: metrics::Metrics,
-  pub faults: faults::Faults,
+  pub faults: logs::Faults,
   pub database: database::Database,
   pub drivers: driver::DriverChoice,
   /// `recordConsumption`'s write-behind buffers on Redis.
@@ -106,7 +105,7 @@ impl Default for Engine {
       config: config::Config::default(),
       logs: logs::LogQueue::default(),
       metrics: metrics::Metrics::default(),
-      faults: faults::Faults::default(),
+      faults: logs::Faults::default(),
       database: database::Database::default(),
       drivers: driver::DriverChoice::default(),
       redis_writes: redis_writes::RedisWrites::default(),

@@ -8,7 +8,8 @@
 //! - `usage.rs`: the pool usage snapshot.
 //! - `metadata.rs`: pools, allocations, plans, model caps, settings.
 //! - `cache.rs`: the hot path's metadata cache and its invalidation.
-//! - `hot.rs`: the hot path's reads from memory while nothing was committed;
+//! - `hot.rs`: the hot path's reads from memory while nothing was committed, and the
+//!   core's view of the store (`QuotaSource`);
 //!   `wal_index.rs`: how "nothing was committed" is known.
 //! - `record_buffer.rs`: `recordConsumption`'s writes, buffered and committed together.
 //! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
@@ -28,7 +29,6 @@ mod metadata;
 mod migrations;
 mod open;
 mod path;
-mod quota_source;
 mod record_buffer;
 mod usage;
 mod values;
