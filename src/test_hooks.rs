@@ -2,7 +2,7 @@
 //! `test-hooks` feature, apart from the edge that ships (docs/architecture.md#test-and-bench-hooks).
 
 use crate::binding::errors::or_throw;
-use crate::binding::promise::spawn_settled;
+use crate::binding::spawn_settled;
 use crate::binding::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;

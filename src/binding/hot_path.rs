@@ -4,8 +4,8 @@
 //! allow, `2` deprioritized), so the common path builds no object; the rest an
 //! [`EnforceStep`]. SQLite answers at once, Redis with a promise of the same.
 
+use super::crossing;
 use super::host::{prepare_db, take_logs, LogRecordJs};
-use super::promise::crossing;
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::hot_path::{Buffered, Decision, EnforceCall, RecordCall, RequestIds};

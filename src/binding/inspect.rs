@@ -1,6 +1,7 @@
 //! Read-only diagnostics for the `quota-engine` CLI (`doctor`, `plans`): the inspection
 //! itself is `store/sqlite/inspect.rs`.
 
+use super::engine;
 use super::errors::or_throw;
 use napi::Env;
 use napi_derive::napi;
@@ -12,7 +13,7 @@ use std::path::Path;
 /// `ERR_QUOTA_STORE` when it is missing or not a database. For the `quota-engine` CLI.
 #[napi(catch_unwind, ts_return_type = "Record<string, any>")]
 pub fn inspect_database(env: Env, path: String) -> napi::Result<serde_json::Value> {
-  let inspection = or_throw(&env, crate::store::sqlite::inspect_path(Path::new(&path)))?;
+  let inspection = or_throw(&env, engine().database.inspect(Path::new(&path)))?;
   Ok(serde_json::to_value(inspection).unwrap_or_default())
 }
 

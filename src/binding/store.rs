@@ -5,7 +5,7 @@
 
 use super::args::Arg;
 use super::errors::or_throw;
-use super::promise::{crossing, spawn_settled};
+use super::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
 use crate::engine::driver::{ChosenDriver, Driver};
@@ -220,7 +220,7 @@ fn redis_backend(url: &Arg) -> Result<std::sync::Arc<RedisBackend>> {
 /// Drops the connections of `url` (of every URL without one); the next operation reconnects.
 #[napi(catch_unwind, ts_args_type = "url?: string | null")]
 pub fn redis_forget(url: Option<String>) {
-  crate::store::redis::forget_backend(url.as_deref());
+  engine().forget_redis(url.as_deref());
 }
 
 /// What a Redis URL names (the URL with its password masked).

@@ -1,22 +1,53 @@
-//! Where the engine's database is, and the one way the engine reaches it
-//! (docs/contract.md §0, §4).
+//! The engine's database (docs/contract.md §0, §4): where it is, and the engine's one
+//! connection to it, which both drivers use (the counters of the SQLite driver, the
+//! metadata of either).
 //!
 //! The path comes from `installHost({ dbPath })` — a string, or a function the edge calls
 //! when the database is about to be opened — else `$DATA_DIR/storage.sqlite` read at open
-//! time, else the host's default data dir. The setting is process-wide: a worker thread
-//! that never called `installHost` opens the file the main thread configured (a resolver
-//! function can only run on the thread that gave it, so other threads use the path it
-//! last returned).
+//! time, else the host's default data dir. The setting is the engine's, so every thread: a
+//! worker thread that never called `installHost` opens the file the main thread configured
+//! (a resolver function can only run on the thread that gave it, so other threads use the
+//! path it last returned).
+//!
+//! The connection is one per engine — the process has one engine, so one per process,
+//! which keeps the host's locks safe (docs/two-sqlites.md) — behind a mutex, opened lazily
+//! on first use (the path is resolved then, not at load) and closed by [`Database::close`]
+//! — `closeQuotaDb`, the host's `registerDbStateResetter` hook — after which the next call
+//! reopens, resolving the path again. A path that no longer names the file the connection
+//! has open (the data directory was deleted, maybe recreated) is noticed on the next call
+//! (an `fstat` of the connection's descriptor, see `SqliteDb::file_replaced`) and the
+//! connection is replaced: the engine never keeps using a deleted file. Its buffered
+//! records follow the path (docs/reliability.md, "Durability of records"): when another
+//! file is at the path now (replaced, or renamed away and a new one put there), they are
+//! carried to the new connection and committed there; when nothing is at the path, they
+//! are committed to the old file (still there under its new name, or deleted) and the
+//! engine says how many left the path. Either way a [`FileChange`] is queued for the
+//! engine to log.
+//!
+//! [`SqliteDriver`], the `QuotaDriver` of the counters in this database, is here too.
 
-use super::config::process_env;
+use super::config::{process_env, RECORD_FLUSH_MS};
+use super::driver::{Enforced, QuotaDriver, Settled, Written};
+use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::logs::LogQueue;
+use super::saturation::DecisionLookup;
+use super::{Engine, Step};
+use crate::core::admission::estimated_cost;
+use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::{consumption_writes, enforce};
 use crate::error::Result;
+use crate::store::ids::new_reservation_id;
+use crate::store::sqlite::Recorded;
 use crate::store::sqlite::{
-  default_db_path, is_open, with_buffer_db, with_db, with_hot_db, with_hot_open_db, SqliteDb,
+  default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff,
+  DatabaseInspection, Dropped, OpenOptions, PendingWrites, SqliteDb, TotalsCursor, GC_CHUNK,
+  RECONCILE_BATCH,
 };
-use std::path::PathBuf;
+use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How a call uses the connection (docs/sqlite.md#one-connection-per-process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +56,10 @@ pub enum Access {
   Full,
   /// The hot path: it adds the buffer to its reads itself.
   Hot,
-  /// A record that only adds to the buffer: the file is not checked.
+  /// A record that only adds to the buffer: the file is not checked (an `fstat` per
+  /// record, docs/sqlite.md#file-replaced), since every commit of the buffer looks the
+  /// path up first ([`Database::recheck_file`]) and the next read checks it too. A record
+  /// made after the file vanished goes with the records already buffered for it.
   Buffer,
 }
 
@@ -40,7 +74,30 @@ pub enum PathSource {
   Resolver { last: Option<PathBuf> },
 }
 
-/// The process's database location, and what was said about it.
+/// What became of buffered records when the connection's file was replaced or went away.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileChange {
+  /// Another file is at the path now: the buffered counters are carried to it.
+  Carried { counters: usize, path: PathBuf },
+  /// No file is at the path: the counters were committed to the old file (`error`: they
+  /// could not even be) — none of them is in a file at the path.
+  Gone {
+    counters: usize,
+    path: PathBuf,
+    error: Option<String>,
+  },
+}
+
+/// What one retention pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SweepReport {
+  /// Counter rows deleted.
+  pub deleted: usize,
+  /// Totals rows rewritten by the reconciliation.
+  pub totals_fixed: usize,
+}
+
+/// The engine's database location, its connection, and what was said about them.
 pub struct Database {
   /// The path, and the thread that installed it (`None`: nobody, the default).
   source: Mutex<(PathSource, Option<std::thread::ThreadId>)>,
@@ -48,15 +105,25 @@ pub struct Database {
   resolver: AtomicBool,
   /// Problems with the resolver already reported (once per distinct problem).
   reported: Mutex<Vec<String>>,
+  /// The connection (`None`: closed, opened by the next call that needs it).
+  conn: Mutex<Option<SqliteDb>>,
+  /// Whether `conn` holds a connection, readable without its lock.
+  open: AtomicBool,
+  /// How the connection is opened (the busy timeout).
+  options: OpenOptions,
+  /// Records taken from a replaced file's connection, for the next connection at the path.
+  carried: Mutex<Option<PendingWrites>>,
+  /// File changes not logged yet; `has_changes` says whether there are any, without the
+  /// lock (asked on every call).
+  changes: Mutex<Vec<FileChange>>,
+  has_changes: AtomicBool,
+  /// Whether the retention sweep's thread was started.
+  sweeping: AtomicBool,
 }
 
 impl Default for Database {
   fn default() -> Self {
-    Database {
-      source: Mutex::new((PathSource::Default, None)),
-      resolver: AtomicBool::new(false),
-      reported: Mutex::new(Vec::new()),
-    }
+    Database::with_options(OpenOptions::default())
   }
 }
 
@@ -65,13 +132,33 @@ pub fn default_path() -> PathBuf {
   default_db_path(&process_env)
 }
 
+fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+  mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Database {
-  /// Sets how the path is given, for the whole process, from thread `by`; takes effect at
-  /// the next open. A thread that gives no path (the default) does not undo a path another
+  /// A database opened with `options` (the default path until [`Database::set_source`]).
+  pub fn with_options(options: OpenOptions) -> Self {
+    Database {
+      source: Mutex::new((PathSource::Default, None)),
+      resolver: AtomicBool::new(false),
+      reported: Mutex::new(Vec::new()),
+      conn: Mutex::new(None),
+      open: AtomicBool::new(false),
+      options,
+      carried: Mutex::new(None),
+      changes: Mutex::new(Vec::new()),
+      has_changes: AtomicBool::new(false),
+      sweeping: AtomicBool::new(false),
+    }
+  }
+
+  /// Sets how the path is given, for every thread, from thread `by`; takes effect at the
+  /// next open. A thread that gives no path (the default) does not undo a path another
   /// thread installed — a worker calling `installHost({ logger })` keeps the process on the
   /// main thread's file. Returns whether the setting changed.
   pub fn set_source(&self, source: PathSource, by: std::thread::ThreadId) -> bool {
-    let mut slot = self.source.lock().unwrap_or_else(|e| e.into_inner());
+    let mut slot = relock(&self.source);
     if source == PathSource::Default && slot.1.is_some_and(|owner| owner != by) {
       return false;
     }
@@ -93,7 +180,7 @@ impl Database {
   /// once per distinct problem, naming the fallback — after which the last good path, or
   /// the default, is used.
   pub fn resolved(&self, logs: &LogQueue, answer: std::result::Result<String, String>) {
-    let mut source = self.source.lock().unwrap_or_else(|e| e.into_inner());
+    let mut source = relock(&self.source);
     let PathSource::Resolver { last } = &mut source.0 else {
       return;
     };
@@ -105,7 +192,7 @@ impl Database {
   }
 
   fn report(&self, logs: &LogQueue, problem: String, last: Option<PathBuf>) {
-    let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+    let mut reported = relock(&self.reported);
     if reported.contains(&problem) {
       return;
     }
@@ -126,46 +213,436 @@ impl Database {
 
   /// The path to open now.
   pub fn path(&self) -> PathBuf {
-    match &self.source.lock().unwrap_or_else(|e| e.into_inner()).0 {
+    match &relock(&self.source).0 {
       PathSource::Default | PathSource::Resolver { last: None } => default_path(),
       PathSource::Fixed(path) | PathSource::Resolver { last: Some(path) } => path.clone(),
     }
   }
 
-  /// Whether the next call opens the database: it is closed, or — checked only with a
-  /// resolver, the one case where the path must be known before the connection's lock is
-  /// taken — the file it has open was deleted or replaced (`with_hot_open_db` then closes
-  /// it). The check commits nothing: buffered records wait for their commit by time, as
-  /// with a string path.
-  pub fn needs_open(&self) -> bool {
-    !is_open() || (self.has_resolver() && with_hot_open_db(|_| Ok(())).is_none())
+  /// Whether the connection is open (a hint: another thread may change it at any moment).
+  pub fn is_open(&self) -> bool {
+    self.open.load(Ordering::Acquire)
   }
 
-  /// Runs `f` on the process's connection, opening it first when needed (`hot`: the hot
-  /// path, which reads buffered records itself, so they are not committed first).
-  /// Returns whether this call opened it.
+  /// Whether the next call opens the database: it is closed, or — checked only with a
+  /// resolver, the one case where the path must be known before the connection's lock is
+  /// taken — the file it has open was deleted or replaced (`with_open` then closes it).
+  /// The check commits nothing: buffered records wait for their commit by time, as with a
+  /// string path.
+  pub fn needs_open(&self) -> bool {
+    !self.is_open() || (self.has_resolver() && self.with_open(Access::Hot, |_| Ok(())).is_none())
+  }
+
+  fn lock(&self) -> MutexGuard<'_, Option<SqliteDb>> {
+    self.conn.lock().unwrap_or_else(|poisoned| {
+      // A panic inside a caller's closure: any transaction guard rolled back on unwind;
+      // make sure, and go on with the connection.
+      self.conn.clear_poison();
+      let guard = poisoned.into_inner();
+      if let Some(db) = guard.as_ref() {
+        db.roll_back_abandoned();
+      }
+      guard
+    })
+  }
+
+  /// Runs `f` on the connection, opening it first when needed at [`Database::path`].
+  /// Holds the connection's mutex for the duration of `f`: keep `f` short, and do not
+  /// reach the database from inside it (the mutex is not reentrant). Returns whether this
+  /// call opened it.
   pub fn run<T>(
     &self,
     access: Access,
     f: impl FnOnce(&mut SqliteDb) -> Result<T>,
   ) -> (Result<T>, bool) {
-    let opened = std::cell::Cell::new(false);
-    let resolve = || {
-      opened.set(true);
-      self.path()
+    let mut slot = self.lock();
+    if access != Access::Buffer && slot.as_ref().is_some_and(SqliteDb::file_replaced) {
+      if let Some(stale) = slot.take() {
+        self.retire(stale);
+      }
+    }
+    let opened = slot.is_none();
+    if opened {
+      locks::sweep_parked();
+      let db = match SqliteDb::open(&self.path(), &self.options) {
+        Ok(db) => db,
+        Err(err) => return (Err(err), true),
+      };
+      if let Some(carried) = relock(&self.carried).take() {
+        db.adopt_pending(carried);
+      }
+      *slot = Some(db);
+      self.open.store(true, Ordering::Release);
+    }
+    let Some(db) = slot.as_mut() else {
+      unreachable!("opened above")
     };
-    let result = match access {
-      Access::Full => with_db(&resolve, f),
-      Access::Hot => with_hot_db(&resolve, f),
-      Access::Buffer => with_buffer_db(&resolve, f),
+    if access == Access::Full {
+      db.flush_before_use();
+    }
+    (f(db), opened)
+  }
+
+  /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For
+  /// background work, which must not create a database the host has not asked for.
+  /// Buffered records are committed first with [`Access::Full`].
+  pub fn with_open<T>(
+    &self,
+    access: Access,
+    f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+  ) -> Option<Result<T>> {
+    let mut slot = self.lock();
+    if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
+      if let Some(stale) = slot.take() {
+        self.retire(stale);
+      }
+      return None;
+    }
+    let db = slot.as_mut()?;
+    if access == Access::Full {
+      db.flush_before_use();
+    }
+    Some(f(db))
+  }
+
+  /// Before buffered records are committed: looks the path up now (not at most every
+  /// 100 ms, as the per-call check does) and retires a connection whose file is no longer
+  /// the one at the path.
+  pub fn recheck_file(&self) {
+    let mut slot = self.lock();
+    if slot.as_ref().is_some_and(SqliteDb::file_replaced_now) {
+      if let Some(stale) = slot.take() {
+        self.retire(stale);
+      }
+    }
+  }
+
+  /// `closeQuotaDb()`: closes the connection (prepared statements and cached rows go with
+  /// it); the next call reopens. Closing while the host still has the file open is safe
+  /// on Linux (the close hook parks the descriptors); the host's reset order closes its
+  /// own connection first anyway. Returns what it could not commit of the buffered
+  /// records.
+  pub fn close(&self) -> Result<Option<Dropped>> {
+    let closed = {
+      let mut slot = self.lock();
+      self.open.store(false, Ordering::Release);
+      match slot.take() {
+        Some(stale) if stale.file_replaced_now() => {
+          self.retire(stale);
+          None
+        }
+        db => db.map(SqliteDb::close),
+      }
     };
-    (result, opened.get())
+    locks::sweep_parked();
+    closed.unwrap_or(Ok(None))
+  }
+
+  /// The file changes noticed since the last call (for the engine to log).
+  pub fn take_file_changes(&self) -> Vec<FileChange> {
+    if !self.has_changes.load(Ordering::Acquire) {
+      return Vec::new();
+    }
+    let mut changes = relock(&self.changes);
+    self.has_changes.store(false, Ordering::Release);
+    std::mem::take(&mut *changes)
+  }
+
+  /// Buffered counters carried from a replaced file, waiting for the next open.
+  pub fn carried_count(&self) -> usize {
+    relock(&self.carried).as_ref().map_or(0, PendingWrites::len)
+  }
+
+  fn note(&self, change: FileChange) {
+    relock(&self.changes).push(change);
+    self.has_changes.store(true, Ordering::Release);
+  }
+
+  /// Closes a connection whose file is no longer the one at its path (see the module
+  /// documentation for where its buffered records go).
+  fn retire(&self, stale: SqliteDb) {
+    self.open.store(false, Ordering::Release);
+    let counters = stale.pending_count();
+    if counters == 0 {
+      let _ = stale.close();
+      return;
+    }
+    let path = stale.path().to_path_buf();
+    if file_id(&path).is_some() {
+      let pending = stale.take_pending();
+      {
+        let mut carried = relock(&self.carried);
+        match carried.as_mut() {
+          Some(earlier) => earlier.merge(pending),
+          None => *carried = Some(pending),
+        }
+      }
+      let _ = stale.close();
+      self.note(FileChange::Carried { counters, path });
+    } else {
+      let error = match stale.close() {
+        Ok(None) => None,
+        Ok(Some(dropped)) => Some(dropped.error),
+        Err(err) => Some(err.to_string()),
+      };
+      self.note(FileChange::Gone {
+        counters,
+        path,
+        error,
+      });
+    }
+  }
+
+  /// One retention pass over the open connection (docs/contract.md §4): deletes counter
+  /// rows older than `retention_days` and reconciles the pool totals. `None` when the
+  /// connection is not open: the sweep never opens the database. Each chunk of deletes and
+  /// each reconciliation batch takes the connection's mutex separately, so requests
+  /// interleave with a long pass.
+  pub fn sweep(&self, retention_days: f64, now_ms: i64) -> Option<Result<SweepReport>> {
+    let cutoff = match retention_cutoff(retention_days, now_ms) {
+      Ok(c) => c,
+      Err(e) => return Some(Err(e)),
+    };
+    let mut report = SweepReport::default();
+    // Reserve admission's reservations past their expiry (docs/admission.md).
+    if let Err(e) = self.with_open(Access::Full, |db| db.gc_reservations(now_ms))? {
+      return Some(Err(e));
+    }
+    loop {
+      match self.with_open(Access::Full, |db| db.gc_chunk(cutoff, GC_CHUNK))? {
+        Ok(n) => {
+          report.deleted += n;
+          if n < GC_CHUNK {
+            break;
+          }
+        }
+        Err(e) => return Some(Err(e)),
+      }
+    }
+    let mut cursor: Option<TotalsCursor> = None;
+    loop {
+      let step = self.with_open(Access::Full, |db| {
+        db.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH)
+      });
+      match step {
+        None => break,
+        Some(Err(e)) => return Some(Err(e)),
+        Some(Ok((fixed, next))) => {
+          report.totals_fixed += fixed;
+          match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+          }
+        }
+      }
+    }
+    Some(Ok(report))
+  }
+
+  /// Starts the retention sweep's thread once (later calls return `false` and change
+  /// nothing): a plain detached thread, which never keeps Node's event loop alive, that
+  /// runs [`Database::sweep`] every `interval` with `retention_days()` (read each pass,
+  /// so configuration changes apply) and hands the outcome of each pass that ran to
+  /// `on_result` (for logging).
+  pub fn spawn_sweeper(
+    &'static self,
+    interval: Duration,
+    retention_days: impl Fn() -> f64 + Send + 'static,
+    on_result: impl Fn(Result<SweepReport>) + Send + 'static,
+  ) -> bool {
+    if self.sweeping.swap(true, Ordering::SeqCst) {
+      return false;
+    }
+    let spawned = std::thread::Builder::new()
+      .name("quota-retention".into())
+      .spawn(move || loop {
+        std::thread::sleep(interval);
+        let now_ms = SystemTime::now()
+          .duration_since(UNIX_EPOCH)
+          .map_or(0, |d| d.as_millis() as i64);
+        if let Some(outcome) = self.sweep(retention_days(), now_ms) {
+          on_result(outcome);
+        }
+      });
+    if spawned.is_err() {
+      self.sweeping.store(false, Ordering::SeqCst);
+      return false;
+    }
+    true
+  }
+
+  /// `quota-engine doctor`'s read-only look at the database at `path`: through the open
+  /// connection when it is that file, else through a read-only connection of its own.
+  pub fn inspect(&self, path: &Path) -> Result<DatabaseInspection> {
+    if let Some(found) = self.with_open(Access::Full, |db| inspect_open(db, path)) {
+      if let Some(found) = found? {
+        return Ok(found);
+      }
+    }
+    inspect_path(path)
+  }
+}
+
+/// The SQLite driver ([`QuotaDriver`]): the counters in the host's `storage.sqlite`, on the
+/// engine's connection ([`Database`]). It holds nothing itself: the connection is the
+/// engine's because the metadata of either driver lives there, reached through
+/// [`Engine::with_db`] and its variants. Every operation answers at once on the calling
+/// thread: enforce from memory while nothing was committed, else in one read transaction;
+/// records added to the connection's buffer (`store/sqlite/record_buffer.rs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqliteDriver;
+
+/// `QUOTA_RECORD_FLUSH_MS`: how long a buffered record may wait for its commit.
+fn flush_age(engine: &Engine) -> Duration {
+  Duration::from_secs_f64(engine.number(&RECORD_FLUSH_MS) / 1000.0)
+}
+
+impl QuotaDriver for SqliteDriver {
+  fn name(&self) -> &'static str {
+    "sqlite"
+  }
+
+  fn url(&self) -> Option<&str> {
+    None
+  }
+
+  fn enforce(
+    &self,
+    engine: &'static Engine,
+    call: &EnforceCall,
+    threshold: f64,
+    reserve: bool,
+  ) -> Step<Enforced> {
+    let outcome = engine.with_hot_db(|db| {
+      let request = call.ids.request();
+      let saturation = engine.saturation();
+      let lookup = DecisionLookup {
+        state: &saturation,
+        now_ms: call.now_ms,
+      };
+      if reserve {
+        let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
+        db.enforce_reserving(
+          &lookup,
+          &request,
+          threshold,
+          &estimate,
+          new_reservation_id(),
+          call.now_ms,
+        )
+        .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.token())))
+      } else {
+        db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
+          .map(|outcome| (outcome, None))
+      }
+    });
+    Step::Now(outcome)
+  }
+
+  fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
+    let max_age = flush_age(engine);
+    let result = engine.with_buffer_db(|db| {
+      let writes = db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
+      db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)
+    });
+    Step::Now(match result {
+      Ok(recorded) => (Written::Done, recorded == Recorded::Buffered),
+      // A record that could not be committed stays buffered, for the next flush.
+      Err(err) => (Written::Failed(err), true),
+    })
+  }
+
+  fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
+    Step::Now(engine.with_db(|db| {
+      db.settle_reservation(
+        &settle.token,
+        settle.api_key_id.as_deref(),
+        settle.deltas(),
+        settle.now_ms,
+      )
+    }))
+  }
+
+  fn consume(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    cost: f64,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    let max_age = flush_age(engine);
+    Step::Now(
+      engine.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
+    )
+  }
+
+  fn peek(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    Step::Now(engine.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
+  }
+
+  fn pool_consumed_total(
+    &self,
+    engine: &'static Engine,
+    key: DimensionKey,
+    now_ms: i64,
+  ) -> Step<Result<f64>> {
+    Step::Now(engine.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
+  }
+
+  fn clear(
+    &self,
+    engine: &'static Engine,
+    api_key_id: String,
+    key: DimensionKey,
+    _now_ms: i64,
+  ) -> Step<Result<()>> {
+    Step::Now(engine.with_db(|db| db.clear(&api_key_id, &key)))
+  }
+
+  fn pool_usage(
+    &self,
+    engine: &'static Engine,
+    pool_id: String,
+    dims: Vec<PlanDimension>,
+    now_ms: i64,
+  ) -> Step<Result<PoolUsageSnapshot>> {
+    Step::Now(engine.with_db(|db| db.pool_usage_with_dimensions(&pool_id, &dims, now_ms)))
   }
 }
 
 #[cfg(test)]
 mod tests {
   use super::*;
+
+  #[test]
+  fn each_engine_has_its_own_connection_and_backends() {
+    let a: &'static Engine = Box::leak(Box::default());
+    let b: &'static Engine = Box::leak(Box::default());
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::thread::current().id();
+    for (engine, name) in [(a, "a.sqlite"), (b, "b.sqlite")] {
+      engine
+        .database
+        .set_source(PathSource::Fixed(dir.path().join(name)), me);
+    }
+    let path = |engine: &'static Engine| engine.with_db(|db| Ok(db.path().to_path_buf()));
+    assert_eq!(path(a).unwrap(), dir.path().join("a.sqlite"));
+    assert_eq!(path(b).unwrap(), dir.path().join("b.sqlite"));
+    a.close_db().unwrap();
+    assert!(!a.database.is_open() && b.database.is_open());
+    let url = "redis://127.0.0.1:1/15";
+    let (x, y) = (a.redis_backend(url).unwrap(), b.redis_backend(url).unwrap());
+    assert!(!std::sync::Arc::ptr_eq(&x, &y));
+    assert!(std::sync::Arc::ptr_eq(&x, &a.redis_backend(url).unwrap()));
+    b.close_db().unwrap();
+  }
 
   #[test]
   fn a_resolver_problem_is_reported_once_and_names_the_fallback() {

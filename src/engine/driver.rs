@@ -1,6 +1,6 @@
 //! The storage driver (docs/contract.md §4): one narrow trait, [`QuotaDriver`], that the
 //! engine calls for every counter operation of a request or a store call, implemented by
-//! [`SqliteDriver`] (`engine/sqlite_driver.rs`) and [`RedisDriver`]
+//! [`SqliteDriver`] (`engine/database.rs`) and [`RedisDriver`]
 //! (`engine/redis_driver.rs`). The engine holds the chosen driver as a [`Driver`] (an
 //! `Arc<dyn QuotaDriver>`) and dispatches through it once per operation. The drivers hold
 //! no policy: the rules are `core`'s, which a driver applies to the counters it read, and
@@ -22,13 +22,13 @@ use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::EnforceOutcome;
 use crate::error::{QuotaError, Result};
-use crate::store::redis::{mask_url, KeyLayout, RedisBackend, RedisOptions, Retry};
+use crate::store::redis::{mask_url, Backends, KeyLayout, RedisBackend, RedisOptions, Retry};
 use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use super::database::SqliteDriver;
 pub use super::redis_driver::RedisDriver;
-pub use super::sqlite_driver::SqliteDriver;
 
 /// The chosen driver, as the engine holds it. Cloning it is one reference count.
 pub type Driver = Arc<dyn QuotaDriver>;
@@ -345,7 +345,7 @@ struct ChoiceState {
   read_error: Option<String>,
 }
 
-/// The process's choice, and the drivers JS holds by number.
+/// The process's choice, the drivers JS holds by number, and the Redis backends.
 pub struct DriverChoice {
   state: Mutex<ChoiceState>,
   /// The SQLite driver (stateless: the connection is the engine's, see `engine/database.rs`).
@@ -353,6 +353,9 @@ pub struct DriverChoice {
   /// The Redis drivers numbered so far, one per URL: driver `i` is number `i + 1` (`0` is
   /// SQLite).
   numbered: Mutex<Vec<Driver>>,
+  /// The Redis backends (connection, counter view), one per URL: the drivers, the
+  /// ioredis-like client and the write-behind flushes look theirs up here by URL.
+  backends: Backends,
 }
 
 impl Default for DriverChoice {
@@ -361,6 +364,7 @@ impl Default for DriverChoice {
       state: Mutex::default(),
       sqlite: Arc::new(SqliteDriver),
       numbered: Mutex::default(),
+      backends: Backends::default(),
     }
   }
 }
@@ -417,7 +421,7 @@ impl Engine {
   /// warned about once). A URL the engine cannot use is a `RangeError` naming `url`, its
   /// password masked.
   pub fn redis_backend(&self, url: &str) -> Result<Arc<RedisBackend>> {
-    crate::store::redis::backend(url, || {
+    self.drivers.backends.get(url, || {
       let (totals, totals_warning) = self.config.pool_totals();
       let (tls, tls_warning) = self.config.redis_tls_files();
       for warning in [totals_warning, tls_warning].into_iter().flatten() {
@@ -430,6 +434,12 @@ impl Engine {
         totals,
       }
     })
+  }
+
+  /// `resetRedisClient()`: forgets the backend of `url` (of every URL with `None`); the
+  /// next use connects anew.
+  pub fn forget_redis(&self, url: Option<&str>) {
+    self.drivers.backends.forget(url);
   }
 
   /// The driver `getQuotaStore()` chose, if it resolved since the last reset.

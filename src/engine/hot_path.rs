@@ -5,7 +5,7 @@
 //! logged once per fault, so the edge never sees an error from these calls.
 //!
 //! Each call reaches its driver once, through the [`QuotaDriver`](super::driver::QuotaDriver)
-//! trait: SQLite (`engine/sqlite_driver.rs`) answers on the calling thread, from memory
+//! trait: SQLite (`engine/database.rs`) answers on the calling thread, from memory
 //! while nothing was committed, else in one read transaction, and its records are buffered
 //! (`store/sqlite/record_buffer.rs`); Redis (`engine/redis_driver.rs`) reads the metadata
 //! on the calling thread, then does one round trip, and its records are buffered too
@@ -13,16 +13,15 @@
 //! and logged here.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
+use super::database::{Access, FileChange};
 use super::driver::{Driver, Enforced, Settled, Written};
-use super::faults::Operation;
-use super::logs::LogValue;
+use super::logs::{LogValue, Operation};
 use super::metrics::{AllowReason, Counted, StoreOperation};
 use super::{Engine, Step};
 use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::{BlockReason, ConsumptionCost, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
-use crate::store::sqlite::FileChange;
 use std::time::Duration;
 
 /// Who a hot-path call is for: the request's API key, connection, provider and model.
@@ -420,7 +419,9 @@ impl Engine {
   /// A JS thread that buffered records is torn down: the buffer is committed if the
   /// database is open (nothing is reported: no JavaScript runs any more).
   pub fn commit_at_teardown(&self) {
-    let _ = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(false));
+    let _ = self
+      .database
+      .with_open(Access::Hot, |db| db.flush_pending(false));
   }
 
   /// Commits `recordConsumption`'s buffered records now (never opens the database).
@@ -431,9 +432,11 @@ impl Engine {
   pub fn flush(&'static self, automatic: bool) -> Option<String> {
     // Redis's buffer (docs/redis.md#write-behind), waited for; its faults are its own.
     let redis_error = self.flush_redis_blocking();
-    crate::store::sqlite::recheck_file();
-    let mut result = crate::store::sqlite::with_hot_open_db(|db| db.flush_pending(automatic));
-    if crate::store::sqlite::carried_count() > 0 {
+    self.database.recheck_file();
+    let mut result = self
+      .database
+      .with_open(Access::Hot, |db| db.flush_pending(automatic));
+    if self.database.carried_count() > 0 {
       result = Some(self.with_hot_db(|db| db.flush_pending(automatic)));
     }
     let error = result
@@ -465,10 +468,12 @@ impl Engine {
   /// (logged once), and the answer is then the back-off of a second.
   pub fn flush_when_due(&'static self) -> f64 {
     let max_age = Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0);
-    let mut wait = crate::store::sqlite::with_hot_open_db(|db| Ok(db.flush_wait(max_age)))
+    let mut wait = self
+      .database
+      .with_open(Access::Hot, |db| Ok(db.flush_wait(max_age)))
       .and_then(|r| r.ok())
       .flatten();
-    if crate::store::sqlite::carried_count() > 0 {
+    if self.database.carried_count() > 0 {
       wait = Some(Duration::ZERO);
     }
     self.report_file_changes();
@@ -485,7 +490,7 @@ impl Engine {
   /// Logs what became of buffered records whose file was replaced or went away (one
   /// atomic load when nothing happened).
   pub fn report_file_changes(&self) {
-    for change in crate::store::sqlite::take_file_changes() {
+    for change in self.database.take_file_changes() {
       let (message, counters, path, error) = match change {
         FileChange::Carried { counters, path } => (
           "the database file was replaced while quota records were buffered; they are committed to the file now at its path, not to the old one",
@@ -513,10 +518,12 @@ impl Engine {
 
   /// How many counters are buffered, not yet committed.
   pub fn pending_writes(&self) -> usize {
-    let open = crate::store::sqlite::with_hot_open_db(|db| Ok(db.pending_count()))
+    let open = self
+      .database
+      .with_open(Access::Hot, |db| Ok(db.pending_count()))
       .and_then(|r| r.ok())
       .unwrap_or(0);
     self.report_file_changes();
-    open + crate::store::sqlite::carried_count() + self.redis_writes.pending()
+    open + self.database.carried_count() + self.redis_writes.pending()
   }
 }

@@ -5,10 +5,13 @@
 //! engine and the same configuration. Nothing here knows about napi.
 //!
 //! - `config.rs`: every `QUOTA_*` variable, parsed and validated in one place.
-//! - `database.rs`: where the SQLite database is, and the one way to reach it.
+//! - `database.rs`: where the SQLite database is, the engine's one connection to it
+//!   (opened lazily, replaced when its file is, and swept in the background), and the
+//!   SQLite driver, which keeps its counters there.
 //! - `driver.rs`: the `QuotaDriver` trait the engine calls the counter store through, how
 //!   the driver is chosen, and the store calls' entry points.
-//! - `sqlite_driver.rs`, `redis_driver.rs`: the trait's two implementations.
+//! - `redis_driver.rs`: the trait's Redis implementation (the SQLite one is in
+//!   `database.rs`).
 //! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
 //!   flushed, and what a failed flush does.
 //! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
@@ -16,14 +19,13 @@
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
 //! - `input.rs`: what the host's arguments must be, read with the path of every value.
-//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `faults.rs`, `logs.rs`: the state of
-//!   each concept.
+//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `logs.rs` (with the fault log): the
+//!   state of each concept.
 //! - `test_hooks.rs` (the `test-hooks` feature only): what the test-only exports do.
 
 pub mod config;
 pub mod database;
 pub mod driver;
-pub mod faults;
 pub mod hot_path;
 pub mod input;
 pub mod logs;
@@ -33,7 +35,6 @@ pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
-pub mod sqlite_driver;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
 
@@ -81,7 +82,7 @@ pub struct Engine {
   pub config: config::Config,
   pub logs: logs::LogQueue,
   pub metrics: metrics::Metrics,
-  pub faults: faults::Faults,
+  pub faults: logs::Faults,
   pub database: database::Database,
   pub drivers: driver::DriverChoice,
   /// `recordConsumption`'s write-behind buffers on Redis.
@@ -104,7 +105,7 @@ impl Default for Engine {
       config: config::Config::default(),
       logs: logs::LogQueue::default(),
       metrics: metrics::Metrics::default(),
-      faults: faults::Faults::default(),
+      faults: logs::Faults::default(),
       database: database::Database::default(),
       drivers: driver::DriverChoice::default(),
       redis_writes: redis_writes::RedisWrites::default(),
@@ -186,7 +187,7 @@ impl Engine {
   /// dropped with a warning.
   pub fn close_db(&'static self) -> Result<()> {
     let _ = self.flush_redis_blocking();
-    if let Some(dropped) = crate::store::close_quota_db()? {
+    if let Some(dropped) = self.database.close()? {
       self.logs.warn(
         "quota:store",
         format!(
@@ -237,7 +238,7 @@ impl Engine {
   /// Once per open: start the retention sweep, and say what the lock self-test or the
   /// pragmas found wrong.
   fn after_open(&'static self) {
-    crate::store::sqlite::spawn_retention_sweeper(
+    self.database.spawn_sweeper(
       self.sweeper_interval,
       || self.retention_days(None),
       |result| {
@@ -250,8 +251,9 @@ impl Engine {
         }
       },
     );
-    if let Some(Ok(warnings)) =
-      crate::store::sqlite::with_open_db(|db| Ok(db.open_report().warnings()))
+    if let Some(Ok(warnings)) = self
+      .database
+      .with_open(Access::Full, |db| Ok(db.open_report().warnings()))
     {
       for warning in warnings {
         self.logs.warn("quota:store", warning, None);

@@ -9,8 +9,7 @@
 //! warning saying how many and why.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS};
-use super::faults::Operation;
-use super::logs::LogValue;
+use super::logs::{LogValue, Operation};
 use super::metrics::StoreOperation;
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;

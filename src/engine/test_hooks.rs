@@ -7,7 +7,6 @@ use super::Engine;
 use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
-use crate::store::sqlite::with_hot_open_db;
 use crate::store::CounterStore;
 
 impl Engine {
@@ -60,17 +59,19 @@ impl Engine {
       provider,
       model: None,
     };
-    let outcome = with_hot_open_db(|db| {
-      db.hot_scope(|db| {
-        let saturation = self.saturation();
-        let lookup = DecisionLookup {
-          state: &saturation,
-          now_ms: now,
-        };
-        enforce(db, &lookup, &request, saturation_threshold, now)
+    let outcome = self
+      .database
+      .with_open(super::database::Access::Hot, |db| {
+        db.hot_scope(|db| {
+          let saturation = self.saturation();
+          let lookup = DecisionLookup {
+            state: &saturation,
+            now_ms: now,
+          };
+          enforce(db, &lookup, &request, saturation_threshold, now)
+        })
       })
-    })
-    .unwrap_or_else(|| Err(QuotaError::Store("the database is not open".into())));
+      .unwrap_or_else(|| Err(QuotaError::Store("the database is not open".into())));
     match outcome {
       Ok(EnforceOutcome::Allow { .. }) => "allow".to_string(),
       Ok(EnforceOutcome::Block { .. }) => "block".to_string(),

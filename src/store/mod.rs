@@ -5,9 +5,9 @@
 //!
 //! - [`CounterStore`]: the sliding-window counters of docs/contract.md §2/§4, implemented by
 //!   [`sqlite::SqliteDb`]; the Redis store ([`redis`]) has the same operations, async.
-//! - [`sqlite`]: the SQLite driver — one long-lived connection per database file, shared
-//!   process-wide ([`sqlite::with_db`]), with locks that cannot hurt the host's own SQLite
-//!   copy (see `sqlite/locks.rs`).
+//! - [`sqlite`]: the SQLite driver — one long-lived connection per database file (the
+//!   engine holds its one, `engine/database.rs`), with locks that cannot hurt the host's
+//!   own SQLite copy (see `sqlite/locks.rs`).
 //! - [`redis`]: the Redis driver — counters only, one multiplexed connection per URL.
 //! - [`records`], [`usage`]: the plain values the store takes and returns.
 
@@ -20,9 +20,7 @@ pub mod usage;
 pub mod validate;
 
 pub use records::{ConsumptionRow, LegacyPool, ModelCap, NewPool, PoolPage, PoolUpdate};
-pub use sqlite::{
-  close_quota_db, default_db_path, with_db, with_open_db, OpenOptions, OpenReport, SqliteDb,
-};
+pub use sqlite::{default_db_path, OpenOptions, OpenReport, SqliteDb};
 pub use usage::{DimensionUsage, KeyUsage, PlanDimension, PoolUsageSnapshot};
 
 use crate::core::dimensions::DimensionKey;

@@ -535,30 +535,36 @@ fn retryable(err: &RedisError, retry: Retry) -> bool {
     || (retry == Retry::Read && is_connection_failure(err))
 }
 
-static BACKENDS: Mutex<Option<HashMap<String, Arc<RedisBackend>>>> = Mutex::new(None);
+/// The backends by URL, one per URL string: the registry that the drivers, the
+/// ioredis-like client and the write-behind flushes share, owned by the engine.
+#[derive(Default)]
+pub struct Backends(Mutex<HashMap<String, Arc<RedisBackend>>>);
 
-/// The backend of `url` (one per URL string, created on first use with `options`, which
-/// the engine's configuration gives). Invalid URLs are a `RangeError` naming `url`.
-pub fn backend(url: &str, options: impl FnOnce() -> RedisOptions) -> Result<Arc<RedisBackend>> {
-  let mut guard = BACKENDS.lock().unwrap_or_else(|e| e.into_inner());
-  let map = guard.get_or_insert_with(HashMap::new);
-  if let Some(found) = map.get(url) {
-    return Ok(found.clone());
+impl Backends {
+  /// The backend of `url`, created on first use with `options` (which the engine's
+  /// configuration gives). Invalid URLs are a `RangeError` naming `url`.
+  pub fn get(
+    &self,
+    url: &str,
+    options: impl FnOnce() -> RedisOptions,
+  ) -> Result<Arc<RedisBackend>> {
+    let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(found) = map.get(url) {
+      return Ok(found.clone());
+    }
+    let options = options();
+    let target = parse_target(url, options.cluster)?;
+    let mut created = RedisBackend::new(target, options);
+    created.url = url.to_string();
+    let created = Arc::new(created);
+    map.insert(url.to_string(), created.clone());
+    Ok(created)
   }
-  let options = options();
-  let target = parse_target(url, options.cluster)?;
-  let mut created = RedisBackend::new(target, options);
-  created.url = url.to_string();
-  let created = Arc::new(created);
-  map.insert(url.to_string(), created.clone());
-  Ok(created)
-}
 
-/// Forgets the backend of `url` (every backend with `None`): its connection closes once
-/// the operations in flight on it have finished; the next use connects anew.
-pub fn forget_backend(url: Option<&str>) {
-  let mut guard = BACKENDS.lock().unwrap_or_else(|e| e.into_inner());
-  if let Some(map) = guard.as_mut() {
+  /// Forgets the backend of `url` (every backend with `None`): its connection closes once
+  /// the operations in flight on it have finished; the next use connects anew.
+  pub fn forget(&self, url: Option<&str>) {
+    let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
     match url {
       Some(url) => {
         map.remove(url);
@@ -576,14 +582,15 @@ mod tests {
   fn one_backend_per_url_until_forgotten() {
     let url = "redis://127.0.0.1:1/15";
     let options = || RedisOptions::with_timeout(Duration::from_millis(1000));
-    let a = backend(url, options).unwrap();
-    let b = backend(url, options).unwrap();
+    let backends = Backends::default();
+    let a = backends.get(url, options).unwrap();
+    let b = backends.get(url, options).unwrap();
     assert_eq!(a.url(), url);
     assert!(Arc::ptr_eq(&a, &b));
-    forget_backend(Some(url));
-    let c = backend(url, options).unwrap();
+    backends.forget(Some(url));
+    let c = backends.get(url, options).unwrap();
     assert!(!Arc::ptr_eq(&a, &c));
-    assert!(backend("nope", options).is_err());
+    assert!(backends.get("nope", options).is_err());
   }
 
   #[test]

@@ -35,7 +35,7 @@ pub mod view;
 pub mod write_buffer;
 
 pub use client::client_command;
-pub use connection::{backend, forget_backend, RedisBackend, RedisOptions, Retry};
+pub use connection::{Backends, RedisBackend, RedisOptions, Retry};
 pub use keys::{hash_tag, ttl_seconds, KeyLayout, PoolTotals};
 pub use scripts::{ReadBatch, ScriptCall};
 pub use target::{mask_secrets, mask_url, parse_target, RedisTarget};

@@ -212,7 +212,7 @@ impl SqliteDb {
 }
 
 /// `now − days`, in ms; `days` must be finite and > 0 (`retentionDays`).
-pub(super) fn retention_cutoff(retention_days: f64, now_ms: i64) -> Result<i64> {
+pub(crate) fn retention_cutoff(retention_days: f64, now_ms: i64) -> Result<i64> {
   validate::positive(retention_days, "retentionDays")?;
   Ok(now_ms.saturating_sub((retention_days * DAY_MS).min(i64::MAX as f64) as i64))
 }

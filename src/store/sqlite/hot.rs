@@ -23,14 +23,19 @@
 //! when every version trigger exists; otherwise any commit means a full read.
 //!
 //! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
+//!
+//! The core's decision reads the store through `core::enforce::QuotaSource`, implemented
+//! here: the cached metadata (`cache.rs`) and the two-row counter reads above.
 
 use super::wal_index::{one_commit_after, Since, WalIndexView, WalToken};
 use super::SqliteDb;
-use crate::core::dimensions::{DimensionKey, PushKey};
-use crate::core::enforce::Buckets;
+use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, PushKey, QuotaPool};
+use crate::core::enforce::{Buckets, ModelCapLimit, QuotaMetadata, QuotaSource};
+use crate::core::plans::resolve_plan;
 use crate::error::Result;
 use crate::store::validate::COUNTER_MAX;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// Cached counter entries before the cache is emptied (a bound, not an eviction policy):
 /// about 100 bytes each. Well above the pools a process serves — a bound at the working
@@ -410,5 +415,51 @@ impl Drop for HotGuard<'_> {
   fn drop(&mut self) {
     self.0.hot.borrow_mut().active = false;
     self.0.cache.borrow_mut().scope_fresh = false;
+  }
+}
+
+impl QuotaMetadata for SqliteDb {
+  fn match_pool(
+    &self,
+    api_key_id: &str,
+    connection_id: &str,
+  ) -> Result<Option<(Arc<QuotaPool>, PoolAllocation)>> {
+    SqliteDb::match_pool(self, api_key_id, connection_id)
+  }
+
+  fn model_cap(
+    &self,
+    pool_id: &str,
+    api_key_id: &str,
+    model: &str,
+  ) -> Result<Option<ModelCapLimit>> {
+    Ok(
+      self
+        .cached_model_cap(pool_id, api_key_id, model)?
+        .map(|cap| ModelCapLimit {
+          value: cap.cap_value,
+          unit: cap.cap_unit,
+        }),
+    )
+  }
+
+  fn plan(&self, connection_id: &str, provider: &str) -> Arc<ProviderPlan> {
+    // `resolve_plan`'s first choice, without copying the cached row.
+    if let Ok(Some(stored)) = self.cached_provider_plan(connection_id) {
+      if !stored.dimensions.is_empty() {
+        return stored;
+      }
+    }
+    Arc::new(resolve_plan(self, connection_id, provider))
+  }
+}
+
+impl QuotaSource for SqliteDb {
+  fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
+    self.key_pair_now(api_key_id, key, current)
+  }
+
+  fn pool_buckets(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
+    self.totals_pair_now(key, current)
   }
 }

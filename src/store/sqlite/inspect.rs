@@ -6,7 +6,7 @@
 //! a read-only connection is opened for the call and closed before it returns, after the
 //! lock hooks are installed (so it cannot drop a host connection's locks either).
 
-use super::{locks, migration_status, with_open_db};
+use super::{locks, migration_status, SqliteDb};
 use crate::error::{QuotaError, Result};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
@@ -268,22 +268,21 @@ fn same_file(a: &Path, b: &Path) -> bool {
   }
 }
 
-/// Reads the database at `path` without writing to it: its journal mode, tables, which of
-/// the engine's migrations it has, the `quotaStore` setting, the stored plan rows and the
-/// host's connections. Never creates the file; a `Store` error when it is missing or not a
-/// database.
-pub fn inspect_path(path: &Path) -> Result<DatabaseInspection> {
-  if let Some(result) = with_open_db(|db| {
-    if same_file(db.path(), path) {
-      inspect(db.connection(), path, true).map(Some)
-    } else {
-      Ok(None)
-    }
-  }) {
-    if let Some(found) = result? {
-      return Ok(found);
-    }
+/// [`inspect_path`] on the engine's open connection `db`: `None` when `db` has another
+/// file open.
+pub fn inspect_open(db: &SqliteDb, path: &Path) -> Result<Option<DatabaseInspection>> {
+  if same_file(db.path(), path) {
+    inspect(db.connection(), path, true).map(Some)
+  } else {
+    Ok(None)
   }
+}
+
+/// Reads the database at `path` without writing to it, on a read-only connection of its
+/// own: its journal mode, tables, which of the engine's migrations it has, the
+/// `quotaStore` setting, the stored plan rows and the host's connections. Never creates
+/// the file; a `Store` error when it is missing or not a database.
+pub fn inspect_path(path: &Path) -> Result<DatabaseInspection> {
   if std::fs::metadata(path).is_err() {
     return Err(QuotaError::Store(format!(
       "no database at {}",

@@ -2,26 +2,26 @@
 //!
 //! - `locks.rs`: the OFD-lock and close hooks that keep the host's locks intact.
 //! - `open.rs`: [`SqliteDb::open`] — pragmas, migrations, the lock self-test.
-//! - `handle.rs`: the one process-wide connection ([`with_db`], [`close_quota_db`]).
 //! - `path.rs`: where the database is ([`default_db_path`]).
 //! - `migrations.rs`: the embedded `migrations/*.sql`, applied idempotently.
 //! - `counters.rs`: the sliding-window counters and the host's `db/quotaConsumption.ts`.
 //! - `usage.rs`: the pool usage snapshot.
 //! - `metadata.rs`: pools, allocations, plans, model caps, settings.
 //! - `cache.rs`: the hot path's metadata cache and its invalidation.
-//! - `hot.rs`: the hot path's reads from memory while nothing was committed;
+//! - `hot.rs`: the hot path's reads from memory while nothing was committed, and the
+//!   core's view of the store (`QuotaSource`);
 //!   `wal_index.rs`: how "nothing was committed" is known.
 //! - `record_buffer.rs`: `recordConsumption`'s writes, buffered and committed together.
 //! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
 //!   settling a reservation.
 //! - `inspect.rs`: the CLI's read-only look at a database file.
-//! - `gc.rs`: retention and the totals reconciliation; `sweeper.rs`: the background sweep.
+//! - `gc.rs`: retention and the totals reconciliation (the background sweep is the
+//!   engine's, `engine/database.rs`, which owns the connection).
 
 mod admission;
 mod cache;
 mod counters;
 mod gc;
-mod handle;
 mod hot;
 mod inspect;
 pub mod locks;
@@ -29,28 +29,24 @@ mod metadata;
 mod migrations;
 mod open;
 mod path;
-mod quota_source;
 mod record_buffer;
-mod sweeper;
 mod usage;
 mod values;
 mod wal_index;
 
 pub use cache::KeyPools;
-pub use gc::TotalsCursor;
-pub use handle::{
-  carried_count, close_quota_db, is_open, recheck_file, set_open_options, take_file_changes,
-  with_buffer_db, with_db, with_hot_db, with_hot_open_db, with_open_db, FileChange,
-};
-pub use inspect::{inspect_path, DatabaseInspection, PoisonedCounters};
+pub(crate) use gc::retention_cutoff;
+pub use gc::{TotalsCursor, GC_CHUNK, RECONCILE_BATCH};
+pub use inspect::{inspect_open, inspect_path, DatabaseInspection, PoisonedCounters};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
+pub(crate) use open::file_id;
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
+pub(crate) use record_buffer::PendingWrites;
 pub use record_buffer::{
   record_commits, Dropped, Recorded, FLUSH_AT, FLUSH_BATCH, RETRY_AFTER_FAILURE,
 };
-pub use sweeper::{run_retention_sweep, spawn_retention_sweeper, SweepReport};
 
 use crate::error::QuotaError;
 use rusqlite::Connection;
@@ -60,7 +56,8 @@ use std::path::{Path, PathBuf};
 /// One connection to one database file, with the metadata cache of the hot path.
 ///
 /// Exactly one per file per process (see `locks.rs`): [`SqliteDb::open`] refuses a second
-/// one. Usually reached through [`with_db`]. Not `Sync`: share it behind a `Mutex`.
+/// one. The engine holds its one connection in `engine/database.rs`. Not `Sync`: share it
+/// behind a `Mutex`.
 pub struct SqliteDb {
   conn: Connection,
   path: PathBuf,
@@ -193,6 +190,13 @@ impl SqliteDb {
   /// anything was created. Reads only when nothing is missing.
   pub fn check_schema(&self) -> crate::error::Result<bool> {
     migrations::ensure_schema(&self.conn)
+  }
+
+  /// Rolls back a transaction left open by a caller that panicked.
+  pub fn roll_back_abandoned(&self) {
+    if !self.conn.is_autocommit() {
+      let _ = self.conn.execute_batch("ROLLBACK");
+    }
   }
 
   /// The underlying connection, for tests and diagnostics. Do not open another one to the

@@ -177,7 +177,9 @@ fn descriptor_unlinked(_fd: std::os::raw::c_int, _id: FileId) -> bool {
   false
 }
 
-/// Files this process has a [`SqliteDb`] for.
+/// Files this process has a [`SqliteDb`] for. Process-wide, not any engine's: POSIX locks
+/// belong to the process, so a second connection to a file, whoever opens it, would release
+/// the first one's locks (`locks.rs`).
 static OPEN_FILES: Mutex<Option<HashSet<FileId>>> = Mutex::new(None);
 
 fn with_open_files<T>(f: impl FnOnce(&mut HashSet<FileId>) -> T) -> T {

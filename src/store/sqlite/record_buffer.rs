@@ -20,7 +20,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Transactions that committed buffered records, process-wide (`metrics()`).
+/// Transactions that committed buffered records, process-wide (`metrics()`): a counter
+/// only, which no connection's life cycle resets.
 static COMMITS: AtomicU64 = AtomicU64::new(0);
 
 /// How many transactions have committed buffered records in this process.
@@ -484,7 +485,7 @@ impl SqliteDb {
   /// operation sees every record in the table — unless an automatic flush failed within
   /// the last second (the reads that matter add the buffer anyway). Failure keeps the
   /// buffer and is not the operation's failure.
-  pub(super) fn flush_before_use(&self) {
+  pub(crate) fn flush_before_use(&self) {
     let skip = {
       let pending = &*self.buffer.borrow();
       pending.is_empty() || pending.backing_off()
@@ -503,14 +504,14 @@ impl SqliteDb {
   }
 
   /// Takes the whole buffer out (to carry it to the file now at the path).
-  pub(super) fn take_pending(&self) -> PendingWrites {
+  pub(crate) fn take_pending(&self) -> PendingWrites {
     let mut pending = std::mem::take(&mut *self.buffer.borrow_mut());
     pending.failed_at = None;
     pending
   }
 
   /// Adds a buffer taken from another connection to this one's, keeping its age.
-  pub(super) fn adopt_pending(&self, carried: PendingWrites) {
+  pub(crate) fn adopt_pending(&self, carried: PendingWrites) {
     self.buffer.borrow_mut().merge(carried);
   }
 
