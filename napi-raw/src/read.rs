@@ -1,9 +1,8 @@
-//! Reading JavaScript values with as few N-API calls as each needs: a short string in one
-//! (napi-rs's `String` asks for the length first, then copies), and a `Float64Array` as a
-//! slice.
+//! The scheduler's raw callbacks read their arguments with as few N-API calls as each needs:
+//! a short string in one (napi-rs's `String` asks for the length first, then copies), and a
+//! `Float64Array` as a slice.
 
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue};
-use napi::{sys, ValueType};
+use napi::sys;
 use std::borrow::Cow;
 use std::ptr;
 
@@ -119,40 +118,4 @@ pub unsafe fn float64_array<'a>(
   }
   // SAFETY: `data` points at the `length` elements (byte offset applied); see above.
   Some(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) })
-}
-
-/// A JavaScript string argument of a `#[napi]` function, read as [`string`] does.
-pub struct Text(pub String);
-
-impl Text {
-  /// The text of an optional argument, empty when absent.
-  pub fn or_empty(value: Option<Text>) -> String {
-    value.map(|t| t.0).unwrap_or_default()
-  }
-}
-
-impl TypeName for Text {
-  fn type_name() -> &'static str {
-    "String"
-  }
-
-  fn value_type() -> ValueType {
-    ValueType::String
-  }
-}
-
-impl ValidateNapiValue for Text {}
-
-impl FromNapiValue for Text {
-  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-    let mut stack = [0u8; 256];
-    // SAFETY: napi-rs passes the live `env` of the running call and a `value` made in it.
-    match unsafe { string(env, value, &mut stack) } {
-      Some(text) => Ok(Text(text.into_owned())),
-      None => Err(napi::Error::new(
-        napi::Status::StringExpected,
-        "expected a string",
-      )),
-    }
-  }
 }
