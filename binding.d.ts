@@ -122,12 +122,6 @@ export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', api
  */
 export declare function __holdReadTransactionForTests(hold: boolean): void
 
-/**
- * How many property names the edge has made as new JavaScript strings (each is made once
- * per thread and then kept).
- */
-export declare function __propertyNamesMadeForTests(): number
-
 /** Tests only: see [`SchedulerSizes`]. */
 export declare function __schedulerSizesForTests(): SchedulerSizes
 

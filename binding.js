@@ -839,7 +839,6 @@ module.exports.__checkSchemaForTests = nativeBinding.__checkSchemaForTests
 module.exports.__enforceOnWorkerForBench = nativeBinding.__enforceOnWorkerForBench
 module.exports.__forcePanicForTests = nativeBinding.__forcePanicForTests
 module.exports.__holdReadTransactionForTests = nativeBinding.__holdReadTransactionForTests
-module.exports.__propertyNamesMadeForTests = nativeBinding.__propertyNamesMadeForTests
 module.exports.__schedulerSizesForTests = nativeBinding.__schedulerSizesForTests
 module.exports._bucketCountForTest = nativeBinding._bucketCountForTest
 module.exports._clearBucketsForTest = nativeBinding._clearBucketsForTest

@@ -105,13 +105,6 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
   SchedulerSizes::from(&engine().scheduler_sizes_for_tests())
 }
 
-/// How many property names the edge has made as new JavaScript strings (each is made once
-/// per thread and then kept).
-#[edge(js_name = "__propertyNamesMadeForTests")]
-pub fn property_names_made_for_tests() -> f64 {
-  Ok(napi_raw::names::names_made() as f64)
-}
-
 /// The stable `err.code` of a panic turned into a JavaScript error.
 const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 

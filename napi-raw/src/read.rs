@@ -1,9 +1,8 @@
-//! Reading JavaScript values with as few N-API calls as each needs: a short string in one
-//! (napi-rs's `String` asks for the length first, then copies), a `Float64Array` as a
-//! slice, and arrays as `Array.isArray` sees them (a Proxy of one included).
+//! The scheduler's raw callbacks read their arguments with as few N-API calls as each needs:
+//! a short string in one (napi-rs's `String` asks for the length first, then copies), and a
+//! `Float64Array` as a slice.
 
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue};
-use napi::{sys, ValueType};
+use napi::sys;
 use std::borrow::Cow;
 use std::ptr;
 
@@ -119,107 +118,4 @@ pub unsafe fn float64_array<'a>(
   }
   // SAFETY: `data` points at the `length` elements (byte offset applied); see above.
   Some(unsafe { std::slice::from_raw_parts_mut(data.cast::<f64>(), length) })
-}
-
-/// Whether `value` is an array as `Array.isArray` says, so a Proxy of one is one too; a
-/// revoked Proxy (which makes `Array.isArray` throw) is none, its exception cleared.
-///
-/// # Safety
-/// As [`number`].
-pub unsafe fn is_array(env: sys::napi_env, value: sys::napi_value) -> bool {
-  let mut yes = false;
-  // SAFETY: `env` and `value` are live (this function's contract); `yes` is a local.
-  if unsafe { sys::napi_is_array(env, value, &mut yes) } == sys::Status::napi_ok && yes {
-    return true;
-  }
-  let (mut global, mut array, mut is_array, mut answer) = (ptr(), ptr(), ptr(), ptr());
-  // SAFETY: calls on the live `env` with `value` or handles these calls returned on it;
-  // the names are NUL-terminated literals, `&value` is the one argument, out-pointers
-  // are locals.
-  let asked = unsafe {
-    sys::napi_get_global(env, &mut global) == sys::Status::napi_ok
-      && sys::napi_get_named_property(env, global, c"Array".as_ptr(), &mut array)
-        == sys::Status::napi_ok
-      && sys::napi_get_named_property(env, array, c"isArray".as_ptr(), &mut is_array)
-        == sys::Status::napi_ok
-      && sys::napi_call_function(env, array, is_array, 1, &value, &mut answer)
-        == sys::Status::napi_ok
-      && sys::napi_get_value_bool(env, answer, &mut yes) == sys::Status::napi_ok
-  };
-  if !asked {
-    let mut thrown = ptr();
-    // SAFETY: the live `env`; `thrown` is a local.
-    unsafe { sys::napi_get_and_clear_last_exception(env, &mut thrown) };
-    return false;
-  }
-  yes
-}
-
-/// The length of an array (see [`is_array`]). A Proxy's is its `length` trap's answer,
-/// which must be an integer in `0..=max`: a trap cannot make the caller read four billion
-/// elements.
-///
-/// # Safety
-/// As [`number`].
-pub unsafe fn array_length(
-  env: sys::napi_env,
-  value: sys::napi_value,
-  max: u32,
-) -> Result<u32, String> {
-  let mut length = 0;
-  // For anything but a real array this answers `napi_array_expected` and throws nothing.
-  // SAFETY: `env` and `value` are live (this function's contract); `length` is a local.
-  if unsafe { sys::napi_get_array_length(env, value, &mut length) } == sys::Status::napi_ok {
-    return Ok(length);
-  }
-  // SAFETY: live `env` (this function's contract); `value` is an object, as the
-  // length is asked only of what `is_array` accepted.
-  let read = unsafe { crate::names::property(env, value, "length") };
-  let length = read.ok_or_else(|| "reading the property length".to_string())?;
-  // SAFETY: `length` is a handle `property` just returned on the live `env`.
-  let length = length.and_then(|(length, _)| unsafe { number(env, length) });
-  let length = length.ok_or_else(|| "a length that is not a number".to_string())?;
-  ((0.0..=f64::from(max)).contains(&length) && length.fract() == 0.0)
-    .then_some(length as u32)
-    .ok_or_else(|| format!("a length of {length}"))
-}
-
-fn ptr() -> sys::napi_value {
-  ptr::null_mut()
-}
-
-/// A JavaScript string argument of a `#[napi]` function, read as [`string`] does.
-pub struct Text(pub String);
-
-impl Text {
-  /// The text of an optional argument, empty when absent.
-  pub fn or_empty(value: Option<Text>) -> String {
-    value.map(|t| t.0).unwrap_or_default()
-  }
-}
-
-impl TypeName for Text {
-  fn type_name() -> &'static str {
-    "String"
-  }
-
-  fn value_type() -> ValueType {
-    ValueType::String
-  }
-}
-
-impl ValidateNapiValue for Text {}
-
-impl FromNapiValue for Text {
-  unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> napi::Result<Self> {
-    let mut stack = [0u8; 256];
-    // SAFETY: napi-rs passes the live `env` of the running call and a `value` made in it.
-    match unsafe { string(env, value, &mut stack) } {
-      Some(text) => Ok(Text(text.into_owned())),
-      None => Err(napi::Error::new(
-        napi::Status::StringExpected,
-        "expected a string",
-      )),
-    }
-  }
 }

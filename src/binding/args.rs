@@ -1,14 +1,14 @@
 //! JavaScript values as the engine reads arguments (`engine/input.rs`, which names the
-//! field of every bad value): each read is one N-API call (`napi-raw/`). `#[edge]` (the
-//! `macros/` crate) reads each parameter of a native function through [`arg`].
+//! field of every bad value), through napi-rs's safe API. `#[edge]` (the `macros/` crate)
+//! reads each parameter of a native function through [`arg`].
 
 use crate::engine::input::{Fault, Kind, Source};
 use crate::error::Result;
 use napi::bindgen_prelude::{
-  FromNapiValue, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
+  Function, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
 };
-use napi::{JsValue, ValueType};
-use napi_raw::{names, read};
+use napi::{Env, JsValue, ValueType};
+use std::ffi::CStr;
 
 /// A JavaScript value and where it came from.
 pub(crate) type Arg<'p, 'env> = crate::engine::input::Arg<'p, Unknown<'env>>;
@@ -43,15 +43,32 @@ fn kind_of(value_type: ValueType) -> Kind {
   }
 }
 
+/// `value` as the object the engine checked it is.
+fn object<'env>(value: &Unknown<'env>) -> Object<'env> {
+  let value = value.value();
+  Object::from_raw(value.env, value.value)
+}
+
+/// `name` as a C string in `buffer`, so reading a property allocates nothing; `None` when
+/// it is longer or has a NUL in it (then it is made as a JavaScript string).
+fn c_name<'b>(name: &str, buffer: &'b mut [u8; 64]) -> Option<&'b CStr> {
+  let bytes = buffer.get_mut(..=name.len())?;
+  bytes[..name.len()].copy_from_slice(name.as_bytes());
+  CStr::from_bytes_with_nul(bytes).ok()
+}
+
+/// Each read is asked only of a value whose kind the engine checked, so the coercions
+/// below are identities that run no JavaScript.
 impl Source for Unknown<'_> {
   fn kind(&self) -> std::result::Result<Kind, Fault> {
     Ok(kind_of(self.get_type().map_err(reason)?))
   }
 
-  // SAFETY (each cast below): the engine reads a value only after checking its kind.
   fn number(&self) -> std::result::Result<f64, Fault> {
-    // SAFETY: `Arg::number` reads only a value of kind Number.
-    unsafe { self.cast::<f64>() }.map_err(reason)
+    self
+      .coerce_to_number()
+      .and_then(|n| n.get_double())
+      .map_err(reason)
   }
 
   fn string(&self) -> std::result::Result<String, Fault> {
@@ -59,60 +76,75 @@ impl Source for Unknown<'_> {
   }
 
   fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
-    let value = self.value();
-    let mut stack = [0u8; 256];
-    // SAFETY: the engine reads a string only after checking the value is one.
-    unsafe { read::string(value.env, value.value, &mut stack) }
-      .map(|text| f(&text))
-      .ok_or_else(|| "reading a string".to_string())
+    let text = self.coerce_to_string().and_then(|s| s.into_utf8());
+    let text = text.map_err(|_| "reading a string".to_string())?;
+    text
+      .as_str()
+      .map(f)
+      .map_err(|_| "reading a string".to_string())
   }
 
   fn boolean(&self) -> std::result::Result<bool, Fault> {
-    // SAFETY: `Arg::boolean` reads only a value of kind Boolean.
-    unsafe { self.cast::<bool>() }.map_err(reason)
+    self.coerce_to_bool().map_err(reason)
   }
 
   fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault> {
-    let object = self.value();
-    // SAFETY: the engine asks for a property only after checking the value is an object.
-    let value = unsafe { names::property(object.env, object.value, name) }
-      .ok_or_else(|| format!("reading the property {name}"))?;
-    let Some((value, value_type)) = value else {
+    let object = object(self);
+    let mut buffer = [0; 64];
+    let value: napi::Result<Option<Self>> = match c_name(name, &mut buffer) {
+      Some(name) => object.get_c_named_property_unchecked(name).map(Some),
+      None => object.get(name),
+    };
+    let value = value.map_err(|_| format!("reading the property {name}"))?;
+    let Some(value) = value else {
       return Ok(None);
     };
-    let kind = kind_of(ValueType::from(value_type));
-    // SAFETY: `value` is a handle `names::property` just returned on `object.env`.
-    unsafe { Unknown::from_napi_value(object.env, value) }
-      .map(|value| Some((value, kind)))
-      .map_err(reason)
+    Ok(match value.kind()? {
+      Kind::Undefined => None,
+      kind => Some((value, kind)),
+    })
   }
 
   /// An array as `Array.isArray` says, so a Proxy of one is one too (as it is to the host's
-  /// own code).
+  /// own code); a revoked Proxy (which makes `Array.isArray` throw) is none, its exception
+  /// cleared by napi-rs's call.
   fn is_array(&self) -> std::result::Result<bool, Fault> {
-    let value = self.value();
-    // SAFETY: N-API calls on the live environment of this call.
-    Ok(unsafe { read::is_array(value.env, value.value) })
+    if JsValue::is_array(self).map_err(reason)? {
+      return Ok(true);
+    }
+    let array_is_array = || -> napi::Result<bool> {
+      let global = Env::from_raw(self.value().env).get_global()?;
+      let array: Object = global.get_named_property_unchecked("Array")?;
+      let is_array: Function<Unknown, bool> = array.get_named_property("isArray")?;
+      is_array.call(*self)
+    };
+    Ok(array_is_array().unwrap_or(false))
   }
 
+  /// A Proxy's length is its `length` trap's answer, which must be an integer in
+  /// `0..=MAX_PROXY_LENGTH`: a trap cannot make the engine read four billion elements.
   fn length(&self) -> std::result::Result<u32, Fault> {
-    let value = self.value();
-    // SAFETY: as above; the engine asks for a length only of an array.
-    unsafe { read::array_length(value.env, value.value, MAX_PROXY_LENGTH) }
+    // For anything but a real array this fails and throws nothing.
+    if let Ok(length) = object(self).get_array_length_unchecked() {
+      return Ok(length);
+    }
+    let length = match self.property("length")? {
+      Some((length, Kind::Number)) => length.number()?,
+      _ => return Err("a length that is not a number".to_string()),
+    };
+    ((0.0..=f64::from(MAX_PROXY_LENGTH)).contains(&length) && length.fract() == 0.0)
+      .then_some(length as u32)
+      .ok_or_else(|| format!("a length of {length}"))
   }
 
   fn element(&self, index: u32) -> std::result::Result<Option<(Self, Kind)>, Fault> {
-    // SAFETY: `Arg::elements` asks only of a value of kind Object that `is_array` accepted.
-    let array = unsafe { self.cast::<Object>() }.map_err(reason)?;
-    let element: Self = array.get_element(index).map_err(reason)?;
+    let element: Self = object(self).get_element(index).map_err(reason)?;
     // An `undefined` element (a hole) is kept: its kind says what it is.
     Ok(Some((element, element.kind()?)))
   }
 
   fn keys(&self) -> std::result::Result<Vec<String>, Fault> {
-    // SAFETY: `Arg::keys` reads only a value of kind Object.
-    let object = unsafe { self.cast::<Object>() }.map_err(reason)?;
-    let names = object
+    let names = object(self)
       .get_all_property_names(
         KeyCollectionMode::OwnOnly,
         KeyFilter::Enumerable,
@@ -123,9 +155,8 @@ impl Source for Unknown<'_> {
     for i in 0..names.get_array_length().map_err(reason)? {
       let name: Unknown = names.get_element(i).map_err(reason)?;
       // Symbol keys are skipped.
-      if name.get_type().map_err(reason)? == ValueType::String {
-        // SAFETY: its type was just checked to be String.
-        keys.push(unsafe { name.cast::<String>() }.map_err(reason)?);
+      if name.kind()? == Kind::String {
+        keys.push(name.string()?);
       }
     }
     Ok(keys)

@@ -7,38 +7,31 @@ use napi::{sys, Env, Error, JsError, JsRangeError, JsTypeError, Status};
 
 /// `err` as a JS error object of the right class (`TypeError`, `RangeError` or `Error`)
 /// with its stable `code`.
-fn js_error(env: &Env, err: QuotaError) -> sys::napi_value {
+fn js_error(env: &Env, err: QuotaError) -> Unknown<'_> {
   let js = Error::new(err.code(), err.to_string());
-  // SAFETY: `env` is the live environment of the current call or settling callback.
-  unsafe {
-    match &err {
-      QuotaError::InvalidArg {
-        kind: ArgErrorKind::Type,
-        ..
-      } => JsTypeError::from(js).into_value(env.raw()),
-      QuotaError::InvalidArg {
-        kind: ArgErrorKind::Range,
-        ..
-      } => JsRangeError::from(js).into_value(env.raw()),
-      QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).into_value(env.raw()),
-    }
+  match &err {
+    QuotaError::InvalidArg {
+      kind: ArgErrorKind::Type,
+      ..
+    } => JsTypeError::from(js).into_unknown(*env),
+    QuotaError::InvalidArg {
+      kind: ArgErrorKind::Range,
+      ..
+    } => JsRangeError::from(js).into_unknown(*env),
+    QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).into_unknown(*env),
   }
 }
 
 /// Throws `err` into `env` (see [`js_error`]) and returns the marker error napi-rs
 /// expects after a throw.
 pub(crate) fn throw(env: &Env, err: QuotaError) -> Error {
-  let value = js_error(env, err);
-  // SAFETY: `env` is the live environment of the current call.
-  unsafe { sys::napi_throw(env.raw(), value) };
+  let _ = env.throw(js_error(env, err));
   Error::from_status(Status::PendingException)
 }
 
 /// `err` wrapped for a promise's rejection (see [`js_error`]).
 pub(crate) fn rejection(env: &Env, err: QuotaError) -> Error {
-  let value = js_error(env, err);
-  // SAFETY: `value` was just created in `env`.
-  Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+  Error::from(js_error(env, err))
 }
 
 /// Runs `f`, its error thrown into `env`: the shape of every native function that reads

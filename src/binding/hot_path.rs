@@ -15,7 +15,6 @@ use crate::engine::Step;
 use napi::bindgen_prelude::{Either, PromiseRaw};
 use napi::Env;
 use napi_derive::napi;
-use napi_raw::read::Text;
 
 /// An enforce answer that is not a plain allow. On `fetch`: fetch the saturation of
 /// `fetch` through the host's fetchers, then cross again with `startedMs` and `afterFetch`.
@@ -101,16 +100,16 @@ fn shaped(decision: Decision) -> Shaped {
 
 /// A crossing's ids: absent ones empty (not enforced), `model` kept absent.
 fn request_ids(
-  key: Option<Text>,
-  connection: Option<Text>,
-  provider: Option<Text>,
-  model: Option<Text>,
+  key: Option<String>,
+  connection: Option<String>,
+  provider: Option<String>,
+  model: Option<String>,
 ) -> RequestIds {
   RequestIds {
-    api_key_id: Text::or_empty(key),
-    connection_id: Text::or_empty(connection),
-    provider: Text::or_empty(provider),
-    model: model.map(|m| m.0),
+    api_key_id: key.unwrap_or_default(),
+    connection_id: connection.unwrap_or_default(),
+    provider: provider.unwrap_or_default(),
+    model,
   }
 }
 
@@ -122,10 +121,10 @@ fn request_ids(
 #[allow(clippy::too_many_arguments)]
 pub fn enforce<'env>(
   env: &'env Env,
-  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] model: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] model: Option<String>,
   estimated_usd: Option<f64>,
   estimated_tokens: Option<f64>,
   started_ms: Option<f64>,
@@ -169,10 +168,10 @@ fn recorded(buffered: Buffered) -> u32 {
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
   env: &'env Env,
-  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<Text>,
-  #[napi(ts_arg_type = "string | undefined | null")] model: Option<Text>,
+  #[napi(ts_arg_type = "string | undefined | null")] api_key_id: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] connection_id: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] provider: Option<String>,
+  #[napi(ts_arg_type = "string | undefined | null")] model: Option<String>,
   tokens: Option<f64>,
   usd: Option<f64>,
   requests: Option<f64>,
