@@ -127,3 +127,28 @@ for (const [name, bind, engine, js, checked] of calls) {
   const checkedNs = direct ? '–' : cycled(bind(checked))(Math.ceil(OPS / 20)).toFixed(0)
   console.log(`| ${name} | ${jsNs.toFixed(0)} | ${engineNs.toFixed(0)} | ${(jsNs / engineNs).toFixed(3)}× | ${checkedNs} |`)
 }
+
+// napi-rs's own serde conversion of the same inputs (Env::from_js_value into a
+// serde_json::Value, reading only: no decision, no answer built) against the engine's whole
+// call, which reads through its own reader (docs/architecture.md#the-edge-srcbinding).
+if (typeof native.__fromJsValueForBench === 'function') {
+  console.log('\nReading a decideFairShare input, ns per call: napi-rs from_js_value alone against the whole engine call\n')
+  console.log('| dimensions | from_js_value (read only) | engine call (read, decide, answer) |')
+  console.log('|---|---|---|')
+  const count = (input) => ({ length: native.__fromJsValueForBench(input) })
+  for (const dims of [1, 2, 8]) {
+    const pool = Array.from({ length: 256 }, (_, v) => inputs(dims, v))
+    const serde = cycled((v) => count(pool[v]))
+    const engine = cycled((v) => decideFairShare(pool[v]).kind)
+    const n = Math.ceil(OPS / 20)
+    serde(n)
+    engine(n)
+    const runs = { serde: [], engine: [] }
+    for (let round = 0; round < 5; round++) {
+      runs.serde.push(serde(n))
+      runs.engine.push(engine(n))
+    }
+    const median = (list) => list.sort((x, y) => x - y)[2]
+    console.log(`| ${dims} | ${median(runs.serde).toFixed(0)} | ${median(runs.engine).toFixed(0)} |`)
+  }
+}

@@ -116,3 +116,15 @@ const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 fn guard<T>(env: &Env, what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
   napi_raw::callback::catch_panic(env, INTERNAL, &format!("internal error in {what}"), f)
 }
+
+/// Bench only: napi-rs's own serde conversion (`Env::from_js_value`) of `value` into a
+/// `serde_json::Value`, to weigh it against the edge's reader (bench/pure.mjs); the number
+/// of top-level entries.
+#[napi(js_name = "__fromJsValueForBench")]
+pub fn from_js_value_for_bench(
+  env: Env,
+  value: napi::bindgen_prelude::Unknown,
+) -> napi::Result<u32> {
+  let value: serde_json::Value = env.from_js_value(value)?;
+  Ok(value.as_object().map_or(0, |object| object.len() as u32))
+}
