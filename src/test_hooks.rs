@@ -114,7 +114,20 @@ const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 /// conversion: `code: "GenericFailure"`); either way no panic unwinds into Node, and state
 /// behind a poisoned mutex is recovered by its next user (see `store::sqlite::handle`).
 fn guard<T>(env: &Env, what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
-  napi_raw::callback::catch_panic(env, INTERNAL, &format!("internal error in {what}"), f)
+  let payload = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    Ok(result) => return result,
+    Err(payload) => payload,
+  };
+  let detail = (payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
+    .or_else(|| payload.downcast_ref::<String>().cloned())
+    .unwrap_or_else(|| "a panic without a message".to_string());
+  // A payload whose destructor panics again must not unwind from here.
+  std::mem::forget(payload);
+  env.throw_error(
+    &format!("internal error in {what}: {detail}"),
+    Some(INTERNAL),
+  )?;
+  Err(napi::Error::from_status(napi::Status::PendingException))
 }
 
 /// Bench only: napi-rs's own serde conversion (`Env::from_js_value`) of `value` into a
