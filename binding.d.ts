@@ -539,17 +539,11 @@ export interface ProviderPlan {
  */
 export declare function putSaturation(provider: string, connectionId: string, unit: string, window: string, value?: number | undefined | null, nowMs?: number | undefined | null): number
 
-/** The stand-in for "no connection" in the selection buffer. */
+/** The stand-in for "no connection" in a selection's targets. */
 export declare const QUOTA_SHARE_NO_CONNECTION: number
 
-/** Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`). */
+/** Per target, a selection reads this many numbers (see `__quotaShareSelect`). */
 export declare const QUOTA_SHARE_SELECT_STRIDE: number
-
-/**
- * Written by `__quotaShareSelect` as the first index of the order when a symbol it was
- * given is no longer current: re-intern and retry.
- */
-export declare const QUOTA_SHARE_STALE: number
 
 /** The strategy's name in a combo's configuration: `"quota-share"`. */
 export declare const QUOTA_SHARE_STRATEGY: string

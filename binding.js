@@ -894,7 +894,6 @@ module.exports.pendingQuotaWrites = nativeBinding.pendingQuotaWrites
 module.exports.putSaturation = nativeBinding.putSaturation
 module.exports.QUOTA_SHARE_NO_CONNECTION = nativeBinding.QUOTA_SHARE_NO_CONNECTION
 module.exports.QUOTA_SHARE_SELECT_STRIDE = nativeBinding.QUOTA_SHARE_SELECT_STRIDE
-module.exports.QUOTA_SHARE_STALE = nativeBinding.QUOTA_SHARE_STALE
 module.exports.QUOTA_SHARE_STRATEGY = nativeBinding.QUOTA_SHARE_STRATEGY
 module.exports.record = nativeBinding.record
 module.exports.recordUsage = nativeBinding.recordUsage

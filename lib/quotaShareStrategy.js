@@ -17,9 +17,16 @@
 //   from. Each call still reads every target's fields and compares them with the entry's
 //   (identity compares, no hashing), re-reading any that changed, so mutating the array or
 //   its objects in place is always seen. Caps are read fresh on every call.
+// - Each selection owns the buffer it reads into, from its first read to its last: a cache
+//   entry is marked busy while a selection uses it, and an array seen once is read into a
+//   spare buffer that the selection takes and leaves for the next one when done. A
+//   selection made from inside another (a getter or a Proxy on a target) finds both taken
+//   and reads into a new buffer, so no call ever sees another's targets or order. The
+//   name caches are shared, but a cached symbol stays valid until the native side says
+//   otherwise.
 // - The native table is bounded (QUOTA_SCHEDULER_MAX_IDS, docs/scheduler.md "A bound on
 //   names"): it evicts the least recently used names, and a symbol is never reused for
-//   another name. A selection given an evicted symbol selects nothing and writes STALE;
+//   another name. A selection given an evicted symbol selects nothing and returns false;
 //   this shell then empties its caches, re-interns and retries. The caches here hold at
 //   most the same bound of names (emptied when full).
 
@@ -27,20 +34,20 @@ const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
 const internSymbol = native.__quotaShareSymbol
-const { select: selectNative, release: releaseNative } = native.__quotaShareCrossing()
+const selectNative = native.__quotaShareSelect
+const releaseNative = native.__quotaShareRelease
 
 // Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
 // weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
 // the order (n indices).
 const STRIDE = native.QUOTA_SHARE_SELECT_STRIDE
 const NO_CONNECTION = native.QUOTA_SHARE_NO_CONNECTION
-const STALE = native.QUOTA_SHARE_STALE
 
 /** name → native symbol; names are the host's connection ids, execution keys and combos. */
 const symbols = new Map()
 /** How many names the caches may hold (re-read from the setting when they are full). */
 let maxIds = native.__quotaShareMaxIds()
-/** Bumped when the native side reported an evicted symbol: every extraction is re-read. */
+/** Bumped when the native side reported an evicted symbol: every cached extraction is re-read. */
 let epoch = 0
 
 function symbolOf(name) {
@@ -81,57 +88,60 @@ function symbolsOf(executionKey, connectionId) {
   return record
 }
 
+/** Reads target `i` (validating it) into `buffer`; returns its execution key. */
+function readTarget(buffer, i, target) {
+  if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
+  const executionKey = target.executionKey
+  if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
+  const connectionId = target.connectionId
+  if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
+    throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
+  }
+  const { symbol, connection } = symbolsOf(executionKey, connectionId)
+  const weight = target.weight
+  const at = i * STRIDE
+  buffer[at] = symbol
+  buffer[at + 1] = connection
+  buffer[at + 2] = typeof weight === 'number' ? weight : NaN
+}
+
 /**
- * What was read from one targets array: the buffer of the crossing, and the objects and
- * raw field values it was filled from (to see changes). `capacity` targets fit; a call
- * uses the first `count`.
+ * What a selection read from a targets array selected from more than once: its buffer,
+ * and the objects and raw field values it was filled from (to see changes next time).
+ * `busy` while a selection uses it: a selection made from inside that one (a getter or a
+ * Proxy on a target, selecting from the same array) reads into a buffer of its own.
  */
 class Extraction {
-  /** `recording`: keep the objects and values read, to see changes on the next call. */
-  constructor(capacity, recording) {
-    this.capacity = capacity
-    this.recording = recording
+  constructor(count) {
+    this.count = count
     this.epoch = epoch
-    this.buffer = new Float64Array(capacity * (STRIDE + 1))
-    this.objects = recording ? new Array(capacity).fill(null) : null
-    this.keys = recording ? new Array(capacity).fill(null) : null
-    this.connections = recording ? new Array(capacity).fill(null) : null
-    this.weights = recording ? new Array(capacity).fill(null) : null
+    this.busy = true
+    this.buffer = new Float64Array(count * (STRIDE + 1))
+    this.objects = new Array(count).fill(null)
+    this.keys = new Array(count).fill(null)
+    this.connections = new Array(count).fill(null)
+    this.weights = new Array(count).fill(null)
   }
 
-  /** Reads target `i` (validating it) into the buffer and the record. */
+  /** Reads target `i` into the buffer and the record. */
   read(i, target) {
-    if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
-    const executionKey = target.executionKey
-    if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
-    const connectionId = target.connectionId
-    if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
-      throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
-    }
-    const symbols = symbolsOf(executionKey, connectionId)
-    const weight = target.weight
-    const at = i * STRIDE
-    this.buffer[at] = symbols.symbol
-    this.buffer[at + 1] = symbols.connection
-    this.buffer[at + 2] = typeof weight === 'number' ? weight : NaN
-    if (this.recording) {
-      this.objects[i] = target
-      this.keys[i] = executionKey
-      this.connections[i] = connectionId
-      this.weights[i] = weight
-    }
+    readTarget(this.buffer, i, target)
+    this.objects[i] = target
+    this.keys[i] = target.executionKey
+    this.connections[i] = target.connectionId
+    this.weights[i] = target.weight
   }
 
-  /** Reads the first `count` targets. */
-  readAll(targets, count) {
+  /** Reads every target. */
+  readAll(targets) {
     this.epoch = epoch
-    for (let i = 0; i < count; i++) this.read(i, targets[i])
+    for (let i = 0; i < this.count; i++) this.read(i, targets[i])
   }
 
-  /** Brings the record of the first `count` targets up to date, reading what changed. */
-  refresh(targets, count) {
+  /** Brings the record up to date, reading the targets that changed. */
+  refresh(targets) {
     const { objects, keys, connections, weights } = this
-    for (let i = 0; i < count; i++) {
+    for (let i = 0; i < this.count; i++) {
       const target = targets[i]
       if (
         target !== objects[i] ||
@@ -143,62 +153,67 @@ class Extraction {
       }
     }
   }
-
-  /**
-   * Writes the cap of each of the first `count` targets (just read, so their connection
-   * ids are the ones in the buffer): from `caps` (a Map id → cap)
-   * when its value is a number, else NaN (no cap). Every slot is written on every call:
-   * a slot may hold the order a smaller selection wrote back into this buffer.
-   */
-  fillCaps(caps, targets, count) {
-    const buffer = this.buffer
-    for (let i = 0, at = 3; i < count; i++, at += STRIDE) {
-      let cap = NaN
-      if (caps !== undefined && buffer[at - 2] !== NO_CONNECTION) {
-        const value = caps.get(targets[i].connectionId)
-        if (typeof value === 'number') cap = value
-      }
-      buffer[at] = cap
-    }
-  }
 }
 
 /** targets array → its Extraction, for arrays selected from more than once. */
 const extractions = new WeakMap()
-/** The last array read without a cache entry: a second call with it creates one. */
+/** The last array read without an entry: a second call with it creates one. */
 let lastArray = null
-/** The extraction of arrays seen once, reused (grown on demand). */
-let scratch = new Extraction(64, false)
+/**
+ * A buffer no selection is using, for arrays seen once: a selection takes it and leaves it
+ * (or the bigger one it made) here when it is done, so two selections never share one.
+ */
+let spare = null
 
-/** How many selections are reading targets now: more than one when a getter or a Proxy
- * on a target selects again. */
-let reading = 0
-
-function extract(targets, count) {
-  if (reading > 1) {
-    // A nested selection: its own extraction, so it touches neither the outer one's
-    // buffer nor the caches the outer one is reading through.
-    const own = new Extraction(count, false)
-    own.readAll(targets, count)
-    return own
-  }
+/**
+ * The Extraction of `targets`, read, up to date and marked busy, when the array is kept
+ * (seen before); null for an array seen once. A busy entry is another selection's: this
+ * one gets a new Extraction, which is the one kept from then on.
+ */
+function extractionOf(targets, count) {
   const cached = extractions.get(targets)
-  if (cached !== undefined && cached.capacity === count && cached.epoch === epoch) {
-    cached.refresh(targets, count)
+  if (cached !== undefined && !cached.busy && cached.count === count && cached.epoch === epoch) {
+    cached.busy = true
+    cached.refresh(targets)
     return cached
   }
-  let extraction
-  if (targets === lastArray || cached !== undefined) {
-    extraction = new Extraction(count, true)
-    extractions.set(targets, extraction)
-    lastArray = null
-  } else {
-    if (scratch.capacity < count) scratch = new Extraction(Math.max(count, scratch.capacity * 2), false)
-    extraction = scratch
+  if (cached === undefined && targets !== lastArray) {
     lastArray = targets
+    return null
   }
-  extraction.readAll(targets, count)
+  lastArray = null
+  const extraction = new Extraction(count)
+  extraction.readAll(targets)
+  extractions.set(targets, extraction)
   return extraction
+}
+
+/** The spare buffer, taken; a new one when another selection has it or it is too small. */
+function takeSpare(count) {
+  const buffer = spare
+  spare = null
+  return buffer !== null && buffer.length >= count * (STRIDE + 1) ? buffer : new Float64Array(Math.max(count, 64) * (STRIDE + 1))
+}
+
+/** Reads the first `count` targets into `buffer`; returns it. */
+function readAll(buffer, targets, count) {
+  for (let i = 0; i < count; i++) readTarget(buffer, i, targets[i])
+  return buffer
+}
+
+/**
+ * Writes the cap of each target (just read, so their connection ids are the ones in the
+ * buffer): from `caps` (a Map id → cap) when its value is a number, else NaN (no cap).
+ */
+function fillCaps(buffer, caps, targets, count) {
+  for (let i = 0, at = 3; i < count; i++, at += STRIDE) {
+    let cap = NaN
+    if (caps !== undefined && buffer[at - 2] !== NO_CONNECTION) {
+      const value = caps.get(targets[i].connectionId)
+      if (typeof value === 'number') cap = value
+    }
+    buffer[at] = cap
+  }
 }
 
 const noop = () => {}
@@ -229,19 +244,11 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const count = targets.length
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
 
-  const base = count * STRIDE
-  let buffer
+  const extraction = extractionOf(targets, count)
+  const buffer = extraction === null ? readAll(takeSpare(count), targets, count) : extraction.buffer
   for (let attempt = 0; ; attempt++) {
-    reading++
-    try {
-      const extraction = extract(targets, count)
-      extraction.fillCaps(caps, targets, count)
-      buffer = extraction.buffer
-    } finally {
-      reading--
-    }
-    selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
-    if (buffer[base] !== STALE) break
+    fillCaps(buffer, caps, targets, count)
+    if (selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)) break
     // A symbol held here was evicted natively: forget every cached symbol and re-intern.
     // The names just interned are the most recently used, so a retry finds them current
     // unless one selection names more than the bound allows.
@@ -249,14 +256,17 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
     symbols.clear()
     targetSymbols.clear()
     epoch++
+    if (extraction === null) readAll(buffer, targets, count)
+    else extraction.readAll(targets)
   }
 
-  // Taken out of the buffer before any target is read again: a Proxy's `get` may select
-  // again and reuse it.
+  const base = count * STRIDE
   const winnerConnection = buffer[buffer[base] * STRIDE + 1]
-  const order = buffer.slice(base, base + count)
   const orderedTargets = new Array(count)
-  for (let i = 0; i < count; i++) orderedTargets[i] = targets[order[i]]
+  for (let i = 0; i < count; i++) orderedTargets[i] = targets[buffer[base + i]]
+  // Done with the buffer: the next selection may have it.
+  if (extraction !== null) extraction.busy = false
+  else if (spare === null || spare.length < buffer.length) spare = buffer
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {

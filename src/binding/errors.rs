@@ -3,7 +3,7 @@
 
 use crate::error::{ArgErrorKind, QuotaError};
 use napi::bindgen_prelude::Unknown;
-use napi::{sys, Env, Error, JsError, JsRangeError, JsTypeError, Status};
+use napi::{Env, Error, JsError, JsRangeError, JsTypeError, Status};
 
 /// `err` as a JS error object of the right class (`TypeError`, `RangeError` or `Error`)
 /// with its stable `code`.
@@ -43,14 +43,4 @@ pub(crate) fn call<T>(env: &Env, f: impl FnOnce() -> crate::error::Result<T>) ->
 /// `result`, with its error thrown into `env`.
 pub(crate) fn or_throw<T>(env: &Env, result: crate::error::Result<T>) -> napi::Result<T> {
   result.map_err(|err| throw(env, err))
-}
-
-/// From a raw callback (`napi-raw/`): throws a `TypeError` with code `ERR_QUOTA_INTERNAL`.
-/// Raw callbacks are internal: only a bug in `lib/` gets here.
-///
-/// # Safety
-/// `env` is the live environment of the running callback.
-pub(crate) unsafe fn throw_internal(env: sys::napi_env, message: &str) -> sys::napi_value {
-  // SAFETY: `env` is the running callback's live environment (this function's contract).
-  unsafe { napi_raw::callback::throw_type_error(env, c"ERR_QUOTA_INTERNAL", message) }
 }

@@ -4,33 +4,22 @@
 //! (docs/scheduler.md#design). The `__quotaShare*` functions are that crossing, not API.
 
 use super::engine;
-use super::errors::throw_internal;
 use crate::core::scheduler::QUOTA_SHARE_STRATEGY as CORE_STRATEGY;
 use crate::engine::input::time_from_f64;
-use crate::engine::scheduler::{
-  SchedulerPart, SchedulerState, Sym, NO_CONNECTION, SELECT_STRIDE, STALE,
-};
-use napi::bindgen_prelude::Object;
-use napi::{sys, Env};
+use crate::engine::scheduler::{SchedulerPart, Sym, NO_CONNECTION, SELECT_STRIDE};
+use napi::{Error, Status};
 use napi_derive::napi;
-use napi_raw::callback::{arguments, crossing_object};
-use napi_raw::read::{float64_array, number, optional_string};
 use quota_engine_macros::edge;
-use std::ptr;
-
-fn state() -> std::sync::MutexGuard<'static, SchedulerState> {
-  engine().scheduler()
-}
 
 /// The strategy's name in a combo's configuration: `"quota-share"`.
 #[napi]
 pub const QUOTA_SHARE_STRATEGY: &str = CORE_STRATEGY;
 
-/// Per target, the selection buffer holds this many numbers (see `__quotaShareSelect`).
+/// Per target, a selection reads this many numbers (see `__quotaShareSelect`).
 #[napi]
 pub const QUOTA_SHARE_SELECT_STRIDE: u32 = SELECT_STRIDE as u32;
 
-/// The stand-in for "no connection" in the selection buffer.
+/// The stand-in for "no connection" in a selection's targets.
 #[napi]
 pub const QUOTA_SHARE_NO_CONNECTION: f64 = NO_CONNECTION;
 
@@ -47,97 +36,50 @@ pub fn quota_share_max_ids() -> f64 {
   engine().scheduler_max_ids() as f64
 }
 
-/// Written by `__quotaShareSelect` as the first index of the order when a symbol it was
-/// given is no longer current: re-intern and retry.
-#[napi]
-pub const QUOTA_SHARE_STALE: f64 = STALE;
-
-// Select and release are plain N-API callbacks: napi-rs's wrapper costs more than the
-// whole selection at 2 targets (docs/scheduler.md#design).
+/// A `Float64Array` argument, borrowed for the call through napi-rs's own conversion (one
+/// N-API call: no reference, no copy, nothing allocated). It is named because `#[napi]`
+/// converts a parameter written `&mut T` as a `#[napi]` class, which `[f64]` is not. The
+/// slice lives only in the call, where no JavaScript runs.
+type Float64Buffer<'call> = &'call mut [f64];
 
 /// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)`: one selection over the
-/// `count` targets packed in `buffer`, the order written back into it
-/// (docs/scheduler.md#the-selection-buffer).
-unsafe extern "C" fn quota_share_select(
-  env: sys::napi_env,
-  info: sys::napi_callback_info,
-) -> sys::napi_value {
-  let mut stack = [0u8; 256];
-  // SAFETY: `env` and `info` are the ones N-API passed to this callback (it is handed to
-  // JavaScript only by `crossing_object`).
-  let Some([combo, model_str, now_ms, count, buffer]) = (unsafe { arguments::<5>(env, info) })
-  else {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareSelect: expected 5 arguments") };
-  };
-  // SAFETY: the handles are this call's arguments on its live `env`; the `buffer` slice is
-  // held only while `select_into` (plain Rust) runs, so no JavaScript reads or detaches it.
-  let (Some(combo), Some(model_str), Some(now_ms), Some(count), Some(buffer)) = (unsafe {
-    (
-      number(env, combo),
-      optional_string(env, model_str, &mut stack),
-      number(env, now_ms),
-      number(env, count),
-      float64_array(env, buffer),
-    )
-  }) else {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareSelect: bad arguments") };
-  };
+/// `count` targets packed in `buffer` (docs/scheduler.md#the-selection-buffer), the order
+/// written back into it; `false` when a symbol it was given is no longer current (nothing
+/// selected: re-intern and retry).
+#[napi(catch_unwind, js_name = "__quotaShareSelect", skip_typescript)]
+pub fn quota_share_select(
+  combo: f64,
+  model_str: Option<String>,
+  now_ms: f64,
+  count: u32,
+  buffer: Float64Buffer<'_>,
+) -> napi::Result<bool> {
   let count = count as usize;
-  let Ok(now_ms) = time_from_f64(now_ms, "nowMs") else {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareSelect: nowMs is not finite") };
-  };
   if buffer.len() < count * (SELECT_STRIDE + 1) {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareSelect: buffer too small") };
+    return Err(Error::new(
+      Status::InvalidArg,
+      "__quotaShareSelect: the buffer is too small",
+    ));
   }
-  let selected = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-    state().select_into(combo as Sym, model_str.as_deref(), now_ms, count, buffer)
-  }));
-  match selected {
-    Ok(()) => ptr::null_mut(),
-    // Never expected; a panic must not unwind into Node.
-    // SAFETY: `env` is this callback's live environment.
-    Err(_) => unsafe { throw_internal(env, "__quotaShareSelect: internal error") },
+  let now_ms =
+    time_from_f64(now_ms, "nowMs").map_err(|e| Error::new(Status::InvalidArg, e.to_string()))?;
+  let (targets, out) = buffer.split_at_mut(count * SELECT_STRIDE);
+  let mut state = engine().scheduler();
+  let Some(order) = state.select(combo as Sym, model_str.as_deref(), now_ms, targets) else {
+    return Ok(false);
+  };
+  for (slot, &index) in out.iter_mut().zip(order) {
+    *slot = index as f64;
   }
+  Ok(true)
 }
 
 /// `__quotaShareRelease(connection, nowMs)`: releases the lease a selection at `nowMs` took.
-unsafe extern "C" fn quota_share_release(
-  env: sys::napi_env,
-  info: sys::napi_callback_info,
-) -> sys::napi_value {
-  // SAFETY: `env` and `info` are the ones N-API passed to this callback (it is handed to
-  // JavaScript only by `crossing_object`).
-  let Some([connection, now_ms]) = (unsafe { arguments::<2>(env, info) }) else {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareRelease: expected 2 arguments") };
-  };
-  // SAFETY: the handles are this call's arguments on its live `env`.
-  let (Some(connection), Some(now_ms)) =
-    (unsafe { (number(env, connection), number(env, now_ms)) })
-  else {
-    // SAFETY: `env` is this callback's live environment.
-    return unsafe { throw_internal(env, "__quotaShareRelease: bad arguments") };
-  };
+#[napi(catch_unwind, js_name = "__quotaShareRelease", skip_typescript)]
+pub fn quota_share_release(connection: f64, now_ms: f64) {
   if let Ok(now_ms) = time_from_f64(now_ms, "nowMs") {
     engine().release_lease(connection as Sym, now_ms);
   }
-  ptr::null_mut()
-}
-
-/// `{ select, release }`: the raw callbacks, for `lib/quotaShareStrategy.js` at load.
-#[napi(catch_unwind, js_name = "__quotaShareCrossing", skip_typescript)]
-pub fn quota_share_crossing(env: &Env) -> napi::Result<Object<'_>> {
-  crossing_object(
-    env,
-    &[
-      (c"select", c"__quotaShareSelect", quota_share_select),
-      (c"release", c"__quotaShareRelease", quota_share_release),
-    ],
-  )
 }
 
 /// Tests only: forgets the DRR state of every combo.

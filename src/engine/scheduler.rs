@@ -9,7 +9,7 @@
 //! buckets, DRR deficits and whole combos). A symbol is `generation << 32 | slot`: a slot
 //! freed by an eviction is reused with the next generation, so a symbol is never reused
 //! for another name. A JavaScript cache (one per isolate) that still holds an evicted
-//! symbol is told so by the selection ([`STALE`]) and re-interns; state keyed on a stale
+//! symbol is told so by the selection (it selects nothing) and re-interns; state keyed on a stale
 //! symbol is simply not found. Request-supplied strings (the model) are never interned.
 
 use crate::core::scheduler::account_buckets::QuotaReading;
@@ -19,18 +19,13 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// An interned name: `generation << 32 | slot` (below 2⁵³, exact in an `f64`).
 pub type Sym = u64;
 
-/// Per target, the selection buffer holds this many numbers: the execution key's symbol,
-/// the connection's symbol (or [`NO_CONNECTION`]), the weight (`NaN` when not a number)
-/// and the connection's concurrency cap (`NaN` for none); then one index per target for
-/// the order written back.
+/// Per target, a selection reads this many numbers: the execution key's symbol, the
+/// connection's symbol (or [`NO_CONNECTION`]), the weight (`NaN` when not a number) and the
+/// connection's concurrency cap (`NaN` for none).
 pub const SELECT_STRIDE: usize = 4;
 
-/// The stand-in for "no connection" in the selection buffer.
+/// The stand-in for "no connection" in a selection's targets.
 pub const NO_CONNECTION: f64 = -1.0;
-
-/// Written as the first index of the order when a symbol of the selection was evicted
-/// (or never issued): nothing was selected, the caller re-interns its names and retries.
-pub const STALE: f64 = -1.0;
 
 /// Generations wrap below 2²¹ so that every symbol stays exact in an `f64`.
 const GENERATIONS: u32 = 1 << 21;
@@ -183,25 +178,23 @@ impl SchedulerState {
       .forget(|combo| gone.contains(combo), |key| gone.contains(key));
   }
 
-  /// One selection over `buffer` (laid out as [`SELECT_STRIDE`] says) for `count`
-  /// targets; the order is written back as indices after the targets. When the combo's
-  /// or any target's symbol is not current (evicted), nothing is selected and [`STALE`]
-  /// is written as the first index.
-  pub fn select_into(
+  /// One selection over `targets` ([`SELECT_STRIDE`] numbers per target); the order, as
+  /// indices into the targets. `None` when the combo's or any target's symbol is not
+  /// current (evicted): nothing is selected.
+  pub fn select(
     &mut self,
     combo: Sym,
     model_str: Option<&str>,
     now_ms: i64,
-    count: usize,
-    buffer: &mut [f64],
-  ) {
+    targets: &[f64],
+  ) -> Option<&[usize]> {
     // One pass: read each target, and check (and stamp) its symbols on the way.
     let symbols = &mut self.symbols;
     symbols.clock += 1;
     let stamp = symbols.clock;
     let mut current = symbols.touch_at(combo, stamp);
     self.targets.clear();
-    for t in buffer[..count * SELECT_STRIDE].chunks_exact(SELECT_STRIDE) {
+    for t in targets.chunks_exact(SELECT_STRIDE) {
       let execution_key = t[0] as Sym;
       let connection = (t[1] != NO_CONNECTION).then_some(t[1] as Sym);
       current &= symbols.touch_at(execution_key, stamp)
@@ -214,16 +207,12 @@ impl SchedulerState {
       });
     }
     if !current {
-      buffer[count * SELECT_STRIDE] = STALE;
-      return;
+      return None;
     }
     self
       .scheduler
       .select(&self.targets, &combo, model_str, now_ms, &mut self.order);
-    let out = &mut buffer[count * SELECT_STRIDE..count * (SELECT_STRIDE + 1)];
-    for (slot, &index) in out.iter_mut().zip(&self.order) {
-      *slot = index as f64;
-    }
+    Some(&self.order)
   }
 }
 
@@ -387,8 +376,8 @@ mod tests {
     let combo = state.intern("combo", MAX);
     let hot = state.intern("hot", MAX);
     let conn = state.intern("conn", MAX);
-    let mut buffer = vec![hot as f64, conn as f64, 1.0, f64::NAN, 0.0];
-    state.select_into(combo, None, 1_000, 1, &mut buffer);
+    let targets = [hot as f64, conn as f64, 1.0, f64::NAN];
+    assert_eq!(state.select(combo, None, 1_000, &targets), Some(&[0][..]));
     assert_eq!(state.scheduler.inflight.get(&conn, 1_000), 1);
     let cold = state.intern("cold", MAX);
     state.scheduler.inflight.increment(&cold, 60_000, 1_000);
@@ -396,9 +385,7 @@ mod tests {
       state.intern(&format!("id-{i}"), MAX);
       if i % 100 == 0 {
         // The selection keeps its names recent.
-        let mut buffer = vec![hot as f64, conn as f64, 1.0, f64::NAN, 0.0];
-        state.select_into(combo, None, 1_000, 1, &mut buffer);
-        assert_eq!(buffer[4], 0.0);
+        assert_eq!(state.select(combo, None, 1_000, &targets), Some(&[0][..]));
         state.scheduler.inflight.decrement(&conn, 1_000);
       }
       assert!(state.symbols.len() <= MAX);
@@ -414,19 +401,18 @@ mod tests {
     let again = state.intern("cold", MAX);
     assert_ne!(again, cold, "a new generation");
     assert!(!state.symbols.touch(cold));
-    // A stale symbol in a selection: nothing selected, STALE written.
-    let mut buffer = vec![cold as f64, NO_CONNECTION, 1.0, f64::NAN, 9.0];
-    state.select_into(combo, None, 1_000, 1, &mut buffer);
-    assert_eq!(buffer[4], STALE);
+    // A stale symbol in a selection: nothing selected.
+    let stale = [cold as f64, NO_CONNECTION, 1.0, f64::NAN];
+    assert_eq!(state.select(combo, None, 1_000, &stale), None);
   }
 
   #[test]
-  fn a_selection_writes_the_order_after_the_targets() {
+  fn a_selection_orders_every_target() {
     let mut state = SchedulerState::default();
     let combo = state.intern("combo", MAX);
     let (a, b) = (state.intern("a", MAX), state.intern("b", MAX));
     let conn = state.intern("conn", MAX);
-    let mut buffer = vec![
+    let targets = [
       a as f64,
       conn as f64,
       1.0,
@@ -435,12 +421,9 @@ mod tests {
       NO_CONNECTION,
       3.0,
       f64::NAN,
-      -9.0,
-      -9.0,
     ];
-    state.select_into(combo, None, 1_000, 2, &mut buffer);
-    let mut order = [buffer[8], buffer[9]];
-    order.sort_by(f64::total_cmp);
-    assert_eq!(order, [0.0, 1.0]);
+    let mut order = state.select(combo, None, 1_000, &targets).unwrap().to_vec();
+    order.sort();
+    assert_eq!(order, [0, 1]);
   }
 }
