@@ -116,6 +116,13 @@ export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId
 export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string): void
 
 /**
+ * Bench only: napi-rs's own serde conversion (`Env::from_js_value`) of `value` into a
+ * `serde_json::Value`, to weigh it against the edge's reader (bench/pure.mjs); the number
+ * of top-level entries.
+ */
+export declare function __fromJsValueForBench(value: unknown): number
+
+/**
  * Opens (`hold = true`) or ends (`false`) a read transaction on the engine's connection,
  * so a test can show that the engine's WAL read lock survives the host opening and closing
  * the same file. Nothing else may use the engine while it is held.

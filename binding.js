@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.__checkSchemaForTests = nativeBinding.__checkSchemaForTests
 module.exports.__enforceOnWorkerForBench = nativeBinding.__enforceOnWorkerForBench
 module.exports.__forcePanicForTests = nativeBinding.__forcePanicForTests
+module.exports.__fromJsValueForBench = nativeBinding.__fromJsValueForBench
 module.exports.__holdReadTransactionForTests = nativeBinding.__holdReadTransactionForTests
 module.exports.__schedulerSizesForTests = nativeBinding.__schedulerSizesForTests
 module.exports._bucketCountForTest = nativeBinding._bucketCountForTest

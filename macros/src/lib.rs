@@ -229,7 +229,7 @@ fn camel(name: &str) -> String {
 }
 
 /// `#[derive(FromCore)] #[from_core(path::To::CoreType)]` on a result struct of the edge:
-/// `From<&CoreType>` (and `napi_raw::to_js::ToJs`, so it nests in other results), each
+/// `From<&CoreType>` (and `crate::binding::to_js::ToJs`, so it nests in other results), each
 /// field the core value's field of the same name through `ToJs` (`String` clones, enums as
 /// their names, integers as numbers, `Option` and `Vec` element-wise).
 #[proc_macro_derive(FromCore, attributes(from_core))]
@@ -267,10 +267,10 @@ fn derive_from_core(item: DeriveInput) -> Result<Tokens> {
   Ok(quote! {
     impl From<&#source> for #name {
       fn from(value: &#source) -> Self {
-        #name { #(#fields: napi_raw::to_js::ToJs::to_js(&value.#fields),)* }
+        #name { #(#fields: crate::binding::to_js::ToJs::to_js(&value.#fields),)* }
       }
     }
-    impl napi_raw::to_js::ToJs<#name> for #source {
+    impl crate::binding::to_js::ToJs<#name> for #source {
       fn to_js(&self) -> #name {
         #name::from(self)
       }

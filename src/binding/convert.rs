@@ -1,11 +1,11 @@
 //! Core values ⇄ the plain JavaScript objects of the host's API. A result struct derives
 //! `FromCore` (the `macros/` crate): each field is the core value's field of the same name
-//! through `napi_raw::to_js::ToJs`.
+//! through `to_js::ToJs`.
 
+use super::to_js::ToJs;
 use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
 use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
-use napi_raw::to_js::ToJs;
 use quota_engine_macros::FromCore;
 
 /// The core's enums by name.

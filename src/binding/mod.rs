@@ -23,6 +23,7 @@ mod metadata;
 mod plans;
 mod quota_share;
 mod store;
+pub(crate) mod to_js;
 
 use crate::engine::{Engine, Step};
 use crate::error::Result;

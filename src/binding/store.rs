@@ -5,6 +5,7 @@
 
 use super::args::Arg;
 use super::errors::or_throw;
+use super::to_js::ToJs;
 use super::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
@@ -18,7 +19,6 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
-use napi_raw::to_js::ToJs;
 use quota_engine_macros::{edge, FromCore};
 
 /// A value now, or a promise of it.

@@ -1,5 +1,5 @@
-//! The runtime half of the edge's `#[derive(FromCore)]` (the `macros/` crate): a plain Rust
-//! value as a field of a napi result struct holds it.
+//! The runtime half of `#[derive(FromCore)]` (the `macros/` crate): a plain Rust value as a
+//! field of a napi result struct holds it.
 
 use napi::bindgen_prelude::{Either, Null};
 
