@@ -460,3 +460,27 @@ test('a selection made from inside another (a weight getter, a Proxy): each keep
     }
   }
 })
+
+test("each selection reads each target's fields once, whether the array is new, seen again or kept", () => {
+  const reads = { executionKey: 0, connectionId: 0, weight: 0 }
+  const counted = (name) => {
+    const target = {}
+    for (const [field, value] of [['executionKey', name], ['connectionId', `conn-${name}`], ['weight', 1]]) {
+      Object.defineProperty(target, field, {
+        get() {
+          reads[field]++
+          return value
+        },
+        enumerable: true,
+      })
+    }
+    return target
+  }
+  const list = [counted('A'), counted('B')]
+  for (let call = 1; call <= 4; call++) {
+    selectQuotaShareTarget(list, COMBO, MODEL, T0 + call).decrementInflight()
+    for (const field of Object.keys(reads)) {
+      assert.equal(reads[field], 2 * call, `call ${call}: ${field} read once per target`)
+    }
+  }
+})

@@ -88,8 +88,11 @@ function symbolsOf(executionKey, connectionId) {
   return record
 }
 
-/** Reads target `i` (validating it) into `buffer`; returns its execution key. */
-function readTarget(buffer, i, target) {
+/**
+ * Reads target `i` (validating it) into `buffer`, each field once; `record` (an Extraction
+ * or null) keeps the object and the values read, to see changes on the next call.
+ */
+function readTarget(buffer, i, target, record) {
   if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
   const executionKey = target.executionKey
   if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
@@ -103,6 +106,12 @@ function readTarget(buffer, i, target) {
   buffer[at] = symbol
   buffer[at + 1] = connection
   buffer[at + 2] = typeof weight === 'number' ? weight : NaN
+  if (record !== null) {
+    record.objects[i] = target
+    record.keys[i] = executionKey
+    record.connections[i] = connectionId
+    record.weights[i] = weight
+  }
 }
 
 /**
@@ -125,11 +134,7 @@ class Extraction {
 
   /** Reads target `i` into the buffer and the record. */
   read(i, target) {
-    readTarget(this.buffer, i, target)
-    this.objects[i] = target
-    this.keys[i] = target.executionKey
-    this.connections[i] = target.connectionId
-    this.weights[i] = target.weight
+    readTarget(this.buffer, i, target, this)
   }
 
   /** Reads every target. */
@@ -197,7 +202,7 @@ function takeSpare(count) {
 
 /** Reads the first `count` targets into `buffer`; returns it. */
 function readAll(buffer, targets, count) {
-  for (let i = 0; i < count; i++) readTarget(buffer, i, targets[i])
+  for (let i = 0; i < count; i++) readTarget(buffer, i, targets[i], null)
   return buffer
 }
 
