@@ -477,10 +477,50 @@ test("each selection reads each target's fields once, whether the array is new, 
     return target
   }
   const list = [counted('A'), counted('B')]
+  // With caps too: the cap is looked up by the connection id as read, not read again.
+  const options = { maxConcurrentByConnection: new Map([['conn-A', 5]]) }
   for (let call = 1; call <= 4; call++) {
-    selectQuotaShareTarget(list, COMBO, MODEL, T0 + call).decrementInflight()
+    selectQuotaShareTarget(list, COMBO, MODEL, T0 + call, call % 2 ? options : undefined).decrementInflight()
     for (const field of Object.keys(reads)) {
       assert.equal(reads[field], 2 * call, `call ${call}: ${field} read once per target`)
     }
   }
+})
+
+test('each element of the targets array is read once per selection, so the answer holds the objects checked and a lease is never left behind', () => {
+  const list = targets('A', 'B', 'C')
+  let reads = 0
+  let seenThisCall = new Set()
+  const proxy = new Proxy(list, {
+    get(target, key, receiver) {
+      if (typeof key === 'string' && /^\d+$/.test(key)) {
+        reads++
+        // A second read of an index in one selection throws, as a hostile Proxy might.
+        if (seenThisCall.has(key)) throw new Error(`targets[${key}] read twice`)
+        seenThisCall.add(key)
+      }
+      return Reflect.get(target, key, receiver)
+    },
+  })
+  for (let call = 1; call <= 4; call++) {
+    seenThisCall = new Set()
+    const result = selectQuotaShareTarget(proxy, COMBO, MODEL, T0 + call)
+    assert.equal(reads, 3 * call, `call ${call}: each element read once`)
+    assert.ok(list.includes(result.target))
+    result.decrementInflight()
+  }
+  for (const t of list) assert.equal(getInflight(t.connectionId, T0 + 5), 0, `${t.connectionId}: no lease left`)
+})
+
+test('a targets array whose length is not a whole number, or that names more targets than the scheduler can, is a RangeError on targets', () => {
+  const lying = (length) => new Proxy(targets('A', 'B'), { get: (t, k) => (k === 'length' ? length : t[k]) })
+  for (const length of [1e9, Number.NaN, -1, '2', 2.5]) {
+    assert.throws(
+      () => selectQuotaShareTarget(lying(length), COMBO, MODEL, T0),
+      (err) => err instanceof RangeError && err.code === 'ERR_QUOTA_INVALID_ARG' && err.message.startsWith('targets: '),
+      `length ${String(length)}`,
+    )
+  }
+  assert.equal(_inflightSizeForTest(), 0, 'no lease taken')
+  assert.equal(pick(targets('A', 'B')), 'A', 'selections still work')
 })

@@ -89,10 +89,11 @@ function symbolsOf(executionKey, connectionId) {
 }
 
 /**
- * Reads target `i` (validating it) into `buffer`, each field once; `record` (an Extraction
- * or null) keeps the object and the values read, to see changes on the next call.
+ * Reads target `i` (validating it) into `record`'s buffer, each field once, and keeps the
+ * object and the values read: the caps, the answer and the next call's change check use
+ * these, never a second read of the host's objects.
  */
-function readTarget(buffer, i, target, record) {
+function readTarget(record, i, target) {
   if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
   const executionKey = target.executionKey
   if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
@@ -102,39 +103,40 @@ function readTarget(buffer, i, target, record) {
   }
   const { symbol, connection } = symbolsOf(executionKey, connectionId)
   const weight = target.weight
+  const buffer = record.buffer
   const at = i * STRIDE
   buffer[at] = symbol
   buffer[at + 1] = connection
   buffer[at + 2] = typeof weight === 'number' ? weight : NaN
-  if (record !== null) {
-    record.objects[i] = target
-    record.keys[i] = executionKey
-    record.connections[i] = connectionId
-    record.weights[i] = weight
-  }
+  record.objects[i] = target
+  record.keys[i] = executionKey
+  record.connections[i] = connectionId
+  record.weights[i] = weight
 }
 
 /**
- * What a selection read from a targets array selected from more than once: its buffer,
- * and the objects and raw field values it was filled from (to see changes next time).
- * `busy` while a selection uses it: a selection made from inside that one (a getter or a
- * Proxy on a target, selecting from the same array) reads into a buffer of its own.
+ * What a selection read from a targets array: its buffer, and the objects and raw field
+ * values it was filled from. Kept for an array selected from more than once (to see
+ * changes next time); for an array seen once, the spare's. `busy` while a selection uses
+ * it: a selection made from inside that one (a getter or a Proxy on a target) reads into
+ * one of its own. `capacity` targets fit; a selection uses the first `count`.
  */
 class Extraction {
-  constructor(count) {
+  constructor(count, capacity = count) {
     this.count = count
+    this.capacity = capacity
     this.epoch = epoch
     this.busy = true
-    this.buffer = new Float64Array(count * (STRIDE + 1))
-    this.objects = new Array(count).fill(null)
-    this.keys = new Array(count).fill(null)
-    this.connections = new Array(count).fill(null)
-    this.weights = new Array(count).fill(null)
+    this.buffer = new Float64Array(capacity * (STRIDE + 1))
+    this.objects = new Array(capacity).fill(null)
+    this.keys = new Array(capacity).fill(null)
+    this.connections = new Array(capacity).fill(null)
+    this.weights = new Array(capacity).fill(null)
   }
 
   /** Reads target `i` into the buffer and the record. */
   read(i, target) {
-    readTarget(this.buffer, i, target, this)
+    readTarget(this, i, target)
   }
 
   /** Reads every target. */
@@ -165,8 +167,9 @@ const extractions = new WeakMap()
 /** The last array read without an entry: a second call with it creates one. */
 let lastArray = null
 /**
- * A buffer no selection is using, for arrays seen once: a selection takes it and leaves it
- * (or the bigger one it made) here when it is done, so two selections never share one.
+ * An Extraction no selection is using, for arrays seen once: a selection takes it and
+ * leaves it (or the bigger one it made) here when it is done, so two selections never
+ * share one.
  */
 let spare = null
 
@@ -193,28 +196,27 @@ function extractionOf(targets, count) {
   return extraction
 }
 
-/** The spare buffer, taken; a new one when another selection has it or it is too small. */
-function takeSpare(count) {
-  const buffer = spare
+/** The spare Extraction, taken and read; a new one when another selection has it or it is too small. */
+function readOnce(targets, count) {
+  let extraction = spare
   spare = null
-  return buffer !== null && buffer.length >= count * (STRIDE + 1) ? buffer : new Float64Array(Math.max(count, 64) * (STRIDE + 1))
-}
-
-/** Reads the first `count` targets into `buffer`; returns it. */
-function readAll(buffer, targets, count) {
-  for (let i = 0; i < count; i++) readTarget(buffer, i, targets[i], null)
-  return buffer
+  if (extraction === null || extraction.capacity < count) extraction = new Extraction(count, Math.max(count, 64))
+  extraction.count = count
+  extraction.busy = true
+  extraction.readAll(targets)
+  return extraction
 }
 
 /**
- * Writes the cap of each target (just read, so their connection ids are the ones in the
- * buffer): from `caps` (a Map id → cap) when its value is a number, else NaN (no cap).
+ * Writes the cap of each target (its connection id as just read): from `caps` (a Map
+ * id → cap) when its value is a number, else NaN (no cap).
  */
-function fillCaps(buffer, caps, targets, count) {
+function fillCaps(extraction, caps) {
+  const { buffer, connections, count } = extraction
   for (let i = 0, at = 3; i < count; i++, at += STRIDE) {
     let cap = NaN
     if (caps !== undefined && buffer[at - 2] !== NO_CONNECTION) {
-      const value = caps.get(targets[i].connectionId)
+      const value = caps.get(connections[i])
       if (typeof value === 'number') cap = value
     }
     buffer[at] = cap
@@ -246,32 +248,44 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   if (!Number.isFinite(nowMs)) throw rangeError('nowMs', `must be a finite number of milliseconds, got ${nowMs}`)
   const caps = readCaps(options)
 
+  // A Proxy of an array answers any length: only a real one is read, and never more
+  // targets than the scheduler can name at once.
   const count = targets.length
+  if (!Number.isInteger(count) || count < 0) throw rangeError('targets', `must have a whole-number length, got ${String(count)}`)
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
+  if (count > maxIds) maxIds = native.__quotaShareMaxIds()
+  const tooMany = () => rangeError('targets', `holds ${count} targets, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds}) names`)
+  if (count > maxIds) throw tooMany()
 
-  const extraction = extractionOf(targets, count)
-  const buffer = extraction === null ? readAll(takeSpare(count), targets, count) : extraction.buffer
+  const kept = extractionOf(targets, count)
+  const extraction = kept ?? readOnce(targets, count)
+  const buffer = extraction.buffer
   for (let attempt = 0; ; attempt++) {
-    fillCaps(buffer, caps, targets, count)
+    fillCaps(extraction, caps)
     if (selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)) break
     // A symbol held here was evicted natively: forget every cached symbol and re-intern.
     // The names just interned are the most recently used, so a retry finds them current
     // unless one selection names more than the bound allows.
-    if (attempt === 2) throw new Error(`selectQuotaShareTarget: ${count} targets do not fit QUOTA_SCHEDULER_MAX_IDS (${maxIds})`)
+    if (attempt === 2) throw rangeError('targets', `${count} targets do not fit QUOTA_SCHEDULER_MAX_IDS (${maxIds})`)
     symbols.clear()
     targetSymbols.clear()
     epoch++
-    if (extraction === null) readAll(buffer, targets, count)
-    else extraction.readAll(targets)
+    extraction.readAll(targets)
   }
 
+  // From here nothing reads the host's objects again, so nothing can throw while a lease
+  // is held: the answer is built from the objects as they were read.
   const base = count * STRIDE
   const winnerConnection = buffer[buffer[base] * STRIDE + 1]
+  const objects = extraction.objects
   const orderedTargets = new Array(count)
-  for (let i = 0; i < count; i++) orderedTargets[i] = targets[buffer[base + i]]
-  // Done with the buffer: the next selection may have it.
-  if (extraction !== null) extraction.busy = false
-  else if (spare === null || spare.length < buffer.length) spare = buffer
+  for (let i = 0; i < count; i++) orderedTargets[i] = objects[buffer[base + i]]
+  // Done with the extraction: the next selection may have it.
+  extraction.busy = false
+  if (kept === null) {
+    objects.fill(null, 0, count)
+    if (spare === null || spare.capacity < extraction.capacity) spare = extraction
+  }
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {
