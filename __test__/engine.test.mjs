@@ -134,6 +134,31 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   closeQuotaDb()
 })
 
+test('installHost called from inside its own dbPath function throws there and changes nothing', () => {
+  const inner = path.join(dir, 'from-inside.sqlite')
+  let caught
+  installHost({
+    dbPath: () => {
+      try {
+        installHost({ dbPath: inner, logger })
+      } catch (err) {
+        caught = err
+      }
+      return dbPath
+    },
+    logger,
+  })
+  closeQuotaDb()
+  incrementBucket('reentrant-key', 'reentrant-dim', 1, 2, Date.now())
+  flushQuotaWrites()
+  assert.match(String(caught?.message), /installHost cannot be called from inside its own dbPath function/)
+  assert.equal(fs.existsSync(inner), false, 'the inner path was not taken')
+  const row = host.prepare("SELECT consumed FROM quota_consumption WHERE api_key_id = 'reentrant-key'").get()
+  assert.equal(row?.consumed, 2, "the outer function's path is the one written")
+  installHost({ dbPath, logger })
+  closeQuotaDb()
+})
+
 test('a dbPath that is neither a string nor a function is a TypeError naming it, and the installed path stays', () => {
   for (const bad of [42, {}, true]) {
     assert.throws(() => installHost({ dbPath: bad, logger }), (err) => {

@@ -37,6 +37,13 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
     }
     (None, None) => (PathSource::Default, None),
   };
+  // From inside this thread's resolver (its `dbPath` calling `installHost`): the resolver
+  // is in use, so nothing may replace it.
+  if RESOLVER.with(|slot| slot.try_borrow_mut().is_err()) {
+    return Err(napi::Error::from_reason(
+      "installHost cannot be called from inside its own dbPath function",
+    ));
+  }
   let has_resolver = resolver.is_some();
   if !engine()
     .database
