@@ -282,10 +282,9 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   for (let i = 0; i < count; i++) orderedTargets[i] = objects[buffer[base + i]]
   // Done with the extraction: the next selection may have it.
   extraction.busy = false
-  if (kept === null) {
-    objects.fill(null, 0, count)
-    if (spare === null || spare.capacity < extraction.capacity) spare = extraction
-  }
+  // The spare keeps the last objects it read until the next selection overwrites them, as a
+  // kept extraction keeps its array's.
+  if (kept === null && (spare === null || spare.capacity < extraction.capacity)) spare = extraction
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {
