@@ -256,10 +256,8 @@ impl Database {
     f: impl FnOnce(&mut SqliteDb) -> Result<T>,
   ) -> (Result<T>, bool) {
     let mut slot = self.lock();
-    if access != Access::Buffer && slot.as_ref().is_some_and(SqliteDb::file_replaced) {
-      if let Some(stale) = slot.take() {
-        self.retire(stale);
-      }
+    if access != Access::Buffer {
+      self.retire_if(&mut slot, SqliteDb::file_replaced);
     }
     let opened = slot.is_none();
     if opened {
@@ -292,10 +290,7 @@ impl Database {
     f: impl FnOnce(&mut SqliteDb) -> Result<T>,
   ) -> Option<Result<T>> {
     let mut slot = self.lock();
-    if slot.as_ref().is_some_and(SqliteDb::file_replaced) {
-      if let Some(stale) = slot.take() {
-        self.retire(stale);
-      }
+    if self.retire_if(&mut slot, SqliteDb::file_replaced) {
       return None;
     }
     let db = slot.as_mut()?;
@@ -309,12 +304,7 @@ impl Database {
   /// 100 ms, as the per-call check does) and retires a connection whose file is no longer
   /// the one at the path.
   pub fn recheck_file(&self) {
-    let mut slot = self.lock();
-    if slot.as_ref().is_some_and(SqliteDb::file_replaced_now) {
-      if let Some(stale) = slot.take() {
-        self.retire(stale);
-      }
-    }
+    self.retire_if(&mut self.lock(), SqliteDb::file_replaced_now);
   }
 
   /// `closeQuotaDb()`: closes the connection (prepared statements and cached rows go with
@@ -360,6 +350,18 @@ impl Database {
 
   /// Closes a connection whose file is no longer the one at its path (see the module
   /// documentation for where its buffered records go).
+  /// Retires the connection in `slot` if `replaced` says its file is no longer the one at
+  /// the path; whether it did.
+  fn retire_if(&self, slot: &mut Option<SqliteDb>, replaced: fn(&SqliteDb) -> bool) -> bool {
+    match slot.take_if(|db| replaced(db)) {
+      Some(stale) => {
+        self.retire(stale);
+        true
+      }
+      None => false,
+    }
+  }
+
   fn retire(&self, stale: SqliteDb) {
     self.open.store(false, Ordering::Release);
     let counters = stale.pending_count();
