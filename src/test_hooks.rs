@@ -112,7 +112,7 @@ const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 /// message `internal error in <what>: <panic message>`. `#[napi(catch_unwind)]` on every
 /// function is napi-rs's own net, for what this cannot see (argument and result
 /// conversion: `code: "GenericFailure"`); either way no panic unwinds into Node, and state
-/// behind a poisoned mutex is recovered by its next user (see `store::sqlite::handle`).
+/// behind a poisoned mutex is recovered by its next user (see `engine::database`).
 fn guard<T>(env: &Env, what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
   let payload = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
     Ok(result) => return result,
