@@ -4,6 +4,7 @@
 //! [`Source`], which the napi edge implements for JavaScript values: this module decides
 //! what is accepted, the edge only reads.
 
+pub use super::{clock, now_ms};
 use crate::core::burn_rate::{
   compute_burn_rate, compute_burn_rate_from_window, window_length_ms, BurnRate,
 };
@@ -345,20 +346,6 @@ pub fn db_path<V: Source>(arg: &Arg<V>) -> Result<Option<crate::engine::database
     Kind::Function => Ok(None),
     _ => Err(arg.expected("a string or a function returning one")),
   }
-}
-
-/// The clock: epoch milliseconds.
-pub fn now_ms() -> i64 {
-  std::time::SystemTime::now()
-    .duration_since(std::time::UNIX_EPOCH)
-    .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// The request time: `nowMs` when given and finite (tests), else the clock.
-pub fn clock(now_ms: Option<f64>) -> i64 {
-  now_ms
-    .filter(|t| t.is_finite())
-    .map_or_else(self::now_ms, |t| t as i64)
 }
 
 // ---- the counter and metadata tables (docs/contract.md §5) ------------------------------

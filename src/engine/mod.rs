@@ -118,6 +118,20 @@ impl Default for Engine {
   }
 }
 
+/// The clock: epoch milliseconds.
+pub fn now_ms() -> i64 {
+  std::time::SystemTime::now()
+    .duration_since(std::time::UNIX_EPOCH)
+    .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The request time: `nowMs` when given and finite (tests), else the clock.
+pub fn clock(now_ms: Option<f64>) -> i64 {
+  now_ms
+    .filter(|t| t.is_finite())
+    .map_or_else(self::now_ms, |t| t as i64)
+}
+
 fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
   // The state is plain data, consistent between calls: a panic elsewhere does not spoil it.
   mutex

@@ -17,7 +17,7 @@ impl Engine {
     let key = DimensionKey::new(pool_id, QuotaUnit::Requests, QuotaWindow::Hourly);
     self.with_db(|db| {
       db.write_scope(|db| -> Result<()> {
-        db.consume(api_key_id, &key, 1.0, super::input::now_ms())?;
+        db.consume(api_key_id, &key, 1.0, super::now_ms())?;
         panic!("forced panic for tests (inside a write transaction)")
       })
     })
@@ -52,7 +52,7 @@ impl Engine {
     provider: &str,
     saturation_threshold: f64,
   ) -> String {
-    let now = super::input::now_ms();
+    let now = super::now_ms();
     let request = QuotaRequest {
       api_key_id,
       connection_id,
