@@ -17,58 +17,32 @@
 //! it runs that file's `DROP` first. Earlier definitions of the name are skipped. An older
 //! engine that opens the file later finds its trigger by name and leaves it alone.
 
+use super::values::rows_once;
 use super::StoreContext;
 use crate::error::{QuotaError, Result};
 use rusqlite::Connection;
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
+/// `(name, text)` of each file of `migrations/` named.
+macro_rules! migrations {
+  ($($name:literal),* $(,)?) => {
+    &[$(($name, include_str!(concat!("../../../migrations/", $name)))),*]
+  };
+}
 /// The migration files, in order.
-pub const MIGRATIONS: &[(&str, &str)] = &[
-  (
-    "0001_quota_consumption.sql",
-    include_str!("../../../migrations/0001_quota_consumption.sql"),
-  ),
-  (
-    "0002_quota_pools.sql",
-    include_str!("../../../migrations/0002_quota_pools.sql"),
-  ),
-  (
-    "0003_provider_plans.sql",
-    include_str!("../../../migrations/0003_provider_plans.sql"),
-  ),
-  (
-    "0004_quota_allocation_model_caps.sql",
-    include_str!("../../../migrations/0004_quota_allocation_model_caps.sql"),
-  ),
-  (
-    "0005_key_value.sql",
-    include_str!("../../../migrations/0005_key_value.sql"),
-  ),
-  (
-    "0006_quota_consumption_totals.sql",
-    include_str!("../../../migrations/0006_quota_consumption_totals.sql"),
-  ),
-  (
-    "0007_quota_metadata_version.sql",
-    include_str!("../../../migrations/0007_quota_metadata_version.sql"),
-  ),
-  (
-    "0008_quota_consumption_totals_saturating.sql",
-    include_str!("../../../migrations/0008_quota_consumption_totals_saturating.sql"),
-  ),
-  (
-    "0009_quota_data_version.sql",
-    include_str!("../../../migrations/0009_quota_data_version.sql"),
-  ),
-  (
-    "0010_quota_reservations.sql",
-    include_str!("../../../migrations/0010_quota_reservations.sql"),
-  ),
-  (
-    "0011_quota_consumption_pool_listing.sql",
-    include_str!("../../../migrations/0011_quota_consumption_pool_listing.sql"),
-  ),
+pub const MIGRATIONS: &[(&str, &str)] = migrations![
+  "0001_quota_consumption.sql",
+  "0002_quota_pools.sql",
+  "0003_provider_plans.sql",
+  "0004_quota_allocation_model_caps.sql",
+  "0005_key_value.sql",
+  "0006_quota_consumption_totals.sql",
+  "0007_quota_metadata_version.sql",
+  "0008_quota_consumption_totals_saturating.sql",
+  "0009_quota_data_version.sql",
+  "0010_quota_reservations.sql",
+  "0011_quota_consumption_pool_listing.sql",
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
@@ -156,18 +130,18 @@ fn mark_superseded(all: &mut [Statement]) {
   }
 }
 
+/// The first `n` words of `sql`, and the same upper-cased; `None` when it has fewer.
+fn leading_words(sql: &str, n: usize) -> Option<(Vec<&str>, Vec<String>)> {
+  let words: Vec<&str> = sql.split_whitespace().take(n).collect();
+  let upper = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+  (words.len() == n).then_some((words, upper))
+}
+
 /// `DROP TRIGGER IF EXISTS name;` → the trigger's name.
 fn parse_drop_trigger(sql: &str) -> Option<String> {
-  let words: Vec<&str> = sql.split_whitespace().collect();
-  let upper: Vec<String> = words
-    .iter()
-    .take(5)
-    .map(|w| w.to_ascii_uppercase())
-    .collect();
-  if upper.len() < 5 || upper[..4] != ["DROP", "TRIGGER", "IF", "EXISTS"] {
-    return None;
-  }
-  Some(words[4].trim_end_matches(';').to_string())
+  let (words, upper) = leading_words(sql, 5)?;
+  (upper[..4] == ["DROP", "TRIGGER", "IF", "EXISTS"])
+    .then(|| words[4].trim_end_matches(';').to_string())
 }
 
 /// A trigger's definition after its name, whitespace collapsed, lower case, without the
@@ -218,13 +192,8 @@ fn split_statements(sql: &str) -> Vec<String> {
 
 /// `CREATE {TABLE|INDEX|TRIGGER} IF NOT EXISTS name …` → the object it creates.
 fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
-  let words: Vec<&str> = sql.split_whitespace().collect();
-  let upper: Vec<String> = words
-    .iter()
-    .take(6)
-    .map(|w| w.to_ascii_uppercase())
-    .collect();
-  if upper.len() < 6 || upper[0] != "CREATE" || upper[2..5] != ["IF", "NOT", "EXISTS"] {
+  let (words, upper) = leading_words(sql, 6)?;
+  if upper[0] != "CREATE" || upper[2..5] != ["IF", "NOT", "EXISTS"] {
     return None;
   }
   let name = words[5].split('(').next()?.to_string();
@@ -251,14 +220,11 @@ fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
 
 /// The names of the objects of the migrations that the file lacks.
 fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
-  let mut stmt = conn
-    .prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
-    .ctx("reading the schema")?;
-  let rows: Vec<(String, String, Option<String>)> = stmt
-    .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-    .ctx("reading the schema")?
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading the schema")?;
+  let sql = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'";
+  let rows: Vec<(String, String, Option<String>)> = rows_once(conn, sql, [], |row| {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+  })
+  .ctx("reading the schema")?;
   let triggers: std::collections::HashMap<&str, &str> = rows
     .iter()
     .filter(|(kind, _, _)| kind == "trigger")
@@ -321,22 +287,16 @@ pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<Stri
 
 /// Whether `table` has a full (not partial) index on exactly `columns`, in order.
 fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bool> {
-  let mut list = conn
-    .prepare("SELECT name FROM pragma_index_list(?1) WHERE partial = 0")
-    .ctx("reading indexes")?;
-  let names: Vec<String> = list
-    .query_map([table], |row| row.get(0))
-    .ctx("reading indexes")?
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading indexes")?;
+  let sql = "SELECT name FROM pragma_index_list(?1) WHERE partial = 0";
+  let names: Vec<String> =
+    rows_once(conn, sql, [table], |row| row.get(0)).ctx("reading indexes")?;
   let mut info = conn
     .prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
     .ctx("reading indexes")?;
   for name in names {
     let indexed: Vec<Option<String>> = info
       .query_map([&name], |row| row.get(0))
-      .ctx("reading indexes")?
-      .collect::<rusqlite::Result<_>>()
+      .and_then(Iterator::collect)
       .ctx("reading indexes")?;
     let same = indexed.len() == columns.len()
       && indexed
