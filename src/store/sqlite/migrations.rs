@@ -456,27 +456,4 @@ mod tests {
     // Nothing is outdated once applied: opening again writes nothing.
     assert!(!ensure_schema(&conn).unwrap());
   }
-
-  #[test]
-  fn parses_index_columns() {
-    let (kind, name) = parse_object("CREATE INDEX IF NOT EXISTS idx_x ON t (a, b);").unwrap();
-    assert_eq!(name, "idx_x");
-    assert_eq!(
-      kind,
-      ObjectKind::Index {
-        table: "t".into(),
-        columns: vec!["a".into(), "b".into()]
-      }
-    );
-    assert!(parse_object("INSERT INTO t VALUES (1);").is_none());
-  }
-
-  #[test]
-  fn splits_multi_line_triggers() {
-    let parts = split_statements(
-      "-- c\nCREATE TABLE IF NOT EXISTS a (x);\nCREATE TRIGGER IF NOT EXISTS t AFTER INSERT ON a\nBEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\n",
-    );
-    assert_eq!(parts.len(), 2);
-    assert!(parts[1].contains("SELECT 2;"));
-  }
 }
