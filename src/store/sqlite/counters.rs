@@ -290,14 +290,10 @@ impl SqliteDb {
   /// (`>= "<poolId>:"` and `< "<poolId>;"`), so `%` or `_` in a pool id match themselves
   /// and the match is case-sensitive.
   ///
-  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows):
-  /// when the pool is a large enough share of the table, the table's newest rows are
-  /// walked backwards on `idx_quota_consumption_updated_at`, down to the `updated_at` of
-  /// the table's M-th newest row (M about twice the rows a page should take, at most
-  /// 16 384), keeping the pool's. When that finds `limit` rows they are exactly the pool's
-  /// newest (every row not walked is older than all of them). Otherwise — or when the
-  /// pool is a small share, where sorting its own rows costs less — the pool's rows are
-  /// sorted, as before.
+  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows),
+  /// each way below answers exactly the full sort's page: a walk of the table's newest rows
+  /// (a full page from it is the pool's newest: every row not walked is older), each of
+  /// the pool's dimension keys read newest first from its index, or the pool's rows sorted.
   pub fn list_consumption_for_pool(
     &self,
     pool_id: &str,

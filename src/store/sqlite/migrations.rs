@@ -71,6 +71,8 @@ enum ObjectKind {
 
 #[derive(Debug, Clone)]
 struct Statement {
+  /// The migration file it is in.
+  file: &'static str,
   sql: String,
   /// The schema object a `CREATE … IF NOT EXISTS` makes; `None` for other statements,
   /// which run whenever the migrations run.
@@ -87,8 +89,13 @@ fn statements() -> &'static [Statement] {
   PARSED.get_or_init(|| {
     let mut all: Vec<Statement> = MIGRATIONS
       .iter()
-      .flat_map(|(_, sql)| split_statements(sql))
-      .map(|sql| Statement {
+      .flat_map(|(file, sql)| {
+        split_statements(sql)
+          .into_iter()
+          .map(move |sql| (*file, sql))
+      })
+      .map(|(file, sql)| Statement {
+        file,
         object: parse_object(&sql),
         drops: parse_drop_trigger(&sql),
         superseded: false,
@@ -264,23 +271,20 @@ fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
 /// applied). Reads only; for diagnostics (`quota-engine doctor`).
 pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<String>)>> {
   let missing = missing_objects(conn)?;
+  let lacking = |file: &str| {
+    let created = statements()
+      .iter()
+      .filter(|s| s.file == file && !s.superseded);
+    let names = created.filter_map(|s| s.object.as_ref().map(|(_, name)| name));
+    names
+      .filter(|name| missing.contains(*name))
+      .cloned()
+      .collect()
+  };
   Ok(
     MIGRATIONS
       .iter()
-      .map(|(name, sql)| {
-        let lacking = split_statements(sql)
-          .iter()
-          .filter(|text| {
-            statements()
-              .iter()
-              .any(|s| &s.sql == *text && !s.superseded)
-          })
-          .filter_map(|statement| parse_object(statement))
-          .map(|(_, object)| object)
-          .filter(|object| missing.contains(object))
-          .collect();
-        (*name, lacking)
-      })
+      .map(|(file, _)| (*file, lacking(file)))
       .collect(),
   )
 }
