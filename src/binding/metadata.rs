@@ -33,9 +33,8 @@ pub fn increment_bucket(
   delta: number,
   #[ts = "number"] now_ms: input::bucket_time,
 ) {
-  let (key, dim) = (&api_key_id, &dimension_key);
   with_db(&env, |db| {
-    db.increment_bucket(key, dim, bucket_index, delta, now_ms)
+    db.increment_bucket(&api_key_id, &dimension_key, bucket_index, delta, now_ms)
   })
 }
 
