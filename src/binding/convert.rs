@@ -1,24 +1,10 @@
 //! Core values ⇄ the plain JavaScript objects of the host's API. A result struct derives
 //! `FromCore` (the `macros/` crate): each field is the core value's field of the same name
-//! through `to_js::ToJs`.
+//! through `to_js::ToJs` (the core's enums by name).
 
-use super::to_js::ToJs;
-use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
 use napi::bindgen_prelude::{Either, Null};
 use napi_derive::napi;
 use quota_engine_macros::FromCore;
-
-/// The core's enums by name.
-macro_rules! by_name {
-  ($($enum:ty),*) => {$(
-    impl ToJs<String> for $enum {
-      fn to_js(&self) -> String {
-        self.as_str().to_string()
-      }
-    }
-  )*};
-}
-by_name!(QuotaUnit, QuotaWindow, Policy, PlanSource);
 
 /// `{ apiKeyId, weight, capValue?, capUnit?, policy }`.
 #[napi(object, js_name = "PoolAllocation")]

@@ -23,7 +23,7 @@ pub const DEFAULT_LEASE_MS: u32 = CORE_DEFAULT_LEASE_MS as u32;
 #[edge(js_name = "incrementInflight")]
 pub fn increment_inflight(
   #[ts = "string"] connection_id: input::connection_id,
-  #[ts = "?number"] lease_ms: input::default_lease,
+  #[ts = "?number"] lease_ms: input::lease,
   #[ts = "?number"] now_ms: input::time,
 ) -> u32 {
   Ok(engine().increment_inflight(connection_id.as_deref(), lease_ms, now_ms))

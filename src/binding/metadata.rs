@@ -5,6 +5,7 @@
 use super::args::arg;
 use super::convert::{ConsumptionRowJs, ModelCapJs, PoolAllocationJs, ProviderPlanJs, QuotaPoolJs};
 use super::errors::or_throw;
+use super::to_js::ToJs;
 use super::with_db;
 use crate::engine::input::{self, clock, now_ms};
 use napi::bindgen_prelude::Unknown;
@@ -33,9 +34,8 @@ pub fn increment_bucket(
   delta: number,
   #[ts = "number"] now_ms: input::bucket_time,
 ) {
-  let (key, dim) = (&api_key_id, &dimension_key);
   with_db(&env, |db| {
-    db.increment_bucket(key, dim, bucket_index, delta, now_ms)
+    db.increment_bucket(&api_key_id, &dimension_key, bucket_index, delta, now_ms)
   })
 }
 
@@ -81,8 +81,8 @@ pub fn list_consumption_for_pool(
   pool_id: string,
   #[ts = "?number"] limit: input::row_limit,
 ) -> Vec<ConsumptionRowJs> {
-  let rows = with_db(&env, |db| db.list_consumption_for_pool(&pool_id, limit))?;
-  Ok(rows.iter().map(ConsumptionRowJs::from).collect())
+  let rows = with_db(&env, |db| db.list_consumption_for_pool(&pool_id, limit));
+  rows.map(|rows| rows.to_js())
 }
 
 /// Deletes rows whose `updated_at` is strictly older; returns how many.
@@ -112,13 +112,13 @@ pub fn create_pool(
   #[ts = "{ connectionId: string; name: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"]
   input: input::new_pool,
 ) -> QuotaPoolJs {
-  with_db(&env, |db| db.create_pool(&input, now_ms())).map(|p| QuotaPoolJs::from(&p))
+  with_db(&env, |db| db.create_pool(&input, now_ms())).map(|pool| pool.to_js())
 }
 
 /// The pool, or `null`.
 #[edge]
 pub fn get_pool(id: string) -> Option<QuotaPoolJs> {
-  with_db(&env, |db| db.get_pool(&id)).map(|p| p.as_ref().map(QuotaPoolJs::from))
+  with_db(&env, |db| db.get_pool(&id)).map(|pool| pool.to_js())
 }
 
 /// `{ items, total }`.
@@ -134,7 +134,7 @@ pub fn list_pools(#[ts = "?{ limit?: number; offset?: number }"] options: input:
   let (limit, offset) = options;
   let page = with_db(&env, |db| db.list_pools(limit, offset))?;
   Ok(PoolPage {
-    items: page.items.iter().map(QuotaPoolJs::from).collect(),
+    items: page.items.to_js(),
     total: page.total as f64,
   })
 }
@@ -147,8 +147,7 @@ pub fn update_pool(
   #[ts = "{ name?: string; groupId?: string; allocations?: PoolAllocation[]; connectionIds?: string[] }"]
   patch: input::pool_update,
 ) -> Option<QuotaPoolJs> {
-  let pool = with_db(&env, |db| db.update_pool(&id, &patch, now_ms()))?;
-  Ok(pool.as_ref().map(QuotaPoolJs::from))
+  with_db(&env, |db| db.update_pool(&id, &patch, now_ms())).map(|pool| pool.to_js())
 }
 
 /// Deletes a pool with its allocations, membership and model caps.
@@ -187,8 +186,7 @@ pub fn list_allocations_for_api_key(api_key_id: string) -> Vec<KeyAllocation> {
 /// The stored plan of a connection, or `null`.
 #[edge]
 pub fn get_provider_plan(connection_id: string) -> Option<ProviderPlanJs> {
-  let plan = with_db(&env, |db| db.get_provider_plan(&connection_id))?;
-  Ok(plan.as_ref().map(ProviderPlanJs::from))
+  with_db(&env, |db| db.get_provider_plan(&connection_id)).map(|plan| plan.to_js())
 }
 
 /// Stores a connection's plan (insert or replace).
@@ -197,8 +195,7 @@ pub fn upsert_provider_plan(
   #[ts = "{ connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }"]
   plan: input::provider_plan,
 ) -> ProviderPlanJs {
-  let stored = with_db(&env, |db| db.upsert_provider_plan(&plan, now_ms()))?;
-  Ok(ProviderPlanJs::from(&stored))
+  with_db(&env, |db| db.upsert_provider_plan(&plan, now_ms())).map(|plan| plan.to_js())
 }
 
 /// Deletes a connection's stored plan; whether one existed.
@@ -210,14 +207,13 @@ pub fn delete_provider_plan(connection_id: string) -> bool {
 /// The model cap of `(pool, key, model)`, or `null`.
 #[edge]
 pub fn get_model_cap(pool_id: string, api_key_id: string, model: string) -> Option<ModelCapJs> {
-  let cap = with_db(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model))?;
-  Ok(cap.as_ref().map(ModelCapJs::from))
+  with_db(&env, |db| db.get_model_cap(&pool_id, &api_key_id, &model)).map(|cap| cap.to_js())
 }
 
 /// Sets a model cap (insert or replace).
 #[edge]
 pub fn set_model_cap(#[ts = "ModelCap"] cap: input::model_cap) -> ModelCapJs {
-  with_db(&env, |db| db.set_model_cap(&cap)).map(|c| ModelCapJs::from(&c))
+  with_db(&env, |db| db.set_model_cap(&cap)).map(|cap| cap.to_js())
 }
 
 /// Deletes a model cap; whether one existed.

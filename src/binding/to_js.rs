@@ -1,6 +1,7 @@
 //! The runtime half of `#[derive(FromCore)]` (the `macros/` crate): a plain Rust value as a
 //! field of a napi result struct holds it.
 
+use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
 use napi::bindgen_prelude::{Either, Null};
 
 /// A core value as a JavaScript result holds it.
@@ -8,48 +9,31 @@ pub trait ToJs<T> {
   fn to_js(&self) -> T;
 }
 
-impl ToJs<String> for String {
-  fn to_js(&self) -> String {
-    self.clone()
-  }
+/// `$from` as `$to`: `$convert` of `self`.
+macro_rules! to_js {
+  ($($from:ty => $to:ty: |$self:ident| $convert:expr;)*) => {$(
+    impl ToJs<$to> for $from {
+      fn to_js(&$self) -> $to {
+        $convert
+      }
+    }
+  )*};
 }
 
-impl ToJs<String> for &'static str {
-  fn to_js(&self) -> String {
-    self.to_string()
-  }
-}
-
-impl ToJs<f64> for f64 {
-  fn to_js(&self) -> f64 {
-    *self
-  }
-}
-
-impl ToJs<u32> for u32 {
-  fn to_js(&self) -> u32 {
-    *self
-  }
-}
-
-impl ToJs<bool> for bool {
-  fn to_js(&self) -> bool {
-    *self
-  }
-}
-
-/// Counts and sequence numbers, which stay below 2^53.
-impl ToJs<f64> for u64 {
-  fn to_js(&self) -> f64 {
-    *self as f64
-  }
-}
-
-/// Bucket indices and times (epoch ms): numbers JavaScript holds exactly.
-impl ToJs<f64> for i64 {
-  fn to_js(&self) -> f64 {
-    *self as f64
-  }
+to_js! {
+  String => String: |self| self.clone();
+  &'static str => String: |self| self.to_string();
+  f64 => f64: |self| *self;
+  u32 => u32: |self| *self;
+  bool => bool: |self| *self;
+  // Counts, sequence numbers, bucket indices and times (epoch ms): below 2^53.
+  u64 => f64: |self| *self as f64;
+  i64 => f64: |self| *self as f64;
+  // The core's enums by name.
+  QuotaUnit => String: |self| self.as_str().to_string();
+  QuotaWindow => String: |self| self.as_str().to_string();
+  Policy => String: |self| self.as_str().to_string();
+  PlanSource => String: |self| self.as_str().to_string();
 }
 
 impl<A: ToJs<B>, B> ToJs<Option<B>> for Option<A> {

@@ -153,18 +153,8 @@ impl<'p, V: Source> Arg<'p, V> {
 
   /// A value read at `path`, with its kind.
   fn read_at(value: Option<(V, Kind)>, path: Path<'p>) -> Self {
-    match value {
-      Some((value, kind)) => Arg {
-        value: Some(value),
-        kind,
-        path,
-      },
-      None => Arg {
-        value: None,
-        kind: Kind::Undefined,
-        path,
-      },
-    }
+    let (value, kind) = value.map_or((None, Kind::Undefined), |(v, kind)| (Some(v), kind));
+    Arg { value, kind, path }
   }
 
   fn present(&self) -> Result<&V> {
@@ -228,28 +218,27 @@ impl<'p, V: Source> Arg<'p, V> {
   /// 0 and Infinity `i64::MAX`).
   pub fn integer(&self) -> Result<i64> {
     let n = self.number()?;
-    if n.is_finite() && n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
-      Ok(n as i64)
-    } else {
-      Err(QuotaError::range_error(
-        self.path.to_string(),
-        format!("must be an integer from -(2^53 - 1) to 2^53 - 1, got {n}"),
-      ))
-    }
+    let ok = n.is_finite() && n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER;
+    self.must_be(ok, n, "an integer from -(2^53 - 1) to 2^53 - 1")?;
+    Ok(n as i64)
   }
 
   /// A finite number (a time in ms; a fraction is truncated): NaN and ±Infinity are
   /// `RangeError`s naming the field.
   pub fn finite_ms(&self) -> Result<i64> {
     let n = self.number()?;
-    if n.is_finite() && n.abs() <= MAX_SAFE_INTEGER {
-      Ok(n.trunc() as i64)
-    } else {
-      Err(QuotaError::range_error(
-        self.path.to_string(),
-        format!("must be a finite time in ms (|t| <= 2^53 - 1), got {n}"),
-      ))
+    let ok = n.is_finite() && n.abs() <= MAX_SAFE_INTEGER;
+    self.must_be(ok, n, "a finite time in ms (|t| <= 2^53 - 1)")?;
+    Ok(n.trunc() as i64)
+  }
+
+  /// `Ok` when `ok`, else a `RangeError` naming this value: `must be {must}, got {n}`.
+  fn must_be(&self, ok: bool, n: f64, must: &str) -> Result<()> {
+    if ok {
+      return Ok(());
     }
+    let message = format!("must be {must}, got {n}");
+    Err(QuotaError::range_error(self.path.to_string(), message))
   }
 
   /// `read` of this value, or `None` for `undefined`/`null`.
@@ -664,11 +653,11 @@ pub fn number_or_nan<V: Source>(arg: &Arg<V>) -> Result<f64> {
   Ok(arg.number().unwrap_or(f64::NAN))
 }
 
-/// `leaseMs` of `incrementInflight`: the default when absent, else a finite number >= 0
-/// (floored).
-pub fn lease<V: Source>(arg: &Arg<V>, default_ms: i64) -> Result<i64> {
+/// `leaseMs` of `incrementInflight`: the scheduler's default lease when absent, else a
+/// finite number >= 0 (floored).
+pub fn lease<V: Source>(arg: &Arg<V>) -> Result<i64> {
   match arg.opt_number()? {
-    None => Ok(default_ms),
+    None => Ok(crate::core::scheduler::inflight::DEFAULT_LEASE_MS),
     Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms.floor() as i64),
     Some(ms) => Err(QuotaError::range_error(
       "leaseMs",
@@ -677,23 +666,17 @@ pub fn lease<V: Source>(arg: &Arg<V>, default_ms: i64) -> Result<i64> {
   }
 }
 
-/// `leaseMs` of `incrementInflight` with the scheduler's default lease.
-pub fn default_lease<V: Source>(arg: &Arg<V>) -> Result<i64> {
-  lease(arg, crate::core::scheduler::inflight::DEFAULT_LEASE_MS)
-}
-
 /// `resetAt` of `recordUsage`: an ISO-8601 string, or `null`/`undefined`/`""` for unknown.
 pub fn reset_at<V: Source>(arg: &Arg<V>) -> Result<Option<i64>> {
-  match arg.opt_string()? {
-    None => Ok(None),
-    Some(text) if text.is_empty() => Ok(None),
-    Some(text) => parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
-      QuotaError::range_error(
-        arg.path.to_string(),
-        format!("not an ISO-8601 timestamp: {text:?}"),
-      )
-    }),
-  }
+  let Some(text) = arg.opt_string()?.filter(|text| !text.is_empty()) else {
+    return Ok(None);
+  };
+  parse_iso8601_ms(&text).map(Some).ok_or_else(|| {
+    QuotaError::range_error(
+      arg.path.to_string(),
+      format!("not an ISO-8601 timestamp: {text:?}"),
+    )
+  })
 }
 
 fn lenient_number<V: Source>(entry: &Arg<V>, name: &str) -> Option<f64> {
@@ -706,16 +689,9 @@ fn quota_reading<V: Source>(entry: &Arg<V>) -> Option<QuotaReading> {
   if !entry.is_object() {
     return None;
   }
-  let reset_at = entry.field("resetAt").ok()?;
-  let reset_at = if reset_at.is_nullish() {
-    None
-  } else {
-    let text = reset_at.string().ok()?;
-    if text.is_empty() {
-      None
-    } else {
-      Some(parse_iso8601_ms(&text)?)
-    }
+  let reset_at = match entry.field("resetAt").ok()?.opt_string().ok()? {
+    Some(text) if !text.is_empty() => Some(parse_iso8601_ms(&text)?),
+    _ => None,
   };
   Some(QuotaReading {
     used: lenient_number(entry, "used"),
@@ -925,12 +901,12 @@ mod tests {
     );
     let lease = Arg::new(Fake::Num(-1.0), "leaseMs").unwrap();
     assert_eq!(
-      message(super::lease(&lease, 5).unwrap_err()).1,
+      message(super::lease(&lease).unwrap_err()).1,
       "leaseMs: must be a finite number >= 0, got -1"
     );
     assert_eq!(
-      super::lease(&Arg::<Fake>::maybe(None, "leaseMs").unwrap(), 5),
-      Ok(5)
+      super::lease(&Arg::<Fake>::maybe(None, "leaseMs").unwrap()),
+      Ok(crate::core::scheduler::inflight::DEFAULT_LEASE_MS)
     );
     assert_eq!(time(&Arg::new(Fake::Num(10.9), "nowMs").unwrap()), Ok(10));
   }

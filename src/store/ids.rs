@@ -7,30 +7,36 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A random UUID v4 string (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, lower-case hex).
 pub fn new_uuid_v4() -> String {
-  let mut bytes = [0u8; 16];
-  if getrandom::fill(&mut bytes).is_err() {
-    fallback_bytes(&mut bytes);
-  }
+  let mut bytes = random_bytes();
   bytes[6] = (bytes[6] & 0x0f) | 0x40;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
-  let mut out = String::with_capacity(36);
-  for (i, byte) in bytes.iter().enumerate() {
-    if matches!(i, 4 | 6 | 8 | 10) {
-      out.push('-');
-    }
-    out.push(char::from_digit(u32::from(byte >> 4), 16).unwrap_or('0'));
-    out.push(char::from_digit(u32::from(byte & 0x0f), 16).unwrap_or('0'));
-  }
-  out
+  let hex = hex(&bytes);
+  let part = |range: std::ops::Range<usize>| &hex[range];
+  [
+    part(0..8),
+    part(8..12),
+    part(12..16),
+    part(16..20),
+    part(20..32),
+  ]
+  .join("-")
 }
 
 /// A reservation id: 128 random bits as 32 lower-case hex digits (docs/admission.md).
 pub fn new_reservation_id() -> String {
+  hex(&random_bytes())
+}
+
+fn hex(bytes: &[u8]) -> String {
+  bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn random_bytes() -> [u8; 16] {
   let mut bytes = [0u8; 16];
   if getrandom::fill(&mut bytes).is_err() {
     fallback_bytes(&mut bytes);
   }
-  bytes.iter().map(|b| format!("{b:02x}")).collect()
+  bytes
 }
 
 /// When the OS refuses randomness: SipHash with the process's random keys over a counter

@@ -41,20 +41,11 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 /// (`YYYY-MM-DDTHH:MM:SS[.fff]Z`); any other text is returned unchanged.
 pub fn normalize_sqlite_timestamp(text: &str) -> String {
   let b = text.as_bytes();
-  let digits = |range: std::ops::Range<usize>| range.into_iter().all(|i| b[i].is_ascii_digit());
+  let digits = |bytes: &[u8]| bytes.iter().all(u8::is_ascii_digit);
+  let mut shape = b"0000-00-00 00:00:00".iter().zip(b);
   let looks_sqlite = b.len() >= 19
-    && digits(0..4)
-    && b[4] == b'-'
-    && digits(5..7)
-    && b[7] == b'-'
-    && digits(8..10)
-    && b[10] == b' '
-    && digits(11..13)
-    && b[13] == b':'
-    && digits(14..16)
-    && b[16] == b':'
-    && digits(17..19)
-    && (b.len() == 19 || (b[19] == b'.' && b.len() > 20 && digits(20..b.len())));
+    && shape.all(|(p, c)| c == p || (*p == b'0' && c.is_ascii_digit()))
+    && (b.len() == 19 || (b[19] == b'.' && b.len() > 20 && digits(&b[20..])));
   if looks_sqlite {
     format!("{}T{}Z", &text[..10], &text[11..])
   } else {

@@ -74,32 +74,24 @@ pub struct ConsumptionRow {
   pub updated_at: i64,
 }
 
-/// Splits `"<poolId>:<unit>:<window>"` from the end: `(pool_id, unit, window)`. A key with
-/// fewer than three parts gives empty strings for the missing ones (from the left).
-pub fn split_dimension_key(key: &str) -> (&str, &str, &str) {
+/// The unit and window of `"<poolId>:<unit>:<window>"`: its last two `:`-separated parts
+/// (`""` for a missing one).
+pub fn unit_and_window(key: &str) -> (&str, &str) {
   let mut parts = key.rsplitn(3, ':');
   let window = parts.next().unwrap_or("");
-  let unit = parts.next();
-  let pool = parts.next();
-  match (pool, unit) {
-    (Some(pool), Some(unit)) => (pool, unit, window),
-    (None, Some(unit)) => ("", unit, window),
-    _ => ("", "", window),
-  }
+  (parts.next().unwrap_or(""), window)
 }
 
 #[cfg(test)]
 mod tests {
-  use super::*;
-
   #[test]
-  fn splits_from_the_end() {
-    assert_eq!(split_dimension_key("p:tokens:5h"), ("p", "tokens", "5h"));
+  fn unit_and_window_are_the_last_two_parts() {
+    use super::unit_and_window;
     assert_eq!(
-      split_dimension_key("p:model:gpt-4:tokens:hourly"),
-      ("p:model:gpt-4", "tokens", "hourly")
+      unit_and_window("p:model:gpt-4:tokens:hourly"),
+      ("tokens", "hourly")
     );
-    assert_eq!(split_dimension_key("tokens:5h"), ("", "tokens", "5h"));
-    assert_eq!(split_dimension_key("5h"), ("", "", "5h"));
+    assert_eq!(unit_and_window("tokens:5h"), ("tokens", "5h"));
+    assert_eq!(unit_and_window("5h"), ("", "5h"));
   }
 }

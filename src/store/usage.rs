@@ -101,6 +101,7 @@ pub fn dimension_usage(
 
 #[cfg(test)]
 mod tests {
+  use super::*;
 
   #[test]
   fn burn_rate_comes_from_the_first_tokens_dimension_when_it_has_consumption() {
@@ -138,54 +139,5 @@ mod tests {
       rate,
       compute_burn_rate_from_window(360.0, QuotaWindow::Hourly.ms(), now, Some(640.0))
     );
-  }
-
-  use super::*;
-  use crate::core::dimensions::Policy;
-
-  fn alloc(id: &str, weight: f64) -> PoolAllocation {
-    PoolAllocation {
-      api_key_id: id.into(),
-      weight,
-      cap_value: None,
-      cap_unit: None,
-      policy: Policy::Hard,
-    }
-  }
-
-  #[test]
-  fn fair_share_deficit_and_borrowing() {
-    let allocations = [alloc("a", 60.0), alloc("b", 40.0)];
-    let usage = dimension_usage(
-      QuotaUnit::Tokens,
-      QuotaWindow::Daily,
-      1000.0,
-      &allocations,
-      |k| if k == "a" { 700.0 } else { 100.0 },
-    );
-    assert_eq!(usage.consumed_total, 800.0);
-    assert_eq!(usage.per_key[0].fair_share, 600.0);
-    assert_eq!(usage.per_key[0].deficit, 100.0);
-    assert!(usage.per_key[0].borrowing);
-    assert_eq!(usage.per_key[1].fair_share, 400.0);
-    assert_eq!(usage.per_key[1].deficit, -300.0);
-    assert!(!usage.per_key[1].borrowing);
-  }
-
-  #[test]
-  fn zero_total_weight_means_zero_fair_share() {
-    let allocations = [alloc("a", 0.0), alloc("b", 0.0)];
-    let usage = dimension_usage(
-      QuotaUnit::Requests,
-      QuotaWindow::Hourly,
-      10.0,
-      &allocations,
-      |_| 2.0,
-    );
-    assert!(usage
-      .per_key
-      .iter()
-      .all(|k| k.fair_share == 0.0 && k.borrowing));
-    assert_eq!(usage.consumed_total, 4.0);
   }
 }

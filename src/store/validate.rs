@@ -31,40 +31,37 @@ pub fn saturate(value: f64) -> f64 {
   }
 }
 
-/// A counter increment: finite and not negative.
-pub fn cost(value: f64, field: &str) -> Result<()> {
-  if value.is_finite() && value >= 0.0 {
+/// `Ok` when `ok`, else a `RangeError` naming `field`: `must be {must}, got {value}`.
+fn must_be(ok: bool, value: f64, field: &str, must: &str) -> Result<()> {
+  if ok {
     Ok(())
   } else {
     Err(QuotaError::range_error(
       field,
-      format!("must be a finite number >= 0, got {value}"),
+      format!("must be {must}, got {value}"),
     ))
   }
+}
+
+/// A counter increment: finite and not negative.
+pub fn cost(value: f64, field: &str) -> Result<()> {
+  must_be(
+    value.is_finite() && value >= 0.0,
+    value,
+    field,
+    "a finite number >= 0",
+  )
 }
 
 /// A signed bucket delta (settling or releasing a reservation): any finite number.
 pub fn finite(value: f64, field: &str) -> Result<()> {
-  if value.is_finite() {
-    Ok(())
-  } else {
-    Err(QuotaError::range_error(
-      field,
-      format!("must be a finite number, got {value}"),
-    ))
-  }
+  must_be(value.is_finite(), value, field, "a finite number")
 }
 
 /// A cap or a limit: finite and greater than 0.
 pub fn positive(value: f64, field: &str) -> Result<()> {
-  if value.is_finite() && value > 0.0 {
-    Ok(())
-  } else {
-    Err(QuotaError::range_error(
-      field,
-      format!("must be a finite number greater than 0, got {value}"),
-    ))
-  }
+  let ok = value.is_finite() && value > 0.0;
+  must_be(ok, value, field, "a finite number greater than 0")
 }
 
 /// Every allocation of a pool: a non-empty, unique `apiKeyId`, a finite weight in 0..=100,
@@ -84,12 +81,8 @@ pub fn allocations(list: &[PoolAllocation], path: &str) -> Result<()> {
       ));
     }
     let weight = allocation.weight;
-    if !(weight.is_finite() && (0.0..=100.0).contains(&weight)) {
-      return Err(QuotaError::range_error(
-        at("weight"),
-        format!("must be a finite number from 0 to 100, got {weight}"),
-      ));
-    }
+    let ok = weight.is_finite() && (0.0..=100.0).contains(&weight);
+    must_be(ok, weight, &at("weight"), "a finite number from 0 to 100")?;
     if let Some(cap) = allocation.cap_value {
       positive(cap, &at("capValue"))?;
     }

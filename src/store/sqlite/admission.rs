@@ -5,6 +5,7 @@
 //! connection included — so the counters cannot change between the read and the add:
 //! the default rule decides on the values just before the reservation, exactly.
 
+use super::values::{exec, rows};
 use super::{SqliteDb, StoreContext};
 use crate::core::admission::{parse_dimension_key, Reservation, ReservationToken, ReservedEntry};
 use crate::core::dimensions::DimensionKey;
@@ -127,11 +128,8 @@ impl SqliteDb {
     now_ms: i64,
   ) -> Result<std::result::Result<(), &'static str>> {
     self.write_scope(|db| {
-      let rows: Vec<(String, String, i64, f64, i64)> = db
-        .conn
-        .prepare_cached(SELECT_RESERVATION)
-        .ctx("settling")?
-        .query_map([&token.id], |row| {
+      let rows: Vec<(String, String, i64, f64, i64)> =
+        rows(&db.conn, SELECT_RESERVATION, [&token.id], |row| {
           Ok((
             row.get(0)?,
             row.get(1)?,
@@ -140,8 +138,6 @@ impl SqliteDb {
             row.get(4)?,
           ))
         })
-        .ctx("settling")?
-        .collect::<rusqlite::Result<_>>()
         .ctx("settling")?;
       let Some(first) = rows.first() else {
         return Ok(Err("unknown, already settled or released, or expired"));
@@ -169,11 +165,12 @@ impl SqliteDb {
       if reservation.pool_id() != token.pool_id {
         return Ok(Err("made in another pool"));
       }
-      db.conn
-        .prepare_cached("DELETE FROM quota_reservations WHERE id = ?1")
-        .ctx("settling")?
-        .execute([&token.id])
-        .ctx("settling")?;
+      exec(
+        &db.conn,
+        "DELETE FROM quota_reservations WHERE id = ?1",
+        [&token.id],
+      )
+      .ctx("settling")?;
       if rows.iter().any(|row| row.4 < now_ms) {
         return Ok(Err("unknown, already settled or released, or expired"));
       }

@@ -7,12 +7,12 @@
 //! `quota_consumption_totals` (kept by triggers, see the migration), two rows whatever the
 //! pool size.
 
-use super::values::{f64_of, i64_of, string_of};
+use super::values::{exec, first, i64_of, number, rows, text};
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::DimensionKey;
 use crate::core::sliding_window::{bucket_index, effective};
 use crate::error::{QuotaError, Result};
-use crate::store::records::{split_dimension_key, ConsumptionRow};
+use crate::store::records::{unit_and_window, ConsumptionRow};
 use crate::store::validate::COUNTER_MAX;
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
@@ -55,6 +55,17 @@ const SELECT_PER_KEY: &str = "
   GROUP BY api_key_id
   ORDER BY api_key_id";
 
+/// The two numbers of the one-row statement `sql` (NULL as 0).
+fn two_numbers(
+  conn: &Connection,
+  sql: &str,
+  params: impl rusqlite::Params,
+) -> rusqlite::Result<(f64, f64)> {
+  conn
+    .prepare_cached(sql)?
+    .query_row(params, |row| Ok((number(row, 0)?, number(row, 1)?)))
+}
+
 /// `(curr, prev)` of one key and dimension key string, as committed.
 pub(super) fn pair(
   conn: &Connection,
@@ -62,16 +73,12 @@ pub(super) fn pair(
   dimension_key: &str,
   current: i64,
 ) -> Result<(f64, f64)> {
-  conn
-    .prepare_cached(SELECT_PAIR)
-    .ctx("reading a counter")?
-    .query_row(params![api_key_id, dimension_key, current], |row| {
-      Ok((
-        f64_of(row.get_ref(0)?).unwrap_or(0.0),
-        f64_of(row.get_ref(1)?).unwrap_or(0.0),
-      ))
-    })
-    .ctx("reading a counter")
+  two_numbers(
+    conn,
+    SELECT_PAIR,
+    params![api_key_id, dimension_key, current],
+  )
+  .ctx("reading a counter")
 }
 
 /// `(curr_total, prev_total)` of a dimension key string, from the totals table, as
@@ -81,16 +88,7 @@ pub(super) fn totals_pair(
   dimension_key: &str,
   current: i64,
 ) -> Result<(f64, f64)> {
-  conn
-    .prepare_cached(SELECT_TOTALS_PAIR)
-    .ctx("reading pool totals")?
-    .query_row(params![dimension_key, current], |row| {
-      Ok((
-        f64_of(row.get_ref(0)?).unwrap_or(0.0),
-        f64_of(row.get_ref(1)?).unwrap_or(0.0),
-      ))
-    })
-    .ctx("reading pool totals")
+  two_numbers(conn, SELECT_TOTALS_PAIR, params![dimension_key, current]).ctx("reading pool totals")
 }
 
 /// Every key's effective value for a dimension key string at `now_ms`.
@@ -101,22 +99,16 @@ pub(super) fn per_key(
   now_ms: i64,
 ) -> Result<Vec<(String, f64)>> {
   let current = bucket_index(now_ms, window_ms);
-  let mut stmt = conn
-    .prepare_cached(SELECT_PER_KEY)
-    .ctx("reading counters")?;
-  let rows = stmt
-    .query_map(params![dimension_key, current], |row| {
-      let curr = f64_of(row.get_ref(1)?).unwrap_or(0.0);
-      let prev = f64_of(row.get_ref(2)?).unwrap_or(0.0);
-      Ok((
-        string_of(row.get_ref(0)?).unwrap_or_default(),
-        effective(prev, curr, now_ms, window_ms),
-      ))
-    })
-    .ctx("reading counters")?;
-  rows
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading counters")
+  rows(
+    conn,
+    SELECT_PER_KEY,
+    params![dimension_key, current],
+    |row| {
+      let (curr, prev) = (number(row, 1)?, number(row, 2)?);
+      Ok((text(row, 0)?, effective(prev, curr, now_ms, window_ms)))
+    },
+  )
+  .ctx("reading counters")
 }
 
 fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
@@ -165,8 +157,8 @@ impl CounterStore for SqliteDb {
       .ctx("consuming")?;
     let (curr, prev) = match rows.next().ctx("consuming")? {
       Some(row) => (
-        f64_of(row.get_ref(0).ctx("consuming")?).unwrap_or(0.0),
-        f64_of(row.get_ref(1).ctx("consuming")?).unwrap_or(0.0),
+        number(row, 0).ctx("consuming")?,
+        number(row, 1).ctx("consuming")?,
       ),
       None => {
         return Err(QuotaError::Store(
@@ -211,12 +203,8 @@ impl CounterStore for SqliteDb {
   fn clear(&self, api_key_id: &str, key: &DimensionKey) -> Result<()> {
     check_key(api_key_id, key)?;
     let dimension_key = key.to_string();
-    self
-      .conn
-      .prepare_cached("DELETE FROM quota_consumption WHERE api_key_id = ?1 AND dimension_key = ?2")
-      .ctx("clearing a counter")?
-      .execute(params![api_key_id, dimension_key])
-      .ctx("clearing a counter")?;
+    let sql = "DELETE FROM quota_consumption WHERE api_key_id = ?1 AND dimension_key = ?2";
+    exec(&self.conn, sql, params![api_key_id, dimension_key]).ctx("clearing a counter")?;
     // Buffered records of the counter go too (they are still buffered when a flush failed
     // just before), or they would bring it back.
     self.discard_pending_counter(api_key_id, &dimension_key);
@@ -232,22 +220,17 @@ impl CounterStore for SqliteDb {
 impl SqliteDb {
   /// `getBucket(apiKeyId, dimensionKey, bucketIndex)`: the bucket's value, 0 when absent.
   pub fn get_bucket(&self, api_key_id: &str, dimension_key: &str, bucket: i64) -> Result<f64> {
-    let value = self
-      .conn
-      .prepare_cached(
-        "SELECT consumed FROM quota_consumption
-         WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3",
-      )
-      .ctx("reading a bucket")?
-      .query_row(params![api_key_id, dimension_key, bucket], |row| {
-        Ok(f64_of(row.get_ref(0)?))
-      });
+    let sql = "SELECT consumed FROM quota_consumption
+      WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3";
+    let value = first(
+      &self.conn,
+      sql,
+      params![api_key_id, dimension_key, bucket],
+      |row| number(row, 0),
+    )
+    .ctx("reading a bucket")?;
     let (pending, _) = self.pending_key_pair(api_key_id, dimension_key, bucket);
-    match value {
-      Ok(v) => Ok((v.unwrap_or(0.0) + pending).min(COUNTER_MAX)),
-      Err(rusqlite::Error::QueryReturnedNoRows) => Ok(pending),
-      Err(e) => Err(e).ctx("reading a bucket"),
-    }
+    Ok(value.map_or(pending, |v| (v + pending).min(COUNTER_MAX)))
   }
 
   /// `incrementBucket(apiKeyId, dimensionKey, bucketIndex, delta, nowMs)`: one atomic
@@ -265,12 +248,12 @@ impl SqliteDb {
     validate::non_empty(api_key_id, "apiKeyId")?;
     validate::non_empty(dimension_key, "dimensionKey")?;
     validate::cost(delta, "delta")?;
-    self
-      .conn
-      .prepare_cached(UPSERT)
-      .ctx("incrementing a bucket")?
-      .execute(params![api_key_id, dimension_key, bucket, delta, now_ms])
-      .ctx("incrementing a bucket")?;
+    exec(
+      &self.conn,
+      UPSERT,
+      params![api_key_id, dimension_key, bucket, delta, now_ms],
+    )
+    .ctx("incrementing a bucket")?;
     Ok(())
   }
 
@@ -307,14 +290,10 @@ impl SqliteDb {
   /// (`>= "<poolId>:"` and `< "<poolId>;"`), so `%` or `_` in a pool id match themselves
   /// and the match is case-sensitive.
   ///
-  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows):
-  /// when the pool is a large enough share of the table, the table's newest rows are
-  /// walked backwards on `idx_quota_consumption_updated_at`, down to the `updated_at` of
-  /// the table's M-th newest row (M about twice the rows a page should take, at most
-  /// 16 384), keeping the pool's. When that finds `limit` rows they are exactly the pool's
-  /// newest (every row not walked is older than all of them). Otherwise — or when the
-  /// pool is a small share, where sorting its own rows costs less — the pool's rows are
-  /// sorted, as before.
+  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows),
+  /// each way below answers exactly the full sort's page: a walk of the table's newest rows
+  /// (a full page from it is the pool's newest: every row not walked is older), each of
+  /// the pool's dimension keys read newest first from its index, or the pool's rows sorted.
   pub fn list_consumption_for_pool(
     &self,
     pool_id: &str,
@@ -340,16 +319,13 @@ impl SqliteDb {
         return Ok(rows);
       }
     }
-    let mut stmt = self
-      .conn
-      .prepare_cached(LIST_POOL_SORTED)
-      .ctx("listing consumption")?;
-    let rows = stmt
-      .query_map(params![low, high, limit], consumption_row)
-      .ctx("listing consumption")?;
-    rows
-      .collect::<rusqlite::Result<_>>()
-      .ctx("listing consumption")
+    rows(
+      &self.conn,
+      LIST_POOL_SORTED,
+      params![low, high, limit],
+      consumption_row,
+    )
+    .ctx("listing consumption")
   }
 
   /// How many of the table's newest rows to walk for a page of the pool, or `None` when
@@ -433,23 +409,9 @@ impl SqliteDb {
     limit: i64,
     window: i64,
   ) -> rusqlite::Result<Option<Vec<ConsumptionRow>>> {
-    let floor: Option<i64> = self
-      .conn
-      .prepare_cached(LIST_FLOOR)?
-      .query_row([window - 1], |row| row.get(0))
-      .map(Some)
-      .or_else(|e| match e {
-        rusqlite::Error::QueryReturnedNoRows => Ok(None),
-        e => Err(e),
-      })?;
-    let rows: Vec<ConsumptionRow> = self
-      .conn
-      .prepare_cached(LIST_NEWEST)?
-      .query_map(
-        params![low, high, floor.unwrap_or(i64::MIN), limit],
-        consumption_row,
-      )?
-      .collect::<rusqlite::Result<_>>()?;
+    let floor: Option<i64> = first(&self.conn, LIST_FLOOR, [window - 1], |row| row.get(0))?;
+    let params = params![low, high, floor.unwrap_or(i64::MIN), limit];
+    let rows = rows(&self.conn, LIST_NEWEST, params, consumption_row)?;
     // Rows at or below the floor (and NULL ones, which sort last) were not walked: only a
     // full page is certainly the newest.
     Ok((rows.len() as i64 == limit).then_some(rows))
@@ -513,14 +475,14 @@ pub(crate) const LIST_POOL_SORTED: &str = "
   LIMIT ?3";
 
 fn consumption_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ConsumptionRow> {
-  let dimension_key = string_of(row.get_ref(1)?).unwrap_or_default();
-  let (_, unit, window) = split_dimension_key(&dimension_key);
+  let dimension_key = text(row, 1)?;
+  let (unit, window) = unit_and_window(&dimension_key);
   Ok(ConsumptionRow {
-    api_key_id: string_of(row.get_ref(0)?).unwrap_or_default(),
+    api_key_id: text(row, 0)?,
     unit: unit.to_string(),
     window: window.to_string(),
     bucket_index: i64_of(row.get_ref(2)?).unwrap_or(0),
-    consumed: f64_of(row.get_ref(3)?).unwrap_or(0.0),
+    consumed: number(row, 3)?,
     updated_at: i64_of(row.get_ref(4)?).unwrap_or(0),
     dimension_key,
   })

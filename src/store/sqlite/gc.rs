@@ -17,6 +17,7 @@
 //! the replaced row).
 
 use super::inspect::{poisoned_counters, PoisonedCounters, POISONED_ROWS};
+use super::values::{exec, rows};
 use super::{SqliteDb, StoreContext};
 use crate::error::Result;
 use crate::store::validate;
@@ -67,17 +68,11 @@ const DROP_EMPTY: &str = "
 impl SqliteDb {
   /// Deletes at most `chunk` rows with `updated_at < max_updated_at_ms`; returns how many.
   pub fn gc_chunk(&self, max_updated_at_ms: i64, chunk: usize) -> Result<usize> {
-    self
-      .conn
-      .prepare_cached(
-        "DELETE FROM quota_consumption
-         WHERE (api_key_id, dimension_key, bucket_index) IN (
-           SELECT api_key_id, dimension_key, bucket_index FROM quota_consumption
-           WHERE updated_at < ?1 LIMIT ?2)",
-      )
-      .ctx("deleting old counters")?
-      .execute(params![max_updated_at_ms, chunk as i64])
-      .ctx("deleting old counters")
+    let sql = "DELETE FROM quota_consumption
+      WHERE (api_key_id, dimension_key, bucket_index) IN (
+        SELECT api_key_id, dimension_key, bucket_index FROM quota_consumption
+        WHERE updated_at < ?1 LIMIT ?2)";
+    exec(&self.conn, sql, params![max_updated_at_ms, chunk as i64]).ctx("deleting old counters")
   }
 
   /// `gcOlderThan(maxUpdatedAtMs)`: deletes every row with `updated_at` strictly older;
@@ -104,12 +99,8 @@ impl SqliteDb {
   /// Deletes the reservations that expired before `now_ms` (never settled nor released:
   /// docs/admission.md); returns how many rows.
   pub fn gc_reservations(&self, now_ms: i64) -> Result<usize> {
-    self
-      .conn
-      .prepare_cached("DELETE FROM quota_reservations WHERE expires_at < ?1")
-      .ctx("deleting expired reservations")?
-      .execute([now_ms])
-      .ctx("deleting expired reservations")
+    let sql = "DELETE FROM quota_reservations WHERE expires_at < ?1";
+    exec(&self.conn, sql, [now_ms]).ctx("deleting expired reservations")
   }
 
   /// Recomputes up to `batch` totals rows after `after` (from the start when `None`) in
@@ -122,25 +113,18 @@ impl SqliteDb {
   ) -> Result<(usize, Option<TotalsCursor>)> {
     let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
       .ctx("starting the totals reconciliation")?;
-    let keys: Vec<(String, i64)> = {
-      let limit = batch.max(1) as i64;
-      let map = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, row.get(1)?));
-      match after {
-        None => tx
-          .prepare_cached(KEYS_FIRST)
-          .ctx("listing totals")?
-          .query_map(params![limit], map)
-          .ctx("listing totals")?
-          .collect::<rusqlite::Result<_>>(),
-        Some(c) => tx
-          .prepare_cached(KEYS_AFTER)
-          .ctx("listing totals")?
-          .query_map(params![limit, c.dimension_key, c.bucket_index], map)
-          .ctx("listing totals")?
-          .collect::<rusqlite::Result<_>>(),
-      }
-      .ctx("listing totals")?
-    };
+    let limit = batch.max(1) as i64;
+    let map = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, row.get(1)?));
+    let keys: Vec<(String, i64)> = match after {
+      None => rows(&tx, KEYS_FIRST, params![limit], map),
+      Some(c) => rows(
+        &tx,
+        KEYS_AFTER,
+        params![limit, c.dimension_key, c.bucket_index],
+        map,
+      ),
+    }
+    .ctx("listing totals")?;
     let mut fixed = 0;
     {
       let mut recompute = tx.prepare_cached(RECOMPUTE).ctx("recomputing totals")?;
@@ -158,7 +142,7 @@ impl SqliteDb {
       }
     }
     tx.commit().ctx("committing the totals reconciliation")?;
-    let next = (keys.len() >= batch.max(1))
+    let next = (keys.len() as i64 >= limit)
       .then(|| keys.last().cloned())
       .flatten()
       .map(|(dimension_key, bucket_index)| TotalsCursor {
@@ -176,15 +160,13 @@ impl SqliteDb {
     loop {
       let (n, next) = self.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH)?;
       fixed += n;
-      match next {
-        Some(c) => cursor = Some(c),
-        None => return Ok(fixed),
+      cursor = next;
+      if cursor.is_none() {
+        return Ok(fixed);
       }
     }
   }
-}
 
-impl SqliteDb {
   /// Repairs values poisoned by older versions or other writers (docs/reliability.md,
   /// "Finite counters"): every counter row outside `0..=COUNTER_MAX` is saturated into it
   /// (Infinity → 1e15, negative → 0, non-numeric text → its numeric value or 0), then every

@@ -6,7 +6,8 @@
 //! a read-only connection is opened for the call and closed before it returns, after the
 //! lock hooks are installed (so it cannot drop a host connection's locks either).
 
-use super::{locks, migration_status, SqliteDb};
+use super::values::rows_once;
+use super::{locks, migration_status, SqliteDb, StoreContext};
 use crate::error::{QuotaError, Result};
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde::Serialize;
@@ -49,14 +50,10 @@ pub(super) const POISONED_TOTALS: &str = "
 /// Counts the poisoned rows of both tables.
 pub(super) fn poisoned_counters(conn: &Connection) -> Result<PoisonedCounters> {
   let count = |table: &str, filter: &str| -> Result<i64> {
-    ctx(
-      conn.query_row(
-        &format!("SELECT count(*) FROM {table} WHERE {filter}"),
-        [],
-        |row| row.get(0),
-      ),
-      &format!("counting poisoned rows of {table}"),
-    )
+    let sql = format!("SELECT count(*) FROM {table} WHERE {filter}");
+    conn
+      .query_row(&sql, [], |row| row.get(0))
+      .ctx(&format!("counting poisoned rows of {table}"))
   };
   Ok(PoisonedCounters {
     rows: count("quota_consumption", POISONED_ROWS)?,
@@ -112,48 +109,27 @@ pub struct DatabaseInspection {
   pub via_engine_connection: bool,
 }
 
-fn ctx<T>(result: rusqlite::Result<T>, what: &str) -> Result<T> {
-  result.map_err(|e| QuotaError::Store(format!("{what}: {e}")))
-}
-
 fn has_columns(conn: &Connection, table: &str, columns: &[&str]) -> Result<bool> {
-  let mut stmt = ctx(
-    conn.prepare("SELECT name FROM pragma_table_info(?1)"),
-    "reading columns",
-  )?;
-  let names: Vec<String> = ctx(
-    stmt
-      .query_map([table], |row| row.get(0))
-      .and_then(|rows| rows.collect()),
-    "reading columns",
-  )?;
+  let sql = "SELECT name FROM pragma_table_info(?1)";
+  let names: Vec<String> =
+    rows_once(conn, sql, [table], |row| row.get(0)).ctx("reading columns")?;
   Ok(columns.iter().all(|c| names.iter().any(|n| n == c)))
 }
 
 fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseInspection> {
-  let journal_mode: String = ctx(
-    conn.query_row("PRAGMA journal_mode", [], |row| row.get(0)),
-    "reading journal_mode",
-  )?;
-  let user_version: i64 = ctx(
-    conn.query_row("PRAGMA user_version", [], |row| row.get(0)),
-    "reading user_version",
-  )?;
-  let tables: Vec<String> = {
-    let mut stmt = ctx(
-      conn.prepare(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
-      ),
-      "reading the schema",
-    )?;
-    let rows = ctx(
-      stmt
-        .query_map([], |row| row.get(0))
-        .and_then(|rows| rows.collect()),
-      "reading the schema",
-    )?;
-    rows
-  };
+  let journal_mode: String = conn
+    .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+    .ctx("reading journal_mode")?;
+  let user_version: i64 = conn
+    .query_row("PRAGMA user_version", [], |row| row.get(0))
+    .ctx("reading user_version")?;
+  let tables: Vec<String> = rows_once(
+    conn,
+    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    [],
+    |row| row.get(0),
+  )
+  .ctx("reading the schema")?;
   let migrations = migration_status(conn)?
     .into_iter()
     .map(|(name, missing)| MigrationStatus {
@@ -164,79 +140,55 @@ fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseI
     .collect();
   let has = |t: &str| tables.iter().any(|name| name == t);
   let quota_store_setting = if has("key_value") {
-    ctx(
-      conn
-        .query_row(
-          "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'",
-          [],
-          |row| row.get::<_, Option<String>>(0),
-        )
-        .optional(),
-      "reading key_value",
-    )?
-    .flatten()
+    conn
+      .query_row(
+        "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'",
+        [],
+        |row| row.get::<_, Option<String>>(0),
+      )
+      .optional()
+      .ctx("reading key_value")?
+      .flatten()
   } else {
     None
   };
   let plan_rows = if has("provider_plans") {
-    let mut stmt = ctx(
-      conn.prepare(
-        "SELECT connection_id, provider, coalesce(source, 'manual'), \
-         CASE WHEN json_valid(dimensions_json) AND json_type(dimensions_json) = 'array' \
-         THEN json_array_length(dimensions_json) ELSE 0 END \
-         FROM provider_plans ORDER BY connection_id",
-      ),
-      "reading provider_plans",
-    )?;
-    let rows = ctx(
-      stmt
-        .query_map([], |row| {
-          Ok(StoredPlanRow {
-            connection_id: row.get(0)?,
-            provider: row.get::<_, Option<String>>(1)?.unwrap_or_default(),
-            source: row.get(2)?,
-            dimension_count: row.get::<_, i64>(3)?.clamp(0, i64::from(u32::MAX)) as u32,
-          })
-        })
-        .and_then(|rows| rows.collect()),
-      "reading provider_plans",
-    )?;
-    rows
+    let sql = "SELECT connection_id, provider, coalesce(source, 'manual'), \
+      CASE WHEN json_valid(dimensions_json) AND json_type(dimensions_json) = 'array' \
+      THEN json_array_length(dimensions_json) ELSE 0 END \
+      FROM provider_plans ORDER BY connection_id";
+    rows_once(conn, sql, [], |row| {
+      Ok(StoredPlanRow {
+        connection_id: row.get(0)?,
+        provider: row.get::<_, Option<String>>(1)?.unwrap_or_default(),
+        source: row.get(2)?,
+        dimension_count: row.get::<_, i64>(3)?.clamp(0, i64::from(u32::MAX)) as u32,
+      })
+    })
+    .ctx("reading provider_plans")?
   } else {
     Vec::new()
   };
   let host_connections = if has("provider_connections")
     && has_columns(conn, "provider_connections", &["id", "provider"])?
   {
-    let mut stmt = ctx(
-      conn.prepare(
-        "SELECT CAST(id AS TEXT), coalesce(provider, '') FROM provider_connections \
-         WHERE id IS NOT NULL ORDER BY 1",
-      ),
-      "reading provider_connections",
-    )?;
-    let rows = ctx(
-      stmt
-        .query_map([], |row| {
-          Ok(HostConnection {
-            id: row.get(0)?,
-            provider: row.get(1)?,
-          })
-        })
-        .and_then(|rows| rows.collect()),
-      "reading provider_connections",
-    )?;
-    Some(rows)
+    let sql = "SELECT CAST(id AS TEXT), coalesce(provider, '') FROM provider_connections \
+      WHERE id IS NOT NULL ORDER BY 1";
+    let read = |row: &rusqlite::Row<'_>| {
+      Ok(HostConnection {
+        id: row.get(0)?,
+        provider: row.get(1)?,
+      })
+    };
+    Some(rows_once(conn, sql, [], read).ctx("reading provider_connections")?)
   } else {
     None
   };
   let counter_rows = if has("quota_consumption") {
-    Some(ctx(
-      conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
-        row.get(0)
-      }),
-      "counting quota_consumption",
-    )?)
+    let count = conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
+      row.get(0)
+    });
+    Some(count.ctx("counting quota_consumption")?)
   } else {
     None
   };
@@ -290,17 +242,12 @@ pub fn inspect_path(path: &Path) -> Result<DatabaseInspection> {
     )));
   }
   locks::install();
-  let conn = ctx(
-    Connection::open_with_flags(
-      path,
-      OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    ),
-    &format!("opening {} read-only", path.display()),
-  )?;
-  ctx(
-    conn.busy_timeout(Duration::from_millis(2000)),
-    "setting busy_timeout",
-  )?;
+  let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+  let conn = Connection::open_with_flags(path, flags)
+    .ctx(&format!("opening {} read-only", path.display()))?;
+  conn
+    .busy_timeout(Duration::from_millis(2000))
+    .ctx("setting busy_timeout")?;
   let found = inspect(&conn, path, false);
   conn
     .close()

@@ -7,7 +7,7 @@
 //! the host or a shell wrote never make a read fail (an unknown policy reads as `hard`, a
 //! weight outside 0..=100 is clamped, a malformed `dimensions_json` entry is skipped).
 
-use super::values::{f64_of, string_of};
+use super::values::{exec, f64_of, first, rows, string_of, text};
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{
   PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit,
@@ -18,7 +18,7 @@ use crate::store::ids::new_uuid_v4;
 use crate::store::iso_time::{iso_from_ms, normalize_sqlite_timestamp};
 use crate::store::records::{LegacyPool, ModelCap, NewPool, PoolPage, PoolUpdate};
 use crate::store::validate;
-use rusqlite::{params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
 use std::collections::HashSet;
 
 /// `groupId` of a pool whose `group_id` is empty or NULL.
@@ -50,7 +50,7 @@ fn allocation_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<PoolAllocat
     .unwrap_or(0.0)
     .clamp(0.0, 100.0);
   Ok(PoolAllocation {
-    api_key_id: string_of(row.get_ref(at)?).unwrap_or_default(),
+    api_key_id: text(row, at)?,
     weight,
     cap_value: f64_of(row.get_ref(at + 2)?).filter(|v| v.is_finite()),
     cap_unit: string_of(row.get_ref(at + 3)?).and_then(|u| QuotaUnit::parse(&u)),
@@ -60,61 +60,34 @@ fn allocation_from_row(row: &Row<'_>, at: usize) -> rusqlite::Result<PoolAllocat
   })
 }
 
-fn load_allocations(conn: &Connection, pool_id: &str) -> Result<Vec<PoolAllocation>> {
-  let mut stmt = conn
-    .prepare_cached(SELECT_ALLOCATIONS)
-    .ctx("reading allocations")?;
-  let rows = stmt
-    .query_map([pool_id], |row| allocation_from_row(row, 0))
-    .ctx("reading allocations")?;
-  rows
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading allocations")
-}
-
-/// The pool's member connections: its membership rows by `created_at`, or `[primary]`.
-fn load_members(conn: &Connection, pool_id: &str, primary: &str) -> Result<Vec<String>> {
-  let mut stmt = conn
-    .prepare_cached(SELECT_MEMBERS)
-    .ctx("reading pool connections")?;
-  let rows = stmt
-    .query_map([pool_id], |row| {
-      Ok(string_of(row.get_ref(0)?).unwrap_or_default())
-    })
-    .ctx("reading pool connections")?;
-  let members: Vec<String> = rows
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading pool connections")?;
-  Ok(if members.is_empty() {
-    vec![primary.to_string()]
-  } else {
-    members
-  })
-}
-
-/// A whole pool (allocations and membership included), or `None`.
+/// A whole pool (allocations and membership included), or `None`. Its members are its
+/// membership rows by `created_at`, or `[primary]`.
 pub(super) fn load_pool(conn: &Connection, id: &str) -> Result<Option<QuotaPool>> {
-  let head = conn
-    .prepare_cached(SELECT_POOL)
-    .ctx("reading a pool")?
-    .query_row([id], |row| {
-      Ok((
-        string_of(row.get_ref(0)?).unwrap_or_default(),
-        string_of(row.get_ref(1)?).unwrap_or_default(),
-        string_of(row.get_ref(2)?).unwrap_or_default(),
-        string_of(row.get_ref(3)?).unwrap_or_default(),
-        string_of(row.get_ref(4)?).filter(|g| !g.is_empty()),
-      ))
-    })
-    .optional()
-    .ctx("reading a pool")?;
+  let head = first(conn, SELECT_POOL, [id], |row| {
+    Ok((
+      text(row, 0)?,
+      text(row, 1)?,
+      text(row, 2)?,
+      text(row, 3)?,
+      string_of(row.get_ref(4)?).filter(|g| !g.is_empty()),
+    ))
+  })
+  .ctx("reading a pool")?;
   let Some((id, connection_id, name, created_at, group_id)) = head else {
     return Ok(None);
   };
-  let allocations = load_allocations(conn, &id)?;
-  let connection_ids = load_members(conn, &id, &connection_id)?;
+  let allocations = rows(conn, SELECT_ALLOCATIONS, [&id], |row| {
+    allocation_from_row(row, 0)
+  })
+  .ctx("reading allocations")?;
+  let members =
+    rows(conn, SELECT_MEMBERS, [&id], |row| text(row, 0)).ctx("reading pool connections")?;
   Ok(Some(QuotaPool {
-    connection_ids,
+    connection_ids: if members.is_empty() {
+      vec![connection_id.clone()]
+    } else {
+      members
+    },
     allocations,
     created_at: normalize_sqlite_timestamp(&created_at),
     group_id: group_id.unwrap_or_else(|| DEFAULT_GROUP_ID.to_string()),
@@ -129,41 +102,26 @@ pub(super) fn load_key_allocations(
   conn: &Connection,
   api_key_id: &str,
 ) -> Result<Vec<(String, PoolAllocation)>> {
-  let mut stmt = conn
-    .prepare_cached(SELECT_KEY_ALLOCATIONS)
-    .ctx("reading allocations")?;
-  let rows = stmt
-    .query_map([api_key_id], |row| {
-      Ok((
-        string_of(row.get_ref(0)?).unwrap_or_default(),
-        allocation_from_row(row, 1)?,
-      ))
-    })
-    .ctx("reading allocations")?;
-  rows
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading allocations")
+  rows(conn, SELECT_KEY_ALLOCATIONS, [api_key_id], |row| {
+    Ok((text(row, 0)?, allocation_from_row(row, 1)?))
+  })
+  .ctx("reading allocations")
 }
 
 /// The stored plan of a connection; `dimensions_json` parsed leniently (a value that is
 /// not JSON gives no dimensions, never an error).
 pub(super) fn load_plan(conn: &Connection, connection_id: &str) -> Result<Option<ProviderPlan>> {
-  conn
-    .prepare_cached(SELECT_PLAN)
-    .ctx("reading a provider plan")?
-    .query_row([connection_id], |row| {
-      let json = string_of(row.get_ref(2)?).unwrap_or_default();
-      Ok(ProviderPlan {
-        connection_id: string_of(row.get_ref(0)?),
-        provider: string_of(row.get_ref(1)?).unwrap_or_default(),
-        dimensions: parse_plan_dimensions_lenient(&json),
-        source: string_of(row.get_ref(3)?)
-          .and_then(|s| PlanSource::parse(&s))
-          .unwrap_or(PlanSource::Manual),
-      })
+  first(conn, SELECT_PLAN, [connection_id], |row| {
+    Ok(ProviderPlan {
+      connection_id: string_of(row.get_ref(0)?),
+      provider: text(row, 1)?,
+      dimensions: parse_plan_dimensions_lenient(&text(row, 2)?),
+      source: string_of(row.get_ref(3)?)
+        .and_then(|s| PlanSource::parse(&s))
+        .unwrap_or(PlanSource::Manual),
     })
-    .optional()
-    .ctx("reading a provider plan")
+  })
+  .ctx("reading a provider plan")
 }
 
 /// The cap row of `(pool, key, model)`; a row whose unit is not a known unit, or whose
@@ -174,17 +132,18 @@ pub(super) fn load_model_cap(
   api_key_id: &str,
   model: &str,
 ) -> Result<Option<ModelCap>> {
-  let row = conn
-    .prepare_cached(SELECT_MODEL_CAP)
-    .ctx("reading a model cap")?
-    .query_row([pool_id, api_key_id, model], |row| {
+  let row = first(
+    conn,
+    SELECT_MODEL_CAP,
+    [pool_id, api_key_id, model],
+    |row| {
       Ok((
         f64_of(row.get_ref(0)?),
         string_of(row.get_ref(1)?).and_then(|u| QuotaUnit::parse(&u)),
       ))
-    })
-    .optional()
-    .ctx("reading a model cap")?;
+    },
+  )
+  .ctx("reading a model cap")?;
   Ok(match row {
     Some((Some(cap_value), Some(cap_unit))) if !cap_value.is_nan() => Some(ModelCap {
       pool_id: pool_id.to_string(),
@@ -198,10 +157,6 @@ pub(super) fn load_model_cap(
 }
 
 // ----- writing ---------------------------------------------------------------------------
-
-fn write_tx(conn: &Connection) -> Result<Transaction<'_>> {
-  Transaction::new_unchecked(conn, TransactionBehavior::Immediate).ctx("starting a write")
-}
 
 fn insert_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
   let mut stmt = tx
@@ -225,24 +180,18 @@ fn insert_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -
   Ok(())
 }
 
-fn replace_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
-  tx.prepare_cached("DELETE FROM quota_allocations WHERE pool_id = ?1")
-    .ctx("replacing allocations")?
-    .execute([pool_id])
-    .ctx("replacing allocations")?;
-  insert_allocations(tx, pool_id, list)
-}
-
 fn replace_members(
   tx: &Connection,
   pool_id: &str,
   members: &[String],
   created_at: &str,
 ) -> Result<()> {
-  tx.prepare_cached("DELETE FROM quota_pool_connections WHERE pool_id = ?1")
-    .ctx("replacing pool connections")?
-    .execute([pool_id])
-    .ctx("replacing pool connections")?;
+  exec(
+    tx,
+    "DELETE FROM quota_pool_connections WHERE pool_id = ?1",
+    [pool_id],
+  )
+  .ctx("replacing pool connections")?;
   let mut stmt = tx
     .prepare_cached(
       "INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?1, ?2, ?3)",
@@ -266,32 +215,35 @@ fn membership(primary: &str, others: &[String]) -> Vec<String> {
     .collect()
 }
 
-fn pool_exists(conn: &Connection, id: &str) -> Result<Option<String>> {
-  conn
-    .prepare_cached("SELECT connection_id FROM quota_pools WHERE id = ?1")
-    .ctx("reading a pool")?
-    .query_row([id], |row| {
-      Ok(string_of(row.get_ref(0)?).unwrap_or_default())
-    })
-    .optional()
-    .ctx("reading a pool")
+/// The primary connection of pool `id`, when it exists.
+fn pool_primary(conn: &Connection, id: &str) -> Result<Option<String>> {
+  first(
+    conn,
+    "SELECT connection_id FROM quota_pools WHERE id = ?1",
+    [id],
+    |row| text(row, 0),
+  )
+  .ctx("reading a pool")
 }
 
-fn insert_pool(
-  tx: &Connection,
-  id: &str,
-  connection_id: &str,
-  name: &str,
-  group_id: Option<&str>,
-  created_at: &str,
-) -> Result<()> {
-  tx.prepare_cached(
+fn pool_count(conn: &Connection) -> Result<i64> {
+  conn
+    .prepare_cached("SELECT COUNT(*) FROM quota_pools")
+    .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
+    .ctx("counting pools")
+}
+
+/// Inserts `pool` with its allocations and membership (primary first).
+fn insert_pool(tx: &Connection, pool: &LegacyPool, created_at: &str) -> Result<()> {
+  exec(
+    tx,
     "INSERT INTO quota_pools (id, connection_id, name, created_at, group_id) VALUES (?1, ?2, ?3, ?4, ?5)",
+    params![pool.id, pool.connection_id, pool.name, created_at, pool.group_id],
   )
-  .ctx("writing a pool")?
-  .execute(params![id, connection_id, name, created_at, group_id])
   .ctx("writing a pool")?;
-  Ok(())
+  insert_allocations(tx, &pool.id, &pool.allocations)?;
+  let members = membership(&pool.connection_id, &pool.connection_ids);
+  replace_members(tx, &pool.id, &members, created_at)
 }
 
 fn dimensions_json(dimensions: &[QuotaDimension]) -> String {
@@ -308,7 +260,8 @@ fn dimensions_json(dimensions: &[QuotaDimension]) -> String {
 
 impl SqliteDb {
   fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    let tx = write_tx(&self.conn)?;
+    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+      .ctx("starting a write")?;
     let value = f(&tx)?;
     tx.commit().ctx("committing")?;
     self.invalidate_metadata();
@@ -322,21 +275,18 @@ impl SqliteDb {
     validate::non_empty(&input.name, "name")?;
     validate::allocations(&input.allocations, "allocations")?;
     validate::connection_ids(&input.connection_ids, "connectionIds")?;
-    let id = new_uuid_v4();
-    let created_at = iso_from_ms(now_ms);
-    let members = membership(&input.connection_id, &input.connection_ids);
+    let pool = LegacyPool {
+      id: new_uuid_v4(),
+      connection_id: input.connection_id.clone(),
+      name: input.name.clone(),
+      group_id: input.group_id.clone(),
+      created_at: None,
+      allocations: input.allocations.clone(),
+      connection_ids: input.connection_ids.clone(),
+    };
     self.write(|tx| {
-      insert_pool(
-        tx,
-        &id,
-        &input.connection_id,
-        &input.name,
-        input.group_id.as_deref(),
-        &created_at,
-      )?;
-      insert_allocations(tx, &id, &input.allocations)?;
-      replace_members(tx, &id, &members, &created_at)?;
-      load_pool(tx, &id)?.ok_or_else(|| QuotaError::Store("the new pool vanished".into()))
+      insert_pool(tx, &pool, &iso_from_ms(now_ms))?;
+      load_pool(tx, &pool.id)?.ok_or_else(|| QuotaError::Store("the new pool vanished".into()))
     })
   }
 
@@ -349,26 +299,17 @@ impl SqliteDb {
   pub fn list_pools(&self, limit: Option<u32>, offset: Option<u32>) -> Result<PoolPage> {
     let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
       .ctx("starting a read")?;
-    let total: i64 = tx
-      .prepare_cached("SELECT COUNT(*) FROM quota_pools")
-      .ctx("counting pools")?
-      .query_row([], |row| row.get(0))
-      .ctx("counting pools")?;
-    let ids: Vec<String> = tx
-      .prepare_cached("SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2")
-      .ctx("listing pools")?
-      .query_map(
-        params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
-        |row| Ok(string_of(row.get_ref(0)?).unwrap_or_default()),
-      )
-      .ctx("listing pools")?
-      .collect::<rusqlite::Result<_>>()
-      .ctx("listing pools")?;
+    let total = pool_count(&tx)?;
+    let ids = rows(
+      &tx,
+      "SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2",
+      params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
+      |row| text(row, 0),
+    )
+    .ctx("listing pools")?;
     let mut items = Vec::with_capacity(ids.len());
     for id in ids {
-      if let Some(pool) = load_pool(&tx, &id)? {
-        items.push(pool);
-      }
+      items.extend(load_pool(&tx, &id)?);
     }
     tx.commit().ctx("ending a read")?;
     Ok(PoolPage {
@@ -395,23 +336,23 @@ impl SqliteDb {
       validate::connection_ids(list, "connectionIds")?;
     }
     self.write(|tx| {
-      let Some(primary) = pool_exists(tx, id)? else {
+      let Some(primary) = pool_primary(tx, id)? else {
         return Ok(None);
       };
+      let set = |column: &str, value: &str| {
+        let sql = format!("UPDATE quota_pools SET {column} = ?2 WHERE id = ?1");
+        exec(tx, &sql, params![id, value]).ctx("updating a pool")
+      };
       if let Some(name) = &patch.name {
-        tx.prepare_cached("UPDATE quota_pools SET name = ?2 WHERE id = ?1")
-          .ctx("updating a pool")?
-          .execute(params![id, name])
-          .ctx("updating a pool")?;
+        set("name", name)?;
       }
       if let Some(group_id) = &patch.group_id {
-        tx.prepare_cached("UPDATE quota_pools SET group_id = ?2 WHERE id = ?1")
-          .ctx("updating a pool")?
-          .execute(params![id, group_id])
-          .ctx("updating a pool")?;
+        set("group_id", group_id)?;
       }
       if let Some(list) = &patch.allocations {
-        replace_allocations(tx, id, list)?;
+        exec(tx, "DELETE FROM quota_allocations WHERE pool_id = ?1", [id])
+          .ctx("replacing allocations")?;
+        insert_allocations(tx, id, list)?;
       }
       if let Some(list) = &patch.connection_ids {
         let members = if list.is_empty() {
@@ -419,12 +360,8 @@ impl SqliteDb {
         } else if list.contains(&primary) {
           membership(&primary, list)
         } else {
-          let new_primary = &list[0];
-          tx.prepare_cached("UPDATE quota_pools SET connection_id = ?2 WHERE id = ?1")
-            .ctx("updating a pool")?
-            .execute(params![id, new_primary])
-            .ctx("updating a pool")?;
-          membership(new_primary, list)
+          set("connection_id", &list[0])?;
+          membership(&list[0], list)
         };
         replace_members(tx, id, &members, &iso_from_ms(now_ms))?;
       }
@@ -436,21 +373,15 @@ impl SqliteDb {
   /// `false` when there was no such pool.
   pub fn delete_pool(&self, id: &str) -> Result<bool> {
     self.write(|tx| {
-      for sql in [
-        "DELETE FROM quota_allocation_model_caps WHERE pool_id = ?1",
-        "DELETE FROM quota_pool_connections WHERE pool_id = ?1",
-        "DELETE FROM quota_allocations WHERE pool_id = ?1",
+      let mut deleted = 0;
+      for table in [
+        "quota_allocation_model_caps WHERE pool_id",
+        "quota_pool_connections WHERE pool_id",
+        "quota_allocations WHERE pool_id",
+        "quota_pools WHERE id",
       ] {
-        tx.prepare_cached(sql)
-          .ctx("deleting a pool")?
-          .execute([id])
-          .ctx("deleting a pool")?;
+        deleted = exec(tx, &format!("DELETE FROM {table} = ?1"), [id]).ctx("deleting a pool")?;
       }
-      let deleted = tx
-        .prepare_cached("DELETE FROM quota_pools WHERE id = ?1")
-        .ctx("deleting a pool")?
-        .execute([id])
-        .ctx("deleting a pool")?;
       Ok(deleted > 0)
     })
   }
@@ -461,10 +392,16 @@ impl SqliteDb {
     validate::non_empty(pool_id, "poolId")?;
     validate::allocations(allocations, "allocations")?;
     self.write(|tx| {
-      if pool_exists(tx, pool_id)?.is_none() {
+      if pool_primary(tx, pool_id)?.is_none() {
         return Ok(false);
       }
-      replace_allocations(tx, pool_id, allocations)?;
+      exec(
+        tx,
+        "DELETE FROM quota_allocations WHERE pool_id = ?1",
+        [pool_id],
+      )
+      .ctx("replacing allocations")?;
+      insert_allocations(tx, pool_id, allocations)?;
       Ok(true)
     })
   }
@@ -495,39 +432,26 @@ impl SqliteDb {
     validate::non_empty(&plan.provider, "provider")?;
     validate::dimensions(&plan.dimensions, "dimensions")?;
     let json = dimensions_json(&plan.dimensions);
-    let updated_at = iso_from_ms(now_ms);
+    let (source, updated_at) = (plan.source.as_str(), iso_from_ms(now_ms));
     self.write(|tx| {
-      tx.prepare_cached(
+      exec(
+        tx,
         "INSERT INTO provider_plans (connection_id, provider, dimensions_json, source, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (connection_id) DO UPDATE SET provider = excluded.provider,
            dimensions_json = excluded.dimensions_json, source = excluded.source,
            updated_at = excluded.updated_at",
+        params![connection_id, plan.provider, json, source, updated_at],
       )
-      .ctx("writing a provider plan")?
-      .execute(params![
-        connection_id,
-        plan.provider,
-        json,
-        plan.source.as_str(),
-        updated_at
-      ])
-      .ctx("writing a provider plan")?;
-      Ok(())
+      .ctx("writing a provider plan")
     })?;
     Ok(plan.clone())
   }
 
   /// `deleteProviderPlan(connectionId)`: `false` when there was none.
   pub fn delete_provider_plan(&self, connection_id: &str) -> Result<bool> {
-    self.write(|tx| {
-      let n = tx
-        .prepare_cached("DELETE FROM provider_plans WHERE connection_id = ?1")
-        .ctx("deleting a provider plan")?
-        .execute([connection_id])
-        .ctx("deleting a provider plan")?;
-      Ok(n > 0)
-    })
+    let sql = "DELETE FROM provider_plans WHERE connection_id = ?1";
+    self.write(|tx| Ok(exec(tx, sql, [connection_id]).ctx("deleting a provider plan")? > 0))
   }
 
   /// `getModelCap(poolId, apiKeyId, model)`.
@@ -546,39 +470,33 @@ impl SqliteDb {
     validate::non_empty(&cap.api_key_id, "apiKeyId")?;
     validate::non_empty(&cap.model, "model")?;
     validate::positive(cap.cap_value, "capValue")?;
+    let ModelCap {
+      pool_id,
+      api_key_id,
+      model,
+      cap_value,
+      cap_unit,
+    } = cap;
     self.write(|tx| {
-      tx.prepare_cached(
+      exec(
+        tx,
         "INSERT INTO quota_allocation_model_caps (pool_id, api_key_id, model, cap_value, cap_unit)
          VALUES (?1, ?2, ?3, ?4, ?5)
          ON CONFLICT (pool_id, api_key_id, model) DO UPDATE SET cap_value = excluded.cap_value,
            cap_unit = excluded.cap_unit",
+        params![pool_id, api_key_id, model, cap_value, cap_unit.as_str()],
       )
-      .ctx("writing a model cap")?
-      .execute(params![
-        cap.pool_id,
-        cap.api_key_id,
-        cap.model,
-        cap.cap_value,
-        cap.cap_unit.as_str()
-      ])
-      .ctx("writing a model cap")?;
-      Ok(())
+      .ctx("writing a model cap")
     })?;
     Ok(cap.clone())
   }
 
   /// `deleteModelCap(poolId, apiKeyId, model)`: `false` when there was none.
   pub fn delete_model_cap(&self, pool_id: &str, api_key_id: &str, model: &str) -> Result<bool> {
-    self.write(|tx| {
-      let n = tx
-        .prepare_cached(
-          "DELETE FROM quota_allocation_model_caps WHERE pool_id = ?1 AND api_key_id = ?2 AND model = ?3",
-        )
-        .ctx("deleting a model cap")?
-        .execute([pool_id, api_key_id, model])
-        .ctx("deleting a model cap")?;
-      Ok(n > 0)
-    })
+    let sql =
+      "DELETE FROM quota_allocation_model_caps WHERE pool_id = ?1 AND api_key_id = ?2 AND model = ?3";
+    self
+      .write(|tx| Ok(exec(tx, sql, [pool_id, api_key_id, model]).ctx("deleting a model cap")? > 0))
   }
 
   /// `importLegacyPools(pools)`: writes every pool (ids kept) when no pool exists yet and
@@ -612,35 +530,12 @@ impl SqliteDb {
     }
     let now = iso_from_ms(now_ms);
     self.write(|tx| {
-      let existing: i64 = tx
-        .prepare_cached("SELECT COUNT(*) FROM quota_pools")
-        .ctx("counting pools")?
-        .query_row([], |row| row.get(0))
-        .ctx("counting pools")?;
-      if existing > 0 {
+      if pool_count(tx)? > 0 {
         return Ok(0);
       }
       for pool in pools {
-        let created_at = pool
-          .created_at
-          .as_deref()
-          .filter(|c| !c.is_empty())
-          .unwrap_or(&now);
-        insert_pool(
-          tx,
-          &pool.id,
-          &pool.connection_id,
-          &pool.name,
-          pool.group_id.as_deref(),
-          created_at,
-        )?;
-        insert_allocations(tx, &pool.id, &pool.allocations)?;
-        replace_members(
-          tx,
-          &pool.id,
-          &membership(&pool.connection_id, &pool.connection_ids),
-          created_at,
-        )?;
+        let created_at = pool.created_at.as_deref().filter(|c| !c.is_empty());
+        insert_pool(tx, pool, created_at.unwrap_or(&now))?;
       }
       Ok(pools.len())
     })
@@ -649,14 +544,11 @@ impl SqliteDb {
   /// The host's setting `(namespace, key)` from `key_value` (e.g. `settings`/`quotaStore`),
   /// as stored (text), or `None`.
   pub fn read_setting(&self, namespace: &str, key: &str) -> Result<Option<String>> {
-    let value = self
-      .conn
-      .prepare_cached("SELECT value FROM key_value WHERE namespace = ?1 AND key = ?2")
-      .ctx("reading a setting")?
-      .query_row([namespace, key], |row| Ok(string_of(row.get_ref(0)?)))
-      .optional()
-      .ctx("reading a setting")?;
-    Ok(value.flatten())
+    let sql = "SELECT value FROM key_value WHERE namespace = ?1 AND key = ?2";
+    let value = first(&self.conn, sql, [namespace, key], |row| {
+      Ok(string_of(row.get_ref(0)?))
+    });
+    Ok(value.ctx("reading a setting")?.flatten())
   }
 }
 

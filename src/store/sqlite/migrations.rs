@@ -17,58 +17,32 @@
 //! it runs that file's `DROP` first. Earlier definitions of the name are skipped. An older
 //! engine that opens the file later finds its trigger by name and leaves it alone.
 
+use super::values::rows_once;
 use super::StoreContext;
 use crate::error::{QuotaError, Result};
 use rusqlite::Connection;
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
+/// `(name, text)` of each file of `migrations/` named.
+macro_rules! migrations {
+  ($($name:literal),* $(,)?) => {
+    &[$(($name, include_str!(concat!("../../../migrations/", $name)))),*]
+  };
+}
 /// The migration files, in order.
-pub const MIGRATIONS: &[(&str, &str)] = &[
-  (
-    "0001_quota_consumption.sql",
-    include_str!("../../../migrations/0001_quota_consumption.sql"),
-  ),
-  (
-    "0002_quota_pools.sql",
-    include_str!("../../../migrations/0002_quota_pools.sql"),
-  ),
-  (
-    "0003_provider_plans.sql",
-    include_str!("../../../migrations/0003_provider_plans.sql"),
-  ),
-  (
-    "0004_quota_allocation_model_caps.sql",
-    include_str!("../../../migrations/0004_quota_allocation_model_caps.sql"),
-  ),
-  (
-    "0005_key_value.sql",
-    include_str!("../../../migrations/0005_key_value.sql"),
-  ),
-  (
-    "0006_quota_consumption_totals.sql",
-    include_str!("../../../migrations/0006_quota_consumption_totals.sql"),
-  ),
-  (
-    "0007_quota_metadata_version.sql",
-    include_str!("../../../migrations/0007_quota_metadata_version.sql"),
-  ),
-  (
-    "0008_quota_consumption_totals_saturating.sql",
-    include_str!("../../../migrations/0008_quota_consumption_totals_saturating.sql"),
-  ),
-  (
-    "0009_quota_data_version.sql",
-    include_str!("../../../migrations/0009_quota_data_version.sql"),
-  ),
-  (
-    "0010_quota_reservations.sql",
-    include_str!("../../../migrations/0010_quota_reservations.sql"),
-  ),
-  (
-    "0011_quota_consumption_pool_listing.sql",
-    include_str!("../../../migrations/0011_quota_consumption_pool_listing.sql"),
-  ),
+pub const MIGRATIONS: &[(&str, &str)] = migrations![
+  "0001_quota_consumption.sql",
+  "0002_quota_pools.sql",
+  "0003_provider_plans.sql",
+  "0004_quota_allocation_model_caps.sql",
+  "0005_key_value.sql",
+  "0006_quota_consumption_totals.sql",
+  "0007_quota_metadata_version.sql",
+  "0008_quota_consumption_totals_saturating.sql",
+  "0009_quota_data_version.sql",
+  "0010_quota_reservations.sql",
+  "0011_quota_consumption_pool_listing.sql",
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
@@ -97,6 +71,8 @@ enum ObjectKind {
 
 #[derive(Debug, Clone)]
 struct Statement {
+  /// The migration file it is in.
+  file: &'static str,
   sql: String,
   /// The schema object a `CREATE … IF NOT EXISTS` makes; `None` for other statements,
   /// which run whenever the migrations run.
@@ -113,8 +89,13 @@ fn statements() -> &'static [Statement] {
   PARSED.get_or_init(|| {
     let mut all: Vec<Statement> = MIGRATIONS
       .iter()
-      .flat_map(|(_, sql)| split_statements(sql))
-      .map(|sql| Statement {
+      .flat_map(|(file, sql)| {
+        split_statements(sql)
+          .into_iter()
+          .map(move |sql| (*file, sql))
+      })
+      .map(|(file, sql)| Statement {
+        file,
         object: parse_object(&sql),
         drops: parse_drop_trigger(&sql),
         superseded: false,
@@ -156,18 +137,18 @@ fn mark_superseded(all: &mut [Statement]) {
   }
 }
 
+/// The first `n` words of `sql`, and the same upper-cased; `None` when it has fewer.
+fn leading_words(sql: &str, n: usize) -> Option<(Vec<&str>, Vec<String>)> {
+  let words: Vec<&str> = sql.split_whitespace().take(n).collect();
+  let upper = words.iter().map(|w| w.to_ascii_uppercase()).collect();
+  (words.len() == n).then_some((words, upper))
+}
+
 /// `DROP TRIGGER IF EXISTS name;` → the trigger's name.
 fn parse_drop_trigger(sql: &str) -> Option<String> {
-  let words: Vec<&str> = sql.split_whitespace().collect();
-  let upper: Vec<String> = words
-    .iter()
-    .take(5)
-    .map(|w| w.to_ascii_uppercase())
-    .collect();
-  if upper.len() < 5 || upper[..4] != ["DROP", "TRIGGER", "IF", "EXISTS"] {
-    return None;
-  }
-  Some(words[4].trim_end_matches(';').to_string())
+  let (words, upper) = leading_words(sql, 5)?;
+  (upper[..4] == ["DROP", "TRIGGER", "IF", "EXISTS"])
+    .then(|| words[4].trim_end_matches(';').to_string())
 }
 
 /// A trigger's definition after its name, whitespace collapsed, lower case, without the
@@ -218,13 +199,8 @@ fn split_statements(sql: &str) -> Vec<String> {
 
 /// `CREATE {TABLE|INDEX|TRIGGER} IF NOT EXISTS name …` → the object it creates.
 fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
-  let words: Vec<&str> = sql.split_whitespace().collect();
-  let upper: Vec<String> = words
-    .iter()
-    .take(6)
-    .map(|w| w.to_ascii_uppercase())
-    .collect();
-  if upper.len() < 6 || upper[0] != "CREATE" || upper[2..5] != ["IF", "NOT", "EXISTS"] {
+  let (words, upper) = leading_words(sql, 6)?;
+  if upper[0] != "CREATE" || upper[2..5] != ["IF", "NOT", "EXISTS"] {
     return None;
   }
   let name = words[5].split('(').next()?.to_string();
@@ -251,14 +227,11 @@ fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
 
 /// The names of the objects of the migrations that the file lacks.
 fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
-  let mut stmt = conn
-    .prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
-    .ctx("reading the schema")?;
-  let rows: Vec<(String, String, Option<String>)> = stmt
-    .query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
-    .ctx("reading the schema")?
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading the schema")?;
+  let sql = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'";
+  let rows: Vec<(String, String, Option<String>)> = rows_once(conn, sql, [], |row| {
+    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+  })
+  .ctx("reading the schema")?;
   let triggers: std::collections::HashMap<&str, &str> = rows
     .iter()
     .filter(|(kind, _, _)| kind == "trigger")
@@ -298,45 +271,36 @@ fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
 /// applied). Reads only; for diagnostics (`quota-engine doctor`).
 pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<String>)>> {
   let missing = missing_objects(conn)?;
+  let lacking = |file: &str| {
+    let created = statements()
+      .iter()
+      .filter(|s| s.file == file && !s.superseded);
+    let names = created.filter_map(|s| s.object.as_ref().map(|(_, name)| name));
+    names
+      .filter(|name| missing.contains(*name))
+      .cloned()
+      .collect()
+  };
   Ok(
     MIGRATIONS
       .iter()
-      .map(|(name, sql)| {
-        let lacking = split_statements(sql)
-          .iter()
-          .filter(|text| {
-            statements()
-              .iter()
-              .any(|s| &s.sql == *text && !s.superseded)
-          })
-          .filter_map(|statement| parse_object(statement))
-          .map(|(_, object)| object)
-          .filter(|object| missing.contains(object))
-          .collect();
-        (*name, lacking)
-      })
+      .map(|(file, _)| (*file, lacking(file)))
       .collect(),
   )
 }
 
 /// Whether `table` has a full (not partial) index on exactly `columns`, in order.
 fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bool> {
-  let mut list = conn
-    .prepare("SELECT name FROM pragma_index_list(?1) WHERE partial = 0")
-    .ctx("reading indexes")?;
-  let names: Vec<String> = list
-    .query_map([table], |row| row.get(0))
-    .ctx("reading indexes")?
-    .collect::<rusqlite::Result<_>>()
-    .ctx("reading indexes")?;
+  let sql = "SELECT name FROM pragma_index_list(?1) WHERE partial = 0";
+  let names: Vec<String> =
+    rows_once(conn, sql, [table], |row| row.get(0)).ctx("reading indexes")?;
   let mut info = conn
     .prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
     .ctx("reading indexes")?;
   for name in names {
     let indexed: Vec<Option<String>> = info
       .query_map([&name], |row| row.get(0))
-      .ctx("reading indexes")?
-      .collect::<rusqlite::Result<_>>()
+      .and_then(Iterator::collect)
       .ctx("reading indexes")?;
     let same = indexed.len() == columns.len()
       && indexed
@@ -495,28 +459,5 @@ mod tests {
     assert_eq!(left, 0);
     // Nothing is outdated once applied: opening again writes nothing.
     assert!(!ensure_schema(&conn).unwrap());
-  }
-
-  #[test]
-  fn parses_index_columns() {
-    let (kind, name) = parse_object("CREATE INDEX IF NOT EXISTS idx_x ON t (a, b);").unwrap();
-    assert_eq!(name, "idx_x");
-    assert_eq!(
-      kind,
-      ObjectKind::Index {
-        table: "t".into(),
-        columns: vec!["a".into(), "b".into()]
-      }
-    );
-    assert!(parse_object("INSERT INTO t VALUES (1);").is_none());
-  }
-
-  #[test]
-  fn splits_multi_line_triggers() {
-    let parts = split_statements(
-      "-- c\nCREATE TABLE IF NOT EXISTS a (x);\nCREATE TRIGGER IF NOT EXISTS t AFTER INSERT ON a\nBEGIN\n  SELECT 1;\n  SELECT 2;\nEND;\n",
-    );
-    assert_eq!(parts.len(), 2);
-    assert!(parts[1].contains("SELECT 2;"));
   }
 }

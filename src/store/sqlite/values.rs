@@ -1,7 +1,9 @@
 //! Lenient reading of column values: rows the host (or a shell) wrote may carry another
-//! type than the column declares. Reading never fails on a value's type.
+//! type than the column declares. Reading never fails on a value's type. Also the
+//! cached-statement shapes every cold query of the driver takes.
 
 use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, Params, Row};
 
 /// A number: integers and reals as they are, numeric text parsed, anything else `None`.
 pub fn f64_of(value: ValueRef<'_>) -> Option<f64> {
@@ -40,6 +42,52 @@ pub fn string_of(value: ValueRef<'_>) -> Option<String> {
     ValueRef::Real(r) => Some(r.to_string()),
     ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
   }
+}
+
+/// Column `i` as text, `""` for NULL.
+pub fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+  Ok(string_of(row.get_ref(i)?).unwrap_or_default())
+}
+
+/// Column `i` as a number, 0 for NULL or non-numeric text.
+pub fn number(row: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
+  Ok(f64_of(row.get_ref(i)?).unwrap_or(0.0))
+}
+
+/// How many rows the cached statement `sql` changed.
+pub fn exec(conn: &Connection, sql: &str, params: impl Params) -> rusqlite::Result<usize> {
+  conn.prepare_cached(sql)?.execute(params)
+}
+
+/// Every row of the cached statement `sql`, each read by `read`.
+pub fn rows<T>(
+  conn: &Connection,
+  sql: &str,
+  params: impl Params,
+  read: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+  conn.prepare_cached(sql)?.query_map(params, read)?.collect()
+}
+
+/// [`rows`] of a statement prepared for this call only (diagnostics, migrations: kept,
+/// they would crowd the hot path's statements out of the cache).
+pub fn rows_once<T>(
+  conn: &Connection,
+  sql: &str,
+  params: impl Params,
+  read: impl FnMut(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Vec<T>> {
+  conn.prepare(sql)?.query_map(params, read)?.collect()
+}
+
+/// The first row of the cached statement `sql` read by `read`, or `None`.
+pub fn first<T>(
+  conn: &Connection,
+  sql: &str,
+  params: impl Params,
+  read: impl FnOnce(&Row<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<Option<T>> {
+  conn.prepare_cached(sql)?.query_row(params, read).optional()
 }
 
 #[cfg(test)]
