@@ -8,9 +8,7 @@ use super::driver::{Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::{Engine, Step};
-use crate::core::admission::{
-  compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
-};
+use crate::core::admission::{compile_checks, estimated_cost, reserved_outcome, Reservation};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
   consumption_writes, plan_enforce, planned_writes, EnforceOutcome, EnforceStart,
@@ -18,7 +16,6 @@ use crate::core::enforce::{
 use crate::error::Result;
 use crate::store::ids::new_reservation_id;
 use crate::store::redis::keys::base_pool_id;
-use crate::store::redis::scripts::ScriptCheck;
 use crate::store::redis::{counters, PoolTotals, RedisBackend};
 use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::sync::Arc;
@@ -51,22 +48,6 @@ fn later<T: Send + 'static>(
     Ok(future) => Step::later(future),
     Err(err) => Step::Now(Err(err)),
   }
-}
-
-/// The checks as `reserve.lua` takes them.
-fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> {
-  compiled
-    .checks
-    .iter()
-    .map(|c| ScriptCheck {
-      group: match c.side {
-        CheckSide::Read(i) => Some(i),
-        CheckSide::Always => None,
-      },
-      prev_weight: c.prev_weight(now_ms),
-      threshold: c.threshold,
-    })
-    .collect()
 }
 
 /// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs
@@ -143,53 +124,25 @@ impl QuotaDriver for RedisDriver {
     match compiled {
       None => {
         // The counter view (docs/redis.md#the-counter-view): counters read less than the
-        // maximum staleness ago and changed by no one since decide here, with this
-        // process's buffered records added as after a read. The epoch is checked after
-        // the buffer is read: a flush that settled meanwhile had dropped the entry first.
+        // maximum staleness ago and changed by no one since decide here.
         let view = engine.redis_view(&backend);
-        if let Some((view, max_age)) = &view {
-          if let Some((mut values, epoch)) = view.lookup(&batch, now, *max_age) {
-            engine
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            if view.unchanged(epoch) {
-              engine.metrics.redis_view(true);
-              let outcome = plan.decide(&call.ids.request(), &values);
-              return Step::Now(Ok((outcome, None)));
-            }
+        if let Some(view) = &view {
+          let viewed = engine.viewed(&backend, &batch, view, now);
+          engine.metrics.redis_view(viewed.is_some());
+          if let Some(values) = viewed {
+            return Step::Now(Ok((plan.decide(&call.ids.request(), &values), None)));
           }
-          engine.metrics.redis_view(false);
         }
-        // The request's ids, for the decision after the round trip.
+        // This process's buffered records count, flushed or not (docs/redis.md#write-behind).
         let ids = call.ids.clone();
         Step::later(async move {
-          // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
-          // each once: no flush is out while the read is (see RedisWrites::gates).
-          let gate = engine.redis_writes.gate(backend.url());
-          let _shared = gate.read().await;
-          let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-          let outcome = counters::read(&backend, &batch).await.map(|mut values| {
-            // Kept as Redis answered (the buffer is added at each use), still under the
-            // gate: the next flush drops it when it is answered.
-            if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-              view.keep(batch.clone(), &values, stamp, now);
-            }
-            engine
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            (plan.decide(&ids.request(), &values), None)
-          });
-          outcome
+          let values = engine.read_kept(&backend, batch, view, now).await?;
+          Ok((plan.decide(&ids.request(), &values), None))
         })
       }
       Some(compiled) => {
         let reservation = (!writes.is_empty())
           .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
-        let additions = reservation
-          .as_ref()
-          .map(Reservation::additions)
-          .unwrap_or_default();
-        let checks = script_checks(&compiled, now);
         let ids = call.ids.clone();
         Step::later(async move {
           // The script decides on what Redis holds: records buffered before reserve mode
@@ -197,17 +150,9 @@ impl QuotaDriver for RedisDriver {
           if engine.redis_writes.holds(backend.url()) {
             engine.flush_redis(backend.url().to_string()).await;
           }
-          counters::reserve(
-            &backend,
-            &batch,
-            &checks,
-            &ids.api_key_id,
-            &additions,
-            reservation.as_ref(),
-            now,
-          )
-          .await
-          .map(|(blocked, values)| {
+          let checks = &compiled.checks;
+          let read = counters::reserve(&backend, &batch, checks, reservation.as_ref(), now).await;
+          read.map(|(blocked, values)| {
             let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
             let reservation =
               reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
@@ -289,8 +234,12 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    match self.backend(engine) {
-      Ok(backend) => engine.peek_on_redis(backend, api_key_id, key, now_ms),
+    let prepared = self.backend(engine).and_then(|backend| {
+      let batch = counters::peek_batch(&backend, &api_key_id, &key, now_ms)?;
+      Ok((backend, batch))
+    });
+    match prepared {
+      Ok((backend, batch)) => engine.redis_value(backend, batch, key.window.ms(), now_ms),
       Err(err) => Step::Now(Err(err)),
     }
   }
@@ -312,7 +261,7 @@ impl QuotaDriver for RedisDriver {
       Ok((backend, batch))
     });
     match prepared {
-      Ok((backend, batch)) => engine.pool_total_on_redis(backend, batch, key, now_ms),
+      Ok((backend, batch)) => engine.redis_value(backend, batch, key.window.ms(), now_ms),
       Err(err) => Step::Now(Err(err)),
     }
   }
@@ -353,10 +302,6 @@ impl QuotaDriver for RedisDriver {
         now_ms,
       ))
     });
-    let step = match prepared {
-      Ok(future) => Step::later(future),
-      Err(err) => Step::Now(Err(err)),
-    };
-    engine.after_redis_flush(&self.url, step)
+    engine.after_redis_flush(&self.url, later(prepared))
   }
 }

@@ -16,8 +16,7 @@ use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::redis::write_buffer::WriteBuffer;
-use crate::store::redis::{ReadBatch, Retry};
-use crate::store::validate;
+use crate::store::redis::{counters, ReadBatch, Retry};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -95,11 +94,7 @@ impl Engine {
     writes: &[(DimensionKey, f64)],
     now_ms: i64,
   ) -> Result<()> {
-    validate::non_empty(api_key_id, "apiKeyId")?;
-    for (index, (key, cost)) in writes.iter().enumerate() {
-      validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-      validate::cost(*cost, &format!("writes[{index}].cost"))?;
-    }
+    counters::check_writes(api_key_id, writes)?;
     // The backend exists (a URL it cannot use fails here, not at the flush).
     self.redis_backend(url)?;
     let (arm, full) = {

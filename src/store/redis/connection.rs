@@ -35,8 +35,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-  AsyncConnectionConfig, Client, Cmd, ConnectionAddr, RedisError, RedisFuture, RedisResult,
-  TlsMode, Value,
+  AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ProtocolVersion, RedisError, RedisFuture,
+  RedisResult, TlsMode, Value,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -96,7 +96,7 @@ pub enum Retry {
 }
 
 /// How a backend connects, from the engine's configuration (docs/contract.md §11).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RedisOptions {
   /// `QUOTA_STORE_REDIS_CLUSTER`.
   pub cluster: bool,
@@ -106,18 +106,6 @@ pub struct RedisOptions {
   pub tls: TlsFiles,
   /// `QUOTA_STORE_REDIS_POOL_TOTALS`.
   pub totals: super::PoolTotals,
-}
-
-impl RedisOptions {
-  /// The defaults with `timeout`.
-  pub fn with_timeout(timeout: Duration) -> Self {
-    RedisOptions {
-      cluster: false,
-      timeout,
-      tls: TlsFiles::default(),
-      totals: super::PoolTotals::default(),
-    }
-  }
 }
 
 /// The Sentinels of a backend and the primary they last named.
@@ -158,10 +146,10 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 impl RedisBackend {
-  /// A backend for `target`; nothing connects until the first operation.
-  pub fn new(target: RedisTarget, options: RedisOptions) -> Self {
+  /// A backend for `url`, parsed as `target`; nothing connects until the first operation.
+  pub fn new(url: &str, target: RedisTarget, options: RedisOptions) -> Self {
     RedisBackend {
-      url: String::new(),
+      url: url.to_string(),
       target,
       timeout: options.timeout,
       tls: options.tls,
@@ -183,17 +171,21 @@ impl RedisBackend {
     matches!(self.target.topology, Topology::Single(_))
   }
 
-  /// The connection settings of a single server (`None` for a cluster or Sentinel).
-  pub(crate) fn single_info(&self) -> Option<&redis::ConnectionInfo> {
-    match &self.target.topology {
-      Topology::Single(info) => Some(info),
-      _ => None,
-    }
-  }
-
-  /// A client for `info`, with this URL's TLS settings.
-  pub(crate) fn client_for(&self, info: &redis::ConnectionInfo) -> RedisResult<Client> {
-    self.client_of(info)
+  /// A RESP3 client of the server, for the counter view's tracking connection (one
+  /// server only, see [`Self::supports_view`]).
+  pub(crate) fn resp3_client(&self) -> RedisResult<Client> {
+    let Topology::Single(info) = &self.target.topology else {
+      let why = "no counter view off a single server";
+      return Err(RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        why,
+      )));
+    };
+    let settings = info
+      .redis_settings()
+      .clone()
+      .set_protocol(ProtocolVersion::RESP3);
+    self.client_of(&info.clone().set_redis_settings(settings))
   }
 
   /// What `call`, a write about to be sent or just answered, changes in the view: the
@@ -206,9 +198,11 @@ impl RedisBackend {
     }
     match call.script {
       ScriptName::Read => {}
-      ScriptName::Write | ScriptName::Flush => self
-        .view
-        .invalidate_keys(call.keys.iter().map(String::as_str)),
+      ScriptName::Write | ScriptName::Flush => {
+        for key in &call.keys {
+          self.view.invalidate_key(key);
+        }
+      }
       ScriptName::Reserve | ScriptName::Settle | ScriptName::Clear => self.view.reset(),
     }
   }
@@ -218,26 +212,11 @@ impl RedisBackend {
     self.totals
   }
 
-  /// Whether the URL is `rediss`.
-  pub fn tls(&self) -> bool {
-    self.target.tls
-  }
-
-  /// The topology's name: `single`, `cluster` or `sentinel`.
-  pub fn topology(&self) -> &'static str {
-    match self.target.topology {
-      Topology::Single(_) => "single",
-      Topology::Cluster(_) => "cluster",
-      Topology::Sentinel(_) => "sentinel",
-    }
-  }
-
   /// How keys are named on this server.
   pub fn layout(&self) -> KeyLayout {
     self.target.layout
   }
 
-  /// The URL, password masked.
   /// The URL this backend was created for, as given (password included).
   pub fn url(&self) -> &str {
     &self.url
@@ -417,17 +396,12 @@ impl RedisBackend {
     match tokio::time::timeout(self.timeout, run).await {
       Ok(Ok(value)) => Ok(value),
       Ok(Err(err)) => Err(self.classify(&err)),
-      Err(_) => Err(self.timeout_error()),
+      Err(_) => Err(QuotaError::Unavailable(format!(
+        "Redis at {} did not answer within {} ms (connection down or server stalled)",
+        self.target.display,
+        self.timeout.as_millis()
+      ))),
     }
-  }
-
-  /// What an operation that got no answer within the timeout fails with.
-  fn timeout_error(&self) -> QuotaError {
-    QuotaError::Unavailable(format!(
-      "Redis at {} did not answer within {} ms (connection down or server stalled)",
-      self.target.display,
-      self.timeout.as_millis()
-    ))
   }
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
@@ -505,7 +479,9 @@ fn may_write_counters(args: &[String]) -> bool {
     || args[1..].iter().any(|a| a.starts_with("omniroute:quota"))
 }
 
-fn is_connection_failure(err: &RedisError) -> bool {
+/// An error that says the server could not be reached or answer (as opposed to one it
+/// answered with).
+pub(crate) fn is_connection_failure(err: &RedisError) -> bool {
   err.is_io_error()
     || err.is_connection_refusal()
     || err.is_connection_dropped()
@@ -554,9 +530,7 @@ impl Backends {
     }
     let options = options();
     let target = parse_target(url, options.cluster)?;
-    let mut created = RedisBackend::new(target, options);
-    created.url = url.to_string();
-    let created = Arc::new(created);
+    let created = Arc::new(RedisBackend::new(url, target, options));
     map.insert(url.to_string(), created.clone());
     Ok(created)
   }
@@ -581,7 +555,7 @@ mod tests {
   #[test]
   fn one_backend_per_url_until_forgotten() {
     let url = "redis://127.0.0.1:1/15";
-    let options = || RedisOptions::with_timeout(Duration::from_millis(1000));
+    let options = RedisOptions::default;
     let backends = Backends::default();
     let a = backends.get(url, options).unwrap();
     let b = backends.get(url, options).unwrap();
@@ -599,11 +573,12 @@ mod tests {
       .enable_all()
       .build()
       .unwrap();
-    let target = parse_target("redis://:pw@127.0.0.1:1", false).unwrap();
-    let backend = RedisBackend::new(
-      target,
-      RedisOptions::with_timeout(Duration::from_millis(300)),
-    );
+    let url = "redis://:pw@127.0.0.1:1";
+    let options = RedisOptions {
+      timeout: Duration::from_millis(300),
+      ..RedisOptions::default()
+    };
+    let backend = RedisBackend::new(url, parse_target(url, false).unwrap(), options);
     let started = std::time::Instant::now();
     let err = rt
       .block_on(backend.command(&["PING".to_string()], Retry::Read))

@@ -4,10 +4,9 @@
 
 use super::connection::{RedisBackend, Retry};
 use super::scripts::{
-  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, KeptState,
-  ReadBatch, ScriptCheck,
+  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
 };
-use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
+use crate::core::admission::{AdmissionCheck, BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{Buckets, CounterRead};
 use crate::core::sliding_window::bucket_index;
@@ -44,6 +43,16 @@ pub fn consume(
   })
 }
 
+/// Checks `recordConsumption`'s writes, whether sent now or buffered.
+pub fn check_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
+  validate::non_empty(api_key_id, "apiKeyId")?;
+  for (index, (key, cost)) in writes.iter().enumerate() {
+    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+    validate::cost(*cost, &format!("writes[{index}].cost"))?;
+  }
+  Ok(())
+}
+
 /// `recordConsumption`'s writes: every `(dimension key, cost)` of one API key in one
 /// script, atomically.
 pub fn consume_many(
@@ -52,11 +61,7 @@ pub fn consume_many(
   writes: Vec<(DimensionKey, f64)>,
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<()>> + Send> {
-  validate::non_empty(&api_key_id, "apiKeyId")?;
-  for (index, (key, cost)) in writes.iter().enumerate() {
-    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-    validate::cost(*cost, &format!("writes[{index}].cost"))?;
-  }
+  check_writes(&api_key_id, &writes)?;
   let call = write_call(backend.layout(), &api_key_id, &writes, now_ms);
   // From now on this process's reads see the write (docs/redis.md#the-counter-view).
   backend.invalidate_written(&call);
@@ -70,24 +75,17 @@ pub fn consume_many(
 }
 
 /// Reserve-mode enforce: `batch`'s reads and `checks` evaluated and — when none blocks —
-/// `writes` (`(dimension key, bucket, amount)`) added, in one script. Resolves to the first
-/// blocking check (0-based, among the checks sent) or `None` when admitted, and the
-/// values read (one `Buckets` per group).
+/// `reservation`'s additions written and its state kept, in one script. Resolves to the
+/// first blocking check (0-based) or `None` when admitted, and the values read (one
+/// `Buckets` per group).
 pub async fn reserve(
   backend: &RedisBackend,
   batch: &ReadBatch,
-  checks: &[ScriptCheck],
-  api_key_id: &str,
-  writes: &[(DimensionKey, i64, f64)],
+  checks: &[AdmissionCheck],
   reservation: Option<&Reservation>,
   now_ms: i64,
 ) -> Result<(Option<usize>, Vec<Buckets>)> {
-  let kept = reservation.map(|r| KeptState {
-    key: backend.layout().reservation_key(r.pool_id(), &r.id),
-    state: r.state(),
-    ttl_ms: r.expires_at(now_ms) - now_ms,
-  });
-  let call = reserve_call(batch, checks, api_key_id, writes, kept.as_ref());
+  let call = reserve_call(batch, checks, reservation, now_ms);
   let reply = backend.run_script(&call, Retry::Write).await?;
   parse_reserve(&reply, batch.len())
 }

@@ -67,48 +67,40 @@ pub fn base_pool_id(pool_id: &str) -> &str {
     .map_or(pool_id, |index| &pool_id[..index])
 }
 
-/// The cluster hash tag's content for a pool id: the base pool id with `%` and `}`
-/// escaped (a `}` would end the tag early).
-pub fn hash_tag(pool_id: &str) -> String {
-  let base = base_pool_id(pool_id);
-  let mut tag = String::with_capacity(base.len() + 2);
-  for c in base.chars() {
-    match c {
-      '%' => tag.push_str("%25"),
-      '}' => tag.push_str("%7D"),
-      c => tag.push(c),
-    }
+/// `text` with `%` and `special` percent-escaped (`special` is `:` in a name's parts, `}`
+/// in a hash tag); borrowed when it has neither, as every id of the host's names.
+fn escape(text: &str, special: char) -> Cow<'_, str> {
+  if !text.contains(['%', special]) {
+    return Cow::Borrowed(text);
   }
-  tag
-}
-
-/// One id as a part of a key name: `%` → `%25`, `:` → `%3A`; unchanged (borrowed) when it
-/// has neither, which is every id the host's documented names were made of.
-pub fn id_part(id: &str) -> Cow<'_, str> {
-  if !id.contains([':', '%']) {
-    return Cow::Borrowed(id);
-  }
-  let mut out = String::with_capacity(id.len() + 8);
-  for c in id.chars() {
+  let mut out = String::with_capacity(text.len() + 8);
+  for c in text.chars() {
     match c {
       '%' => out.push_str("%25"),
-      ':' => out.push_str("%3A"),
+      c if c == special => out.push_str(&format!("%{:02X}", c as u32)),
       c => out.push(c),
     }
   }
   Cow::Owned(out)
 }
 
+/// The cluster hash tag's content for a pool id: the base pool id with `%` and `}`
+/// escaped (a `}` would end the tag early).
+pub fn hash_tag(pool_id: &str) -> Cow<'_, str> {
+  escape(base_pool_id(pool_id), '}')
+}
+
+/// One id as a part of a key name: `%` → `%25`, `:` → `%3A`.
+pub fn id_part(id: &str) -> Cow<'_, str> {
+  escape(id, ':')
+}
+
 /// A dimension key as a part of a key name: `<pool>:<unit>:<window>`, or
 /// `<pool>:model:<model>:<unit>:<window>` for a model-cap bucket (split at the first
 /// `:model:`, as [`base_pool_id`] does), each id part escaped by [`id_part`].
 pub fn dimension_part(key: &DimensionKey) -> String {
-  let pool = match key.pool_id.find(":model:") {
-    Some(at) => format!(
-      "{}:model:{}",
-      id_part(&key.pool_id[..at]),
-      id_part(&key.pool_id[at + ":model:".len()..])
-    ),
+  let pool = match key.pool_id.split_once(":model:") {
+    Some((pool, model)) => format!("{}:model:{}", id_part(pool), id_part(model)),
     None => id_part(&key.pool_id).into_owned(),
   };
   format!("{pool}:{}:{}", key.unit, key.window)
@@ -120,12 +112,17 @@ pub fn ttl_seconds(window: QuotaWindow) -> i64 {
 }
 
 impl KeyLayout {
+  /// What follows a prefix in every key of `pool_id`: nothing, or in a cluster the hash tag.
+  fn tag(self, pool_id: &str) -> String {
+    match self {
+      KeyLayout::Standalone => String::new(),
+      KeyLayout::Cluster => format!("{{{}}}:", hash_tag(pool_id)),
+    }
+  }
+
   /// What precedes `<apiKeyId>` in every bucket key of `pool_id`.
   pub fn bucket_prefix(self, pool_id: &str) -> String {
-    match self {
-      KeyLayout::Standalone => BUCKET_PREFIX.to_string(),
-      KeyLayout::Cluster => format!("{BUCKET_PREFIX}{{{}}}:", hash_tag(pool_id)),
-    }
+    format!("{BUCKET_PREFIX}{}", self.tag(pool_id))
   }
 
   /// The key of one bucket.
@@ -141,10 +138,7 @@ impl KeyLayout {
   /// The state of reservation `id`, made in pool `pool_id` (in a cluster it shares the
   /// pool's slot, so the scripts that make and settle it touch one slot).
   pub fn reservation_key(self, pool_id: &str, id: &str) -> String {
-    match self {
-      KeyLayout::Standalone => format!("{RESERVATION_PREFIX}{id}"),
-      KeyLayout::Cluster => format!("{RESERVATION_PREFIX}{{{}}}:{id}", hash_tag(pool_id)),
-    }
+    format!("{RESERVATION_PREFIX}{}{id}", self.tag(pool_id))
   }
 
   /// The set of API key ids written into bucket `bucket` of `key`.
@@ -158,14 +152,8 @@ impl KeyLayout {
   }
 
   fn per_bucket(self, prefix: &str, key: &DimensionKey, bucket: i64) -> String {
-    match self {
-      KeyLayout::Standalone => format!("{prefix}{}:{bucket}", dimension_part(key)),
-      KeyLayout::Cluster => format!(
-        "{prefix}{{{}}}:{}:{bucket}",
-        hash_tag(&key.pool_id),
-        dimension_part(key)
-      ),
-    }
+    let tag = self.tag(&key.pool_id);
+    format!("{prefix}{tag}{}:{bucket}", dimension_part(key))
   }
 }
 

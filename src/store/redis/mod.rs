@@ -13,8 +13,8 @@
 //! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
 //! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
 //!   flushed in one script call).
-//! - `view.rs`, `tracking.rs`: the hot path's counter view, kept fresh by a RESP3
-//!   tracking connection's invalidations (docs/redis.md#the-counter-view).
+//! - `view.rs`: the hot path's counter view, kept fresh by a RESP3 tracking connection's
+//!   invalidations (docs/redis.md#the-counter-view).
 //! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
 //!   snapshot, and the hot path's batched reads and writes.
 //!
@@ -30,12 +30,11 @@ pub mod keys;
 pub mod scripts;
 pub mod target;
 pub mod tls;
-pub mod tracking;
 pub mod view;
 pub mod write_buffer;
 
 pub use client::client_command;
 pub use connection::{Backends, RedisBackend, RedisOptions, Retry};
-pub use keys::{hash_tag, ttl_seconds, KeyLayout, PoolTotals};
+pub use keys::{KeyLayout, PoolTotals};
 pub use scripts::{ReadBatch, ScriptCall};
 pub use target::{mask_secrets, mask_url, parse_target, RedisTarget};

@@ -26,12 +26,11 @@ pub struct Taken {
 impl Taken {
   /// The script call that writes it.
   pub fn call(&self, layout: KeyLayout) -> ScriptCall {
-    let counters: Vec<(&str, &DimensionKey, i64, f64)> = self
-      .counters
-      .iter()
-      .map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount))
-      .collect();
-    flush_call(layout, &counters)
+    let counters = self.counters.iter();
+    flush_call(
+      layout,
+      counters.map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount)),
+    )
   }
 }
 
@@ -200,11 +199,10 @@ mod tests {
       .map(|t| t.call(KeyLayout::Standalone))
       .collect();
     assert_eq!(calls.len(), 1);
-    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (12, 9));
+    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (9, 9));
     let amounts: Vec<&str> = calls[0]
       .args
       .iter()
-      .skip(1)
       .step_by(3)
       .map(|s| s.as_str())
       .collect();
