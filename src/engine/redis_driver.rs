@@ -50,23 +50,6 @@ fn later<T: Send + 'static>(
   }
 }
 
-/// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs
-/// to `<pool>`), from SQLite's metadata cache.
-fn pool_key_ids(engine: &'static Engine, pool_id: &str) -> Result<Vec<String>> {
-  Ok(
-    engine
-      .with_db(|db| db.cached_pool(base_pool_id(pool_id)))?
-      .map(|pool| {
-        pool
-          .allocations
-          .iter()
-          .map(|a| a.api_key_id.clone())
-          .collect()
-      })
-      .unwrap_or_default(),
-  )
-}
-
 impl QuotaDriver for RedisDriver {
   fn name(&self) -> &'static str {
     "redis"
@@ -165,35 +148,32 @@ impl QuotaDriver for RedisDriver {
 
   fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
     let behind = engine.redis_write_behind();
-    let prepared = engine
-      .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
-      .and_then(|writes| {
-        if writes.is_empty() {
-          return Ok(Err(Written::Nothing));
-        }
-        if behind {
-          // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
-          engine.buffer_redis_writes(&self.url, &call.ids.api_key_id, &writes, call.now_ms)?;
-          return Ok(Err(Written::Done));
-        }
-        counters::consume_many(
-          self.backend(engine)?,
-          call.ids.api_key_id.clone(),
-          writes,
-          call.now_ms,
-        )
-        .map(Ok)
-      });
-    match prepared {
-      Ok(Err(written)) => Step::Now((written, false)),
-      Err(err) => Step::Now((Written::Failed(err), false)),
-      Ok(Ok(write)) => Step::later(async move {
-        let written = match write.await {
-          Ok(()) => Written::Done,
-          Err(err) => Written::Failed(err),
-        };
-        (written, false)
-      }),
+    let written = |result: Result<()>| {
+      (
+        result.map_or_else(Written::Failed, |()| Written::Done),
+        false,
+      )
+    };
+    let writes = engine
+      .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)));
+    let writes = match writes {
+      Ok(writes) if writes.is_empty() => return Step::Now((Written::Nothing, false)),
+      Ok(writes) => writes,
+      Err(err) => return Step::Now(written(Err(err))),
+    };
+    let (api_key_id, now) = (&call.ids.api_key_id, call.now_ms);
+    if behind {
+      // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
+      return Step::Now(written(
+        engine.buffer_redis_writes(&self.url, api_key_id, &writes, now),
+      ));
+    }
+    let write = self
+      .backend(engine)
+      .and_then(|backend| counters::consume_many(backend, api_key_id, &writes, now));
+    match write {
+      Ok(write) => Step::later(async move { written(write.await) }),
+      Err(err) => Step::Now(written(Err(err))),
     }
   }
 
@@ -234,14 +214,11 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    let prepared = self.backend(engine).and_then(|backend| {
+    let read = self.backend(engine).and_then(|backend| {
       let batch = counters::peek_batch(&backend, &api_key_id, &key, now_ms)?;
       Ok((backend, batch))
     });
-    match prepared {
-      Ok((backend, batch)) => engine.redis_value(backend, batch, key.window.ms(), now_ms),
-      Err(err) => Step::Now(Err(err)),
-    }
+    engine.redis_value(read, key.window.ms(), now_ms)
   }
 
   fn pool_consumed_total(
@@ -250,20 +227,22 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    let prepared = crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
+    let read = crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
       let backend = self.backend(engine)?;
-      // The buckets' totals need no key list (docs/redis.md#pool-totals).
-      let ids = match backend.totals() {
-        PoolTotals::Aggregate => Vec::new(),
-        PoolTotals::Exact => pool_key_ids(engine, &key.pool_id)?,
+      // The buckets' totals need no key list (docs/redis.md#pool-totals); the exact sum
+      // takes the allocations of the pool the dimension key belongs to.
+      let pool = match backend.totals() {
+        PoolTotals::Aggregate => None,
+        PoolTotals::Exact => engine.with_db(|db| db.cached_pool(base_pool_id(&key.pool_id)))?,
       };
+      let ids = pool
+        .iter()
+        .flat_map(|p| &p.allocations)
+        .map(|a| a.api_key_id.clone());
       let batch = counters::pool_batch(&backend, &key, ids, now_ms);
       Ok((backend, batch))
     });
-    match prepared {
-      Ok((backend, batch)) => engine.redis_value(backend, batch, key.window.ms(), now_ms),
-      Err(err) => Step::Now(Err(err)),
-    }
+    engine.redis_value(read, key.window.ms(), now_ms)
   }
 
   fn clear(

@@ -81,17 +81,21 @@ impl Engine {
     Ok(values)
   }
 
-  /// `peek` and `poolConsumedTotal` on Redis: `batch`'s one value from the view (the same
+  /// `peek` and `poolConsumedTotal` on Redis (`read`: the backend and batch, or why not):
+  /// the batch's one value from the view (the same
   /// rules and bound as enforce), else one `read.lua` after this process's buffer is
   /// flushed, whose answer becomes the view's entry. Reserve mode always reads (as its
   /// enforce does).
   pub(super) fn redis_value(
     &'static self,
-    backend: Arc<RedisBackend>,
-    batch: ReadBatch,
+    read: Result<(Arc<RedisBackend>, ReadBatch)>,
     window_ms: i64,
     now_ms: i64,
   ) -> Step<Result<f64>> {
+    let (backend, batch) = match read {
+      Ok(read) => read,
+      Err(err) => return Step::Now(Err(err)),
+    };
     let view = match self.admission() {
       AdmissionMode::Reserve => None,
       AdmissionMode::Default => self.redis_view(&backend),

@@ -22,6 +22,26 @@ fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
   validate::non_empty(&key.pool_id, "dim.poolId")
 }
 
+/// `write.lua` with `writes`, seen by this process's reads from now on
+/// (docs/redis.md#the-counter-view); resolves to one `Buckets` per write.
+fn write(
+  backend: Arc<RedisBackend>,
+  api_key_id: &str,
+  writes: &[(DimensionKey, f64)],
+  now_ms: i64,
+) -> impl Future<Output = Result<Vec<Buckets>>> + Send {
+  let call = write_call(backend.layout(), api_key_id, writes, now_ms);
+  backend.invalidate_written(&call);
+  let count = writes.len();
+  async move {
+    if count == 0 {
+      return Ok(Vec::new());
+    }
+    let reply = backend.run_script(&call, Retry::Write).await?;
+    parse_pairs(&reply, count)
+  }
+}
+
 /// `consume`: adds `cost` to the current bucket; resolves to the new effective value,
 /// computed from the values the same script wrote and read.
 pub fn consume(
@@ -34,13 +54,8 @@ pub fn consume(
   check_key(&api_key_id, &key)?;
   validate::cost(cost, "cost")?;
   let window_ms = key.window.ms();
-  let call = write_call(backend.layout(), &api_key_id, &[(key, cost)], now_ms);
-  backend.invalidate_written(&call);
-  Ok(async move {
-    let reply = backend.run_script(&call, Retry::Write).await?;
-    let buckets = parse_pairs(&reply, 1)?[0];
-    Ok(buckets.effective(now_ms, window_ms))
-  })
+  let written = write(backend, &api_key_id, &[(key, cost)], now_ms);
+  Ok(async move { Ok(written.await?[0].effective(now_ms, window_ms)) })
 }
 
 /// Checks `recordConsumption`'s writes, whether sent now or buffered.
@@ -57,21 +72,13 @@ pub fn check_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<
 /// script, atomically.
 pub fn consume_many(
   backend: Arc<RedisBackend>,
-  api_key_id: String,
-  writes: Vec<(DimensionKey, f64)>,
+  api_key_id: &str,
+  writes: &[(DimensionKey, f64)],
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<()>> + Send> {
-  check_writes(&api_key_id, &writes)?;
-  let call = write_call(backend.layout(), &api_key_id, &writes, now_ms);
-  // From now on this process's reads see the write (docs/redis.md#the-counter-view).
-  backend.invalidate_written(&call);
-  Ok(async move {
-    if !writes.is_empty() {
-      let reply = backend.run_script(&call, Retry::Write).await?;
-      parse_pairs(&reply, writes.len())?;
-    }
-    Ok(())
-  })
+  check_writes(api_key_id, writes)?;
+  let written = write(backend, api_key_id, writes, now_ms);
+  Ok(async move { written.await.map(drop) })
 }
 
 /// Reserve-mode enforce: `batch`'s reads and `checks` evaluated and — when none blocks —
@@ -176,7 +183,7 @@ pub fn peek_batch(
 pub fn pool_batch(
   backend: &RedisBackend,
   key: &DimensionKey,
-  pool_ids: Vec<String>,
+  pool_ids: impl IntoIterator<Item = String>,
   now_ms: i64,
 ) -> ReadBatch {
   let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
@@ -223,45 +230,39 @@ pub fn pool_usage(
       .collect(),
   };
   let allocations = allocations.unwrap_or_default();
-  let mut batch = ReadBatch::new(
-    backend.layout(),
-    backend.totals(),
-    allocations.iter().map(|a| a.api_key_id.clone()),
-  );
-  let mut groups: Vec<Vec<usize>> = Vec::with_capacity(dims.len());
+  let ids = allocations.iter().map(|a| a.api_key_id.clone());
+  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), ids);
+  // One group per dimension and allocation, in that order.
   for (unit, window, _) in &dims {
     let key = DimensionKey::new(pool_id.as_str(), *unit, *window);
-    let current = bucket_index(now_ms, window.ms());
-    groups.push(
-      allocations
-        .iter()
-        .map(|a| batch.key(&a.api_key_id, &key, current))
-        .collect(),
-    );
+    for allocation in &allocations {
+      batch.key(
+        &allocation.api_key_id,
+        &key,
+        bucket_index(now_ms, window.ms()),
+      );
+    }
   }
   async move {
     let values = read(&backend, &batch).await?;
-    let mut snapshot = PoolUsageSnapshot {
-      pool_id,
-      dimensions: Vec::with_capacity(dims.len()),
-    };
-    for ((unit, window, limit), indexes) in dims.iter().zip(&groups) {
-      let consumed: HashMap<&str, f64> = allocations
-        .iter()
-        .zip(indexes)
-        .map(|(a, i)| {
+    let n = allocations.len();
+    let dimensions = dims.iter().enumerate().map(|(d, (unit, window, limit))| {
+      let consumed: HashMap<&str, f64> = (allocations.iter().enumerate())
+        .map(|(i, a)| {
           (
             a.api_key_id.as_str(),
-            values[*i].effective(now_ms, window.ms()),
+            values[d * n + i].effective(now_ms, window.ms()),
           )
         })
         .collect();
-      snapshot
-        .dimensions
-        .push(dimension_usage(*unit, *window, *limit, &allocations, |k| {
-          consumed.get(k).copied().unwrap_or(0.0)
-        }));
-    }
-    Ok(snapshot)
+      dimension_usage(*unit, *window, *limit, &allocations, |k| {
+        consumed.get(k).copied().unwrap_or(0.0)
+      })
+    });
+    let dimensions = dimensions.collect();
+    Ok(PoolUsageSnapshot {
+      pool_id,
+      dimensions,
+    })
   }
 }

@@ -1,38 +1,22 @@
-//! Redis key names and TTLs (docs/contract.md §4, Redis).
-//!
-//! - A bucket: `omniroute:quota:<apiKeyId>:<dimensionKey>:<bucketIndex>`, value a decimal
-//!   string (INCRBYFLOAT's), TTL `ceil(2 × windowMs / 1000)` s — exactly the host's
-//!   TypeScript driver's names, so replicas running either read each other's counters.
-//! - The members of a bucket: `omniroute:quota-members:<dimensionKey>:<bucketIndex>`, a set
-//!   of the API key ids this engine wrote into that bucket (same TTL, so it lives exactly as
-//!   long as the buckets it lists). Pool totals sum the pool's allocations (from SQLite)
-//!   plus the members of the current and previous buckets, so a key that consumed without
-//!   an allocation still counts, as on SQLite. The TypeScript driver does not write the
-//!   set; its keys are counted through the allocations.
-//! - The total of a bucket: `omniroute:quota-total:<dimensionKey>:<bucketIndex>`, the sum
-//!   of every key's bucket this engine wrote (same TTL, refreshed by every write), kept by
-//!   the write scripts in one INCRBYFLOAT. Pool totals read it in constant time when
-//!   `QUOTA_STORE_REDIS_POOL_TOTALS=aggregate` ([`PoolTotals`], docs/redis.md#pool-totals).
-//! - Cluster layout (opt-in): every key of one pool carries the hash tag `{<pool>}` right
-//!   after the prefix — `omniroute:quota:{<pool>}:<apiKeyId>:<dimensionKey>:<bucketIndex>`
-//!   and `omniroute:quota-members:{<pool>}:<dimensionKey>:<bucketIndex>` — so all the keys one script
-//!   touches share a slot. `<pool>` is the dimension key's pool id up to `:model:` (a
-//!   model-cap bucket lives with its pool), with `%` and `}` percent-escaped.
-//! - Ids in names (docs/redis.md#key-names): `:` separates the parts of a name, so an API
-//!   key id, a pool id or a model that contains `:` or `%` is written with those two
-//!   characters percent-escaped (`%3A`, `%25`), each part on its own — `<pool>:model:<m>`
-//!   keeps its `:model:` — so no two distinct (key, pool, unit, window, bucket) share a
-//!   name. An id without `:` or `%` is written as it is: the host's names, unchanged.
+//! Redis key names and TTLs (docs/redis.md#keys). On one server they are exactly the host's
+//! TypeScript driver's names, so replicas running either read each other's counters; in a
+//! cluster every key of one pool carries the hash tag `{<pool>}` right after the prefix, so
+//! all the keys one script touches share a slot. An id with `:` or `%` is escaped, each
+//! part on its own, so no two distinct counters share a name (docs/redis.md#key-names).
 
 use crate::core::dimensions::{DimensionKey, QuotaWindow};
 use std::borrow::Cow;
 
 /// The prefix of every bucket key.
 pub const BUCKET_PREFIX: &str = "omniroute:quota:";
-/// The prefix of every members set.
+/// The prefix of every members set: the API key ids this engine wrote into a bucket, so
+/// that exact pool totals count a key that consumed without an allocation (the host's
+/// driver does not write them; its keys count through the allocations).
 pub const MEMBERS_PREFIX: &str = "omniroute:quota-members:";
-/// The prefix of every bucket total.
+/// The prefix of every bucket total: the sum of every key's bucket this engine wrote.
 pub const TOTAL_PREFIX: &str = "omniroute:quota-total:";
+/// The prefix of a reservation's state (reserve admission, docs/admission.md).
+pub const RESERVATION_PREFIX: &str = "omniroute:quota-reservation:";
 
 /// How pool totals are read (`QUOTA_STORE_REDIS_POOL_TOTALS`, docs/redis.md#pool-totals).
 /// The write scripts keep the totals in both modes, so switching is safe at any time.
@@ -47,8 +31,6 @@ pub enum PoolTotals {
   /// every replica runs the engine.
   Aggregate,
 }
-/// The prefix of a reservation's state (reserve admission, docs/admission.md).
-pub const RESERVATION_PREFIX: &str = "omniroute:quota-reservation:";
 
 /// Which key names a server gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,84 +141,17 @@ impl KeyLayout {
 
 #[cfg(test)]
 mod tests {
+  // The names themselves are checked against a server: `tests/fuzz.rs`
+  // (`fuzz_redis_names_are_injective`) and `__test__/redis-store.test.mjs`,
+  // `redis-cluster.test.mjs`, `redis-pool-totals.test.mjs`.
   use super::*;
   use crate::core::dimensions::QuotaUnit;
 
-  fn dim(pool: &str) -> DimensionKey {
-    DimensionKey::new(pool, QuotaUnit::Tokens, QuotaWindow::Daily)
-  }
-
   #[test]
-  fn standalone_names_are_the_hosts() {
-    let layout = KeyLayout::Standalone;
-    assert_eq!(
-      layout.bucket_key("key-1", &dim("pool-9"), 20_000),
-      "omniroute:quota:key-1:pool-9:tokens:daily:20000"
-    );
-    assert_eq!(
-      layout.bucket_key("k", &dim("p"), -1),
-      "omniroute:quota:k:p:tokens:daily:-1"
-    );
-    assert_eq!(
-      layout.members_key(&dim("pool-9"), 20_000),
-      "omniroute:quota-members:pool-9:tokens:daily:20000"
-    );
-    assert_eq!(layout.bucket_prefix("anything"), "omniroute:quota:");
-    assert_eq!(
-      layout.total_key(&dim("pool-9"), 20_000),
-      "omniroute:quota-total:pool-9:tokens:daily:20000"
-    );
-  }
-
-  #[test]
-  fn cluster_names_carry_the_pool_tag() {
-    let layout = KeyLayout::Cluster;
-    assert_eq!(
-      layout.bucket_key("key-1", &dim("pool-9"), 7),
-      "omniroute:quota:{pool-9}:key-1:pool-9:tokens:daily:7"
-    );
-    assert_eq!(
-      layout.members_key(&dim("pool-9"), 7),
-      "omniroute:quota-members:{pool-9}:pool-9:tokens:daily:7"
-    );
-    assert_eq!(
-      layout.total_key(&dim("pool-9"), 7),
-      "omniroute:quota-total:{pool-9}:pool-9:tokens:daily:7"
-    );
-    // A model-cap bucket shares its pool's tag, so one script can read both.
-    let model = DimensionKey::new(
-      "pool-9:model:gpt-x",
-      QuotaUnit::Requests,
-      QuotaWindow::Hourly,
-    );
-    assert_eq!(
-      layout.bucket_key("key-1", &model, 3),
-      "omniroute:quota:{pool-9}:key-1:pool-9:model:gpt-x:requests:hourly:3"
-    );
-  }
-
-  #[test]
-  fn tags_escape_what_would_break_them() {
+  fn escapes_keep_tags_and_name_parts_whole() {
     assert_eq!(hash_tag("a}b%c{d"), "a%7Db%25c{d");
     assert_eq!(hash_tag("p:model:m}"), "p");
-    assert_eq!(base_pool_id("p"), "p");
     assert_eq!(base_pool_id("p:model:a:model:b"), "p");
-  }
-
-  /// Issue 15 item 5: key `k` in pool `x:p` and key `k:x` in pool `p` were both
-  /// `omniroute:quota:k:x:p:…`.
-  #[test]
-  fn ids_with_separators_never_share_a_name() {
-    for layout in [KeyLayout::Standalone, KeyLayout::Cluster] {
-      assert_ne!(
-        layout.bucket_key("k", &dim("x:p"), 1),
-        layout.bucket_key("k:x", &dim("p"), 1)
-      );
-      assert_eq!(
-        KeyLayout::Standalone.bucket_key("k:x", &dim("p%3A"), 1),
-        "omniroute:quota:k%3Ax:p%253A:tokens:daily:1"
-      );
-    }
     // A model part keeps its `:model:`; a model with a `:` is escaped on its own.
     let model = DimensionKey::new("p:model:gpt:4", QuotaUnit::Tokens, QuotaWindow::Daily);
     assert_eq!(

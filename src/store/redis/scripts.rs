@@ -474,6 +474,8 @@ pub fn parse_pairs(reply: &[Option<String>], expected: usize) -> Result<Vec<Buck
 
 #[cfg(test)]
 mod tests {
+  // What the scripts do with these calls is checked against a server by the store suite
+  // (`__test__/store-suite.test.mjs`) and `__test__/redis-*.test.mjs`.
   use super::*;
   use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 
@@ -483,18 +485,19 @@ mod tests {
     DimensionKey::new(pool, unit, window)
   }
 
+  /// The words of `text`, for the expected keys and arguments of a call.
+  fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+  }
+
   #[test]
   fn batch_ids_are_kept_once_below_and_past_the_scan_limit() {
+    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     for count in [3, LINEAR_IDS - 1, LINEAR_IDS, LINEAR_IDS + 5, 200] {
       let ids: Vec<String> = (0..count).map(|i| format!("k{i}")).collect();
       let twice = ids.iter().chain(ids.iter()).cloned();
       let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, twice);
       assert_eq!(batch.ids, ids, "{count} ids");
-      let key = DimensionKey::new(
-        "p",
-        crate::core::dimensions::QuotaUnit::Requests,
-        crate::core::dimensions::QuotaWindow::Hourly,
-      );
       for (index, id) in ids.iter().enumerate() {
         batch.key(id, &key, 1);
         assert_eq!(batch.find(id), Some(index));
@@ -509,36 +512,12 @@ mod tests {
   fn flush_call_names_a_key_and_its_members_entry_as_write_call_does() {
     // An id with a separator is escaped in the key names; the members set must hold the
     // same escaped id, whichever script wrote the counter.
-    let key = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], 10 * H);
     let flush = flush_call(KeyLayout::Standalone, [("a:b%", &key, 10, 1.0)]);
     assert_eq!(flush.keys, write.keys[..3]);
     assert_eq!(flush.args, ["1", "7200", "a%3Ab%25"]);
     assert_eq!(flush.args[2], write.args[0]);
-  }
-
-  #[test]
-  fn write_call_lists_four_keys_and_two_args_per_write() {
-    let writes = vec![
-      (dim("p", QuotaUnit::Requests, QuotaWindow::Hourly), 1.0),
-      (dim("p", QuotaUnit::Usd, QuotaWindow::Daily), 0.25),
-    ];
-    let call = write_call(KeyLayout::Standalone, "k", &writes, 10 * H + 5);
-    assert_eq!(call.script, ScriptName::Write);
-    assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota:k:p:requests:hourly:10",
-        "omniroute:quota-members:p:requests:hourly:10",
-        "omniroute:quota-total:p:requests:hourly:10",
-        "omniroute:quota:k:p:requests:hourly:9",
-        "omniroute:quota:k:p:usd:daily:0",
-        "omniroute:quota-members:p:usd:daily:0",
-        "omniroute:quota-total:p:usd:daily:0",
-        "omniroute:quota:k:p:usd:daily:-1",
-      ]
-    );
-    assert_eq!(call.args, vec!["k", "1", "7200", "0.25", "172800"]);
   }
 
   #[test]
@@ -550,86 +529,49 @@ mod tests {
   }
 
   #[test]
-  fn read_batch_numbers_ids_and_members_sets() {
+  fn read_batch_numbers_ids_and_lists_each_key_once() {
     let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
     let model = dim("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
-    let mut batch = ReadBatch::new(
-      KeyLayout::Cluster,
-      PoolTotals::Exact,
-      ["a".to_string(), "b".to_string(), "a".to_string()],
-    );
+    let ids = ["a", "b", "a"].map(String::from);
+    let mut batch = ReadBatch::new(KeyLayout::Cluster, PoolTotals::Exact, ids);
     assert_eq!(batch.key("b", &model, 500), 0);
     assert_eq!(batch.key("b", &tokens, 500), 1);
     assert_eq!(batch.pool(&tokens, 500), 2);
     assert_eq!(batch.key("c", &tokens, 500), 3);
-    assert_eq!(batch.len(), 4);
+    assert_eq!(batch.pool(&tokens, 500), 4);
     let call = batch.call();
     assert_eq!(call.script, ScriptName::Read);
+    let members = "omniroute:quota-members:{pool}:pool";
     assert_eq!(
       call.keys,
-      vec![
-        "omniroute:quota-members:{pool}:pool:model:m:requests:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:499",
+      [
+        format!("{members}:model:m:requests:hourly:500"),
+        format!("{members}:tokens:hourly:500"),
+        format!("{members}:tokens:hourly:500"),
+        format!("{members}:tokens:hourly:499"),
       ]
     );
-    let expected: Vec<String> = [
-      "omniroute:quota:{pool}:",
-      "3",
-      "a",
-      "b",
-      "c",
-      "pool:model:m:requests:hourly",
-      "500",
-      "499",
-      "2",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "2",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "-3",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "3",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(call.args, expected);
-  }
-
-  #[test]
-  fn aggregate_pool_groups_read_the_totals_and_need_no_ids() {
-    let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
-    let ids = (0..10_000).map(|i| format!("k{i}"));
-    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, ids);
+    let args = words(
+      "omniroute:quota:{pool}: 3 a b c
+       pool:model:m:requests:hourly 500 499 2   pool:tokens:hourly 500 499 2
+       pool:tokens:hourly 500 499 -3   pool:tokens:hourly 500 499 3
+       pool:tokens:hourly 500 499 -3",
+    );
+    assert_eq!(call.args, args);
+    // Aggregate: a pool group reads the two totals, and only a key group's own id is sent.
+    let many = (0..10_000).map(|i| format!("k{i}"));
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, many);
     batch.key("k7", &tokens, 500);
-    batch.pool(&tokens, 500);
     batch.pool(&tokens, 500);
     let call = batch.call();
     assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota-members:pool:tokens:hourly:500",
-        "omniroute:quota-total:pool:tokens:hourly:500",
-        "omniroute:quota-total:pool:tokens:hourly:499",
-      ]
+      call.keys[1..],
+      words(
+        "omniroute:quota-total:pool:tokens:hourly:500 omniroute:quota-total:pool:tokens:hourly:499"
+      )
     );
-    // Only the key group's own id is sent: the call's size does not grow with the pool.
-    assert_eq!(&call.args[..3], ["omniroute:quota:", "1", "k7"]);
-    assert_eq!(call.args[6], "1");
-    assert_eq!((&call.args[10][..], &call.args[14][..]), ("t2", "t2"));
-    let clear = clear_call(KeyLayout::Standalone, "k", &tokens, 500);
-    assert_eq!(clear.script, ScriptName::Clear);
-    assert_eq!(
-      clear.keys[3],
-      "omniroute:quota-total:pool:tokens:hourly:499"
-    );
+    assert_eq!(call.args[..3], ["omniroute:quota:", "1", "k7"]);
+    assert_eq!(call.args[10], "t2");
   }
 
   #[test]
@@ -649,28 +591,25 @@ mod tests {
       check(CheckSide::Read(1), 100.0),
       check(CheckSide::Always, 1.0),
       check(CheckSide::Read(0), f64::NAN),
+      check(CheckSide::Read(0), f64::NEG_INFINITY),
     ];
     let now = 10 * H + 3 * H / 4;
     let reservation = Reservation::new("ab".into(), "k", vec![(requests.clone(), 1.0)], now);
     let call = reserve_call(&batch, &checks, Some(&reservation), now);
     assert_eq!(call.script, ScriptName::Reserve);
     let mut keys = read.keys.clone();
-    keys.push("omniroute:quota:k:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-members:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-total:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-reservation:ab".into());
+    keys.extend(words(
+      "omniroute:quota:k:p:requests:hourly:10 omniroute:quota-members:p:requests:hourly:10
+       omniroute:quota-total:p:requests:hourly:10 omniroute:quota-reservation:ab",
+    ));
     assert_eq!(call.keys, keys);
     let mut args = vec![read.args.len().to_string()];
     args.extend(read.args);
-    let state = reservation.state();
-    args.extend(
-      [
-        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", &state, "7200000", "k", "1",
-        "7200",
-      ]
-      .iter()
-      .map(|s| s.to_string()),
-    );
+    // Per check: its group, the previous bucket's weight, the threshold ("-1": never
+    // blocks, "0": always); then the state and its TTL, the id, a write's amount and TTL.
+    args.extend(words("4  2 2.5e-1 1e2  0 0 0  -1 0 0  0 0 0"));
+    args.push(reservation.state());
+    args.extend(words("7200000 k 1 7200"));
     assert_eq!(call.args, args);
   }
 
@@ -678,7 +617,6 @@ mod tests {
   fn settle_call_and_reserve_replies() {
     let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
     let reservation = KeyLayout::Cluster.reservation_key("p", "ab");
-    assert_eq!(reservation, "omniroute:quota-reservation:{p}:ab");
     let call = settle_call(
       KeyLayout::Cluster,
       &reservation,
@@ -687,48 +625,27 @@ mod tests {
       &[(tokens, 3, -0.5)],
     );
     assert_eq!(call.script, ScriptName::Settle);
-    assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota-reservation:{p}:ab",
-        "omniroute:quota:{p}:k:p:tokens:daily:3",
-        "omniroute:quota-members:{p}:p:tokens:daily:3",
-        "omniroute:quota-total:{p}:p:tokens:daily:3",
-      ]
+    let keys = words(
+      "omniroute:quota-reservation:{p}:ab omniroute:quota:{p}:k:p:tokens:daily:3
+       omniroute:quota-members:{p}:p:tokens:daily:3 omniroute:quota-total:{p}:p:tokens:daily:3",
     );
-    assert_eq!(call.args, vec!["{}", "k", "-0.5", "172800"]);
-    let reply = vec![Some("2".to_string()), Some("4".to_string()), None];
+    assert_eq!(call.keys, keys);
+    assert_eq!(call.args, ["{}", "k", "-0.5", "172800"]);
+    let reply = [Some("2".to_string()), Some("4".to_string()), None];
     let (blocked, values) = parse_reserve(&reply, 1).unwrap();
-    assert_eq!(blocked, Some(1));
-    assert_eq!(values[0].curr, 4.0);
-    let (blocked, _) = parse_reserve(&[Some("0".to_string())], 0).unwrap();
-    assert_eq!(blocked, None);
+    assert_eq!((blocked, values[0].curr), (Some(1), 4.0));
+    assert_eq!(parse_reserve(&[Some("0".to_string())], 0).unwrap().0, None);
     assert!(parse_reserve(&[], 0).is_err());
     assert!(parse_reserve(&[Some("x".to_string())], 0).is_err());
   }
 
   #[test]
   fn replies_parse_in_pairs() {
-    let reply = vec![
-      Some("3.5".to_string()),
-      None,
-      Some("0.10000000000000001".to_string()),
-      Some("1e+20".to_string()),
-    ];
+    let reply =
+      ["3.5", "", "0.10000000000000001", "1e+20"].map(|v| (!v.is_empty()).then(|| v.to_string()));
     let values = parse_pairs(&reply, 2).unwrap();
-    assert_eq!(
-      values,
-      vec![
-        Buckets {
-          curr: 3.5,
-          prev: 0.0
-        },
-        Buckets {
-          curr: 0.1,
-          prev: 1e20
-        },
-      ]
-    );
+    let pairs: Vec<(f64, f64)> = values.iter().map(|b| (b.curr, b.prev)).collect();
+    assert_eq!(pairs, [(3.5, 0.0), (0.1, 1e20)]);
     assert!(parse_pairs(&reply, 3).is_err());
     assert!(parse_pairs(&[Some("abc".into()), None], 1).is_err());
   }

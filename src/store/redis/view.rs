@@ -1,12 +1,13 @@
 //! The counter view (docs/redis.md#the-counter-view): what the hot path's last reads of one
 //! Redis URL returned, so that an enforce whose counters did not change since is decided
-//! on the calling thread, with no round trip. It is kept honest by the server: a tracking
-//! connection (below, RESP3 `CLIENT TRACKING … BCAST` on the counters' prefixes)
-//! hears of every change to a counter key, by any client, and the entries that read that
-//! dimension are dropped; this process's own writes drop them when they are sent and when
-//! they are answered. An entry is used only while it is younger than the maximum
-//! staleness (`QUOTA_STORE_REDIS_VIEW_MS`, which bounds what a lost or late invalidation
-//! can cost) and the tracking connection is up; a disconnect drops everything.
+//! on the calling thread, with no round trip. The server keeps it honest through Redis's
+//! own client-side caching support: a tracking connection (RESP3 `CLIENT TRACKING … BCAST`
+//! on the counters' prefixes; broadcasting, because the hot path reads inside a script,
+//! which the `redis` crate's cache of plain read replies cannot serve) hears of every
+//! change to a counter key by any client, and the entries that read that dimension go;
+//! this process's own writes drop them when sent and when answered. An entry is used only
+//! while younger than `QUOTA_STORE_REDIS_VIEW_MS` (the bound on what a lost invalidation
+//! costs) and while the connection is up; a disconnect drops everything.
 //!
 //! Races are settled by stamps: a read takes a [`Stamp`] before it is sent, and its reply
 //! is kept only if no invalidation of its dimensions (nor a reset) came meanwhile — an
@@ -14,12 +15,6 @@
 //! A lookup returns the view's epoch (bumped by every invalidation), which the caller
 //! checks again after adding the write-behind buffer ([`CounterView::unchanged`]), so a
 //! flush that settled in between is never missed by both.
-//!
-//! The tracking connection is Redis's own client-side caching support (RESP3 `CLIENT
-//! TRACKING`) in broadcasting mode: the server reports every change to a key of the
-//! counters' prefixes, by any client, without remembering which keys this client read (the
-//! hot path reads its counters inside a script, so the `redis` crate's own client-side
-//! cache, which caches the replies of plain read commands, cannot serve it).
 
 use super::connection::{is_connection_failure, RedisBackend};
 use super::keys::{BUCKET_PREFIX, TOTAL_PREFIX};
@@ -67,6 +62,7 @@ pub struct Stamp {
 }
 
 /// The view of one Redis URL.
+#[derive(Default)]
 pub struct CounterView {
   inner: Mutex<Inner>,
   /// Bumped by every invalidation and reset.
@@ -79,19 +75,6 @@ pub struct CounterView {
   /// Woken when the backend goes away: the tracking connection ends.
   pub(crate) closed: tokio::sync::Notify,
   pub(crate) is_closed: AtomicBool,
-}
-
-impl Default for CounterView {
-  fn default() -> Self {
-    CounterView {
-      inner: Mutex::default(),
-      epoch: AtomicU64::new(0),
-      up: AtomicBool::new(false),
-      started: AtomicBool::new(false),
-      closed: tokio::sync::Notify::new(),
-      is_closed: AtomicBool::new(false),
-    }
-  }
 }
 
 /// The dimension part of a counter key (`omniroute:quota:<id>:<dimension>:<bucket>` or
@@ -345,16 +328,9 @@ mod tests {
   }
 
   fn values() -> Vec<Buckets> {
-    vec![
-      Buckets {
-        curr: 1.0,
-        prev: 0.0,
-      },
-      Buckets {
-        curr: 5.0,
-        prev: 2.0,
-      },
-    ]
+    [(1.0, 0.0), (5.0, 2.0)]
+      .map(|(curr, prev)| Buckets { curr, prev })
+      .to_vec()
   }
 
   fn up() -> CounterView {
