@@ -11,8 +11,9 @@ use super::{Engine, Step};
 use crate::core::admission::{compile_checks, estimated_cost, reserved_outcome, Reservation};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
-  consumption_writes, plan_enforce, planned_writes, EnforceOutcome, EnforceStart,
+  consumption_writes, plan_enforce, planned_writes, CounterRead, EnforceOutcome, EnforceStart,
 };
+use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::ids::new_reservation_id;
 use crate::store::redis::keys::base_pool_id;
@@ -95,12 +96,13 @@ impl QuotaDriver for RedisDriver {
       Ok((EnforceStart::Done(outcome), _)) => return Step::Now(Ok((outcome, None))),
       Err(err) => return Step::Now(Err(err)),
     };
-    let batch = counters::counter_batch(
-      &backend,
-      &call.ids.api_key_id,
-      plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
-      plan.reads(),
-    );
+    let mut batch = backend.batch(plan.pool().allocations.iter().map(|a| a.api_key_id.clone()));
+    for read in plan.reads() {
+      match read {
+        CounterRead::Key { key, current } => batch.key(&call.ids.api_key_id, key, *current),
+        CounterRead::Pool { key, current } => batch.pool(key, *current),
+      };
+    }
     // Reserve mode needs the saturation known (else: the default read answers — a fetch,
     // or a model-cap block).
     let compiled = if reserve { compile_checks(&plan) } else { None };
@@ -126,13 +128,10 @@ impl QuotaDriver for RedisDriver {
       Some(compiled) => {
         let reservation = (!writes.is_empty())
           .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
-        let ids = call.ids.clone();
-        Step::later(async move {
-          // The script decides on what Redis holds: records buffered before reserve mode
-          // was switched on go first.
-          if engine.redis_writes.holds(backend.url()) {
-            engine.flush_redis(backend.url().to_string()).await;
-          }
+        let (ids, url) = (call.ids.clone(), backend.url().to_string());
+        // The script decides on what Redis holds: records buffered before reserve mode
+        // was switched on go first.
+        let reserve = Step::later(async move {
           let checks = &compiled.checks;
           let read = counters::reserve(&backend, &batch, checks, reservation.as_ref(), now).await;
           read.map(|(blocked, values)| {
@@ -141,7 +140,8 @@ impl QuotaDriver for RedisDriver {
               reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
             (outcome, reservation.map(|r| r.token()))
           })
-        })
+        });
+        engine.after_redis_flush(&url, reserve)
       }
     }
   }
@@ -149,10 +149,8 @@ impl QuotaDriver for RedisDriver {
   fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
     let behind = engine.redis_write_behind();
     let written = |result: Result<()>| {
-      (
-        result.map_or_else(Written::Failed, |()| Written::Done),
-        false,
-      )
+      let written = result.map_or_else(Written::Failed, |()| Written::Done);
+      (written, false)
     };
     let writes = engine
       .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)));
@@ -178,15 +176,12 @@ impl QuotaDriver for RedisDriver {
   }
 
   fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
-    match self.backend(engine) {
-      Err(err) => Step::Now(Err(err)),
-      Ok(backend) => Step::later(counters::settle_reservation(
-        backend,
-        settle.token.clone(),
-        settle.api_key_id.clone(),
-        settle.deltas(),
-      )),
-    }
+    let (token, api_key_id) = (settle.token.clone(), settle.api_key_id.clone());
+    let deltas = settle.deltas();
+    later(
+      (self.backend(engine))
+        .map(|backend| counters::settle_reservation(backend, token, api_key_id, deltas)),
+    )
   }
 
   fn consume(
@@ -197,14 +192,9 @@ impl QuotaDriver for RedisDriver {
     cost: f64,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    engine.after_redis_flush(
-      &self.url,
-      later(
-        self
-          .backend(engine)
-          .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
-      ),
-    )
+    let consume = (self.backend(engine))
+      .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms));
+    engine.after_redis_flush(&self.url, later(consume))
   }
 
   fn peek(
@@ -215,7 +205,9 @@ impl QuotaDriver for RedisDriver {
     now_ms: i64,
   ) -> Step<Result<f64>> {
     let read = self.backend(engine).and_then(|backend| {
-      let batch = counters::peek_batch(&backend, &api_key_id, &key, now_ms)?;
+      counters::check_key(&api_key_id, &key)?;
+      let mut batch = backend.batch([]);
+      batch.key(&api_key_id, &key, bucket_index(now_ms, key.window.ms()));
       Ok((backend, batch))
     });
     engine.redis_value(read, key.window.ms(), now_ms)
@@ -239,7 +231,8 @@ impl QuotaDriver for RedisDriver {
         .iter()
         .flat_map(|p| &p.allocations)
         .map(|a| a.api_key_id.clone());
-      let batch = counters::pool_batch(&backend, &key, ids, now_ms);
+      let mut batch = backend.batch(ids);
+      batch.pool(&key, bucket_index(now_ms, key.window.ms()));
       Ok((backend, batch))
     });
     engine.redis_value(read, key.window.ms(), now_ms)
@@ -252,14 +245,9 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<()>> {
-    engine.after_redis_flush(
-      &self.url,
-      later(
-        self
-          .backend(engine)
-          .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
-      ),
-    )
+    let clear =
+      (self.backend(engine)).and_then(|backend| counters::clear(backend, api_key_id, key, now_ms));
+    engine.after_redis_flush(&self.url, later(clear))
   }
 
   fn pool_usage(

@@ -11,7 +11,6 @@ use crate::error::Result;
 use crate::store::redis::counters;
 use crate::store::redis::view::{subscribe, CounterView, TrackingError};
 use crate::store::redis::{ReadBatch, RedisBackend};
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -82,10 +81,9 @@ impl Engine {
   }
 
   /// `peek` and `poolConsumedTotal` on Redis (`read`: the backend and batch, or why not):
-  /// the batch's one value from the view (the same
-  /// rules and bound as enforce), else one `read.lua` after this process's buffer is
-  /// flushed, whose answer becomes the view's entry. Reserve mode always reads (as its
-  /// enforce does).
+  /// the batch's one value from the view (the same rules and bound as enforce), else one
+  /// `read.lua` after this process's buffer is flushed, whose answer becomes the view's
+  /// entry. Reserve mode always reads (as its enforce does).
   pub(super) fn redis_value(
     &'static self,
     read: Result<(Arc<RedisBackend>, ReadBatch)>,
@@ -119,10 +117,8 @@ impl Engine {
   async fn track(&'static self, backend: Weak<RedisBackend>, view: Arc<CounterView>) {
     let mut retry = FIRST_RETRY;
     loop {
-      if view.is_closed.load(Ordering::Acquire) {
-        return;
-      }
       let (sender, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+      // Gone once the backend is dropped (which closes the view).
       let attempt = match backend.upgrade() {
         Some(backend) => subscribe(&backend, sender).await,
         None => return,
@@ -132,22 +128,17 @@ impl Engine {
           view.set_up(true);
           self.metrics.redis_view_tracking(true);
           retry = FIRST_RETRY;
-          let closed = view.closed.notified();
-          tokio::pin!(closed);
-          closed.as_mut().enable();
-          if !view.is_closed.load(Ordering::Acquire) {
-            loop {
-              tokio::select! {
-                push = pushes.recv() => match push {
-                  Some(push) if push.kind == redis::PushKind::Invalidate => {
-                    view.invalidate_push(&push.data)
-                  }
-                  Some(push) if push.kind == redis::PushKind::Disconnection => break,
-                  Some(_) => {}
-                  None => break,
-                },
-                _ = &mut closed => break,
-              }
+          loop {
+            tokio::select! {
+              push = pushes.recv() => match push {
+                Some(push) if push.kind == redis::PushKind::Invalidate => {
+                  view.invalidate_push(&push.data)
+                }
+                Some(push) if push.kind == redis::PushKind::Disconnection => break,
+                Some(_) => {}
+                None => break,
+              },
+              _ = view.closed.notified() => break,
             }
           }
           view.set_up(false);

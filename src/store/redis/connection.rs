@@ -1,28 +1,25 @@
 //! One multiplexed, auto-reconnecting connection per Redis URL, shared by the store, the
-//! hot path and the ioredis-like client, with a bounded time for every operation.
+//! hot path and the ioredis-like client, with a bounded time for every operation
+//! (docs/redis.md#timeouts-and-faults).
 //!
-//! - One server: a [`ConnectionManager`] (one TCP connection, requests pipelined), created
-//!   lazily — the first operation connects, and after the server went away the manager
-//!   reconnects in the background; the operation that finds the connection dropped fails.
-//! - A cluster: a [`ClusterConnection`] (one multiplexed connection per node, slots
-//!   refreshed on MOVED), created on first use; an initial failure is retried by the next
-//!   operation.
-//! - A Sentinel-managed primary: the Sentinels are asked for the primary's address, which
-//!   is checked with ROLE, and one multiplexed connection is kept to it. A connection
-//!   failure or a `READONLY` reply (a primary demoted by a failover) drops it, and the next
-//!   attempt asks the Sentinels again (docs/redis.md#sentinel).
-//! - `rediss`: TLS (rustls) to every node, with the roots and client identity of
-//!   `tls.rs`.
-//! - Every operation runs under `QUOTA_STORE_REDIS_TIMEOUT_MS` (default 1000 ms): past it,
-//!   the operation fails with [`QuotaError::Unavailable`] — never a hang. A connection
-//!   refusal (nothing was sent) is retried once inside that time, so the first operation
-//!   after a restarted server succeeds; a read is also retried once after a dropped
-//!   connection (a write is not: it may have been applied).
+//! - One server: a lazily made [`ConnectionManager`], which reconnects in the background
+//!   after the server went away (the operation that finds the connection dropped fails).
+//! - A cluster: a [`ClusterConnection`] (one connection per node, slots refreshed on
+//!   MOVED), made on first use; an initial failure is retried by the next operation.
+//! - A Sentinel-managed primary: one connection to the primary the Sentinels name, dropped
+//!   on a connection failure or a `READONLY` reply so the next attempt asks them again
+//!   (docs/redis.md#sentinel).
+//! - `rediss`: TLS (rustls) to every node, with `tls.rs`'s roots and client identity.
+//! - Past `QUOTA_STORE_REDIS_TIMEOUT_MS` an operation fails with
+//!   [`QuotaError::Unavailable`] — never a hang. A refused connection (nothing was sent) is
+//!   retried once within that time, so the first operation after a restart succeeds; a
+//!   read is also retried after a dropped connection (a write is not: it may have been
+//!   applied).
 //!
-//! The connections live on the tokio runtime of the addon (napi's), whose threads never
-//! keep Node's event loop alive.
+//! The connections live on the addon's tokio runtime, whose threads never keep Node's
+//! event loop alive.
 
-use super::scripts::{ScriptCall, ScriptName};
+use super::scripts::{ReadBatch, ScriptCall, ScriptName};
 use super::target::{parse_target, RedisTarget, SentinelTarget, Topology};
 use super::tls::{certificates, TlsFiles};
 use super::view::CounterView;
@@ -197,6 +194,12 @@ impl RedisBackend {
   /// How pool totals are read (docs/redis.md#pool-totals).
   pub fn totals(&self) -> super::PoolTotals {
     self.options.totals
+  }
+
+  /// An empty read of this server's counters whose pool totals sum `ids` (see
+  /// [`ReadBatch::new`]).
+  pub fn batch(&self, ids: impl IntoIterator<Item = String>) -> ReadBatch {
+    ReadBatch::new(self.layout(), self.totals(), ids)
   }
 
   /// How keys are named on this server.

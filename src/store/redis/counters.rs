@@ -8,7 +8,7 @@ use super::scripts::{
 };
 use crate::core::admission::{AdmissionCheck, BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
-use crate::core::enforce::{Buckets, CounterRead};
+use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
@@ -17,7 +17,8 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
+/// Checks the API key and dimension key a call names.
+pub fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
   validate::non_empty(api_key_id, "apiKeyId")?;
   validate::non_empty(&key.pool_id, "dim.poolId")
 }
@@ -147,50 +148,6 @@ pub async fn read(backend: &RedisBackend, batch: &ReadBatch) -> Result<Vec<Bucke
   parse_pairs(&reply, batch.len())
 }
 
-/// The batch for the hot path's reads: `api_key_id`'s counters and pool totals over
-/// `pool_ids` (the pool's allocations) plus the members sets.
-pub fn counter_batch(
-  backend: &RedisBackend,
-  api_key_id: &str,
-  pool_ids: impl IntoIterator<Item = String>,
-  reads: &[CounterRead],
-) -> ReadBatch {
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
-  for read in reads {
-    match read {
-      CounterRead::Key { key, current } => batch.key(api_key_id, key, *current),
-      CounterRead::Pool { key, current } => batch.pool(key, *current),
-    };
-  }
-  batch
-}
-
-/// `peek`'s batch: the key's two buckets (validated first).
-pub fn peek_batch(
-  backend: &RedisBackend,
-  api_key_id: &str,
-  key: &DimensionKey,
-  now_ms: i64,
-) -> Result<ReadBatch> {
-  check_key(api_key_id, key)?;
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), []);
-  batch.key(api_key_id, key, bucket_index(now_ms, key.window.ms()));
-  Ok(batch)
-}
-
-/// `poolConsumedTotal`'s batch: the summed buckets of `pool_ids` (the pool's allocations)
-/// and of every key this engine wrote under `key` — or, in aggregate mode, the totals.
-pub fn pool_batch(
-  backend: &RedisBackend,
-  key: &DimensionKey,
-  pool_ids: impl IntoIterator<Item = String>,
-  now_ms: i64,
-) -> ReadBatch {
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
-  batch.pool(key, bucket_index(now_ms, key.window.ms()));
-  batch
-}
-
 /// `clear`: deletes the key's current and previous buckets (`clear.lua`).
 pub fn clear(
   backend: Arc<RedisBackend>,
@@ -231,7 +188,7 @@ pub fn pool_usage(
   };
   let allocations = allocations.unwrap_or_default();
   let ids = allocations.iter().map(|a| a.api_key_id.clone());
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), ids);
+  let mut batch = backend.batch(ids);
   // One group per dimension and allocation, in that order.
   for (unit, window, _) in &dims {
     let key = DimensionKey::new(pool_id.as_str(), *unit, *window);

@@ -144,7 +144,6 @@ const LINEAR_IDS: usize = 16;
 pub struct ReadBatch {
   pub(crate) layout: KeyLayout,
   totals: PoolTotals,
-  prefix_pool: Option<String>,
   ids: Vec<String>,
   /// Filled once there are [`LINEAR_IDS`] ids.
   id_index: HashMap<String, usize>,
@@ -159,7 +158,6 @@ impl ReadBatch {
     let mut batch = ReadBatch {
       layout,
       totals,
-      prefix_pool: None,
       ids: Vec::new(),
       id_index: HashMap::new(),
       groups: Vec::new(),
@@ -199,9 +197,6 @@ impl ReadBatch {
   }
 
   fn push(&mut self, key: &DimensionKey, current: i64, owner: Owner) -> usize {
-    if self.prefix_pool.is_none() {
-      self.prefix_pool = Some(key.pool_id.clone());
-    }
     self.groups.push((key.clone(), current, owner));
     self.groups.len() - 1
   }
@@ -281,7 +276,11 @@ impl ReadBatch {
     // bucket's members set (key groups, named only so that a cluster routes the call), a
     // (current, previous) pair of members sets or of totals (pool groups).
     let mut listed: HashMap<(char, String), usize> = HashMap::new();
-    let prefix = layout.bucket_prefix(self.prefix_pool.as_deref().unwrap_or_default());
+    let pool = self
+      .groups
+      .first()
+      .map_or("", |(key, _, _)| key.pool_id.as_str());
+    let prefix = layout.bucket_prefix(pool);
     call.args.extend([prefix, self.ids.len().to_string()]);
     call
       .args

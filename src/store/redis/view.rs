@@ -72,9 +72,9 @@ pub struct CounterView {
   up: AtomicBool,
   /// Set once the tracking connection was started.
   started: AtomicBool,
-  /// Woken when the backend goes away: the tracking connection ends.
+  /// Notified (once, kept until awaited) when the backend goes away: the tracking
+  /// connection ends.
   pub(crate) closed: tokio::sync::Notify,
-  pub(crate) is_closed: AtomicBool,
 }
 
 /// The dimension part of a counter key (`omniroute:quota:<id>:<dimension>:<bucket>` or
@@ -238,28 +238,26 @@ impl CounterView {
   /// An `invalidate` push: its keys, or — a nil payload (FLUSHDB, FLUSHALL) — everything.
   pub fn invalidate_push(&self, data: &[redis::Value]) {
     for value in data {
-      match value {
-        redis::Value::Array(keys) | redis::Value::Set(keys) => {
-          for key in keys {
-            match key {
-              redis::Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
-                Ok(key) => self.invalidate_key(key),
-                Err(_) => self.reset(),
-              },
-              redis::Value::SimpleString(key) => self.invalidate_key(key),
-              _ => self.reset(),
-            }
-          }
+      let (redis::Value::Array(keys) | redis::Value::Set(keys)) = value else {
+        self.reset();
+        continue;
+      };
+      for key in keys {
+        match key {
+          redis::Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
+            Ok(key) => self.invalidate_key(key),
+            Err(_) => self.reset(),
+          },
+          redis::Value::SimpleString(key) => self.invalidate_key(key),
+          _ => self.reset(),
         }
-        _ => self.reset(),
       }
     }
   }
 
   /// The backend went away: the tracking connection ends.
   pub fn close(&self) {
-    self.is_closed.store(true, Ordering::Release);
-    self.closed.notify_waiters();
+    self.closed.notify_one();
     self.set_up(false);
   }
 }
