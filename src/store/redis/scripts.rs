@@ -29,6 +29,7 @@ pub enum ScriptName {
 impl ScriptName {
   /// The script itself (its SHA is computed once).
   pub fn script(self) -> &'static Script {
+    // In the order of the variants, which index it.
     static SCRIPTS: LazyLock<[Script; 6]> = LazyLock::new(|| {
       let groups = include_str!("lua/groups.lua");
       [
