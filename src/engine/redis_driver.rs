@@ -8,17 +8,15 @@ use super::driver::{Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::{Engine, Step};
-use crate::core::admission::{
-  compile_checks, estimated_cost, reserved_outcome, CheckSide, CompiledAdmission, Reservation,
-};
+use crate::core::admission::{compile_checks, estimated_cost, reserved_outcome, Reservation};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
-  consumption_writes, plan_enforce, planned_writes, EnforceOutcome, EnforceStart,
+  consumption_writes, plan_enforce, planned_writes, CounterRead, EnforceOutcome, EnforceStart,
 };
+use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::ids::new_reservation_id;
 use crate::store::redis::keys::base_pool_id;
-use crate::store::redis::scripts::ScriptCheck;
 use crate::store::redis::{counters, PoolTotals, RedisBackend};
 use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::sync::Arc;
@@ -51,39 +49,6 @@ fn later<T: Send + 'static>(
     Ok(future) => Step::later(future),
     Err(err) => Step::Now(Err(err)),
   }
-}
-
-/// The checks as `reserve.lua` takes them.
-fn script_checks(compiled: &CompiledAdmission, now_ms: i64) -> Vec<ScriptCheck> {
-  compiled
-    .checks
-    .iter()
-    .map(|c| ScriptCheck {
-      group: match c.side {
-        CheckSide::Read(i) => Some(i),
-        CheckSide::Always => None,
-      },
-      prev_weight: c.prev_weight(now_ms),
-      threshold: c.threshold,
-    })
-    .collect()
-}
-
-/// The API keys of the pool a dimension key belongs to (`"<pool>:model:<m>"` belongs
-/// to `<pool>`), from SQLite's metadata cache.
-fn pool_key_ids(engine: &'static Engine, pool_id: &str) -> Result<Vec<String>> {
-  Ok(
-    engine
-      .with_db(|db| db.cached_pool(base_pool_id(pool_id)))?
-      .map(|pool| {
-        pool
-          .allocations
-          .iter()
-          .map(|a| a.api_key_id.clone())
-          .collect()
-      })
-      .unwrap_or_default(),
-  )
 }
 
 impl QuotaDriver for RedisDriver {
@@ -131,137 +96,92 @@ impl QuotaDriver for RedisDriver {
       Ok((EnforceStart::Done(outcome), _)) => return Step::Now(Ok((outcome, None))),
       Err(err) => return Step::Now(Err(err)),
     };
-    let batch = counters::counter_batch(
-      &backend,
-      &call.ids.api_key_id,
-      plan.pool().allocations.iter().map(|a| a.api_key_id.clone()),
-      plan.reads(),
-    );
+    let mut batch = backend.batch(plan.pool().allocations.iter().map(|a| a.api_key_id.clone()));
+    for read in plan.reads() {
+      match read {
+        CounterRead::Key { key, current } => batch.key(&call.ids.api_key_id, key, *current),
+        CounterRead::Pool { key, current } => batch.pool(key, *current),
+      };
+    }
     // Reserve mode needs the saturation known (else: the default read answers — a fetch,
     // or a model-cap block).
     let compiled = if reserve { compile_checks(&plan) } else { None };
     match compiled {
       None => {
         // The counter view (docs/redis.md#the-counter-view): counters read less than the
-        // maximum staleness ago and changed by no one since decide here, with this
-        // process's buffered records added as after a read. The epoch is checked after
-        // the buffer is read: a flush that settled meanwhile had dropped the entry first.
+        // maximum staleness ago and changed by no one since decide here.
         let view = engine.redis_view(&backend);
-        if let Some((view, max_age)) = &view {
-          if let Some((mut values, epoch)) = view.lookup(&batch, now, *max_age) {
-            engine
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            if view.unchanged(epoch) {
-              engine.metrics.redis_view(true);
-              let outcome = plan.decide(&call.ids.request(), &values);
-              return Step::Now(Ok((outcome, None)));
-            }
+        if let Some(view) = &view {
+          let viewed = engine.viewed(&backend, &batch, view, now);
+          engine.metrics.redis_view(viewed.is_some());
+          if let Some(values) = viewed {
+            return Step::Now(Ok((plan.decide(&call.ids.request(), &values), None)));
           }
-          engine.metrics.redis_view(false);
         }
-        // The request's ids, for the decision after the round trip.
+        // This process's buffered records count, flushed or not (docs/redis.md#write-behind).
         let ids = call.ids.clone();
         Step::later(async move {
-          // This process's buffered records count, flushed or not (docs/redis.md#write-behind),
-          // each once: no flush is out while the read is (see RedisWrites::gates).
-          let gate = engine.redis_writes.gate(backend.url());
-          let _shared = gate.read().await;
-          let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-          let outcome = counters::read(&backend, &batch).await.map(|mut values| {
-            // Kept as Redis answered (the buffer is added at each use), still under the
-            // gate: the next flush drops it when it is answered.
-            if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-              view.keep(batch.clone(), &values, stamp, now);
-            }
-            engine
-              .redis_writes
-              .overlay(backend.url(), &batch, &mut values);
-            (plan.decide(&ids.request(), &values), None)
-          });
-          outcome
+          let values = engine.read_kept(&backend, batch, view, now).await?;
+          Ok((plan.decide(&ids.request(), &values), None))
         })
       }
       Some(compiled) => {
         let reservation = (!writes.is_empty())
           .then(|| Reservation::new(new_reservation_id(), &call.ids.api_key_id, writes, now));
-        let additions = reservation
-          .as_ref()
-          .map(Reservation::additions)
-          .unwrap_or_default();
-        let checks = script_checks(&compiled, now);
-        let ids = call.ids.clone();
-        Step::later(async move {
-          // The script decides on what Redis holds: records buffered before reserve mode
-          // was switched on go first.
-          if engine.redis_writes.holds(backend.url()) {
-            engine.flush_redis(backend.url().to_string()).await;
-          }
-          counters::reserve(
-            &backend,
-            &batch,
-            &checks,
-            &ids.api_key_id,
-            &additions,
-            reservation.as_ref(),
-            now,
-          )
-          .await
-          .map(|(blocked, values)| {
+        let (ids, url) = (call.ids.clone(), backend.url().to_string());
+        // The script decides on what Redis holds: records buffered before reserve mode
+        // was switched on go first.
+        let reserve = Step::later(async move {
+          let checks = &compiled.checks;
+          let read = counters::reserve(&backend, &batch, checks, reservation.as_ref(), now).await;
+          read.map(|(blocked, values)| {
             let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
             let reservation =
               reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
             (outcome, reservation.map(|r| r.token()))
           })
-        })
+        });
+        engine.after_redis_flush(&url, reserve)
       }
     }
   }
 
   fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
     let behind = engine.redis_write_behind();
-    let prepared = engine
-      .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)))
-      .and_then(|writes| {
-        if writes.is_empty() {
-          return Ok(Err(Written::Nothing));
-        }
-        if behind {
-          // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
-          engine.buffer_redis_writes(&self.url, &call.ids.api_key_id, &writes, call.now_ms)?;
-          return Ok(Err(Written::Done));
-        }
-        counters::consume_many(
-          self.backend(engine)?,
-          call.ids.api_key_id.clone(),
-          writes,
-          call.now_ms,
-        )
-        .map(Ok)
-      });
-    match prepared {
-      Ok(Err(written)) => Step::Now((written, false)),
-      Err(err) => Step::Now((Written::Failed(err), false)),
-      Ok(Ok(write)) => Step::later(async move {
-        let written = match write.await {
-          Ok(()) => Written::Done,
-          Err(err) => Written::Failed(err),
-        };
-        (written, false)
-      }),
+    let written = |result: Result<()>| {
+      let written = result.map_or_else(Written::Failed, |()| Written::Done);
+      (written, false)
+    };
+    let writes = engine
+      .with_hot_db(|db| db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost)));
+    let writes = match writes {
+      Ok(writes) if writes.is_empty() => return Step::Now((Written::Nothing, false)),
+      Ok(writes) => writes,
+      Err(err) => return Step::Now(written(Err(err))),
+    };
+    let (api_key_id, now) = (&call.ids.api_key_id, call.now_ms);
+    if behind {
+      // Write-behind (docs/redis.md#write-behind): answered now, sent by the flush.
+      return Step::Now(written(
+        engine.buffer_redis_writes(&self.url, api_key_id, &writes, now),
+      ));
+    }
+    let write = self
+      .backend(engine)
+      .and_then(|backend| counters::consume_many(backend, api_key_id, &writes, now));
+    match write {
+      Ok(write) => Step::later(async move { written(write.await) }),
+      Err(err) => Step::Now(written(Err(err))),
     }
   }
 
   fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
-    match self.backend(engine) {
-      Err(err) => Step::Now(Err(err)),
-      Ok(backend) => Step::later(counters::settle_reservation(
-        backend,
-        settle.token.clone(),
-        settle.api_key_id.clone(),
-        settle.deltas(),
-      )),
-    }
+    let (token, api_key_id) = (settle.token.clone(), settle.api_key_id.clone());
+    let deltas = settle.deltas();
+    later(
+      (self.backend(engine))
+        .map(|backend| counters::settle_reservation(backend, token, api_key_id, deltas)),
+    )
   }
 
   fn consume(
@@ -272,14 +192,9 @@ impl QuotaDriver for RedisDriver {
     cost: f64,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    engine.after_redis_flush(
-      &self.url,
-      later(
-        self
-          .backend(engine)
-          .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms)),
-      ),
-    )
+    let consume = (self.backend(engine))
+      .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms));
+    engine.after_redis_flush(&self.url, later(consume))
   }
 
   fn peek(
@@ -289,10 +204,13 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    match self.backend(engine) {
-      Ok(backend) => engine.peek_on_redis(backend, api_key_id, key, now_ms),
-      Err(err) => Step::Now(Err(err)),
-    }
+    let read = self.backend(engine).and_then(|backend| {
+      counters::check_key(&api_key_id, &key)?;
+      let mut batch = backend.batch([]);
+      batch.key(&api_key_id, &key, bucket_index(now_ms, key.window.ms()));
+      Ok((backend, batch))
+    });
+    engine.redis_value(read, key.window.ms(), now_ms)
   }
 
   fn pool_consumed_total(
@@ -301,20 +219,23 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    let prepared = crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
+    let read = crate::store::validate::non_empty(&key.pool_id, "dim.poolId").and_then(|()| {
       let backend = self.backend(engine)?;
-      // The buckets' totals need no key list (docs/redis.md#pool-totals).
-      let ids = match backend.totals() {
-        PoolTotals::Aggregate => Vec::new(),
-        PoolTotals::Exact => pool_key_ids(engine, &key.pool_id)?,
+      // The buckets' totals need no key list (docs/redis.md#pool-totals); the exact sum
+      // takes the allocations of the pool the dimension key belongs to.
+      let pool = match backend.totals() {
+        PoolTotals::Aggregate => None,
+        PoolTotals::Exact => engine.with_db(|db| db.cached_pool(base_pool_id(&key.pool_id)))?,
       };
-      let batch = counters::pool_batch(&backend, &key, ids, now_ms);
+      let ids = pool
+        .iter()
+        .flat_map(|p| &p.allocations)
+        .map(|a| a.api_key_id.clone());
+      let mut batch = backend.batch(ids);
+      batch.pool(&key, bucket_index(now_ms, key.window.ms()));
       Ok((backend, batch))
     });
-    match prepared {
-      Ok((backend, batch)) => engine.pool_total_on_redis(backend, batch, key, now_ms),
-      Err(err) => Step::Now(Err(err)),
-    }
+    engine.redis_value(read, key.window.ms(), now_ms)
   }
 
   fn clear(
@@ -324,14 +245,9 @@ impl QuotaDriver for RedisDriver {
     key: DimensionKey,
     now_ms: i64,
   ) -> Step<Result<()>> {
-    engine.after_redis_flush(
-      &self.url,
-      later(
-        self
-          .backend(engine)
-          .and_then(|backend| counters::clear(backend, api_key_id, key, now_ms)),
-      ),
-    )
+    let clear =
+      (self.backend(engine)).and_then(|backend| counters::clear(backend, api_key_id, key, now_ms));
+    engine.after_redis_flush(&self.url, later(clear))
   }
 
   fn pool_usage(
@@ -353,10 +269,6 @@ impl QuotaDriver for RedisDriver {
         now_ms,
       ))
     });
-    let step = match prepared {
-      Ok(future) => Step::later(future),
-      Err(err) => Step::Now(Err(err)),
-    };
-    engine.after_redis_flush(&self.url, step)
+    engine.after_redis_flush(&self.url, later(prepared))
   }
 }

@@ -1,16 +1,15 @@
-//! When the hot path may use the Redis counter view (docs/redis.md#the-counter-view), and
-//! the task that keeps its tracking connection: subscribed at the first default-mode
-//! enforce on a URL, reconnected after a drop (the view is empty and unused meanwhile),
-//! given up — with one warning — when the server refuses RESP3 or tracking, ended when
-//! the backend is forgotten.
+//! When the hot path may use the Redis counter view (docs/redis.md#the-counter-view), the
+//! reads that fill it, and the task that keeps its tracking connection: subscribed at the
+//! first default-mode enforce on a URL, reconnected after a drop (the view is empty and
+//! unused meanwhile), given up — with one warning — when the server refuses RESP3 or
+//! tracking, ended when the backend is forgotten.
 
 use super::config::{AdmissionMode, REDIS_VIEW_MS};
 use super::{Engine, Step};
-use crate::core::dimensions::DimensionKey;
+use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::redis::counters;
-use crate::store::redis::tracking::{subscribe, TrackingError};
-use crate::store::redis::view::{CounterView, Tracking};
+use crate::store::redis::view::{subscribe, CounterView, TrackingError};
 use crate::store::redis::{ReadBatch, RedisBackend};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -20,15 +19,14 @@ const FIRST_RETRY: Duration = Duration::from_millis(50);
 /// The longest wait between two attempts.
 const LAST_RETRY: Duration = Duration::from_secs(2);
 
+/// A URL's counter view and its maximum staleness (ms).
+pub(super) type View = (Arc<CounterView>, i64);
+
 impl Engine {
-  /// The view of `backend` and its maximum staleness (ms), when the view is on
-  /// (`QUOTA_STORE_REDIS_VIEW_MS` above 0, one server, a runtime to track on); its
-  /// tracking connection is started the first time. Default admission only: reserve
-  /// mode's script decides on what Redis holds.
-  pub(super) fn redis_view(
-    &'static self,
-    backend: &Arc<RedisBackend>,
-  ) -> Option<(Arc<CounterView>, i64)> {
+  /// The view of `backend`, when the view is on (`QUOTA_STORE_REDIS_VIEW_MS` above 0, one
+  /// server, a runtime to track on); its tracking connection is started the first time.
+  /// Default admission only: reserve mode's script decides on what Redis holds.
+  pub(super) fn redis_view(&'static self, backend: &Arc<RedisBackend>) -> Option<View> {
     let max_age = self.number(&REDIS_VIEW_MS);
     if max_age <= 0.0 || !backend.supports_view() || self.spawner.get().is_none() {
       return None;
@@ -42,150 +40,113 @@ impl Engine {
     Some((view.clone(), max_age as i64))
   }
 
-  /// `peek` on Redis (docs/redis.md#the-counter-view): from the view when it holds the key's
-  /// two buckets, read less than the maximum staleness ago and changed by no one since —
-  /// with this process's buffered records added, as enforce does — else one `read.lua`
-  /// after this process's buffer is flushed, whose answer becomes the view's entry. Reserve
-  /// mode always reads (as its enforce does).
-  pub(super) fn peek_on_redis(
-    &'static self,
-    backend: Arc<RedisBackend>,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    let batch = match counters::peek_batch(&backend, &api_key_id, &key, now_ms) {
-      Ok(batch) => batch,
-      Err(err) => return Step::Now(Err(err)),
-    };
-    self.view_or_read(backend, batch, key.window.ms(), now_ms)
-  }
-
-  /// `batch`'s one value from the view when it holds it ([`Engine::viewed`]), else read
-  /// after the buffer's flush and kept in the view ([`Engine::read_kept`]).
-  fn view_or_read(
-    &'static self,
-    backend: Arc<RedisBackend>,
-    batch: ReadBatch,
-    window_ms: i64,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    match self.viewed(&backend, &batch, now_ms, window_ms) {
-      Some(value) => Step::Now(Ok(value)),
-      None => self.read_kept(backend, batch, now_ms, window_ms),
-    }
-  }
-
-  /// The effective value of `batch`'s one read from the view, when the view holds it (read
-  /// less than the maximum staleness ago, changed by no one since), with this process's
-  /// buffered records added as after a read. Default admission only: reserve mode reads.
-  fn viewed(
-    &'static self,
-    backend: &Arc<RedisBackend>,
+  /// `batch`'s values from `view`, when it holds them (read less than the maximum
+  /// staleness ago, changed by no one since), with this process's buffered records added
+  /// as after a read.
+  pub(super) fn viewed(
+    &self,
+    backend: &RedisBackend,
     batch: &ReadBatch,
+    (view, max_age): &View,
     now_ms: i64,
-    window_ms: i64,
-  ) -> Option<f64> {
-    if self.admission() == AdmissionMode::Reserve {
-      return None;
-    }
-    let (view, max_age) = self.redis_view(backend)?;
-    let (mut values, epoch) = view.lookup(batch, now_ms, max_age)?;
+  ) -> Option<Vec<Buckets>> {
+    let (mut values, epoch) = view.lookup(batch, now_ms, *max_age)?;
     self.redis_writes.overlay(backend.url(), batch, &mut values);
     // Checked after the buffer is read: a flush that settled meanwhile dropped the entry.
-    view
-      .unchanged(epoch)
-      .then(|| values[0].effective(now_ms, window_ms))
+    view.unchanged(epoch).then_some(values)
   }
 
-  /// `batch`'s one read after this process's buffer is flushed, its answer kept by the view
-  /// (default admission), the buffer added.
-  fn read_kept(
-    &'static self,
-    backend: Arc<RedisBackend>,
+  /// `batch` read from Redis, its answer kept by `view` (as Redis answered: the buffer is
+  /// added at each use), this process's buffered records added.
+  pub(super) async fn read_kept(
+    &self,
+    backend: &RedisBackend,
     batch: ReadBatch,
+    view: Option<View>,
     now_ms: i64,
+  ) -> Result<Vec<Buckets>> {
+    // Under the read gate: no flush is out while the read is, so the buffer added below
+    // is what Redis did not count, each record once (engine/redis_writes.rs).
+    let gate = self.redis_writes.gate(backend.url());
+    let _shared = gate.read().await;
+    let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+    let mut values = counters::read(backend, &batch).await?;
+    if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+      view.keep(batch.clone(), &values, stamp, now_ms);
+    }
+    self
+      .redis_writes
+      .overlay(backend.url(), &batch, &mut values);
+    Ok(values)
+  }
+
+  /// `peek` and `poolConsumedTotal` on Redis (`read`: the backend and batch, or why not):
+  /// the batch's one value from the view (the same rules and bound as enforce), else one
+  /// `read.lua` after this process's buffer is flushed, whose answer becomes the view's
+  /// entry. Reserve mode always reads (as its enforce does).
+  pub(super) fn redis_value(
+    &'static self,
+    read: Result<(Arc<RedisBackend>, ReadBatch)>,
     window_ms: i64,
+    now_ms: i64,
   ) -> Step<Result<f64>> {
+    let (backend, batch) = match read {
+      Ok(read) => read,
+      Err(err) => return Step::Now(Err(err)),
+    };
     let view = match self.admission() {
       AdmissionMode::Reserve => None,
       AdmissionMode::Default => self.redis_view(&backend),
     };
+    let effective = move |values: Vec<Buckets>| values[0].effective(now_ms, window_ms);
+    if let Some(values) = view
+      .as_ref()
+      .and_then(|v| self.viewed(&backend, &batch, v, now_ms))
+    {
+      return Step::Now(Ok(effective(values)));
+    }
     let url = backend.url().to_string();
     let read = Step::later(async move {
-      // Under the read gate, as enforce's read: no flush is out while the read is, so the
-      // buffer added below is what Redis did not count (engine/redis_writes.rs).
-      let gate = self.redis_writes.gate(backend.url());
-      let _shared = gate.read().await;
-      let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-      let mut values = counters::read(&backend, &batch).await?;
-      if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-        view.keep(batch.clone(), &values, stamp, now_ms);
-      }
-      self
-        .redis_writes
-        .overlay(backend.url(), &batch, &mut values);
-      Ok(values[0].effective(now_ms, window_ms))
+      let values = self.read_kept(&backend, batch, view, now_ms).await;
+      values.map(effective)
     });
     self.after_redis_flush(&url, read)
-  }
-
-  /// `poolConsumedTotal` on Redis: from the counter view when it holds the pool's buckets
-  /// (the same rules and bound as enforce and peek, this process's buffered records added),
-  /// else one read after the buffer's flush, whose answer the view keeps
-  /// (docs/redis.md#the-counter-view).
-  pub(super) fn pool_total_on_redis(
-    &'static self,
-    backend: Arc<RedisBackend>,
-    batch: ReadBatch,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    self.view_or_read(backend, batch, key.window.ms(), now_ms)
   }
 
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
   async fn track(&'static self, backend: Weak<RedisBackend>, view: Arc<CounterView>) {
     let mut retry = FIRST_RETRY;
     loop {
-      if view.is_closed.load(std::sync::atomic::Ordering::Acquire) {
-        return;
-      }
       let (sender, mut pushes) = tokio::sync::mpsc::unbounded_channel();
+      // Gone once the backend is dropped (which closes the view).
       let attempt = match backend.upgrade() {
         Some(backend) => subscribe(&backend, sender).await,
         None => return,
       };
       match attempt {
         Ok(connection) => {
-          view.set_tracking(Tracking::Up);
+          view.set_up(true);
           self.metrics.redis_view_tracking(true);
           retry = FIRST_RETRY;
-          let closed = view.closed.notified();
-          tokio::pin!(closed);
-          closed.as_mut().enable();
-          if !view.is_closed.load(std::sync::atomic::Ordering::Acquire) {
-            loop {
-              tokio::select! {
-                push = pushes.recv() => match push {
-                  Some(push) if push.kind == redis::PushKind::Invalidate => {
-                    view.invalidate_push(&push.data)
-                  }
-                  Some(push) if push.kind == redis::PushKind::Disconnection => break,
-                  Some(_) => {}
-                  None => break,
-                },
-                _ = &mut closed => break,
-              }
+          loop {
+            tokio::select! {
+              push = pushes.recv() => match push {
+                Some(push) if push.kind == redis::PushKind::Invalidate => {
+                  view.invalidate_push(&push.data)
+                }
+                Some(push) if push.kind == redis::PushKind::Disconnection => break,
+                Some(_) => {}
+                None => break,
+              },
+              _ = view.closed.notified() => break,
             }
           }
-          view.set_tracking(Tracking::Down);
+          view.set_up(false);
           self.metrics.redis_view_tracking(false);
           drop(connection);
         }
-        Err(TrackingError::Unsupported) => return,
         Err(TrackingError::Refused(error)) => {
-          view.set_tracking(Tracking::Refused);
+          view.set_up(false);
           self.logs.warn(
             "quota:store",
             "Redis refused client tracking (RESP3 and CLIENT TRACKING need Redis 6 or later); enforce reads its counters on every call",
@@ -193,7 +154,7 @@ impl Engine {
           );
           return;
         }
-        Err(TrackingError::Unreachable(_)) => {
+        Err(TrackingError::Unreachable) => {
           // The command connection reports the outage; the view stays off meanwhile.
         }
       }

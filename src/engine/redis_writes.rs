@@ -1,12 +1,8 @@
 //! `recordConsumption` by write-behind on Redis (docs/redis.md#write-behind): a record adds
 //! its increments to the buffer of its Redis URL (`store/redis/write_buffer.rs`) and
-//! answers at once; the buffer is flushed in one script call (one per pool in a cluster)
-//! `QUOTA_RECORD_FLUSH_MS` after its first increment, at once when it holds
-//! [`FLUSH_AT`] counters, before the reads that must see it, and — blocking — by
-//! `flushQuotaWrites()`, `closeQuotaDb()` and at exit. The hot path's own reads add the
-//! buffer instead of waiting for a flush. A failed flush keeps its counters for the next
-//! one (retried after [`RETRY`]); past [`MAX_BUFFERED`] counters it drops them with a
-//! warning saying how many and why.
+//! answers at once; this file times the flushes — `QUOTA_RECORD_FLUSH_MS` after the first
+//! increment, at once at [`FLUSH_AT`] counters, before the reads that must see it, and
+//! blocking at `flushQuotaWrites()`, `closeQuotaDb()` and exit — and handles their failures.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS};
 use super::logs::{LogValue, Operation};
@@ -16,8 +12,7 @@ use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::redis::write_buffer::WriteBuffer;
-use crate::store::redis::{ReadBatch, Retry};
-use crate::store::validate;
+use crate::store::redis::{counters, ReadBatch, Retry};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -62,10 +57,7 @@ impl RedisWrites {
 
   /// Whether `url`'s buffer holds anything, waiting or in flight.
   pub fn holds(&self, url: &str) -> bool {
-    self
-      .lock()
-      .get(url)
-      .is_some_and(|b| !b.is_empty() || b.in_flight())
+    self.lock().get(url).is_some_and(WriteBuffer::holds)
   }
 
   /// Adds `url`'s buffered increments to `values`, `batch`'s reply.
@@ -95,55 +87,47 @@ impl Engine {
     writes: &[(DimensionKey, f64)],
     now_ms: i64,
   ) -> Result<()> {
-    validate::non_empty(api_key_id, "apiKeyId")?;
-    for (index, (key, cost)) in writes.iter().enumerate() {
-      validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-      validate::cost(*cost, &format!("writes[{index}].cost"))?;
-    }
+    counters::check_writes(api_key_id, writes)?;
     // The backend exists (a URL it cannot use fails here, not at the flush).
     self.redis_backend(url)?;
     let (arm, full) = {
       let mut buffers = self.redis_writes.lock();
       let buffer = buffers.entry(url.to_string()).or_default();
       buffer.add(api_key_id, writes, now_ms);
-      let arm = !buffer.armed;
-      buffer.armed = true;
-      (arm, buffer.len() >= FLUSH_AT)
+      (
+        !std::mem::replace(&mut buffer.armed, true),
+        buffer.len() >= FLUSH_AT,
+      )
     };
     if full {
       self.in_background(Step::later(self.flush_redis(url.to_string())));
     }
     if arm {
-      let delay = Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0);
-      self.flush_redis_after(url.to_string(), delay);
+      self.flush_redis_after(url.to_string(), false);
     }
     Ok(())
   }
 
-  /// Flushes `url`'s buffer after `delay` (on the I/O runtime). What is left (records
-  /// that came meanwhile, or kept by a failure) arms the next flush — after [`RETRY`]
-  /// when this one failed.
-  fn flush_redis_after(&'static self, url: String, delay: Duration) {
+  /// Flushes `url`'s buffer `QUOTA_RECORD_FLUSH_MS` from now — [`RETRY`] after a failed
+  /// flush — on the I/O runtime. What is left then (records that came meanwhile, or kept
+  /// by a failure) arms the next flush.
+  fn flush_redis_after(&'static self, url: String, failed: bool) {
+    let delay = match failed {
+      true => RETRY,
+      false => Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0),
+    };
     self.in_background(Step::later(async move {
       tokio::time::sleep(delay).await;
       if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
         buffer.armed = false;
       }
       let failed = self.flush_redis(url.clone()).await.is_some();
-      let again = match self.redis_writes.lock().get_mut(&url) {
-        Some(buffer) if !buffer.is_empty() && !buffer.armed => {
-          buffer.armed = true;
-          true
-        }
-        _ => false,
-      };
+      let mut buffers = self.redis_writes.lock();
+      let again = (buffers.get_mut(&url))
+        .is_some_and(|b| !b.is_empty() && !std::mem::replace(&mut b.armed, true));
+      drop(buffers);
       if again {
-        let next = if failed {
-          RETRY
-        } else {
-          Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0)
-        };
-        self.flush_redis_after(url, next);
+        self.flush_redis_after(url, failed);
       }
     }));
   }
@@ -157,10 +141,9 @@ impl Engine {
     };
     let gate = self.redis_writes.gate(&url);
     let _exclusive = gate.write().await;
-    let taken = match self.redis_writes.lock().get_mut(&url) {
-      Some(buffer) => buffer.take(backend.layout()),
-      None => Vec::new(),
-    };
+    let taken = (self.redis_writes.lock().get_mut(&url))
+      .map(|buffer| buffer.take(backend.layout()))
+      .unwrap_or_default();
     let mut error = None;
     for flush in taken {
       let result = backend
@@ -169,7 +152,7 @@ impl Engine {
       match result {
         Ok(_) => {
           if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
-            buffer.settled(flush.id, false);
+            buffer.written(flush.id);
           }
           self.faults.succeeded(&self.logs, Operation::Flush);
         }
@@ -241,13 +224,11 @@ impl Engine {
   pub fn flush_redis_blocking(&'static self) -> Option<String> {
     // Without a runtime nothing was buffered (see `redis_write_behind`).
     self.spawner.get()?;
-    let urls: Vec<String> = self
-      .redis_writes
-      .lock()
-      .iter()
-      .filter(|(_, b)| !b.is_empty() || b.in_flight())
+    let buffers = self.redis_writes.lock();
+    let urls: Vec<String> = (buffers.iter().filter(|(_, b)| b.holds()))
       .map(|(url, _)| url.clone())
       .collect();
+    drop(buffers);
     let mut error = None;
     for url in urls {
       let wait = self
@@ -255,34 +236,23 @@ impl Engine {
         .map(|b| b.timeout() * 2 + Duration::from_millis(100))
         .unwrap_or(Duration::from_secs(1));
       let deadline = std::time::Instant::now() + wait;
+      // A flush waits for the one already out (the gate), then sends what is left.
       let answer = loop {
-        let (pending, out) = match self.redis_writes.lock().get(&url) {
-          Some(buffer) => (!buffer.is_empty(), buffer.in_flight()),
-          None => (false, false),
-        };
-        if std::time::Instant::now() >= deadline {
-          break Some(format!(
-            "no answer from Redis within {} ms",
-            wait.as_millis()
-          ));
-        }
-        if pending {
-          let (sender, receiver) = std::sync::mpsc::channel();
-          let flush = self.flush_redis(url.clone());
-          self.in_background(Step::later(async move {
-            let _ = sender.send(flush.await);
-          }));
-          match receiver.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
-          {
-            Ok(Some(failed)) => break Some(failed),
-            Ok(None) => continue,
-            Err(_) => continue,
-          }
-        } else if out {
-          // Another flush (the timer's) is out: its answer decides.
-          std::thread::sleep(Duration::from_millis(1));
-        } else {
+        if !self.redis_writes.holds(&url) {
           break None;
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+          let waited = wait.as_millis();
+          break Some(format!("no answer from Redis within {waited} ms"));
+        }
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let flush = self.flush_redis(url.clone());
+        self.in_background(Step::later(async move {
+          let _ = sender.send(flush.await);
+        }));
+        if let Ok(Some(failed)) = receiver.recv_timeout(left) {
+          break Some(failed);
         }
       };
       error = error.or(answer);

@@ -1,28 +1,25 @@
 //! One multiplexed, auto-reconnecting connection per Redis URL, shared by the store, the
-//! hot path and the ioredis-like client, with a bounded time for every operation.
+//! hot path and the ioredis-like client, with a bounded time for every operation
+//! (docs/redis.md#timeouts-and-faults).
 //!
-//! - One server: a [`ConnectionManager`] (one TCP connection, requests pipelined), created
-//!   lazily — the first operation connects, and after the server went away the manager
-//!   reconnects in the background; the operation that finds the connection dropped fails.
-//! - A cluster: a [`ClusterConnection`] (one multiplexed connection per node, slots
-//!   refreshed on MOVED), created on first use; an initial failure is retried by the next
-//!   operation.
-//! - A Sentinel-managed primary: the Sentinels are asked for the primary's address, which
-//!   is checked with ROLE, and one multiplexed connection is kept to it. A connection
-//!   failure or a `READONLY` reply (a primary demoted by a failover) drops it, and the next
-//!   attempt asks the Sentinels again (docs/redis.md#sentinel).
-//! - `rediss`: TLS (rustls) to every node, with the roots and client identity of
-//!   `tls.rs`.
-//! - Every operation runs under `QUOTA_STORE_REDIS_TIMEOUT_MS` (default 1000 ms): past it,
-//!   the operation fails with [`QuotaError::Unavailable`] — never a hang. A connection
-//!   refusal (nothing was sent) is retried once inside that time, so the first operation
-//!   after a restarted server succeeds; a read is also retried once after a dropped
-//!   connection (a write is not: it may have been applied).
+//! - One server: a lazily made [`ConnectionManager`], which reconnects in the background
+//!   after the server went away (the operation that finds the connection dropped fails).
+//! - A cluster: a [`ClusterConnection`] (one connection per node, slots refreshed on
+//!   MOVED), made on first use; an initial failure is retried by the next operation.
+//! - A Sentinel-managed primary: one connection to the primary the Sentinels name, dropped
+//!   on a connection failure or a `READONLY` reply so the next attempt asks them again
+//!   (docs/redis.md#sentinel).
+//! - `rediss`: TLS (rustls) to every node, with `tls.rs`'s roots and client identity.
+//! - Past `QUOTA_STORE_REDIS_TIMEOUT_MS` an operation fails with
+//!   [`QuotaError::Unavailable`] — never a hang. A refused connection (nothing was sent) is
+//!   retried once within that time, so the first operation after a restart succeeds; a
+//!   read is also retried after a dropped connection (a write is not: it may have been
+//!   applied).
 //!
-//! The connections live on the tokio runtime of the addon (napi's), whose threads never
-//! keep Node's event loop alive.
+//! The connections live on the addon's tokio runtime, whose threads never keep Node's
+//! event loop alive.
 
-use super::scripts::{ScriptCall, ScriptName};
+use super::scripts::{ReadBatch, ScriptCall, ScriptName};
 use super::target::{parse_target, RedisTarget, SentinelTarget, Topology};
 use super::tls::{certificates, TlsFiles};
 use super::view::CounterView;
@@ -35,8 +32,8 @@ use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-  AsyncConnectionConfig, Client, Cmd, ConnectionAddr, RedisError, RedisFuture, RedisResult,
-  TlsMode, Value,
+  AsyncConnectionConfig, Client, Cmd, ConnectionAddr, ProtocolVersion, RedisError, RedisFuture,
+  RedisResult, TlsMode, Value,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -96,7 +93,7 @@ pub enum Retry {
 }
 
 /// How a backend connects, from the engine's configuration (docs/contract.md §11).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RedisOptions {
   /// `QUOTA_STORE_REDIS_CLUSTER`.
   pub cluster: bool,
@@ -106,18 +103,6 @@ pub struct RedisOptions {
   pub tls: TlsFiles,
   /// `QUOTA_STORE_REDIS_POOL_TOTALS`.
   pub totals: super::PoolTotals,
-}
-
-impl RedisOptions {
-  /// The defaults with `timeout`.
-  pub fn with_timeout(timeout: Duration) -> Self {
-    RedisOptions {
-      cluster: false,
-      timeout,
-      tls: TlsFiles::default(),
-      totals: super::PoolTotals::default(),
-    }
-  }
 }
 
 /// The Sentinels of a backend and the primary they last named.
@@ -132,9 +117,7 @@ pub struct RedisBackend {
   /// The URL as given (password included): the backend's name.
   url: String,
   target: RedisTarget,
-  timeout: Duration,
-  tls: TlsFiles,
-  totals: super::PoolTotals,
+  options: RedisOptions,
   conn: OnceCell<Conn>,
   sentinels: OnceCell<Sentinels>,
   /// The hot path's counter view (docs/redis.md#the-counter-view).
@@ -148,24 +131,13 @@ impl Drop for RedisBackend {
   }
 }
 
-impl std::fmt::Debug for RedisBackend {
-  fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-    f.debug_struct("RedisBackend")
-      .field("url", &self.target.display)
-      .field("timeout", &self.timeout)
-      .finish_non_exhaustive()
-  }
-}
-
 impl RedisBackend {
-  /// A backend for `target`; nothing connects until the first operation.
-  pub fn new(target: RedisTarget, options: RedisOptions) -> Self {
+  /// A backend for `url`, parsed as `target`; nothing connects until the first operation.
+  pub fn new(url: &str, target: RedisTarget, options: RedisOptions) -> Self {
     RedisBackend {
-      url: String::new(),
+      url: url.to_string(),
       target,
-      timeout: options.timeout,
-      tls: options.tls,
-      totals: options.totals,
+      options,
       conn: OnceCell::new(),
       sentinels: OnceCell::new(),
       view: Arc::default(),
@@ -183,17 +155,21 @@ impl RedisBackend {
     matches!(self.target.topology, Topology::Single(_))
   }
 
-  /// The connection settings of a single server (`None` for a cluster or Sentinel).
-  pub(crate) fn single_info(&self) -> Option<&redis::ConnectionInfo> {
-    match &self.target.topology {
-      Topology::Single(info) => Some(info),
-      _ => None,
-    }
-  }
-
-  /// A client for `info`, with this URL's TLS settings.
-  pub(crate) fn client_for(&self, info: &redis::ConnectionInfo) -> RedisResult<Client> {
-    self.client_of(info)
+  /// A RESP3 client of the server, for the counter view's tracking connection (one
+  /// server only, see [`Self::supports_view`]).
+  pub(crate) fn resp3_client(&self) -> RedisResult<Client> {
+    let Topology::Single(info) = &self.target.topology else {
+      let why = "no counter view off a single server";
+      return Err(RedisError::from((
+        redis::ErrorKind::InvalidClientConfig,
+        why,
+      )));
+    };
+    let settings = info
+      .redis_settings()
+      .clone()
+      .set_protocol(ProtocolVersion::RESP3);
+    self.client_of(&info.clone().set_redis_settings(settings))
   }
 
   /// What `call`, a write about to be sent or just answered, changes in the view: the
@@ -206,38 +182,31 @@ impl RedisBackend {
     }
     match call.script {
       ScriptName::Read => {}
-      ScriptName::Write | ScriptName::Flush => self
-        .view
-        .invalidate_keys(call.keys.iter().map(String::as_str)),
+      ScriptName::Write | ScriptName::Flush => {
+        for key in &call.keys {
+          self.view.invalidate_key(key);
+        }
+      }
       ScriptName::Reserve | ScriptName::Settle | ScriptName::Clear => self.view.reset(),
     }
   }
 
   /// How pool totals are read (docs/redis.md#pool-totals).
   pub fn totals(&self) -> super::PoolTotals {
-    self.totals
+    self.options.totals
   }
 
-  /// Whether the URL is `rediss`.
-  pub fn tls(&self) -> bool {
-    self.target.tls
-  }
-
-  /// The topology's name: `single`, `cluster` or `sentinel`.
-  pub fn topology(&self) -> &'static str {
-    match self.target.topology {
-      Topology::Single(_) => "single",
-      Topology::Cluster(_) => "cluster",
-      Topology::Sentinel(_) => "sentinel",
-    }
+  /// An empty read of this server's counters whose pool totals sum `ids` (see
+  /// [`ReadBatch::new`]).
+  pub fn batch(&self, ids: impl IntoIterator<Item = String>) -> ReadBatch {
+    ReadBatch::new(self.layout(), self.totals(), ids)
   }
 
   /// How keys are named on this server.
   pub fn layout(&self) -> KeyLayout {
-    self.target.layout
+    self.target.layout()
   }
 
-  /// The URL, password masked.
   /// The URL this backend was created for, as given (password included).
   pub fn url(&self) -> &str {
     &self.url
@@ -250,7 +219,7 @@ impl RedisBackend {
 
   /// The bound on every operation.
   pub fn timeout(&self) -> Duration {
-    self.timeout
+    self.options.timeout
   }
 
   /// The TLS roots and identity of a `rediss` URL (`None` for plain TCP).
@@ -258,7 +227,7 @@ impl RedisBackend {
     if !self.target.tls {
       return Ok(None);
     }
-    certificates(&self.tls)
+    certificates(&self.options.tls)
       .map(Some)
       .map_err(|e| RedisError::from((redis::ErrorKind::InvalidClientConfig, "TLS", e.to_string())))
   }
@@ -281,8 +250,8 @@ impl RedisBackend {
           Topology::Single(info) => {
             let client = self.client_of(info)?;
             let config = ConnectionManagerConfig::new()
-              .set_connection_timeout(Some(self.timeout))
-              .set_response_timeout(Some(self.timeout))
+              .set_connection_timeout(Some(self.timeout()))
+              .set_response_timeout(Some(self.timeout()))
               .set_number_of_retries(2)
               .set_min_delay(Duration::from_millis(10))
               .set_max_delay(Duration::from_millis(200));
@@ -292,8 +261,8 @@ impl RedisBackend {
           }
           Topology::Cluster(nodes) => {
             let mut builder = ClusterClientBuilder::new(nodes.clone())
-              .connection_timeout(self.timeout)
-              .response_timeout(self.timeout)
+              .connection_timeout(self.timeout())
+              .response_timeout(self.timeout())
               .retries(2)
               .min_retry_wait(10)
               .max_retry_wait(200);
@@ -364,8 +333,8 @@ impl RedisBackend {
     }
     let primary = client.async_get_client().await?;
     let config = AsyncConnectionConfig::new()
-      .set_connection_timeout(Some(self.timeout))
-      .set_response_timeout(Some(self.timeout));
+      .set_connection_timeout(Some(self.timeout()))
+      .set_response_timeout(Some(self.timeout()));
     let conn = primary
       .get_multiplexed_async_connection_with_config(&config)
       .await?;
@@ -414,20 +383,15 @@ impl RedisBackend {
         }
       }
     };
-    match tokio::time::timeout(self.timeout, run).await {
+    match tokio::time::timeout(self.timeout(), run).await {
       Ok(Ok(value)) => Ok(value),
       Ok(Err(err)) => Err(self.classify(&err)),
-      Err(_) => Err(self.timeout_error()),
+      Err(_) => Err(QuotaError::Unavailable(format!(
+        "Redis at {} did not answer within {} ms (connection down or server stalled)",
+        self.target.display,
+        self.timeout().as_millis()
+      ))),
     }
-  }
-
-  /// What an operation that got no answer within the timeout fails with.
-  fn timeout_error(&self) -> QuotaError {
-    QuotaError::Unavailable(format!(
-      "Redis at {} did not answer within {} ms (connection down or server stalled)",
-      self.target.display,
-      self.timeout.as_millis()
-    ))
   }
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
@@ -505,7 +469,9 @@ fn may_write_counters(args: &[String]) -> bool {
     || args[1..].iter().any(|a| a.starts_with("omniroute:quota"))
 }
 
-fn is_connection_failure(err: &RedisError) -> bool {
+/// An error that says the server could not be reached or answer (as opposed to one it
+/// answered with).
+pub(crate) fn is_connection_failure(err: &RedisError) -> bool {
   err.is_io_error()
     || err.is_connection_refusal()
     || err.is_connection_dropped()
@@ -554,9 +520,7 @@ impl Backends {
     }
     let options = options();
     let target = parse_target(url, options.cluster)?;
-    let mut created = RedisBackend::new(target, options);
-    created.url = url.to_string();
-    let created = Arc::new(created);
+    let created = Arc::new(RedisBackend::new(url, target, options));
     map.insert(url.to_string(), created.clone());
     Ok(created)
   }
@@ -581,7 +545,7 @@ mod tests {
   #[test]
   fn one_backend_per_url_until_forgotten() {
     let url = "redis://127.0.0.1:1/15";
-    let options = || RedisOptions::with_timeout(Duration::from_millis(1000));
+    let options = RedisOptions::default;
     let backends = Backends::default();
     let a = backends.get(url, options).unwrap();
     let b = backends.get(url, options).unwrap();
@@ -591,29 +555,5 @@ mod tests {
     let c = backends.get(url, options).unwrap();
     assert!(!Arc::ptr_eq(&a, &c));
     assert!(backends.get("nope", options).is_err());
-  }
-
-  #[test]
-  fn an_unreachable_server_fails_fast_with_a_connection_error() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-      .enable_all()
-      .build()
-      .unwrap();
-    let target = parse_target("redis://:pw@127.0.0.1:1", false).unwrap();
-    let backend = RedisBackend::new(
-      target,
-      RedisOptions::with_timeout(Duration::from_millis(300)),
-    );
-    let started = std::time::Instant::now();
-    let err = rt
-      .block_on(backend.command(&["PING".to_string()], Retry::Read))
-      .unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(2));
-    assert_eq!(err.code(), "ERR_QUOTA_REDIS_UNAVAILABLE", "{err}");
-    let text = err.to_string();
-    assert!(
-      text.contains("127.0.0.1:1") && !text.contains("pw@"),
-      "{text}"
-    );
   }
 }

@@ -4,12 +4,11 @@
 
 use super::connection::{RedisBackend, Retry};
 use super::scripts::{
-  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, KeptState,
-  ReadBatch, ScriptCheck,
+  clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
 };
-use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
+use crate::core::admission::{AdmissionCheck, BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
-use crate::core::enforce::{Buckets, CounterRead};
+use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
@@ -18,9 +17,30 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
+/// Checks the API key and dimension key a call names.
+pub fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
   validate::non_empty(api_key_id, "apiKeyId")?;
   validate::non_empty(&key.pool_id, "dim.poolId")
+}
+
+/// `write.lua` with `writes`, seen by this process's reads from now on
+/// (docs/redis.md#the-counter-view); resolves to one `Buckets` per write.
+fn write(
+  backend: Arc<RedisBackend>,
+  api_key_id: &str,
+  writes: &[(DimensionKey, f64)],
+  now_ms: i64,
+) -> impl Future<Output = Result<Vec<Buckets>>> + Send {
+  let call = write_call(backend.layout(), api_key_id, writes, now_ms);
+  backend.invalidate_written(&call);
+  let count = writes.len();
+  async move {
+    if count == 0 {
+      return Ok(Vec::new());
+    }
+    let reply = backend.run_script(&call, Retry::Write).await?;
+    parse_pairs(&reply, count)
+  }
 }
 
 /// `consume`: adds `cost` to the current bucket; resolves to the new effective value,
@@ -35,59 +55,45 @@ pub fn consume(
   check_key(&api_key_id, &key)?;
   validate::cost(cost, "cost")?;
   let window_ms = key.window.ms();
-  let call = write_call(backend.layout(), &api_key_id, &[(key, cost)], now_ms);
-  backend.invalidate_written(&call);
-  Ok(async move {
-    let reply = backend.run_script(&call, Retry::Write).await?;
-    let buckets = parse_pairs(&reply, 1)?[0];
-    Ok(buckets.effective(now_ms, window_ms))
-  })
+  let written = write(backend, &api_key_id, &[(key, cost)], now_ms);
+  Ok(async move { Ok(written.await?[0].effective(now_ms, window_ms)) })
+}
+
+/// Checks `recordConsumption`'s writes, whether sent now or buffered.
+pub fn check_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
+  validate::non_empty(api_key_id, "apiKeyId")?;
+  for (index, (key, cost)) in writes.iter().enumerate() {
+    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+    validate::cost(*cost, &format!("writes[{index}].cost"))?;
+  }
+  Ok(())
 }
 
 /// `recordConsumption`'s writes: every `(dimension key, cost)` of one API key in one
 /// script, atomically.
 pub fn consume_many(
   backend: Arc<RedisBackend>,
-  api_key_id: String,
-  writes: Vec<(DimensionKey, f64)>,
+  api_key_id: &str,
+  writes: &[(DimensionKey, f64)],
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<()>> + Send> {
-  validate::non_empty(&api_key_id, "apiKeyId")?;
-  for (index, (key, cost)) in writes.iter().enumerate() {
-    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-    validate::cost(*cost, &format!("writes[{index}].cost"))?;
-  }
-  let call = write_call(backend.layout(), &api_key_id, &writes, now_ms);
-  // From now on this process's reads see the write (docs/redis.md#the-counter-view).
-  backend.invalidate_written(&call);
-  Ok(async move {
-    if !writes.is_empty() {
-      let reply = backend.run_script(&call, Retry::Write).await?;
-      parse_pairs(&reply, writes.len())?;
-    }
-    Ok(())
-  })
+  check_writes(api_key_id, writes)?;
+  let written = write(backend, api_key_id, writes, now_ms);
+  Ok(async move { written.await.map(drop) })
 }
 
 /// Reserve-mode enforce: `batch`'s reads and `checks` evaluated and — when none blocks —
-/// `writes` (`(dimension key, bucket, amount)`) added, in one script. Resolves to the first
-/// blocking check (0-based, among the checks sent) or `None` when admitted, and the
-/// values read (one `Buckets` per group).
+/// `reservation`'s additions written and its state kept, in one script. Resolves to the
+/// first blocking check (0-based) or `None` when admitted, and the values read (one
+/// `Buckets` per group).
 pub async fn reserve(
   backend: &RedisBackend,
   batch: &ReadBatch,
-  checks: &[ScriptCheck],
-  api_key_id: &str,
-  writes: &[(DimensionKey, i64, f64)],
+  checks: &[AdmissionCheck],
   reservation: Option<&Reservation>,
   now_ms: i64,
 ) -> Result<(Option<usize>, Vec<Buckets>)> {
-  let kept = reservation.map(|r| KeptState {
-    key: backend.layout().reservation_key(r.pool_id(), &r.id),
-    state: r.state(),
-    ttl_ms: r.expires_at(now_ms) - now_ms,
-  });
-  let call = reserve_call(batch, checks, api_key_id, writes, kept.as_ref());
+  let call = reserve_call(batch, checks, reservation, now_ms);
   let reply = backend.run_script(&call, Retry::Write).await?;
   parse_reserve(&reply, batch.len())
 }
@@ -142,50 +148,6 @@ pub async fn read(backend: &RedisBackend, batch: &ReadBatch) -> Result<Vec<Bucke
   parse_pairs(&reply, batch.len())
 }
 
-/// The batch for the hot path's reads: `api_key_id`'s counters and pool totals over
-/// `pool_ids` (the pool's allocations) plus the members sets.
-pub fn counter_batch(
-  backend: &RedisBackend,
-  api_key_id: &str,
-  pool_ids: impl IntoIterator<Item = String>,
-  reads: &[CounterRead],
-) -> ReadBatch {
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
-  for read in reads {
-    match read {
-      CounterRead::Key { key, current } => batch.key(api_key_id, key, *current),
-      CounterRead::Pool { key, current } => batch.pool(key, *current),
-    };
-  }
-  batch
-}
-
-/// `peek`'s batch: the key's two buckets (validated first).
-pub fn peek_batch(
-  backend: &RedisBackend,
-  api_key_id: &str,
-  key: &DimensionKey,
-  now_ms: i64,
-) -> Result<ReadBatch> {
-  check_key(api_key_id, key)?;
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), []);
-  batch.key(api_key_id, key, bucket_index(now_ms, key.window.ms()));
-  Ok(batch)
-}
-
-/// `poolConsumedTotal`'s batch: the summed buckets of `pool_ids` (the pool's allocations)
-/// and of every key this engine wrote under `key` — or, in aggregate mode, the totals.
-pub fn pool_batch(
-  backend: &RedisBackend,
-  key: &DimensionKey,
-  pool_ids: Vec<String>,
-  now_ms: i64,
-) -> ReadBatch {
-  let mut batch = ReadBatch::new(backend.layout(), backend.totals(), pool_ids);
-  batch.pool(key, bucket_index(now_ms, key.window.ms()));
-  batch
-}
-
 /// `clear`: deletes the key's current and previous buckets (`clear.lua`).
 pub fn clear(
   backend: Arc<RedisBackend>,
@@ -225,45 +187,39 @@ pub fn pool_usage(
       .collect(),
   };
   let allocations = allocations.unwrap_or_default();
-  let mut batch = ReadBatch::new(
-    backend.layout(),
-    backend.totals(),
-    allocations.iter().map(|a| a.api_key_id.clone()),
-  );
-  let mut groups: Vec<Vec<usize>> = Vec::with_capacity(dims.len());
+  let ids = allocations.iter().map(|a| a.api_key_id.clone());
+  let mut batch = backend.batch(ids);
+  // One group per dimension and allocation, in that order.
   for (unit, window, _) in &dims {
     let key = DimensionKey::new(pool_id.as_str(), *unit, *window);
-    let current = bucket_index(now_ms, window.ms());
-    groups.push(
-      allocations
-        .iter()
-        .map(|a| batch.key(&a.api_key_id, &key, current))
-        .collect(),
-    );
+    for allocation in &allocations {
+      batch.key(
+        &allocation.api_key_id,
+        &key,
+        bucket_index(now_ms, window.ms()),
+      );
+    }
   }
   async move {
     let values = read(&backend, &batch).await?;
-    let mut snapshot = PoolUsageSnapshot {
-      pool_id,
-      dimensions: Vec::with_capacity(dims.len()),
-    };
-    for ((unit, window, limit), indexes) in dims.iter().zip(&groups) {
-      let consumed: HashMap<&str, f64> = allocations
-        .iter()
-        .zip(indexes)
-        .map(|(a, i)| {
+    let n = allocations.len();
+    let dimensions = dims.iter().enumerate().map(|(d, (unit, window, limit))| {
+      let consumed: HashMap<&str, f64> = (allocations.iter().enumerate())
+        .map(|(i, a)| {
           (
             a.api_key_id.as_str(),
-            values[*i].effective(now_ms, window.ms()),
+            values[d * n + i].effective(now_ms, window.ms()),
           )
         })
         .collect();
-      snapshot
-        .dimensions
-        .push(dimension_usage(*unit, *window, *limit, &allocations, |k| {
-          consumed.get(k).copied().unwrap_or(0.0)
-        }));
-    }
-    Ok(snapshot)
+      dimension_usage(*unit, *window, *limit, &allocations, |k| {
+        consumed.get(k).copied().unwrap_or(0.0)
+      })
+    });
+    let dimensions = dimensions.collect();
+    Ok(PoolUsageSnapshot {
+      pool_id,
+      dimensions,
+    })
   }
 }

@@ -6,17 +6,17 @@
 //! - `target.rs`: URL forms (one server, a cluster, a Sentinel-managed primary; `rediss`
 //!   for TLS) and password masking.
 //! - `tls.rs`: the roots and client identity of a TLS connection.
-//! - `scripts.rs`: the two Lua scripts (`lua/write.lua`, `lua/read.lua`) and their
-//!   arguments; every counter operation is one EVALSHA.
+//! - `scripts.rs`: the Lua scripts (`lua/`) and their arguments; every counter operation
+//!   is one EVALSHA.
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
 //!   time per operation.
 //! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
 //! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
 //!   flushed in one script call).
-//! - `view.rs`, `tracking.rs`: the hot path's counter view, kept fresh by a RESP3
-//!   tracking connection's invalidations (docs/redis.md#the-counter-view).
-//! - `counters.rs`: `consume`, `peek`, `poolConsumedTotal`, `clear`, the pool usage
-//!   snapshot, and the hot path's batched reads and writes.
+//! - `view.rs`: the hot path's counter view, kept fresh by a RESP3 tracking connection's
+//!   invalidations (docs/redis.md#the-counter-view).
+//! - `counters.rs`: `consume`, `clear`, reserve and settle, the pool usage snapshot, and
+//!   the batched reads and writes (a read's batch is [`RedisBackend::batch`]).
 //!
 //! The operations are async (they run on the addon's tokio runtime); the SQLite store's
 //! are sync ([`super::CounterStore`]). Each keeps its natural shape: the engine's
@@ -30,12 +30,11 @@ pub mod keys;
 pub mod scripts;
 pub mod target;
 pub mod tls;
-pub mod tracking;
 pub mod view;
 pub mod write_buffer;
 
 pub use client::client_command;
 pub use connection::{Backends, RedisBackend, RedisOptions, Retry};
-pub use keys::{hash_tag, ttl_seconds, KeyLayout, PoolTotals};
-pub use scripts::{ReadBatch, ScriptCall};
-pub use target::{mask_secrets, mask_url, parse_target, RedisTarget};
+pub use keys::{KeyLayout, PoolTotals};
+pub use scripts::ReadBatch;
+pub use target::{mask_secrets, mask_url};

@@ -2,19 +2,11 @@
 //!
 //! Building a call is pure (keys and arguments as strings, unit-tested here); running it
 //! is `connection.rs`'s. Scripts are called by SHA (EVALSHA) and loaded once per server
-//! (SCRIPT LOAD on the first NOSCRIPT reply, after a restart or a `SCRIPT FLUSH`).
-//!
-//! - `write.lua`: INCRBYFLOAT + EXPIRE of the current bucket (exactly what the host's
-//!   TypeScript driver did), SADD + EXPIRE of the current bucket's members set,
-//!   INCRBYFLOAT + EXPIRE of the bucket's total, GET of the previous bucket; for one or
-//!   several dimensions of one API key, atomically.
-//! - `read.lua`: groups of `(dimension key, current bucket, previous bucket, who)`, `who`
-//!   being one API key or the whole pool — the listed ids plus the members of both
-//!   buckets ([`PoolTotals::Exact`]), or the buckets' totals ([`PoolTotals::Aggregate`]) —
-//!   each answered with its summed `(curr, prev)`.
-//! - `clear.lua`: DEL of a key's two buckets, their values taken out of the totals.
+//! (SCRIPT LOAD on the first NOSCRIPT reply, after a restart or a `SCRIPT FLUSH`). What
+//! each one takes and answers is said at the top of its file in `lua/`.
 
 use super::keys::{dimension_part, id_part, ttl_seconds, KeyLayout, PoolTotals};
+use crate::core::admission::{AdmissionCheck, CheckSide, Reservation};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::core::sliding_window::bucket_index;
@@ -22,29 +14,6 @@ use crate::error::{QuotaError, Result};
 use redis::Script;
 use std::collections::HashMap;
 use std::sync::LazyLock;
-
-/// `write.lua`.
-pub static WRITE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/write.lua")));
-/// `read.lua`.
-pub static READ: LazyLock<Script> = LazyLock::new(|| {
-  Script::new(concat!(
-    include_str!("lua/groups.lua"),
-    include_str!("lua/read.lua")
-  ))
-});
-/// `reserve.lua`.
-pub static RESERVE: LazyLock<Script> = LazyLock::new(|| {
-  Script::new(concat!(
-    include_str!("lua/groups.lua"),
-    include_str!("lua/reserve.lua")
-  ))
-});
-/// `settle.lua`.
-pub static SETTLE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/settle.lua")));
-/// `flush.lua`.
-pub static FLUSH: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/flush.lua")));
-/// `clear.lua`.
-pub static CLEAR: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/clear.lua")));
 
 /// Which script a call runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,14 +29,19 @@ pub enum ScriptName {
 impl ScriptName {
   /// The script itself (its SHA is computed once).
   pub fn script(self) -> &'static Script {
-    match self {
-      ScriptName::Write => &WRITE,
-      ScriptName::Read => &READ,
-      ScriptName::Reserve => &RESERVE,
-      ScriptName::Settle => &SETTLE,
-      ScriptName::Clear => &CLEAR,
-      ScriptName::Flush => &FLUSH,
-    }
+    // In the order of the variants, which index it.
+    static SCRIPTS: LazyLock<[Script; 6]> = LazyLock::new(|| {
+      let groups = include_str!("lua/groups.lua");
+      [
+        Script::new(include_str!("lua/write.lua")),
+        Script::new(&format!("{groups}{}", include_str!("lua/read.lua"))),
+        Script::new(&format!("{groups}{}", include_str!("lua/reserve.lua"))),
+        Script::new(include_str!("lua/settle.lua")),
+        Script::new(include_str!("lua/clear.lua")),
+        Script::new(include_str!("lua/flush.lua")),
+      ]
+    });
+    &SCRIPTS[self as usize]
   }
 }
 
@@ -77,6 +51,36 @@ pub struct ScriptCall {
   pub script: ScriptName,
   pub keys: Vec<String>,
   pub args: Vec<String>,
+}
+
+impl ScriptCall {
+  fn new(script: ScriptName) -> Self {
+    ScriptCall {
+      script,
+      keys: Vec::new(),
+      args: Vec::new(),
+    }
+  }
+
+  /// One write of `amount` to `api_key_id`'s bucket `bucket` of `key`, as every writing
+  /// script takes it: the bucket, its members set and its total; the amount and the TTL.
+  pub(crate) fn add(
+    &mut self,
+    layout: KeyLayout,
+    api_key_id: &str,
+    key: &DimensionKey,
+    bucket: i64,
+    amount: f64,
+  ) {
+    self.keys.extend([
+      layout.bucket_key(api_key_id, key, bucket),
+      layout.members_key(key, bucket),
+      layout.total_key(key, bucket),
+    ]);
+    self
+      .args
+      .extend([decimal(amount), ttl_seconds(key.window).to_string()]);
+  }
 }
 
 /// A cost as INCRBYFLOAT takes it: Rust's shortest round-trip decimal (never an
@@ -95,45 +99,31 @@ pub fn write_call(
   writes: &[(DimensionKey, f64)],
   now_ms: i64,
 ) -> ScriptCall {
-  let mut keys = Vec::with_capacity(writes.len() * 4);
-  let mut args = Vec::with_capacity(1 + writes.len() * 2);
-  args.push(id_part(api_key_id).into_owned());
+  let mut call = ScriptCall::new(ScriptName::Write);
+  call.args.push(id_part(api_key_id).into_owned());
   for (key, cost) in writes {
     let current = bucket_index(now_ms, key.window.ms());
-    keys.push(layout.bucket_key(api_key_id, key, current));
-    keys.push(layout.bucket_key(api_key_id, key, current - 1));
-    keys.push(layout.members_key(key, current));
-    keys.push(layout.total_key(key, current));
-    args.push(decimal(*cost));
-    args.push(ttl_seconds(key.window).to_string());
+    call.add(layout, api_key_id, key, current, *cost);
+    call
+      .keys
+      .push(layout.bucket_key(api_key_id, key, current - 1));
   }
-  ScriptCall {
-    script: ScriptName::Write,
-    keys,
-    args,
-  }
+  call
 }
 
 /// `flush.lua` adding each `(API key, dimension key, bucket, amount)`; every counter must
 /// route to one node in a cluster (the caller groups them by pool).
-pub fn flush_call(layout: KeyLayout, counters: &[(&str, &DimensionKey, i64, f64)]) -> ScriptCall {
-  let mut keys = Vec::with_capacity(counters.len() * 4);
-  let mut args = Vec::with_capacity(counters.len() * 3);
+pub fn flush_call<'a>(
+  layout: KeyLayout,
+  counters: impl IntoIterator<Item = (&'a str, &'a DimensionKey, i64, f64)>,
+) -> ScriptCall {
+  let mut call = ScriptCall::new(ScriptName::Flush);
   for (api_key_id, key, bucket, amount) in counters {
-    keys.push(layout.bucket_key(api_key_id, key, *bucket));
-    keys.push(layout.members_key(key, *bucket));
-    keys.push(layout.total_key(key, *bucket));
-    keys.push(layout.bucket_key(api_key_id, key, bucket - 1));
+    call.add(layout, api_key_id, key, bucket, amount);
     // The members set holds the id as the key names carry it (escaped), like write.lua's.
-    args.push(id_part(api_key_id).into_owned());
-    args.push(decimal(*amount));
-    args.push(ttl_seconds(key.window).to_string());
+    call.args.push(id_part(api_key_id).into_owned());
   }
-  ScriptCall {
-    script: ScriptName::Flush,
-    keys,
-    args,
-  }
+  call
 }
 
 /// Whose buckets a read group sums.
@@ -155,7 +145,6 @@ const LINEAR_IDS: usize = 16;
 pub struct ReadBatch {
   pub(crate) layout: KeyLayout,
   totals: PoolTotals,
-  prefix_pool: Option<String>,
   ids: Vec<String>,
   /// Filled once there are [`LINEAR_IDS`] ids.
   id_index: HashMap<String, usize>,
@@ -170,14 +159,13 @@ impl ReadBatch {
     let mut batch = ReadBatch {
       layout,
       totals,
-      prefix_pool: None,
       ids: Vec::new(),
       id_index: HashMap::new(),
       groups: Vec::new(),
     };
     if totals == PoolTotals::Exact {
       for id in ids {
-        batch.id_owned(id);
+        batch.id(id);
       }
     }
     batch
@@ -193,37 +181,23 @@ impl ReadBatch {
     }
   }
 
-  fn id(&mut self, api_key_id: &str) -> usize {
-    match self.find(api_key_id) {
-      Some(index) => index,
-      None => self.add_id(api_key_id.to_string()),
+  /// The index of `api_key_id`, added when new (copied only then).
+  fn id(&mut self, api_key_id: impl AsRef<str> + Into<String>) -> usize {
+    if let Some(index) = self.find(api_key_id.as_ref()) {
+      return index;
     }
-  }
-
-  fn id_owned(&mut self, api_key_id: String) -> usize {
-    match self.find(&api_key_id) {
-      Some(index) => index,
-      None => self.add_id(api_key_id),
-    }
-  }
-
-  fn add_id(&mut self, api_key_id: String) -> usize {
-    self.ids.push(api_key_id);
+    self.ids.push(api_key_id.into());
     let count = self.ids.len();
-    if count == LINEAR_IDS {
-      for (index, id) in self.ids.iter().enumerate() {
+    if count >= LINEAR_IDS {
+      let from = if count == LINEAR_IDS { 0 } else { count - 1 };
+      for (index, id) in self.ids.iter().enumerate().skip(from) {
         self.id_index.insert(id.clone(), index);
       }
-    } else if count > LINEAR_IDS {
-      self.id_index.insert(self.ids[count - 1].clone(), count - 1);
     }
     count - 1
   }
 
   fn push(&mut self, key: &DimensionKey, current: i64, owner: Owner) -> usize {
-    if self.prefix_pool.is_none() {
-      self.prefix_pool = Some(key.pool_id.clone());
-    }
     self.groups.push((key.clone(), current, owner));
     self.groups.len() - 1
   }
@@ -297,69 +271,57 @@ impl ReadBatch {
 
   /// The script call. Its reply parses with [`parse_pairs`], one `Buckets` per group.
   pub fn call(&self) -> ScriptCall {
-    let prefix = self
-      .layout
-      .bucket_prefix(self.prefix_pool.as_deref().unwrap_or_default());
-    let mut keys: Vec<String> = Vec::new();
-    // KEYS positions (1-based) of a current bucket's members set (key groups) and of a
-    // (current, previous) pair of them (pool groups), each listed once.
-    let mut single: HashMap<String, usize> = HashMap::new();
-    let mut pairs: HashMap<String, usize> = HashMap::new();
-    let mut totals: HashMap<String, usize> = HashMap::new();
-    let mut args = Vec::with_capacity(2 + self.ids.len() + self.groups.len() * 4);
-    args.push(prefix);
-    args.push(self.ids.len().to_string());
-    args.extend(self.ids.iter().map(|id| id_part(id).into_owned()));
+    let layout = self.layout;
+    let mut call = ScriptCall::new(ScriptName::Read);
+    // The KEYS position (1-based) of each key, or first of a pair, listed once: a current
+    // bucket's members set (key groups, named only so that a cluster routes the call), a
+    // (current, previous) pair of members sets or of totals (pool groups).
+    let mut listed: HashMap<(char, String), usize> = HashMap::new();
+    let pool = self
+      .groups
+      .first()
+      .map_or("", |(key, _, _)| key.pool_id.as_str());
+    let prefix = layout.bucket_prefix(pool);
+    call.args.extend([prefix, self.ids.len().to_string()]);
+    call
+      .args
+      .extend(self.ids.iter().map(|id| id_part(id).into_owned()));
     for (key, current, owner) in &self.groups {
-      let members = self.layout.members_key(key, *current);
-      let who = match owner {
-        // Named only so the call always has a key to route by in a cluster.
-        Owner::Key(index) => {
-          single.entry(members).or_insert_with(|| {
-            keys.push(self.layout.members_key(key, *current));
-            keys.len()
-          });
-          (index + 1).to_string()
-        }
-        Owner::Pool if self.totals == PoolTotals::Aggregate => {
-          let total = self.layout.total_key(key, *current);
-          let slot = *totals.entry(total).or_insert_with(|| {
-            keys.push(self.layout.total_key(key, *current));
-            keys.push(self.layout.total_key(key, current - 1));
-            keys.len() - 1
-          });
-          format!("t{slot}")
-        }
-        Owner::Pool => {
-          let slot = *pairs.entry(members).or_insert_with(|| {
-            keys.push(self.layout.members_key(key, *current));
-            keys.push(self.layout.members_key(key, current - 1));
-            keys.len() - 1
-          });
-          format!("-{slot}")
-        }
+      let (kind, names) = match owner {
+        Owner::Key(_) => ('k', vec![layout.members_key(key, *current)]),
+        Owner::Pool if self.totals == PoolTotals::Aggregate => (
+          't',
+          vec![
+            layout.total_key(key, *current),
+            layout.total_key(key, current - 1),
+          ],
+        ),
+        Owner::Pool => (
+          '-',
+          vec![
+            layout.members_key(key, *current),
+            layout.members_key(key, current - 1),
+          ],
+        ),
       };
-      args.push(dimension_part(key));
-      args.push(current.to_string());
-      args.push((current - 1).to_string());
-      args.push(who);
+      let width = names.len();
+      let slot = *listed.entry((kind, names[0].clone())).or_insert_with(|| {
+        call.keys.extend(names);
+        call.keys.len() + 1 - width
+      });
+      let who = match owner {
+        Owner::Key(index) => (index + 1).to_string(),
+        Owner::Pool => format!("{kind}{slot}"),
+      };
+      call.args.extend([
+        dimension_part(key),
+        current.to_string(),
+        (current - 1).to_string(),
+        who,
+      ]);
     }
-    ScriptCall {
-      script: ScriptName::Read,
-      keys,
-      args,
-    }
+    call
   }
-}
-
-/// One compiled check for `reserve.lua`: the read group it compares (0-based), or `None`
-/// for a check that always blocks; the weight of the group's previous bucket; the
-/// threshold.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ScriptCheck {
-  pub group: Option<usize>,
-  pub prev_weight: f64,
-  pub threshold: f64,
 }
 
 /// A number as Lua's `tonumber` reads it back exactly (shortest round-trip, exponent
@@ -368,63 +330,53 @@ fn exact(value: f64) -> String {
   format!("{value:e}")
 }
 
-/// A reservation's state as a Redis key keeps it: the key, the state, its TTL (ms).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeptState {
-  pub key: String,
-  pub state: String,
-  pub ttl_ms: i64,
-}
-
-/// `reserve.lua`: `batch`'s reads, then `checks`, then — when none blocks — each
-/// `(dimension key, bucket, amount)` added to `api_key_id`'s buckets and the
-/// reservation's state kept. The reply parses with [`parse_reserve`].
+/// `reserve.lua`: `batch`'s reads, then `checks` at `now_ms`, then — when none blocks —
+/// `reservation`'s additions written and its state kept. The reply parses with
+/// [`parse_reserve`].
 pub fn reserve_call(
   batch: &ReadBatch,
-  checks: &[ScriptCheck],
-  api_key_id: &str,
-  writes: &[(DimensionKey, i64, f64)],
-  kept: Option<&KeptState>,
+  checks: &[AdmissionCheck],
+  reservation: Option<&Reservation>,
+  now_ms: i64,
 ) -> ScriptCall {
   let read = batch.call();
-  let mut keys = read.keys;
-  let mut args = Vec::with_capacity(read.args.len() + 3 + checks.len() * 3 + writes.len() * 2);
-  args.push(read.args.len().to_string());
-  args.extend(read.args);
-  args.push(checks.len().to_string());
+  let mut call = ScriptCall::new(ScriptName::Reserve);
+  call.keys = read.keys;
+  call.args.push(read.args.len().to_string());
+  call.args.extend(read.args);
+  call.args.push(checks.len().to_string());
   for check in checks {
     // Lua cannot read NaN or ∞ back: a NaN or +∞ threshold never blocks ("-1"), a −∞ one
     // always does ("0").
     let never = check.threshold.is_nan() || check.threshold == f64::INFINITY;
     let always = check.threshold == f64::NEG_INFINITY;
-    match check.group {
-      _ if never => args.extend(["-1".to_string(), "0".to_string(), "0".to_string()]),
-      Some(group) if !always => {
-        args.push((group + 1).to_string());
-        args.push(exact(check.prev_weight));
-        args.push(exact(check.threshold));
-      }
-      _ => args.extend(["0".to_string(), "0".to_string(), "0".to_string()]),
-    }
+    call.args.extend(match check.side {
+      _ if never => ["-1".into(), "0".into(), "0".into()],
+      CheckSide::Read(group) if !always => [
+        (group + 1).to_string(),
+        exact(check.prev_weight(now_ms)),
+        exact(check.threshold),
+      ],
+      _ => ["0".into(), "0".into(), "0".into()],
+    });
   }
-  args.push(kept.map(|k| k.state.clone()).unwrap_or_default());
-  args.push(kept.map_or(0, |k| k.ttl_ms.max(1)).to_string());
-  args.push(id_part(api_key_id).into_owned());
-  for (key, bucket, amount) in writes {
-    keys.push(batch.layout.bucket_key(api_key_id, key, *bucket));
-    keys.push(batch.layout.members_key(key, *bucket));
-    keys.push(batch.layout.total_key(key, *bucket));
-    args.push(decimal(*amount));
-    args.push(ttl_seconds(key.window).to_string());
+  let Some(reservation) = reservation else {
+    call.args.extend([String::new(), "0".into(), String::new()]);
+    return call;
+  };
+  call.args.extend([
+    reservation.state(),
+    (reservation.expires_at(now_ms) - now_ms).max(1).to_string(),
+    id_part(&reservation.api_key_id).into_owned(),
+  ]);
+  for (key, bucket, amount) in reservation.additions() {
+    call.add(batch.layout, &reservation.api_key_id, &key, bucket, amount);
   }
-  if let Some(kept) = kept {
-    keys.push(kept.key.clone());
-  }
-  ScriptCall {
-    script: ScriptName::Reserve,
-    keys,
-    args,
-  }
+  let state_key = batch
+    .layout
+    .reservation_key(reservation.pool_id(), &reservation.id);
+  call.keys.push(state_key);
+  call
 }
 
 /// `reserve.lua`'s reply: the index of the first blocking check (`None` when admitted and
@@ -458,23 +410,15 @@ pub fn settle_call(
   api_key_id: &str,
   deltas: &[(DimensionKey, i64, f64)],
 ) -> ScriptCall {
-  let mut keys = Vec::with_capacity(1 + deltas.len() * 3);
-  let mut args = Vec::with_capacity(2 + deltas.len() * 2);
-  keys.push(reservation.to_string());
-  args.push(state.to_string());
-  args.push(id_part(api_key_id).into_owned());
+  let mut call = ScriptCall::new(ScriptName::Settle);
+  call.keys.push(reservation.to_string());
+  call
+    .args
+    .extend([state.to_string(), id_part(api_key_id).into_owned()]);
   for (key, bucket, delta) in deltas {
-    keys.push(layout.bucket_key(api_key_id, key, *bucket));
-    keys.push(layout.members_key(key, *bucket));
-    keys.push(layout.total_key(key, *bucket));
-    args.push(decimal(*delta));
-    args.push(ttl_seconds(key.window).to_string());
+    call.add(layout, api_key_id, key, *bucket, *delta);
   }
-  ScriptCall {
-    script: ScriptName::Settle,
-    keys,
-    args,
-  }
+  call
 }
 
 /// `clear.lua`: `api_key_id`'s buckets `current` and `current − 1` of `key` deleted, their
@@ -530,6 +474,8 @@ pub fn parse_pairs(reply: &[Option<String>], expected: usize) -> Result<Vec<Buck
 
 #[cfg(test)]
 mod tests {
+  // What the scripts do with these calls is checked against a server by the store suite
+  // (`__test__/store-suite.test.mjs`) and `__test__/redis-*.test.mjs`.
   use super::*;
   use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 
@@ -539,18 +485,19 @@ mod tests {
     DimensionKey::new(pool, unit, window)
   }
 
+  /// The words of `text`, for the expected keys and arguments of a call.
+  fn words(text: &str) -> Vec<String> {
+    text.split_whitespace().map(str::to_string).collect()
+  }
+
   #[test]
   fn batch_ids_are_kept_once_below_and_past_the_scan_limit() {
+    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     for count in [3, LINEAR_IDS - 1, LINEAR_IDS, LINEAR_IDS + 5, 200] {
       let ids: Vec<String> = (0..count).map(|i| format!("k{i}")).collect();
       let twice = ids.iter().chain(ids.iter()).cloned();
       let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, twice);
       assert_eq!(batch.ids, ids, "{count} ids");
-      let key = DimensionKey::new(
-        "p",
-        crate::core::dimensions::QuotaUnit::Requests,
-        crate::core::dimensions::QuotaWindow::Hourly,
-      );
       for (index, id) in ids.iter().enumerate() {
         batch.key(id, &key, 1);
         assert_eq!(batch.find(id), Some(index));
@@ -565,40 +512,12 @@ mod tests {
   fn flush_call_names_a_key_and_its_members_entry_as_write_call_does() {
     // An id with a separator is escaped in the key names; the members set must hold the
     // same escaped id, whichever script wrote the counter.
-    let key = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
-    let now = 10 * QuotaWindow::Hourly.ms();
-    let bucket = bucket_index(now, QuotaWindow::Hourly.ms());
-    let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], now);
-    let flush = flush_call(KeyLayout::Standalone, &[("a:b%", &key, bucket, 1.0)]);
-    assert_eq!(flush.keys[0], write.keys[0]);
-    assert_eq!(flush.keys[1], write.keys[2]);
-    assert_eq!(flush.keys[2], write.keys[3]);
-    assert_eq!(flush.args[0], write.args[0]);
-    assert_ne!(flush.args[0], "a:b%");
-  }
-
-  #[test]
-  fn write_call_lists_four_keys_and_two_args_per_write() {
-    let writes = vec![
-      (dim("p", QuotaUnit::Requests, QuotaWindow::Hourly), 1.0),
-      (dim("p", QuotaUnit::Usd, QuotaWindow::Daily), 0.25),
-    ];
-    let call = write_call(KeyLayout::Standalone, "k", &writes, 10 * H + 5);
-    assert_eq!(call.script, ScriptName::Write);
-    assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota:k:p:requests:hourly:10",
-        "omniroute:quota:k:p:requests:hourly:9",
-        "omniroute:quota-members:p:requests:hourly:10",
-        "omniroute:quota-total:p:requests:hourly:10",
-        "omniroute:quota:k:p:usd:daily:0",
-        "omniroute:quota:k:p:usd:daily:-1",
-        "omniroute:quota-members:p:usd:daily:0",
-        "omniroute:quota-total:p:usd:daily:0",
-      ]
-    );
-    assert_eq!(call.args, vec!["k", "1", "7200", "0.25", "172800"]);
+    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], 10 * H);
+    let flush = flush_call(KeyLayout::Standalone, [("a:b%", &key, 10, 1.0)]);
+    assert_eq!(flush.keys, write.keys[..3]);
+    assert_eq!(flush.args, ["1", "7200", "a%3Ab%25"]);
+    assert_eq!(flush.args[2], write.args[0]);
   }
 
   #[test]
@@ -610,86 +529,49 @@ mod tests {
   }
 
   #[test]
-  fn read_batch_numbers_ids_and_members_sets() {
+  fn read_batch_numbers_ids_and_lists_each_key_once() {
     let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
     let model = dim("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
-    let mut batch = ReadBatch::new(
-      KeyLayout::Cluster,
-      PoolTotals::Exact,
-      ["a".to_string(), "b".to_string(), "a".to_string()],
-    );
+    let ids = ["a", "b", "a"].map(String::from);
+    let mut batch = ReadBatch::new(KeyLayout::Cluster, PoolTotals::Exact, ids);
     assert_eq!(batch.key("b", &model, 500), 0);
     assert_eq!(batch.key("b", &tokens, 500), 1);
     assert_eq!(batch.pool(&tokens, 500), 2);
     assert_eq!(batch.key("c", &tokens, 500), 3);
-    assert_eq!(batch.len(), 4);
+    assert_eq!(batch.pool(&tokens, 500), 4);
     let call = batch.call();
     assert_eq!(call.script, ScriptName::Read);
+    let members = "omniroute:quota-members:{pool}:pool";
     assert_eq!(
       call.keys,
-      vec![
-        "omniroute:quota-members:{pool}:pool:model:m:requests:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:500",
-        "omniroute:quota-members:{pool}:pool:tokens:hourly:499",
+      [
+        format!("{members}:model:m:requests:hourly:500"),
+        format!("{members}:tokens:hourly:500"),
+        format!("{members}:tokens:hourly:500"),
+        format!("{members}:tokens:hourly:499"),
       ]
     );
-    let expected: Vec<String> = [
-      "omniroute:quota:{pool}:",
-      "3",
-      "a",
-      "b",
-      "c",
-      "pool:model:m:requests:hourly",
-      "500",
-      "499",
-      "2",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "2",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "-3",
-      "pool:tokens:hourly",
-      "500",
-      "499",
-      "3",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    assert_eq!(call.args, expected);
-  }
-
-  #[test]
-  fn aggregate_pool_groups_read_the_totals_and_need_no_ids() {
-    let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
-    let ids = (0..10_000).map(|i| format!("k{i}"));
-    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, ids);
+    let args = words(
+      "omniroute:quota:{pool}: 3 a b c
+       pool:model:m:requests:hourly 500 499 2   pool:tokens:hourly 500 499 2
+       pool:tokens:hourly 500 499 -3   pool:tokens:hourly 500 499 3
+       pool:tokens:hourly 500 499 -3",
+    );
+    assert_eq!(call.args, args);
+    // Aggregate: a pool group reads the two totals, and only a key group's own id is sent.
+    let many = (0..10_000).map(|i| format!("k{i}"));
+    let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Aggregate, many);
     batch.key("k7", &tokens, 500);
-    batch.pool(&tokens, 500);
     batch.pool(&tokens, 500);
     let call = batch.call();
     assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota-members:pool:tokens:hourly:500",
-        "omniroute:quota-total:pool:tokens:hourly:500",
-        "omniroute:quota-total:pool:tokens:hourly:499",
-      ]
+      call.keys[1..],
+      words(
+        "omniroute:quota-total:pool:tokens:hourly:500 omniroute:quota-total:pool:tokens:hourly:499"
+      )
     );
-    // Only the key group's own id is sent: the call's size does not grow with the pool.
-    assert_eq!(&call.args[..3], ["omniroute:quota:", "1", "k7"]);
-    assert_eq!(call.args[6], "1");
-    assert_eq!((&call.args[10][..], &call.args[14][..]), ("t2", "t2"));
-    let clear = clear_call(KeyLayout::Standalone, "k", &tokens, 500);
-    assert_eq!(clear.script, ScriptName::Clear);
-    assert_eq!(
-      clear.keys[3],
-      "omniroute:quota-total:pool:tokens:hourly:499"
-    );
+    assert_eq!(call.args[..3], ["omniroute:quota:", "1", "k7"]);
+    assert_eq!(call.args[10], "t2");
   }
 
   #[test]
@@ -699,51 +581,35 @@ mod tests {
     batch.key("k", &requests, 10);
     batch.pool(&requests, 10);
     let read = batch.call();
-    let checks = [
-      ScriptCheck {
-        group: Some(1),
-        prev_weight: 0.25,
-        threshold: 100.0,
-      },
-      ScriptCheck {
-        group: None,
-        prev_weight: 0.0,
-        threshold: 1.0,
-      },
-      ScriptCheck {
-        group: Some(0),
-        prev_weight: 0.5,
-        threshold: f64::NAN,
-      },
-    ];
-    let kept = KeptState {
-      key: "omniroute:quota-reservation:ab".into(),
-      state: "{}".into(),
-      ttl_ms: 7_200_000,
+    let check = |side, threshold| AdmissionCheck {
+      side,
+      window_ms: H,
+      threshold,
+      reason: crate::core::enforce::BlockReason::FairShare,
     };
-    let call = reserve_call(
-      &batch,
-      &checks,
-      "k",
-      &[(requests.clone(), 10, 1.0)],
-      Some(&kept),
-    );
+    let checks = [
+      check(CheckSide::Read(1), 100.0),
+      check(CheckSide::Always, 1.0),
+      check(CheckSide::Read(0), f64::NAN),
+      check(CheckSide::Read(0), f64::NEG_INFINITY),
+    ];
+    let now = 10 * H + 3 * H / 4;
+    let reservation = Reservation::new("ab".into(), "k", vec![(requests.clone(), 1.0)], now);
+    let call = reserve_call(&batch, &checks, Some(&reservation), now);
     assert_eq!(call.script, ScriptName::Reserve);
     let mut keys = read.keys.clone();
-    keys.push("omniroute:quota:k:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-members:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-total:p:requests:hourly:10".into());
-    keys.push("omniroute:quota-reservation:ab".into());
+    keys.extend(words(
+      "omniroute:quota:k:p:requests:hourly:10 omniroute:quota-members:p:requests:hourly:10
+       omniroute:quota-total:p:requests:hourly:10 omniroute:quota-reservation:ab",
+    ));
     assert_eq!(call.keys, keys);
     let mut args = vec![read.args.len().to_string()];
     args.extend(read.args);
-    args.extend(
-      [
-        "3", "2", "2.5e-1", "1e2", "0", "0", "0", "-1", "0", "0", "{}", "7200000", "k", "1", "7200",
-      ]
-      .iter()
-      .map(|s| s.to_string()),
-    );
+    // Per check: its group, the previous bucket's weight, the threshold ("-1": never
+    // blocks, "0": always); then the state and its TTL, the id, a write's amount and TTL.
+    args.extend(words("4  2 2.5e-1 1e2  0 0 0  -1 0 0  0 0 0"));
+    args.push(reservation.state());
+    args.extend(words("7200000 k 1 7200"));
     assert_eq!(call.args, args);
   }
 
@@ -751,7 +617,6 @@ mod tests {
   fn settle_call_and_reserve_replies() {
     let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
     let reservation = KeyLayout::Cluster.reservation_key("p", "ab");
-    assert_eq!(reservation, "omniroute:quota-reservation:{p}:ab");
     let call = settle_call(
       KeyLayout::Cluster,
       &reservation,
@@ -760,48 +625,27 @@ mod tests {
       &[(tokens, 3, -0.5)],
     );
     assert_eq!(call.script, ScriptName::Settle);
-    assert_eq!(
-      call.keys,
-      vec![
-        "omniroute:quota-reservation:{p}:ab",
-        "omniroute:quota:{p}:k:p:tokens:daily:3",
-        "omniroute:quota-members:{p}:p:tokens:daily:3",
-        "omniroute:quota-total:{p}:p:tokens:daily:3",
-      ]
+    let keys = words(
+      "omniroute:quota-reservation:{p}:ab omniroute:quota:{p}:k:p:tokens:daily:3
+       omniroute:quota-members:{p}:p:tokens:daily:3 omniroute:quota-total:{p}:p:tokens:daily:3",
     );
-    assert_eq!(call.args, vec!["{}", "k", "-0.5", "172800"]);
-    let reply = vec![Some("2".to_string()), Some("4".to_string()), None];
+    assert_eq!(call.keys, keys);
+    assert_eq!(call.args, ["{}", "k", "-0.5", "172800"]);
+    let reply = [Some("2".to_string()), Some("4".to_string()), None];
     let (blocked, values) = parse_reserve(&reply, 1).unwrap();
-    assert_eq!(blocked, Some(1));
-    assert_eq!(values[0].curr, 4.0);
-    let (blocked, _) = parse_reserve(&[Some("0".to_string())], 0).unwrap();
-    assert_eq!(blocked, None);
+    assert_eq!((blocked, values[0].curr), (Some(1), 4.0));
+    assert_eq!(parse_reserve(&[Some("0".to_string())], 0).unwrap().0, None);
     assert!(parse_reserve(&[], 0).is_err());
     assert!(parse_reserve(&[Some("x".to_string())], 0).is_err());
   }
 
   #[test]
   fn replies_parse_in_pairs() {
-    let reply = vec![
-      Some("3.5".to_string()),
-      None,
-      Some("0.10000000000000001".to_string()),
-      Some("1e+20".to_string()),
-    ];
+    let reply =
+      ["3.5", "", "0.10000000000000001", "1e+20"].map(|v| (!v.is_empty()).then(|| v.to_string()));
     let values = parse_pairs(&reply, 2).unwrap();
-    assert_eq!(
-      values,
-      vec![
-        Buckets {
-          curr: 3.5,
-          prev: 0.0
-        },
-        Buckets {
-          curr: 0.1,
-          prev: 1e20
-        },
-      ]
-    );
+    let pairs: Vec<(f64, f64)> = values.iter().map(|b| (b.curr, b.prev)).collect();
+    assert_eq!(pairs, [(3.5, 0.0), (0.1, 1e20)]);
     assert!(parse_pairs(&reply, 3).is_err());
     assert!(parse_pairs(&[Some("abc".into()), None], 1).is_err());
   }

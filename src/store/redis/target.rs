@@ -1,15 +1,6 @@
-//! Which Redis a URL names: one server, a cluster or a Sentinel-managed primary, and how to
-//! show the URL in messages (docs/redis.md#url-forms).
-//!
-//! URL forms (`rediss` instead of `redis` for TLS, docs/redis.md#tls):
-//! - `redis://[user:password@]host[:port][/db]` — one server (the host's form);
-//!   `redis+unix:///path/to/socket` and `unix:///path` for a Unix socket.
-//! - `redis+cluster://[user:password@]host1:port1[,host2:port2…]` — Redis Cluster, the
-//!   hosts being seed nodes (one is enough). The same with `redis://` when
-//!   `QUOTA_STORE_REDIS_CLUSTER` is `1`/`true`/`yes`.
-//! - `redis+sentinel://[user:password@]host1:port1[,host2:port2…]/<master name>[/db]` — the
-//!   primary the Sentinels at those addresses (port 26379 by default) name; the user and
-//!   password are the data nodes'.
+//! Which Redis a URL names — one server, a cluster or a Sentinel-managed primary, over TLS
+//! for `rediss` (the forms: docs/redis.md#url-forms) — and how to show the URL in messages
+//! (its password masked).
 
 use super::keys::KeyLayout;
 use crate::error::{QuotaError, Result};
@@ -42,14 +33,22 @@ pub struct SentinelTarget {
 /// A parsed Redis URL.
 #[derive(Debug, Clone)]
 pub struct RedisTarget {
-  /// How keys are named there.
-  pub layout: KeyLayout,
   /// Where the server is.
   pub topology: Topology,
   /// `rediss`: TLS to every node.
   pub tls: bool,
   /// The URL with its password masked, for messages.
   pub display: String,
+}
+
+impl RedisTarget {
+  /// How keys are named there: hash-tagged per pool in a cluster.
+  pub fn layout(&self) -> KeyLayout {
+    match self.topology {
+      Topology::Cluster(_) => KeyLayout::Cluster,
+      _ => KeyLayout::Standalone,
+    }
+  }
 }
 
 /// `scheme://user:***@host…`: the password of the URL's user info replaced by `***`.
@@ -147,63 +146,64 @@ fn hosts(url: &str, list: &str, default_port: u16) -> Result<Vec<(String, u16)>>
   Ok(out)
 }
 
+/// The Sentinel target of a `redis+sentinel` URL's parts (after the scheme).
+fn sentinel(url: &str, user_info: &str, host_list: &str, tail: &str) -> Result<SentinelTarget> {
+  let sentinels = hosts(url, host_list, 26379)?;
+  if sentinels.is_empty() {
+    return Err(invalid(url, "no Sentinel address in the URL"));
+  }
+  let path = tail.split(['?', '#']).next().unwrap_or_default();
+  let mut parts = path.trim_start_matches('/').split('/');
+  let master = parts.next().unwrap_or_default().to_string();
+  if master.is_empty() {
+    return Err(invalid(
+      url,
+      "a Sentinel URL names its master: redis+sentinel://host:port[,host:port]/<master name>[/db]",
+    ));
+  }
+  let db = match parts.next().filter(|d| !d.is_empty()) {
+    None => 0,
+    Some(db) => db
+      .parse::<i64>()
+      .map_err(|_| invalid(url, format!("bad database number {db:?}")))?,
+  };
+  // The credentials, percent-decoded as the crate decodes a redis:// URL's.
+  let (first_host, first_port) = &sentinels[0];
+  let creds = node_info(
+    url,
+    &format!("redis://{user_info}{first_host}:{first_port}"),
+  )?;
+  let settings = creds.redis_settings();
+  Ok(SentinelTarget {
+    sentinels,
+    master,
+    username: settings.username().map(str::to_string),
+    password: settings.password().map(str::to_string),
+    db,
+  })
+}
+
 /// Parses `url`; `cluster_switch` is `QUOTA_STORE_REDIS_CLUSTER`.
 pub fn parse_target(url: &str, cluster_switch: bool) -> Result<RedisTarget> {
   let url = url.trim();
-  let Some(scheme_end) = url.find("://") else {
+  let Some((scheme, rest)) = url.split_once("://") else {
     return Err(invalid(url, "expected a redis:// URL"));
   };
-  let scheme = url[..scheme_end].to_ascii_lowercase();
-  let rest = &url[scheme_end + 3..];
-  #[derive(PartialEq)]
-  enum Kind {
-    Single,
-    Cluster,
-    Sentinel,
-    Unix,
-  }
-  let (kind, tls) = match scheme.as_str() {
-    "redis" if cluster_switch => (Kind::Cluster, false),
-    "rediss" if cluster_switch => (Kind::Cluster, true),
-    "redis" => (Kind::Single, false),
-    "rediss" => (Kind::Single, true),
-    "redis+cluster" => (Kind::Cluster, false),
-    "rediss+cluster" => (Kind::Cluster, true),
-    "redis+sentinel" => (Kind::Sentinel, false),
-    "rediss+sentinel" => (Kind::Sentinel, true),
-    "redis+unix" | "unix" => (Kind::Unix, false),
-    _ => return Err(invalid(url, format!("unknown scheme {scheme:?}"))),
-  };
+  let scheme = scheme.to_ascii_lowercase();
+  let tls = scheme.starts_with("rediss");
   let base_scheme = if tls { "rediss" } else { "redis" };
-  let display = mask_url(url);
-  let target = |layout, topology| RedisTarget {
-    layout,
-    topology,
-    tls,
-    display: display.clone(),
-  };
-  if kind == Kind::Unix {
-    return Ok(target(
-      KeyLayout::Standalone,
-      Topology::Single(node_info(url, url)?),
-    ));
-  }
   // `[user info@]host:port[,host:port…][/path][?query]`.
-  let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-  let (authority, tail) = rest.split_at(authority_end);
+  let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
   let (user_info, host_list) = match authority.rfind('@') {
     Some(at) => (&authority[..=at], &authority[at + 1..]),
     None => ("", authority),
   };
-  match kind {
-    Kind::Single => {
-      let single = format!("{base_scheme}://{rest}");
-      Ok(target(
-        KeyLayout::Standalone,
-        Topology::Single(node_info(url, &single)?),
-      ))
+  let topology = match scheme.as_str() {
+    "redis+unix" | "unix" => Topology::Single(node_info(url, url)?),
+    "redis" | "rediss" if !cluster_switch => {
+      Topology::Single(node_info(url, &format!("{base_scheme}://{rest}"))?)
     }
-    Kind::Cluster => {
+    "redis" | "rediss" | "redis+cluster" | "rediss+cluster" => {
       let nodes = host_list
         .split(',')
         .map(str::trim)
@@ -213,47 +213,18 @@ pub fn parse_target(url: &str, cluster_switch: bool) -> Result<RedisTarget> {
       if nodes.is_empty() {
         return Err(invalid(url, "no cluster node in the URL"));
       }
-      Ok(target(KeyLayout::Cluster, Topology::Cluster(nodes)))
+      Topology::Cluster(nodes)
     }
-    _ => {
-      let sentinels = hosts(url, host_list, 26379)?;
-      if sentinels.is_empty() {
-        return Err(invalid(url, "no Sentinel address in the URL"));
-      }
-      let path = tail.split(['?', '#']).next().unwrap_or_default();
-      let mut parts = path.trim_start_matches('/').split('/');
-      let master = parts.next().unwrap_or_default().to_string();
-      if master.is_empty() {
-        return Err(invalid(
-          url,
-          "a Sentinel URL names its master: redis+sentinel://host:port[,host:port]/<master name>[/db]",
-        ));
-      }
-      let db = match parts.next().filter(|d| !d.is_empty()) {
-        None => 0,
-        Some(db) => db
-          .parse::<i64>()
-          .map_err(|_| invalid(url, format!("bad database number {db:?}")))?,
-      };
-      // The credentials, percent-decoded as the crate decodes a redis:// URL's.
-      let (first_host, first_port) = &sentinels[0];
-      let creds = node_info(
-        url,
-        &format!("redis://{user_info}{first_host}:{first_port}"),
-      )?;
-      let settings = creds.redis_settings();
-      Ok(target(
-        KeyLayout::Standalone,
-        Topology::Sentinel(SentinelTarget {
-          sentinels,
-          master,
-          username: settings.username().map(str::to_string),
-          password: settings.password().map(str::to_string),
-          db,
-        }),
-      ))
+    "redis+sentinel" | "rediss+sentinel" => {
+      Topology::Sentinel(sentinel(url, user_info, host_list, tail)?)
     }
-  }
+    _ => return Err(invalid(url, format!("unknown scheme {scheme:?}"))),
+  };
+  Ok(RedisTarget {
+    topology,
+    tls,
+    display: mask_url(url),
+  })
 }
 
 #[cfg(test)]
@@ -285,11 +256,11 @@ mod tests {
   #[test]
   fn standalone_and_cluster_forms() {
     let one = parse_target("redis://127.0.0.1:6390", false).unwrap();
-    assert_eq!(one.layout, KeyLayout::Standalone);
+    assert_eq!(one.layout(), KeyLayout::Standalone);
     assert!(matches!(one.topology, Topology::Single(_)) && !one.tls);
 
     let seeds = parse_target("redis+cluster://u:pw@127.0.0.1:7001,127.0.0.1:7002", false).unwrap();
-    assert_eq!(seeds.layout, KeyLayout::Cluster);
+    assert_eq!(seeds.layout(), KeyLayout::Cluster);
     let Topology::Cluster(nodes) = &seeds.topology else {
       panic!("{:?}", seeds.topology)
     };
@@ -301,7 +272,7 @@ mod tests {
     assert_eq!(nodes[1].redis_settings().password(), Some("pw"));
 
     let switched = parse_target("redis://127.0.0.1:7001", true).unwrap();
-    assert_eq!(switched.layout, KeyLayout::Cluster);
+    assert_eq!(switched.layout(), KeyLayout::Cluster);
   }
 
   #[test]
@@ -317,14 +288,14 @@ mod tests {
     assert_eq!(info.redis_settings().username(), Some("alice"));
     assert_eq!(tls.display, "rediss://alice:***@cache.example:6380/2");
     let cluster = parse_target("rediss+cluster://a:1,b:2", false).unwrap();
-    assert!(cluster.tls && cluster.layout == KeyLayout::Cluster);
+    assert!(cluster.tls && cluster.layout() == KeyLayout::Cluster);
 
     let s = parse_target(
       "redis+sentinel://bob:p%40ss@10.0.0.1:26380,[::1],s3/mymaster/3",
       false,
     )
     .unwrap();
-    assert_eq!(s.layout, KeyLayout::Standalone);
+    assert_eq!(s.layout(), KeyLayout::Standalone);
     assert_eq!(
       s.display,
       "redis+sentinel://bob:***@10.0.0.1:26380,[::1],s3/mymaster/3"

@@ -1,12 +1,13 @@
 //! The counter view (docs/redis.md#the-counter-view): what the hot path's last reads of one
 //! Redis URL returned, so that an enforce whose counters did not change since is decided
-//! on the calling thread, with no round trip. It is kept honest by the server: a tracking
-//! connection (`tracking.rs`, RESP3 `CLIENT TRACKING … BCAST` on the counters' prefixes)
-//! hears of every change to a counter key, by any client, and the entries that read that
-//! dimension are dropped; this process's own writes drop them when they are sent and when
-//! they are answered. An entry is used only while it is younger than the maximum
-//! staleness (`QUOTA_STORE_REDIS_VIEW_MS`, which bounds what a lost or late invalidation
-//! can cost) and the tracking connection is up; a disconnect drops everything.
+//! on the calling thread, with no round trip. The server keeps it honest through Redis's
+//! own client-side caching support: a tracking connection (RESP3 `CLIENT TRACKING … BCAST`
+//! on the counters' prefixes; broadcasting, because the hot path reads inside a script,
+//! which the `redis` crate's cache of plain read replies cannot serve) hears of every
+//! change to a counter key by any client, and the entries that read that dimension go;
+//! this process's own writes drop them when sent and when answered. An entry is used only
+//! while younger than `QUOTA_STORE_REDIS_VIEW_MS` (the bound on what a lost invalidation
+//! costs) and while the connection is up; a disconnect drops everything.
 //!
 //! Races are settled by stamps: a read takes a [`Stamp`] before it is sent, and its reply
 //! is kept only if no invalidation of its dimensions (nor a reset) came meanwhile — an
@@ -15,32 +16,25 @@
 //! checks again after adding the write-behind buffer ([`CounterView::unchanged`]), so a
 //! flush that settled in between is never missed by both.
 
+use super::connection::{is_connection_failure, RedisBackend};
 use super::keys::{BUCKET_PREFIX, TOTAL_PREFIX};
 use super::scripts::ReadBatch;
 use crate::core::enforce::Buckets;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, PushInfo, RedisError};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use tokio::sync::mpsc::UnboundedSender;
 
 /// At most this many entries are kept; past it the view starts empty again.
-pub const MAX_ENTRIES: usize = 10_000;
+const MAX_ENTRIES: usize = 10_000;
 /// At most this many dimensions' generations are kept; past it every stamp is void.
 const MAX_DIMENSIONS: usize = 100_000;
 
 /// The key prefixes the tracking connection subscribes to: every bucket and bucket total.
 /// (Members sets change only with a bucket; reservations' states are not counters.)
 pub const TRACKED_PREFIXES: [&str; 2] = [BUCKET_PREFIX, TOTAL_PREFIX];
-
-/// What a tracking connection is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tracking {
-  /// Not started, or reconnecting: no entry is used or kept.
-  Down,
-  /// Subscribed: entries are used and kept.
-  Up,
-  /// The server refused (no RESP3 or no tracking: Redis < 6, or a proxy): no view.
-  Refused,
-}
 
 struct Entry {
   batch: ReadBatch,
@@ -68,31 +62,19 @@ pub struct Stamp {
 }
 
 /// The view of one Redis URL.
+#[derive(Default)]
 pub struct CounterView {
   inner: Mutex<Inner>,
   /// Bumped by every invalidation and reset.
   epoch: AtomicU64,
-  tracking: Mutex<Tracking>,
+  /// The tracking connection is subscribed: entries are used and kept (not while it is
+  /// starting, reconnecting, or was refused).
   up: AtomicBool,
   /// Set once the tracking connection was started.
   started: AtomicBool,
-  /// Woken when the backend goes away: the tracking connection ends.
+  /// Notified (once, kept until awaited) when the backend goes away: the tracking
+  /// connection ends.
   pub(crate) closed: tokio::sync::Notify,
-  pub(crate) is_closed: AtomicBool,
-}
-
-impl Default for CounterView {
-  fn default() -> Self {
-    CounterView {
-      inner: Mutex::default(),
-      epoch: AtomicU64::new(0),
-      tracking: Mutex::new(Tracking::Down),
-      up: AtomicBool::new(false),
-      started: AtomicBool::new(false),
-      closed: tokio::sync::Notify::new(),
-      is_closed: AtomicBool::new(false),
-    }
-  }
 }
 
 /// The dimension part of a counter key (`omniroute:quota:<id>:<dimension>:<bucket>` or
@@ -114,25 +96,19 @@ impl CounterView {
     self.inner.lock().unwrap_or_else(|e| e.into_inner())
   }
 
-  /// The tracking connection's state.
-  pub fn tracking(&self) -> Tracking {
-    *self.tracking.lock().unwrap_or_else(|e| e.into_inner())
-  }
-
   /// Whether the tracking connection is subscribed.
   pub fn is_up(&self) -> bool {
     self.up.load(Ordering::Acquire)
   }
 
-  /// Records the tracking connection's state; anything but `Up` drops every entry.
-  pub fn set_tracking(&self, state: Tracking) {
-    *self.tracking.lock().unwrap_or_else(|e| e.into_inner()) = state;
-    if state != Tracking::Up {
+  /// Records whether the tracking connection is subscribed; either way every entry goes
+  /// (reads stamped while it was down must not be kept: their changes went unheard).
+  pub fn set_up(&self, up: bool) {
+    if !up {
       self.up.store(false, Ordering::Release);
-      self.reset();
-    } else {
-      // Reads stamped while it was down must not be kept: their changes went unheard.
-      self.reset();
+    }
+    self.reset();
+    if up {
       self.up.store(true, Ordering::Release);
     }
   }
@@ -140,16 +116,6 @@ impl CounterView {
   /// `true` the first time: the caller starts the tracking connection.
   pub fn start(&self) -> bool {
     !self.started.swap(true, Ordering::AcqRel)
-  }
-
-  /// How many entries are kept.
-  pub fn len(&self) -> usize {
-    self.lock().entries.len()
-  }
-
-  /// Whether no entry is kept.
-  pub fn is_empty(&self) -> bool {
-    self.len() == 0
   }
 
   /// The values `batch` read at most `max_age_ms` before `now_ms`, unchanged since, and
@@ -259,13 +225,6 @@ impl CounterView {
     }
   }
 
-  /// [`CounterView::invalidate_key`] for each key.
-  pub fn invalidate_keys<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
-    for key in keys {
-      self.invalidate_key(key);
-    }
-  }
-
   /// Drops every entry and voids every stamp taken before.
   pub fn reset(&self) {
     let mut inner = self.lock();
@@ -279,30 +238,77 @@ impl CounterView {
   /// An `invalidate` push: its keys, or — a nil payload (FLUSHDB, FLUSHALL) — everything.
   pub fn invalidate_push(&self, data: &[redis::Value]) {
     for value in data {
-      match value {
-        redis::Value::Array(keys) | redis::Value::Set(keys) => {
-          for key in keys {
-            match key {
-              redis::Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
-                Ok(key) => self.invalidate_key(key),
-                Err(_) => self.reset(),
-              },
-              redis::Value::SimpleString(key) => self.invalidate_key(key),
-              _ => self.reset(),
-            }
-          }
+      let (redis::Value::Array(keys) | redis::Value::Set(keys)) = value else {
+        self.reset();
+        continue;
+      };
+      for key in keys {
+        match key {
+          redis::Value::BulkString(bytes) => match std::str::from_utf8(bytes) {
+            Ok(key) => self.invalidate_key(key),
+            Err(_) => self.reset(),
+          },
+          redis::Value::SimpleString(key) => self.invalidate_key(key),
+          _ => self.reset(),
         }
-        _ => self.reset(),
       }
     }
   }
 
   /// The backend went away: the tracking connection ends.
   pub fn close(&self) {
-    self.is_closed.store(true, Ordering::Release);
-    self.closed.notify_waiters();
-    self.set_tracking(Tracking::Down);
+    self.closed.notify_one();
+    self.set_up(false);
   }
+}
+
+/// Why a tracking connection could not be had.
+#[derive(Debug)]
+pub enum TrackingError {
+  /// The server answered and refused (no `HELLO 3` or no `CLIENT TRACKING`: Redis < 6,
+  /// or a proxy that does not pass them): there will be no view on this URL.
+  Refused(String),
+  /// The server could not be reached: try again later.
+  Unreachable,
+}
+
+impl From<RedisError> for TrackingError {
+  fn from(err: RedisError) -> Self {
+    match is_connection_failure(&err) {
+      true => TrackingError::Unreachable,
+      false => TrackingError::Refused(err.to_string()),
+    }
+  }
+}
+
+/// Opens the tracking connection of `backend`'s server (one server: see
+/// `RedisBackend::supports_view`), its pushes — the server's `invalidate`s, the library's
+/// `Disconnection` when the socket closes — sent to `pushes`. It stays subscribed while
+/// the returned value lives.
+pub async fn subscribe(
+  backend: &RedisBackend,
+  pushes: UnboundedSender<PushInfo>,
+) -> Result<MultiplexedConnection, TrackingError> {
+  let client = backend.resp3_client()?;
+  let config = AsyncConnectionConfig::new()
+    .set_connection_timeout(Some(backend.timeout()))
+    .set_response_timeout(Some(backend.timeout()))
+    .set_push_sender(pushes);
+  let work = async {
+    let mut conn = client
+      .get_multiplexed_async_connection_with_config(&config)
+      .await?;
+    let mut cmd = redis::cmd("CLIENT");
+    cmd.arg("TRACKING").arg("ON").arg("BCAST");
+    for prefix in TRACKED_PREFIXES {
+      cmd.arg("PREFIX").arg(prefix);
+    }
+    cmd.query_async::<()>(&mut conn).await?;
+    Ok::<_, TrackingError>(conn)
+  };
+  tokio::time::timeout(backend.timeout() * 2, work)
+    .await
+    .unwrap_or(Err(TrackingError::Unreachable))
 }
 
 #[cfg(test)]
@@ -320,21 +326,14 @@ mod tests {
   }
 
   fn values() -> Vec<Buckets> {
-    vec![
-      Buckets {
-        curr: 1.0,
-        prev: 0.0,
-      },
-      Buckets {
-        curr: 5.0,
-        prev: 2.0,
-      },
-    ]
+    [(1.0, 0.0), (5.0, 2.0)]
+      .map(|(curr, prev)| Buckets { curr, prev })
+      .to_vec()
   }
 
   fn up() -> CounterView {
     let view = CounterView::default();
-    view.set_tracking(Tracking::Up);
+    view.set_up(true);
     view
   }
 
@@ -357,29 +356,6 @@ mod tests {
   }
 
   #[test]
-  fn a_kept_read_answers_until_its_age_reaches_the_bound() {
-    let view = up();
-    let b = batch("p", 10);
-    let stamp = view.stamp(&b).unwrap();
-    assert!(view.keep(b.clone(), &values(), stamp, 1_000));
-    assert_eq!(view.lookup(&b, 1_000, 100).unwrap().0, values());
-    assert_eq!(view.lookup(&b, 1_099, 100).unwrap().0, values());
-    assert!(view.lookup(&b, 1_100, 100).is_none(), "as old as the bound");
-    assert!(
-      view.lookup(&b, 999, 100).is_none(),
-      "a clock that went back"
-    );
-    assert!(
-      view.lookup(&batch("p", 11), 1_000, 100).is_none(),
-      "another bucket"
-    );
-    assert!(
-      view.lookup(&batch("q", 10), 1_000, 100).is_none(),
-      "another pool"
-    );
-  }
-
-  #[test]
   fn an_invalidation_drops_the_entries_of_its_dimension_only() {
     let view = up();
     let (p, q) = (batch("p", 10), batch("q", 10));
@@ -387,6 +363,10 @@ mod tests {
       let stamp = view.stamp(b).unwrap();
       assert!(view.keep(b.clone(), &values(), stamp, 0));
     }
+    // Only what was read answers: not another bucket or pool. (The age bound is
+    // `__test__/redis-view.test.mjs`, 'the staleness bound…'.)
+    assert!(view.lookup(&batch("p", 11), 0, 100).is_none());
+    assert!(view.lookup(&batch("r", 10), 0, 100).is_none());
     let (_, epoch) = view.lookup(&q, 0, 100).unwrap();
     view.invalidate_key("omniroute:quota:other-key:p:requests:hourly:10");
     assert!(view.lookup(&p, 0, 100).is_none());
@@ -422,11 +402,11 @@ mod tests {
     let b = batch("p", 10);
     let stamp = view.stamp(&b).unwrap();
     assert!(view.keep(b.clone(), &values(), stamp.clone(), 0));
-    view.set_tracking(Tracking::Down);
+    view.set_up(false);
     assert!(view.lookup(&b, 0, 100).is_none());
     assert!(view.stamp(&b).is_none());
     assert!(!view.keep(b.clone(), &values(), stamp.clone(), 0));
-    view.set_tracking(Tracking::Up);
+    view.set_up(true);
     assert!(
       view.lookup(&b, 0, 100).is_none(),
       "a reconnect starts empty"

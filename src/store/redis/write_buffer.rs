@@ -26,12 +26,11 @@ pub struct Taken {
 impl Taken {
   /// The script call that writes it.
   pub fn call(&self, layout: KeyLayout) -> ScriptCall {
-    let counters: Vec<(&str, &DimensionKey, i64, f64)> = self
-      .counters
-      .iter()
-      .map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount))
-      .collect();
-    flush_call(layout, &counters)
+    let counters = self.counters.iter();
+    flush_call(
+      layout,
+      counters.map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount)),
+    )
   }
 }
 
@@ -70,7 +69,7 @@ impl WriteBuffer {
 
   /// Hands every waiting counter to a flush, as one script call's worth — or, in a
   /// cluster, one per pool (a script's keys share a hash slot there; the model bucket
-  /// routes with its pool). They stay visible until [`Self::settled`].
+  /// routes with its pool). They stay visible until [`Self::written`] or [`Self::failed`].
   pub fn take(&mut self, layout: KeyLayout) -> Vec<Taken> {
     let mut groups: Vec<(String, Taken)> = Vec::new();
     for (counter, amount) in self.pending.drain() {
@@ -97,37 +96,28 @@ impl WriteBuffer {
     taken
   }
 
-  /// Whether a flush is still out.
-  pub fn in_flight(&self) -> bool {
-    !self.in_flight.is_empty()
+  /// Whether anything waits or is in flight.
+  pub fn holds(&self) -> bool {
+    !self.pending.is_empty() || !self.in_flight.is_empty()
   }
 
-  /// Flush `id` answered: written (`keep: false`), or failed and kept for the next one
-  /// (`keep: true`). Returns how many counters it held.
-  pub fn settled(&mut self, id: u64, keep: bool) -> usize {
-    let Some(index) = self.in_flight.iter().position(|t| t.id == id) else {
-      return 0;
-    };
-    let taken = self.in_flight.remove(index);
-    let count = taken.counters.len();
-    if keep {
-      for (counter, amount) in taken.counters {
-        *self.pending.entry(counter).or_insert(0.0) += amount;
-      }
-    }
-    count
+  /// Flush `id` answered: its counters are written.
+  pub fn written(&mut self, id: u64) {
+    self.in_flight.retain(|t| t.id != id);
   }
 
   /// Flush `id` failed: its counters are kept for the next one while the buffer then
   /// holds at most `max` counters, else dropped. Returns `(kept, how many)`.
   pub fn failed(&mut self, id: u64, max: usize) -> (bool, usize) {
-    let held = self
-      .in_flight
-      .iter()
-      .find(|t| t.id == id)
-      .map_or(0, |t| t.counters.len());
-    let keep = self.pending.len() + held <= max;
-    (keep, self.settled(id, keep))
+    let index = self.in_flight.iter().position(|t| t.id == id);
+    let counters = index.map_or_else(Vec::new, |i| self.in_flight.remove(i).counters);
+    let (count, keep) = (counters.len(), self.pending.len() + counters.len() <= max);
+    if keep {
+      for (counter, amount) in counters {
+        *self.pending.entry(counter).or_insert(0.0) += amount;
+      }
+    }
+    (keep, count)
   }
 
   /// What this buffer holds (waiting or in flight) for one counter.
@@ -135,36 +125,26 @@ impl WriteBuffer {
     let matches = |(id, k, b): &Counter| {
       *b == bucket && k == key && api_key_id.is_none_or(|wanted| wanted == id)
     };
-    let mut sum = 0.0;
-    if let Some(api_key_id) = api_key_id {
-      sum += self
+    let waiting = match api_key_id {
+      // One key's counter is looked up, not searched for.
+      Some(id) => self
         .pending
-        .get(&(api_key_id.to_string(), key.clone(), bucket))
-        .copied()
-        .unwrap_or(0.0);
-    } else {
-      sum += self
-        .pending
-        .iter()
-        .filter(|(c, _)| matches(c))
-        .map(|(_, a)| a)
-        .sum::<f64>();
-    }
-    for taken in &self.in_flight {
-      sum += taken
-        .counters
-        .iter()
-        .filter(|(c, _)| matches(c))
-        .map(|(_, a)| a)
-        .sum::<f64>();
-    }
-    sum
+        .get(&(id.to_string(), key.clone(), bucket))
+        .copied(),
+      None => Some(sum(self.pending.iter(), matches)),
+    };
+    self
+      .in_flight
+      .iter()
+      .fold(waiting.unwrap_or(0.0), |total, t| {
+        total + sum(t.counters.iter().map(|(c, a)| (c, a)), matches)
+      })
   }
 
   /// Adds what is buffered to `values`, `batch`'s reply: a key group gets its key's
   /// buffered buckets, a pool group every key's.
   pub fn overlay(&self, batch: &ReadBatch, values: &mut [Buckets]) {
-    if self.pending.is_empty() && self.in_flight.is_empty() {
+    if !self.holds() {
       return;
     }
     for ((key, current, who), value) in batch.groups().zip(values.iter_mut()) {
@@ -172,6 +152,14 @@ impl WriteBuffer {
       value.prev += self.amount(who, key, current - 1);
     }
   }
+}
+
+/// The amounts of the `counters` that `matches` picks, summed.
+fn sum<'a>(
+  counters: impl Iterator<Item = (&'a Counter, &'a f64)>,
+  matches: impl Fn(&Counter) -> bool,
+) -> f64 {
+  counters.filter(|(c, _)| matches(c)).map(|(_, a)| a).sum()
 }
 
 #[cfg(test)]
@@ -200,11 +188,10 @@ mod tests {
       .map(|t| t.call(KeyLayout::Standalone))
       .collect();
     assert_eq!(calls.len(), 1);
-    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (12, 9));
+    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (9, 9));
     let amounts: Vec<&str> = calls[0]
       .args
       .iter()
-      .skip(1)
       .step_by(3)
       .map(|s| s.as_str())
       .collect();
@@ -219,6 +206,7 @@ mod tests {
 
   #[test]
   fn reads_see_waiting_and_in_flight_counters_and_a_failed_flush_keeps_them() {
+    let b = |curr, prev| Buckets { curr, prev };
     let mut buffer = WriteBuffer::default();
     let hour = 3_600_000;
     let now = hour * 10 + 5;
@@ -229,38 +217,12 @@ mod tests {
     batch.key("k1", &dim("p"), 10);
     batch.pool(&dim("p"), 10);
     batch.key("k3", &dim("p"), 10);
-    let mut values = vec![
-      Buckets {
-        curr: 1.0,
-        prev: 0.0
-      };
-      3
-    ];
+    let mut values = vec![b(1.0, 0.0); 3];
     let taken = buffer.take(KeyLayout::Standalone).remove(0);
     buffer.add("k1", &[(dim("p"), 1.0)], now);
     buffer.overlay(&batch, &mut values);
-    assert_eq!(
-      values[0],
-      Buckets {
-        curr: 5.0,
-        prev: 7.0
-      }
-    );
-    assert_eq!(
-      values[1],
-      Buckets {
-        curr: 9.0,
-        prev: 7.0
-      }
-    );
-    assert_eq!(
-      values[2],
-      Buckets {
-        curr: 1.0,
-        prev: 0.0
-      }
-    );
-    assert_eq!(buffer.settled(taken.id, true), 3);
+    assert_eq!(values, [b(5.0, 7.0), b(9.0, 7.0), b(1.0, 0.0)]);
+    assert_eq!(buffer.failed(taken.id, usize::MAX), (true, 3));
     assert_eq!(buffer.len(), 3);
     let taken = buffer.take(KeyLayout::Standalone).remove(0);
     assert_eq!(
@@ -277,7 +239,8 @@ mod tests {
     );
     assert_eq!(buffer.len(), 1);
     let taken = buffer.take(KeyLayout::Standalone).remove(0);
-    assert_eq!(buffer.settled(taken.id, false), 1);
+    buffer.written(taken.id);
+    assert!(!buffer.holds());
     let mut values = vec![Buckets::default(); 3];
     buffer.overlay(&batch, &mut values);
     assert_eq!(values[1], Buckets::default());

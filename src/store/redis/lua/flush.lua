@@ -2,15 +2,13 @@
 -- this process coalesced since its last flush, one per counter (API key, dimension, bucket),
 -- added in one script — exactly what write.lua does per counter, without its reply.
 --
--- KEYS, four per counter: its bucket, that bucket's members set, that bucket's total,
--- (unused, keeps the layout of write.lua) the previous bucket.
--- ARGV, three per counter: the API key id, the amount (a decimal string), the TTL (seconds).
+-- KEYS, three per counter: its bucket, that bucket's members set, that bucket's total.
+-- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id.
 -- Returns an empty array (the engine reads script replies as arrays).
 local cap = 1e15
-local n = #KEYS / 4
-for w = 0, n - 1 do
-  local curr, members, total = KEYS[4 * w + 1], KEYS[4 * w + 2], KEYS[4 * w + 3]
-  local id, amount, ttl = ARGV[3 * w + 1], ARGV[3 * w + 2], ARGV[3 * w + 3]
+for w = 0, #KEYS / 3 - 1 do
+  local curr, members, total = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
+  local amount, ttl, id = ARGV[3 * w + 1], ARGV[3 * w + 2], ARGV[3 * w + 3]
   local old = tonumber(redis.call('GET', curr)) or 0
   if old + tonumber(amount) < cap then
     redis.call('INCRBYFLOAT', curr, amount)

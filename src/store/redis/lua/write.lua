@@ -1,9 +1,9 @@
 -- recordConsumption / consume: add to the current bucket of one API key in one or more
 -- dimensions, atomically, and read back what the sliding window needs.
 --
--- KEYS, four per write: the current bucket, the previous bucket, the current bucket's
--- members set (the API key ids written into it), the current bucket's total (the sum of
--- every key's current bucket, docs/redis.md#pool-totals).
+-- KEYS, four per write: the current bucket, its members set (the API key ids written into
+-- it), its total (the sum of every key's current bucket, docs/redis.md#pool-totals), the
+-- previous bucket.
 -- ARGV[1]: the API key id; then two per write: the cost (a decimal string), the TTL (seconds).
 -- Returns two per write: the current bucket's new value and the previous bucket's value
 -- (nil when absent), as the decimal strings Redis keeps.
@@ -12,7 +12,7 @@
 local cap = 1e15
 local out = {}
 for w = 0, #KEYS / 4 - 1 do
-  local curr, prev, members, total = KEYS[4 * w + 1], KEYS[4 * w + 2], KEYS[4 * w + 3], KEYS[4 * w + 4]
+  local curr, members, total, prev = KEYS[4 * w + 1], KEYS[4 * w + 2], KEYS[4 * w + 3], KEYS[4 * w + 4]
   local ttl = ARGV[2 * w + 3]
   local old = tonumber(redis.call('GET', curr)) or 0
   if old + tonumber(ARGV[2 * w + 2]) < cap then
