@@ -20,9 +20,10 @@
 //! just before it. The store serializes check-and-add, so each admitted request saw the
 //! pool under its limit, and the pool ends at most one request's cost past it.
 
-use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
+use crate::core::dimensions::{
+  bucket_index, elapsed_in_bucket, prev_weight, DimensionKey, Policy, QuotaUnit, QuotaWindow,
+};
 use crate::core::enforce::{BlockReason, Buckets, ConsumptionCost, EnforcePlan};
-use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
 use crate::error::{QuotaError, Result};
 
 /// What a check compares with its threshold.
@@ -259,7 +260,7 @@ impl Reservation {
       entries: writes
         .into_iter()
         .map(|(key, amount)| ReservedEntry {
-          bucket: crate::core::sliding_window::bucket_index(now_ms, key.window.ms()),
+          bucket: bucket_index(now_ms, key.window.ms()),
           amount: if amount.is_finite() && amount > 0.0 {
             amount
           } else {

@@ -1,6 +1,6 @@
 //! Burn rate of docs/contract.md §9: how fast a pool consumes, and when it would run out.
 
-use crate::core::sliding_window::elapsed_in_bucket;
+use crate::core::dimensions::elapsed_in_bucket;
 
 /// The smoothing factor of the exponential moving average over per-second rates.
 pub const EMA_ALPHA: f64 = 0.3;

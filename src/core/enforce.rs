@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use crate::core::dimensions::{
-  DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit, QuotaWindow,
+  bucket_index, effective, DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool,
+  QuotaUnit, QuotaWindow,
 };
 use crate::core::fair_share::{
   decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionReason, DimensionInput,
   FairShareInput, WindowBreakdown,
 };
 use crate::core::plans::EPSILON;
-use crate::core::sliding_window::{bucket_index, effective};
 use crate::error::Result;
 
 /// Who is asking, for which upstream connection.

@@ -6,8 +6,7 @@
 //! host's TypeScript did (`NaN >= x` is `false` in JavaScript); rule 4 and rule 5 are the
 //! fail-safe ones only for numbers.
 
-use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit};
-use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
+use crate::core::dimensions::{elapsed_in_bucket, prev_weight, DimensionKey, Policy, QuotaUnit};
 
 /// This key's and the pool's two sliding-window buckets for one dimension, read at
 /// `now_ms`. Optional: with it, a block carries `retry_after_ms`.
@@ -265,8 +264,7 @@ pub fn decay_retry_after_ms(
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::core::dimensions::QuotaWindow;
-  use crate::core::sliding_window::effective;
+  use crate::core::dimensions::{effective, QuotaWindow};
 
   const H: i64 = 3_600_000;
 

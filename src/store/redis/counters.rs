@@ -8,9 +8,8 @@ use super::scripts::{
   ReadBatch, ScriptCheck,
 };
 use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
-use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
+use crate::core::dimensions::{bucket_index, DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{Buckets, CounterRead};
-use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
 use crate::store::validate;

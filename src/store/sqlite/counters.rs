@@ -9,8 +9,7 @@
 
 use super::values::{f64_of, i64_of, string_of};
 use super::{SqliteDb, StoreContext};
-use crate::core::dimensions::DimensionKey;
-use crate::core::sliding_window::{bucket_index, effective};
+use crate::core::dimensions::{bucket_index, effective, DimensionKey};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{split_dimension_key, ConsumptionRow};
 use crate::store::validate::COUNTER_MAX;
