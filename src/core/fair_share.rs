@@ -264,7 +264,7 @@ pub fn decay_retry_after_ms(
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::core::dimensions::{effective, QuotaWindow};
+  use crate::core::dimensions::QuotaWindow;
 
   const H: i64 = 3_600_000;
 
@@ -304,18 +304,11 @@ mod tests {
   }
 
   fn assert_allow(d: FairShareDecision, penalized: bool) {
-    assert_eq!(d, FairShareDecision::allow(penalized));
+    assert_eq!(d, FairShareDecision::allow(penalized), "{d:?}");
   }
 
   const STRICT: f64 = 0.9;
   const GENEROUS: f64 = 0.1;
-
-  #[test]
-  fn no_dimensions_allows() {
-    for policy in Policy::ALL {
-      assert_allow(decide(&[], &alloc(0.0, policy), &[]), false);
-    }
-  }
 
   #[test]
   fn names_match_the_contract() {
@@ -327,178 +320,76 @@ mod tests {
     assert_eq!(DecisionKind::Block.as_str(), "block");
   }
 
+  /// Rules 4–7 at their edges, one dimension of 1000 tokens. That nothing at or over a cap
+  /// or a full pool is allowed, that an unknown policy is `hard` and that no dimensions
+  /// allow are the properties of tests/fair_share_props.rs.
   #[test]
-  fn absent_consumption_counts_as_zero() {
-    // fairShare = 0 with weight 0, so consumed 0 >= 0 blocks in strict hard mode.
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, STRICT)];
+  fn each_rule_blocks_or_penalizes_at_exactly_its_threshold() {
+    use DecisionReason::{CapAbsolute as Cap, FairShare as Share, GlobalSaturated as Full};
+    use Policy::{Burst, Hard, Soft};
+    use QuotaUnit::{Tokens, Usd};
+    let tokens = |total, used| [dim(Tokens, 1000.0, total, used)];
+
+    // Rule 4: the absolute cap of 50, in the dimension's unit only, before the ceiling.
+    let capped = |unit, total, consumed| {
+      let a = AllocationInput {
+        cap_value: Some(50.0),
+        cap_unit: unit,
+        ..alloc(100.0, Hard)
+      };
+      decide(&tokens(total, STRICT), &a, &[consumed])
+    };
+    assert_block(capped(Some(Tokens), 0.0, 50.0), Cap, 0);
+    assert_block(capped(Some(Tokens), 1000.0, 50.0), Cap, 0);
+    assert_allow(capped(Some(Tokens), 0.0, 49.999), false);
+    assert_allow(capped(Some(Usd), 0.0, 500.0), false);
+    assert_allow(capped(None, 0.0, 500.0), false);
+
+    // An absent value of this key counts as 0 (a zero share blocks it in strict mode).
     assert_block(
-      decide(&dims, &alloc(0.0, Policy::Hard), &[]),
-      DecisionReason::FairShare,
+      decide(&tokens(0.0, STRICT), &alloc(0.0, Hard), &[]),
+      Share,
       0,
     );
-    // weight 10 → fairShare 100; an absent value is 0 and passes.
-    assert_allow(decide(&dims, &alloc(10.0, Policy::Hard), &[]), false);
-  }
+    assert_allow(decide(&tokens(0.0, STRICT), &alloc(10.0, Hard), &[]), false);
 
-  #[test]
-  fn absolute_cap_blocks_at_exactly_the_cap_in_any_mode_and_policy() {
-    for policy in Policy::ALL {
-      for used in [STRICT, GENEROUS] {
-        let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, used)];
-        let mut a = alloc(100.0, policy);
-        a.cap_value = Some(50.0);
-        a.cap_unit = Some(QuotaUnit::Tokens);
-        assert_block(decide(&dims, &a, &[50.0]), DecisionReason::CapAbsolute, 0);
-        assert_block(decide(&dims, &a, &[51.0]), DecisionReason::CapAbsolute, 0);
-        assert_allow(decide(&dims, &a, &[49.999]), false);
+    // (policy, weight, pool total, global used, this key's value, expected): `Err(reason)`
+    // a block, `Ok(penalized)` an allow.
+    let cases = [
+      // Rule 5: the pool ceiling, for every policy.
+      (Burst, 100.0, 1000.0, GENEROUS, 0.0, Err(Full)),
+      (Soft, 100.0, 1e9, GENEROUS, 0.0, Err(Full)),
+      (Hard, 100.0, 999.999, GENEROUS, 0.0, Ok(false)),
+      // Strict mode starts at exactly the threshold (0.5).
+      (Hard, 50.0, 700.0, 0.5, 600.0, Err(Share)),
+      (Hard, 50.0, 700.0, 0.499_999, 600.0, Ok(false)),
+      // Rule 6, strict: hard is held to its share, soft only penalized, burst neither.
+      (Hard, 50.0, 900.0, STRICT, 500.0, Err(Share)),
+      (Hard, 50.0, 900.0, STRICT, 499.999, Ok(false)),
+      (Soft, 50.0, 900.0, STRICT, 500.0, Ok(true)),
+      (Soft, 50.0, 900.0, STRICT, 800.0, Ok(true)),
+      (Soft, 50.0, 900.0, STRICT, 499.999, Ok(false)),
+      (Burst, 50.0, 999.0, STRICT, 999.0, Ok(false)),
+      // Rule 7, generous: hard borrows up to the limit, soft is penalized over its share.
+      (Hard, 10.0, 999.0, GENEROUS, 999.0, Ok(false)),
+      (Hard, 10.0, 999.0, GENEROUS, 1000.0, Err(Full)),
+      (Soft, 10.0, 500.0, GENEROUS, 100.0, Ok(true)),
+      (Soft, 10.0, 500.0, GENEROUS, 99.999, Ok(false)),
+      (Soft, 10.0, 500.0, GENEROUS, 5000.0, Ok(true)),
+      (Burst, 10.0, 500.0, GENEROUS, 5000.0, Ok(false)),
+      // A zero share blocks even an idle hard key in strict mode; generous, it borrows.
+      (Hard, 0.0, 600.0, STRICT, 0.0, Err(Share)),
+      (Soft, 0.0, 600.0, STRICT, 0.0, Ok(true)),
+      (Burst, 0.0, 600.0, STRICT, 0.0, Ok(false)),
+      (Hard, 0.0, 600.0, GENEROUS, 500.0, Ok(false)),
+    ];
+    for (policy, weight, total, used, consumed, expected) in cases {
+      let d = decide(&tokens(total, used), &alloc(weight, policy), &[consumed]);
+      match expected {
+        Ok(penalized) => assert_allow(d, penalized),
+        Err(reason) => assert_block(d, reason, 0),
       }
     }
-  }
-
-  #[test]
-  fn absolute_cap_in_another_unit_does_not_apply() {
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, GENEROUS)];
-    let mut a = alloc(100.0, Policy::Burst);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Usd);
-    assert_allow(decide(&dims, &a, &[500.0]), false);
-    // A cap value without a unit does not apply either.
-    a.cap_unit = None;
-    assert_allow(decide(&dims, &a, &[500.0]), false);
-  }
-
-  #[test]
-  fn absolute_cap_wins_over_the_pool_ceiling() {
-    let dims = [dim(QuotaUnit::Requests, 10.0, 10.0, STRICT)];
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(3.0);
-    a.cap_unit = Some(QuotaUnit::Requests);
-    assert_block(decide(&dims, &a, &[3.0]), DecisionReason::CapAbsolute, 0);
-  }
-
-  #[test]
-  fn pool_ceiling_blocks_at_exactly_the_limit_for_every_policy() {
-    for policy in Policy::ALL {
-      let a = alloc(100.0, policy);
-      let at = [dim(QuotaUnit::Tokens, 1000.0, 1000.0, GENEROUS)];
-      assert_block(decide(&at, &a, &[0.0]), DecisionReason::GlobalSaturated, 0);
-      let over = [dim(QuotaUnit::Tokens, 1000.0, 1e9, GENEROUS)];
-      assert_block(
-        decide(&over, &a, &[0.0]),
-        DecisionReason::GlobalSaturated,
-        0,
-      );
-      let below = [dim(QuotaUnit::Tokens, 1000.0, 999.999, GENEROUS)];
-      assert_allow(decide(&below, &a, &[0.0]), false);
-    }
-  }
-
-  #[test]
-  fn strict_mode_starts_at_exactly_the_threshold() {
-    // weight 50 of 1000 → fairShare 500; consumed 600 is over it but under the limit.
-    let a = alloc(50.0, Policy::Hard);
-    let at = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.5)];
-    assert_block(decide(&at, &a, &[600.0]), DecisionReason::FairShare, 0);
-    let below = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.499_999)];
-    assert_allow(decide(&below, &a, &[600.0]), false);
-  }
-
-  #[test]
-  fn strict_hard_blocks_at_exactly_the_fair_share() {
-    let a = alloc(50.0, Policy::Hard);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_block(decide(&dims, &a, &[500.0]), DecisionReason::FairShare, 0);
-    assert_allow(decide(&dims, &a, &[499.999]), false);
-  }
-
-  #[test]
-  fn strict_soft_penalizes_at_exactly_the_fair_share() {
-    let a = alloc(50.0, Policy::Soft);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_allow(decide(&dims, &a, &[500.0]), true);
-    assert_allow(decide(&dims, &a, &[800.0]), true);
-    assert_allow(decide(&dims, &a, &[499.999]), false);
-  }
-
-  #[test]
-  fn strict_burst_does_nothing_more() {
-    let a = alloc(50.0, Policy::Burst);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, STRICT)];
-    assert_allow(decide(&dims, &a, &[999.0]), false);
-  }
-
-  #[test]
-  fn generous_hard_borrows_up_to_the_limit() {
-    let a = alloc(10.0, Policy::Hard);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, GENEROUS)];
-    // Far over its share of 100: still allowed while under the limit.
-    assert_allow(decide(&dims, &a, &[999.0]), false);
-    assert_block(
-      decide(&dims, &a, &[1000.0]),
-      DecisionReason::GlobalSaturated,
-      0,
-    );
-  }
-
-  #[test]
-  fn generous_soft_penalizes_at_exactly_the_fair_share() {
-    let a = alloc(10.0, Policy::Soft);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
-    assert_allow(decide(&dims, &a, &[100.0]), true);
-    assert_allow(decide(&dims, &a, &[99.999]), false);
-    // Soft never blocks on its own key's consumption, even at the limit.
-    assert_allow(decide(&dims, &a, &[5000.0]), true);
-  }
-
-  #[test]
-  fn generous_burst_does_nothing_more() {
-    let a = alloc(10.0, Policy::Burst);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
-    assert_allow(decide(&dims, &a, &[5000.0]), false);
-  }
-
-  #[test]
-  fn unknown_policy_decides_like_hard() {
-    let unknown = Policy::parse_lenient("lenient");
-    let cases: [(f64, f64, f64); 4] = [
-      (900.0, STRICT, 500.0),
-      (900.0, STRICT, 499.0),
-      (900.0, GENEROUS, 1000.0),
-      (900.0, GENEROUS, 999.0),
-    ];
-    for (total, used, consumed) in cases {
-      let dims = [dim(QuotaUnit::Tokens, 1000.0, total, used)];
-      assert_eq!(
-        decide(&dims, &alloc(50.0, unknown), &[consumed]),
-        decide(&dims, &alloc(50.0, Policy::Hard), &[consumed]),
-      );
-    }
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_block(
-      decide(&dims, &alloc(50.0, unknown), &[500.0]),
-      DecisionReason::FairShare,
-      0,
-    );
-  }
-
-  #[test]
-  fn zero_weight() {
-    // Strict hard: a zero share blocks even an idle key.
-    let strict = [dim(QuotaUnit::Tokens, 1000.0, 600.0, STRICT)];
-    assert_block(
-      decide(&strict, &alloc(0.0, Policy::Hard), &[0.0]),
-      DecisionReason::FairShare,
-      0,
-    );
-    // Soft is penalized from the first token; burst is not.
-    assert_allow(decide(&strict, &alloc(0.0, Policy::Soft), &[0.0]), true);
-    assert_allow(decide(&strict, &alloc(0.0, Policy::Burst), &[0.0]), false);
-    // Generous hard still borrows.
-    let generous = [dim(QuotaUnit::Tokens, 1000.0, 600.0, GENEROUS)];
-    assert_allow(
-      decide(&generous, &alloc(0.0, Policy::Hard), &[500.0]),
-      false,
-    );
   }
 
   #[test]
@@ -564,26 +455,8 @@ mod tests {
 
   // ── retry_after_ms ────────────────────────────────────────────────────────────────────
 
-  /// Checks that at `now + retry` the block is gone and at `now + retry − 1` it holds.
-  fn assert_exact(prev: f64, curr: f64, threshold: f64, now: i64, window: i64, retry: i64) {
-    assert!(retry >= 1);
-    let rollover = (now.div_euclid(window) + 1) * window;
-    assert!(now + retry <= rollover);
-    let value_after = if now + retry == rollover {
-      curr // prev's weight is 0 at the rollover
-    } else {
-      effective(prev, curr, now + retry, window)
-    };
-    assert!(value_after < threshold, "{value_after} at +{retry}");
-    if retry > 1 {
-      let value_before = effective(prev, curr, now + retry - 1, window);
-      assert!(
-        value_before >= threshold,
-        "{value_before} at +{}",
-        retry - 1
-      );
-    }
-  }
+  // That every `Some` is exact (clear at `now + t`, still blocked a millisecond before)
+  // is the property `retry_is_exact_whenever_given` of tests/fair_share_props.rs.
 
   #[test]
   fn retry_hand_computed() {
@@ -594,13 +467,14 @@ mod tests {
       decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
       Some(H / 2 + 1)
     );
-    assert_exact(100.0, 10.0, 60.0, now, H, H / 2 + 1);
     // A quarter into the bucket, the same crossing point is a quarter hour sooner.
     let now = 7 * H + H / 4;
     assert_eq!(
       decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
       Some(H / 4 + 1)
     );
+    // Already clear: the next millisecond.
+    assert_eq!(decay_retry_after_ms(10.0, 0.0, 1000.0, 7 * H, H), Some(1));
   }
 
   #[test]
@@ -620,11 +494,12 @@ mod tests {
 
   #[test]
   fn retry_clamps_to_the_rollover() {
-    // Threshold just above curr: only the rollover clears it.
+    // Threshold just above curr: only the rollover, 1000 ms away, clears it.
     let now = 3 * H + H - 1000;
-    let retry = decay_retry_after_ms(100.0, 10.0, 10.0 + 1e-12, now, H).unwrap();
-    assert_eq!(retry, 1000);
-    assert_exact(100.0, 10.0, 10.0 + 1e-12, now, H, retry);
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, 10.0 + 1e-12, now, H),
+      Some(1000)
+    );
     // On the very last ms of the bucket the answer is 1.
     assert_eq!(
       decay_retry_after_ms(100.0, 10.0, 50.0, 4 * H - 1, H),
@@ -633,114 +508,77 @@ mod tests {
   }
 
   #[test]
-  fn retry_is_one_when_the_breakdown_is_already_clear() {
-    assert_eq!(decay_retry_after_ms(10.0, 0.0, 1000.0, 7 * H, H), Some(1));
-  }
-
-  #[test]
-  fn retry_numerically_exact_over_a_grid() {
-    let mut checked = 0;
-    for window in QuotaWindow::ALL.map(QuotaWindow::ms) {
-      for step in 0..7 {
-        let now = 1_700_000_000_000 + step * (window / 7) + 13 * step;
-        for (prev, curr, threshold) in [
-          (100.0, 10.0, 60.0),
-          (1234.5, 0.0, 1000.0),
-          (3.0, 0.5, 2.9),
-          (1e9, 1e6, 5e8),
-          (0.001, 0.0, 0.0005),
-          (7.0, 6.999, 7.0),
-        ] {
-          if let Some(retry) = decay_retry_after_ms(prev, curr, threshold, now, window) {
-            assert_exact(prev, curr, threshold, now, window, retry);
-            checked += 1;
-          }
-        }
-      }
-    }
-    assert_eq!(checked, 5 * 7 * 6);
-  }
-
-  fn with_breakdown(mut d: DimensionInput, b: WindowBreakdown) -> DimensionInput {
-    d.breakdown = Some(b);
-    d
-  }
-
-  #[test]
   fn blocks_carry_the_retry_of_their_own_buckets() {
-    let now = 10 * H; // start of a bucket
     let b = WindowBreakdown {
-      now_ms: now,
+      now_ms: 10 * H, // start of a bucket
       key_prev: 100.0,
       key_curr: 0.0,
       pool_prev: 2000.0,
       pool_curr: 0.0,
     };
-    // cap-absolute, key buckets, threshold = cap 50 → t > H/2.
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Tokens);
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 300.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &a, &[100.0]);
-    assert_block(d, DecisionReason::CapAbsolute, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
-
-    // Pool ceiling, pool buckets, threshold = limit 1000 → 2000·(1 − t/H) < 1000.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 2000.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &alloc(50.0, Policy::Burst), &[100.0]);
-    assert_block(d, DecisionReason::GlobalSaturated, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
-
-    // Strict hard fair share, key buckets, threshold = fairShare 25 → 100·(1 − t/H) < 25.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 300.0, STRICT),
-      b,
-    )];
-    let d = decide(&dims, &alloc(2.5, Policy::Hard), &[100.0]);
-    assert_block(d, DecisionReason::FairShare, 0);
-    assert_eq!(d.retry_after_ms, Some(3 * H / 4 + 1));
-
-    // Generous hard at the limit, key buckets, threshold = limit 80 → 100·(1 − t/H) < 80.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]);
-    assert_block(d, DecisionReason::GlobalSaturated, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 5 + 1));
-
-    // Without a breakdown there is no retry.
-    let dims = [dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS)];
-    assert_eq!(
-      decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]).retry_after_ms,
-      None
-    );
-  }
-
-  #[test]
-  fn retry_absent_when_curr_alone_blocks() {
-    let b = WindowBreakdown {
-      now_ms: 10 * H,
+    let capped = AllocationInput {
+      cap_value: Some(50.0),
+      cap_unit: Some(QuotaUnit::Tokens),
+      ..alloc(50.0, Policy::Hard)
+    };
+    use DecisionReason::{CapAbsolute, FairShare, GlobalSaturated};
+    // (allocation, limit, pool total, global used, reason, retry): which buckets decay
+    // and to which threshold.
+    let cases = [
+      // Key buckets to the cap 50: 100·(1 − t/H) < 50.
+      (capped, 1000.0, 300.0, GENEROUS, CapAbsolute, H / 2 + 1),
+      // Pool buckets to the limit: 2000·(1 − t/H) < 1000.
+      (
+        alloc(50.0, Policy::Burst),
+        1000.0,
+        2000.0,
+        GENEROUS,
+        GlobalSaturated,
+        H / 2 + 1,
+      ),
+      // Key buckets to the strict fair share 25: 100·(1 − t/H) < 25.
+      (
+        alloc(2.5, Policy::Hard),
+        1000.0,
+        300.0,
+        STRICT,
+        FairShare,
+        3 * H / 4 + 1,
+      ),
+      // Key buckets to the limit 80 (generous hard): 100·(1 − t/H) < 80.
+      (
+        alloc(10.0, Policy::Hard),
+        80.0,
+        79.0,
+        GENEROUS,
+        GlobalSaturated,
+        H / 5 + 1,
+      ),
+    ];
+    for (a, limit, total, used, reason, retry) in cases {
+      let without = dim(QuotaUnit::Tokens, limit, total, used);
+      let with = DimensionInput {
+        breakdown: Some(b),
+        ..without.clone()
+      };
+      let d = decide(&[with], &a, &[100.0]);
+      assert_block(d, reason, 0);
+      assert_eq!(d.retry_after_ms, Some(retry), "{reason:?}");
+      // Without a breakdown there is no retry.
+      assert_eq!(decide(&[without], &a, &[100.0]).retry_after_ms, None);
+    }
+    // Nor when the current bucket alone blocks.
+    let curr_alone = WindowBreakdown {
       key_prev: 0.0,
       key_curr: 100.0,
-      pool_prev: 0.0,
-      pool_curr: 0.0,
+      ..b
     };
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Tokens);
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &a, &[100.0]);
-    assert_block(d, DecisionReason::CapAbsolute, 0);
+    let dims = [DimensionInput {
+      breakdown: Some(curr_alone),
+      ..dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS)
+    }];
+    let d = decide(&dims, &capped, &[100.0]);
+    assert_block(d, CapAbsolute, 0);
     assert_eq!(d.retry_after_ms, None);
   }
 
