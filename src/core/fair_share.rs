@@ -137,10 +137,6 @@ impl FairShareDecision {
       blocking_dimension: Some(dimension),
     }
   }
-
-  pub fn is_allow(&self) -> bool {
-    self.kind == DecisionKind::Allow
-  }
 }
 
 /// Whose buckets a block is about.
