@@ -102,20 +102,16 @@ mod tests {
 
   #[test]
   fn fewer_than_two_usable_samples_is_zero() {
-    assert_eq!(compute_burn_rate(&[], Some(100.0)), BurnRate::ZERO);
-    assert_eq!(
-      compute_burn_rate(&[(1000.0, 5.0)], Some(100.0)),
-      BurnRate::ZERO
-    );
-    // The second sample does not move forward in time.
-    assert_eq!(
-      compute_burn_rate(&[(1000.0, 5.0), (1000.0, 50.0), (900.0, 70.0)], Some(100.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate(&[(f64::NAN, 1.0), (1000.0, f64::NAN), (2000.0, 3.0)], None),
-      BurnRate::ZERO
-    );
+    let histories: [&[(f64, f64)]; 4] = [
+      &[],
+      &[(1000.0, 5.0)],
+      // The later samples do not move forward in time.
+      &[(1000.0, 5.0), (1000.0, 50.0), (900.0, 70.0)],
+      &[(f64::NAN, 1.0), (1000.0, f64::NAN), (2000.0, 3.0)],
+    ];
+    for history in histories {
+      assert_eq!(compute_burn_rate(history, Some(100.0)), BurnRate::ZERO);
+    }
   }
 
   #[test]
@@ -170,28 +166,18 @@ mod tests {
   }
 
   #[test]
-  fn exhaustion_needs_a_non_negative_remaining() {
+  fn exhaustion_needs_a_non_negative_finite_remaining() {
     let history = [(0.0, 0.0), (1000.0, 10.0)];
-    assert_eq!(
-      compute_burn_rate(&history, Some(-1.0)).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, None).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(0.0)).time_to_exhaustion_ms,
-      Some(0.0)
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(f64::NAN)).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(f64::INFINITY)).time_to_exhaustion_ms,
-      None
-    );
+    for (remaining, expected) in [
+      (Some(0.0), Some(0.0)),
+      (Some(-1.0), None),
+      (None, None),
+      (Some(f64::NAN), None),
+      (Some(f64::INFINITY), None),
+    ] {
+      let r = compute_burn_rate(&history, remaining);
+      assert_eq!(r.time_to_exhaustion_ms, expected, "{remaining:?}");
+    }
   }
 
   #[test]
@@ -216,30 +202,17 @@ mod tests {
 
   #[test]
   fn from_window_zero_or_bad_input_is_zero() {
-    assert_eq!(
-      compute_burn_rate_from_window(0.0, H, H / 2, Some(1.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(-3.0, H, H / 2, Some(1.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(f64::NAN, H, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(f64::INFINITY, H, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(10.0, 0, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(10.0, -H, H / 2, None),
-      BurnRate::ZERO
-    );
+    for (consumed, window) in [
+      (0.0, H),
+      (-3.0, H),
+      (f64::NAN, H),
+      (f64::INFINITY, H),
+      (10.0, 0),
+      (10.0, -H),
+    ] {
+      let r = compute_burn_rate_from_window(consumed, window, H / 2, Some(1.0));
+      assert_eq!(r, BurnRate::ZERO, "{consumed} over {window}");
+    }
   }
 
   #[test]
