@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use crate::core::dimensions::{
-  bucket_index, effective, DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool,
-  QuotaUnit, QuotaWindow,
+  bucket_index, effective, named_enum, DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension,
+  QuotaPool, QuotaUnit, QuotaWindow,
 };
 use crate::core::fair_share::{
   decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionKind, DecisionReason,
@@ -106,26 +106,17 @@ pub trait SaturationLookup {
   ) -> Option<f64>;
 }
 
-/// Why a request was blocked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockReason {
-  ModelCap,
-  FairShare,
-  CapAbsolute,
-  GlobalSaturated,
+named_enum! {
+  /// Why a request was blocked; its name is the reason code of the `quota.exceeded` event.
+  pub enum BlockReason {
+    ModelCap = "model-cap",
+    FairShare = "fair-share",
+    CapAbsolute = "cap-absolute",
+    GlobalSaturated = "global-saturated",
+  }
 }
 
 impl BlockReason {
-  /// The reason code carried by the `quota.exceeded` event.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      BlockReason::ModelCap => "model-cap",
-      BlockReason::FairShare => "fair-share",
-      BlockReason::CapAbsolute => "cap-absolute",
-      BlockReason::GlobalSaturated => "global-saturated",
-    }
-  }
-
   /// The block message of §7, word for word.
   pub fn message(self, provider: &str, model: Option<&str>) -> String {
     match self {

@@ -6,7 +6,9 @@
 //! host's TypeScript did (`NaN >= x` is `false` in JavaScript); rule 4 and rule 5 are the
 //! fail-safe ones only for numbers.
 
-use crate::core::dimensions::{elapsed_in_bucket, prev_weight, DimensionKey, Policy, QuotaUnit};
+use crate::core::dimensions::{
+  elapsed_in_bucket, named_enum, prev_weight, DimensionKey, Policy, QuotaUnit,
+};
 
 /// This key's and the pool's two sliding-window buckets for one dimension, read at
 /// `now_ms`. Optional: with it, a block carries `retry_after_ms`.
@@ -64,40 +66,21 @@ pub struct FairShareInput<'a> {
   pub saturation_threshold: f64,
 }
 
-/// `"allow"` or `"block"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionKind {
-  Allow,
-  Block,
-}
-
-impl DecisionKind {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      DecisionKind::Allow => "allow",
-      DecisionKind::Block => "block",
-    }
+named_enum! {
+  /// `"allow"` or `"block"`.
+  pub enum DecisionKind {
+    Allow = "allow",
+    Block = "block",
   }
 }
 
-/// Why the decision came out the way it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionReason {
-  Ok,
-  FairShare,
-  CapAbsolute,
-  GlobalSaturated,
-}
-
-impl DecisionReason {
-  /// `"ok" | "fair-share" | "cap-absolute" | "global-saturated"`.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      DecisionReason::Ok => "ok",
-      DecisionReason::FairShare => "fair-share",
-      DecisionReason::CapAbsolute => "cap-absolute",
-      DecisionReason::GlobalSaturated => "global-saturated",
-    }
+named_enum! {
+  /// Why the decision came out the way it did.
+  pub enum DecisionReason {
+    Ok = "ok",
+    FairShare = "fair-share",
+    CapAbsolute = "cap-absolute",
+    GlobalSaturated = "global-saturated",
   }
 }
 
