@@ -83,10 +83,6 @@ impl<K: Eq + Hash + Clone> ComboState<K> {
     self.last_slots.clear();
   }
 
-  fn key_count(&self) -> usize {
-    self.index.len()
-  }
-
   fn slot(&mut self, key: &K) -> usize {
     if let Some(&slot) = self.index.get(key) {
       return slot;
@@ -112,7 +108,7 @@ impl<K: Eq + Hash + Clone> ComboState<K> {
 }
 
 /// The DRR state of every combo.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Drr<C, K> {
   combos: FxHashMap<C, ComboState<K>>,
   /// Combo keys in insertion order, for the eviction.
@@ -121,17 +117,6 @@ pub struct Drr<C, K> {
   slots: Vec<usize>,
   /// Scratch of a round: (sort key, index) pairs.
   keyed: Vec<(u64, u32)>,
-}
-
-impl<C, K> Default for Drr<C, K> {
-  fn default() -> Self {
-    Drr {
-      combos: FxHashMap::default(),
-      inserted: VecDeque::new(),
-      slots: Vec::new(),
-      keyed: Vec::new(),
-    }
-  }
 }
 
 impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
@@ -225,7 +210,7 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
 
   /// How many (combo, key) deficits are stored.
   pub fn key_count(&self) -> usize {
-    self.combos.values().map(ComboState::key_count).sum()
+    self.combos.values().map(|state| state.index.len()).sum()
   }
 
   pub fn clear(&mut self) {
