@@ -89,10 +89,8 @@ impl SaturationCache {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Option<f64> {
-    match self.entry(provider, connection_id, unit, window) {
-      Some((value, expires_at)) if now_ms < expires_at => Some(value),
-      _ => None,
-    }
+    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
+    (now_ms < expires_at).then_some(value)
   }
 
   /// An entry past its 30 s but at most [`SATURATION_STALE_MS`] past it: the value to
@@ -105,14 +103,9 @@ impl SaturationCache {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Option<f64> {
-    match self.entry(provider, connection_id, unit, window) {
-      Some((value, expires_at))
-        if now_ms >= expires_at && now_ms < expires_at.saturating_add(SATURATION_STALE_MS) =>
-      {
-        Some(value)
-      }
-      _ => None,
-    }
+    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
+    let servable = expires_at.saturating_add(SATURATION_STALE_MS);
+    (now_ms >= expires_at && now_ms < servable).then_some(value)
   }
 
   pub fn put(
