@@ -300,14 +300,6 @@ mod tests {
   const H: i64 = 3_600_000;
 
   #[test]
-  fn bucket_index_floors() {
-    assert_eq!(bucket_index(0, H), 0);
-    assert_eq!(bucket_index(H - 1, H), 0);
-    assert_eq!(bucket_index(H, H), 1);
-    assert_eq!(bucket_index(5 * H + 7, H), 5);
-  }
-
-  #[test]
   fn previous_bucket_decays_linearly() {
     // At the start of a bucket all of prev counts, halfway half of it, at the end none.
     assert_eq!(effective(100.0, 10.0, 7 * H, H), 110.0);

@@ -211,35 +211,14 @@ impl RateLimitSnapshot {
   }
 }
 
-/// Which field of a family a header sets.
-#[derive(Clone, Copy)]
-enum Field {
-  Limit,
-  Remaining,
-  Reset,
-}
-
-fn field_of(name: &str) -> Option<Field> {
-  match name {
-    "limit" => Some(Field::Limit),
-    "remaining" => Some(Field::Remaining),
-    "reset" => Some(Field::Reset),
-    _ => None,
-  }
-}
-
 /// `(family, field)` of a header name: anthropic
 /// `anthropic-ratelimit-<family>-<field>`, openai `x-ratelimit-<field>-<family>`.
-fn classify(name: &str) -> Option<(&str, Field)> {
+fn classify(name: &str) -> Option<(&str, &str)> {
   if let Some(rest) = name.strip_prefix("anthropic-ratelimit-") {
-    let (family, field) = rest.rsplit_once('-')?;
-    return Some((family, field_of(field)?));
+    return rest.rsplit_once('-');
   }
-  if let Some(rest) = name.strip_prefix("x-ratelimit-") {
-    let (field, family) = rest.split_once('-')?;
-    return Some((family, field_of(field)?));
-  }
-  None
+  let (field, family) = name.strip_prefix("x-ratelimit-")?.split_once('-')?;
+  Some((family, field))
 }
 
 /// Parses a header number (`"1500"`, `" 12.5 "`); anything else is `None`.
@@ -335,9 +314,10 @@ pub fn parse_rate_limit_headers<'a>(
       continue;
     };
     match field {
-      Field::Limit => family.limit = parse_number(value),
-      Field::Remaining => family.remaining = parse_number(value),
-      Field::Reset => family.reset_at_ms = parse_reset_ms(value, now_ms),
+      "limit" => family.limit = parse_number(value),
+      "remaining" => family.remaining = parse_number(value),
+      "reset" => family.reset_at_ms = parse_reset_ms(value, now_ms),
+      _ => {}
     }
   }
   (!snapshot.is_empty()).then_some(snapshot)

@@ -259,15 +259,6 @@ mod tests {
   }
 
   #[test]
-  fn the_reset_is_lazy_at_the_reset_instant() {
-    let mut buckets = AccountBuckets::default();
-    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
-    assert_eq!(buckets.len(), 1, "not removed before a look");
-    assert!(!buckets.is_saturated(&"c", "5h", T0 + 1000));
-    assert_eq!(buckets.len(), 0, "removed by the look at the reset instant");
-  }
-
-  #[test]
   fn below_the_threshold_not_finite_or_a_past_reset_clears() {
     let mut buckets = AccountBuckets::default();
     for (used, reset) in [

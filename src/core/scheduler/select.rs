@@ -222,10 +222,6 @@ mod tests {
     order.iter().map(|&i| targets[i].execution_key).collect()
   }
 
-  fn release_all(scheduler: &mut Scheduler<&'static str>) {
-    scheduler.inflight.clear();
-  }
-
   #[test]
   fn model_is_after_the_first_slash() {
     assert_eq!(model_of("claude/opus-4"), "opus-4");
@@ -278,7 +274,7 @@ mod tests {
       ["B", "C", "A"]
     );
     scheduler.drr.clear();
-    release_all(&mut scheduler);
+    scheduler.inflight.clear();
     assert_eq!(
       select(&mut scheduler, &abc(), Some("claude/sonnet")),
       ["A", "B", "C"],
@@ -310,7 +306,7 @@ mod tests {
     assert_eq!(order, [1, 2, 0], "still saturated 1 ms before the reset");
     assert_eq!(scheduler.buckets.len(), 1);
     scheduler.drr.clear();
-    release_all(&mut scheduler);
+    scheduler.inflight.clear();
     scheduler.select(&targets, &"combo", None, T0, &mut order);
     assert_eq!(order, [0, 1, 2], "eligible again at the reset instant");
     assert_eq!(
