@@ -1,24 +1,16 @@
-//! Atomic admission (`QUOTA_ADMISSION=reserve`, beyond the contract): enforce reserves
-//! the request's estimated cost in the same atomic step that decides, and record settles
-//! the difference with the actual cost later.
+//! Atomic admission (`QUOTA_ADMISSION=reserve`, beyond the contract; docs/admission.md):
+//! enforce reserves the request's estimated cost in the same atomic step that decides, and
+//! record settles the difference with the actual cost later.
 //!
-//! - [`compile_checks`]: every §3 rule that blocks compares this key's or the pool's
-//!   effective value with a threshold fixed by metadata and saturation (a cap, a fair
-//!   share, a limit), so an [`EnforcePlan`] compiles to an ordered list of
-//!   `(counter, threshold, reason)` checks a store can evaluate where the counters live
-//!   (a Lua script on Redis). [`evaluate`] is that evaluation; it agrees with
-//!   [`EnforcePlan::decide`] on every input (a property test checks it).
-//! - [`Reservation`]: what was reserved — the API key and, per counter, the dimension key,
-//!   the bucket and the amount — kept by the store under a random 128-bit id (SQLite:
-//!   `quota_reservations`, Redis: one key with a TTL). The caller holds only
-//!   [`ReservationToken`] (`qr2.<id>.<pool>`), which names that state and cannot say what
-//!   it holds: settling or releasing takes the state away in the step that adjusts the
-//!   counters, so a reservation takes effect at most once, on any process or replica
-//!   (docs/admission.md#reservations-are-held-by-the-store).
-//!
-//! The admission rule: a reservation is made when the default rule allows on the values
-//! just before it. The store serializes check-and-add, so each admitted request saw the
-//! pool under its limit, and the pool ends at most one request's cost past it.
+//! - [`compile_checks`] turns an [`EnforcePlan`] into ordered `(counter, threshold, reason)`
+//!   checks that a store evaluates where the counters live (a Lua script on Redis);
+//!   [`evaluate`] is that evaluation, and agrees with [`EnforcePlan::decide`] on every input
+//!   (a property test checks it).
+//! - A [`Reservation`] (the API key and, per counter, the key, bucket and amount) is kept by
+//!   the store under a random 128-bit id; the caller holds only a [`ReservationToken`]
+//!   (`qr2.<id>.<pool>`), which cannot say what it holds. Settling or releasing takes the
+//!   state away in the step that adjusts the counters, so a reservation takes effect at most
+//!   once, on any process or replica.
 
 use crate::core::dimensions::{
   bucket_index, elapsed_in_bucket, prev_weight, DimensionKey, Policy, QuotaUnit, QuotaWindow,
