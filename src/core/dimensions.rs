@@ -245,21 +245,6 @@ mod tests {
   }
 
   #[test]
-  fn window_lengths_match_the_contract() {
-    assert_eq!(QuotaWindow::Hourly.ms(), 3_600_000);
-    assert_eq!(QuotaWindow::FiveHours.ms(), 18_000_000);
-    assert_eq!(QuotaWindow::Daily.ms(), 86_400_000);
-    assert_eq!(QuotaWindow::Weekly.ms(), 604_800_000);
-    assert_eq!(QuotaWindow::Monthly.ms(), 2_592_000_000);
-  }
-
-  #[test]
-  fn dimension_key_string_form() {
-    let key = DimensionKey::new("pool-1", QuotaUnit::Tokens, QuotaWindow::FiveHours);
-    assert_eq!(key.to_string(), "pool-1:tokens:5h");
-  }
-
-  #[test]
   fn names_round_trip() {
     for u in QuotaUnit::ALL {
       assert_eq!(QuotaUnit::parse(u.as_str()), Some(u));

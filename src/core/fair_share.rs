@@ -289,16 +289,6 @@ mod tests {
   const STRICT: f64 = 0.9;
   const GENEROUS: f64 = 0.1;
 
-  #[test]
-  fn names_match_the_contract() {
-    assert_eq!(DecisionReason::Ok.as_str(), "ok");
-    assert_eq!(DecisionReason::FairShare.as_str(), "fair-share");
-    assert_eq!(DecisionReason::CapAbsolute.as_str(), "cap-absolute");
-    assert_eq!(DecisionReason::GlobalSaturated.as_str(), "global-saturated");
-    assert_eq!(DecisionKind::Allow.as_str(), "allow");
-    assert_eq!(DecisionKind::Block.as_str(), "block");
-  }
-
   /// Rules 4–7 at their edges, one dimension of 1000 tokens. That nothing at or over a cap
   /// or a full pool is allowed, that an unknown policy is `hard` and that no dimensions
   /// allow are the properties of tests/fair_share_props.rs.
