@@ -135,6 +135,9 @@ impl BlockReason {
   }
 }
 
+/// An allow decided without the fair-share rule (no pool, or nothing limited).
+const ALLOW_PLAIN: EnforceOutcome = EnforceOutcome::Allow { deprioritize: None };
+
 /// The outcome of the enforce step.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EnforceOutcome {
@@ -241,7 +244,7 @@ impl EnforcePlan {
 
     // 3. No limited dimension: allow; saturation still unknown: fetch it first.
     if self.dimensions.is_empty() {
-      return EnforceOutcome::Allow { deprioritize: None };
+      return ALLOW_PLAIN;
     }
     if !self.missing.is_empty() {
       return EnforceOutcome::NeedSaturation(self.missing.clone());
@@ -317,9 +320,7 @@ pub fn plan_enforce(
   // 1. Pool membership.
   let Some((pool, allocation)) = metadata.match_pool(request.api_key_id, request.connection_id)?
   else {
-    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
-      deprioritize: None,
-    }));
+    return Ok(EnforceStart::Done(ALLOW_PLAIN));
   };
 
   // 2. The model cap row (its counter is read with the others).
@@ -345,9 +346,7 @@ pub fn plan_enforce(
     .filter(|d| d.limit > EPSILON)
     .collect();
   if enforced.is_empty() && model_cap.is_none() {
-    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
-      deprioritize: None,
-    }));
+    return Ok(EnforceStart::Done(ALLOW_PLAIN));
   }
 
   // Saturation of every dimension, or the list of those to fetch first.
@@ -672,7 +671,6 @@ mod tests {
     }
   }
 
-  const ALLOW_PLAIN: EnforceOutcome = EnforceOutcome::Allow { deprioritize: None };
   const ALLOW_RULED: EnforceOutcome = EnforceOutcome::Allow {
     deprioritize: Some(false),
   };

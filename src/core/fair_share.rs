@@ -244,6 +244,7 @@ pub fn decay_retry_after_ms(
 mod tests {
   use super::*;
   use crate::core::dimensions::QuotaWindow;
+  use DecisionReason::{CapAbsolute, FairShare, GlobalSaturated};
 
   const H: i64 = 3_600_000;
 
@@ -371,17 +372,9 @@ mod tests {
       dim(QuotaUnit::Requests, 100.0, 100.0, GENEROUS), // pool ceiling
       dim(QuotaUnit::Usd, 50.0, 0.0, GENEROUS),        // cap-absolute, later
     ];
-    assert_block(
-      decide(&dims, &a, &[1.0, 1.0, 20.0]),
-      DecisionReason::GlobalSaturated,
-      1,
-    );
+    assert_block(decide(&dims, &a, &[1.0, 1.0, 20.0]), GlobalSaturated, 1);
     let reordered = [dims[2].clone(), dims[1].clone(), dims[0].clone()];
-    assert_block(
-      decide(&reordered, &a, &[20.0, 1.0, 1.0]),
-      DecisionReason::CapAbsolute,
-      0,
-    );
+    assert_block(decide(&reordered, &a, &[20.0, 1.0, 1.0]), CapAbsolute, 0);
   }
 
   #[test]
@@ -396,11 +389,7 @@ mod tests {
     assert_allow(decide(&dims, &a, &[600.0, 10.0]), true);
     // A later block drops the penalty: a block is never penalized.
     let blocking = [dims[0].clone(), dim(QuotaUnit::Usd, 5.0, 5.0, GENEROUS)];
-    assert_block(
-      decide(&blocking, &a, &[600.0, 0.0]),
-      DecisionReason::GlobalSaturated,
-      1,
-    );
+    assert_block(decide(&blocking, &a, &[600.0, 0.0]), GlobalSaturated, 1);
   }
 
   #[test]
@@ -480,7 +469,6 @@ mod tests {
       cap_unit: Some(QuotaUnit::Tokens),
       ..alloc(50.0, Policy::Hard)
     };
-    use DecisionReason::{CapAbsolute, FairShare, GlobalSaturated};
     // (allocation, limit, pool total, global used, reason, retry): which buckets decay
     // and to which threshold.
     let cases = [

@@ -337,31 +337,25 @@ mod tests {
 
   #[test]
   fn used_pct_prefers_remaining_percentage_then_used_over_total() {
-    let reading = |used, total, remaining, remaining_percentage| QuotaReading {
-      used,
-      total,
-      remaining,
-      remaining_percentage,
-      ..QuotaReading::default()
-    };
-    assert_eq!(
-      reading(Some(1.0), Some(10.0), None, Some(0.0)).used_pct(),
-      Some(100.0)
-    );
-    assert_eq!(
-      reading(Some(5.0), Some(10.0), None, None).used_pct(),
-      Some(50.0)
-    );
-    assert_eq!(
-      reading(None, Some(10.0), Some(0.0), None).used_pct(),
-      Some(100.0)
-    );
-    assert_eq!(reading(Some(5.0), Some(0.0), None, None).used_pct(), None);
-    assert_eq!(reading(Some(5.0), None, None, None).used_pct(), None);
-    assert_eq!(
-      reading(Some(f64::NAN), Some(10.0), None, Some(f64::NAN)).used_pct(),
-      None
-    );
+    let nan = Some(f64::NAN);
+    // (used, total, remaining, remainingPercentage, used %)
+    for (used, total, remaining, remaining_percentage, expected) in [
+      (Some(1.0), Some(10.0), None, Some(0.0), Some(100.0)),
+      (Some(5.0), Some(10.0), None, None, Some(50.0)),
+      (None, Some(10.0), Some(0.0), None, Some(100.0)),
+      (Some(5.0), Some(0.0), None, None, None),
+      (Some(5.0), None, None, None, None),
+      (nan, Some(10.0), None, nan, None),
+    ] {
+      let reading = QuotaReading {
+        used,
+        total,
+        remaining,
+        remaining_percentage,
+        ..QuotaReading::default()
+      };
+      assert_eq!(reading.used_pct(), expected, "{reading:?}");
+    }
     let unlimited = QuotaReading {
       unlimited: true,
       used: Some(999.0),
