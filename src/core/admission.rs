@@ -575,7 +575,7 @@ mod tests {
 
   mod agreement {
     use super::super::*;
-    use crate::core::dimensions::{PoolAllocation, QuotaPool};
+    use crate::core::dimensions::QuotaPool;
     use crate::core::enforce::{ModelCapLimit, PlannedDimension};
     use crate::core::fair_share::AllocationInput;
     use proptest::prelude::*;
@@ -617,13 +617,8 @@ mod tests {
           name: "p".into(),
           group_id: "g".into(),
           created_at: String::new(),
-          allocations: vec![PoolAllocation {
-            api_key_id: "a".into(),
-            weight,
-            cap_value: None,
-            cap_unit: None,
-            policy,
-          }],
+          // The decision reads the allocation below, not the pool's list.
+          allocations: Vec::new(),
         }),
         allocation: AllocationInput {
           weight,
