@@ -119,15 +119,9 @@ pub fn resolve_plan(
 pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimension>> {
   let value: Value = serde_json::from_str(json)
     .map_err(|e| QuotaError::type_error(field, format!("not valid JSON ({e})")))?;
-  let items = value.as_array().ok_or_else(|| {
-    QuotaError::type_error(
-      field,
-      format!(
-        "expected an array of {{ unit, window, limit }}, got {}",
-        json_type(&value)
-      ),
-    )
-  })?;
+  let items = value
+    .as_array()
+    .ok_or_else(|| wrong_type(field, "an array of { unit, window, limit }", Some(&value)))?;
   items
     .iter()
     .enumerate()
@@ -136,20 +130,14 @@ pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimensi
 }
 
 fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
-  let object = item.as_object().ok_or_else(|| {
-    QuotaError::type_error(path, format!("expected an object, got {}", json_type(item)))
-  })?;
+  let object = item
+    .as_object()
+    .ok_or_else(|| wrong_type(path, "an object", Some(item)))?;
   let string_field = |name: &str| -> Result<(&str, String)> {
     let path = format!("{path}.{name}");
     match object.get(name) {
       Some(Value::String(s)) => Ok((s.as_str(), path)),
-      other => Err(QuotaError::type_error(
-        &path,
-        format!(
-          "expected a string, got {}",
-          other.map_or("nothing", json_type)
-        ),
-      )),
+      other => Err(wrong_type(&path, "a string", other)),
     }
   };
   let (unit, unit_path) = string_field("unit")?;
@@ -161,15 +149,7 @@ fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
     Some(Value::Number(n)) => n.as_f64().ok_or_else(|| {
       QuotaError::range_error(&limit_path, "must be a finite number greater than 0")
     })?,
-    other => {
-      return Err(QuotaError::type_error(
-        &limit_path,
-        format!(
-          "expected a number, got {}",
-          other.map_or("nothing", json_type)
-        ),
-      ))
-    }
+    other => return Err(wrong_type(&limit_path, "a number", other)),
   };
   if !(limit.is_finite() && limit > 0.0) {
     return Err(QuotaError::range_error(
@@ -205,6 +185,12 @@ pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
       })
     })
     .collect()
+}
+
+/// A `TypeError` at `path`: `expected <what>, got <the JSON type of value>`.
+fn wrong_type(path: &str, what: &str, value: Option<&Value>) -> QuotaError {
+  let got = value.map_or("nothing", json_type);
+  QuotaError::type_error(path, format!("expected {what}, got {got}"))
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -399,6 +385,12 @@ mod tests {
       assert!(err.to_string().starts_with(field), "{err}");
       assert_eq!(field_of(err), (*kind, field.to_string()), "{json}");
     }
+    let message = |json| parse_plan_dimensions(json, "d").unwrap_err().to_string();
+    let array = "d: expected an array of { unit, window, limit }, got null";
+    assert_eq!(message("null"), array);
+    assert_eq!(message("[1]"), "d[0]: expected an object, got a number");
+    let limit = r#"[{"unit":"tokens","window":"5h"}]"#;
+    assert_eq!(message(limit), "d[0].limit: expected a number, got nothing");
   }
 
   #[test]
