@@ -1,11 +1,12 @@
 //! Property tests of the fair-share decision (docs/contract.md §3) and its `retry_after_ms`.
 
-use omniroute_quota_engine::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
+use omniroute_quota_engine::core::dimensions::{
+  effective, DimensionKey, Policy, QuotaUnit, QuotaWindow,
+};
 use omniroute_quota_engine::core::fair_share::{
   decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionKind, DecisionReason,
   DimensionInput, FairShareDecision, FairShareInput, WindowBreakdown,
 };
-use omniroute_quota_engine::core::sliding_window::effective;
 use proptest::num::f64::ANY;
 use proptest::option;
 use proptest::prelude::*;

@@ -9,7 +9,9 @@
 //! (`npm run fuzz`). Debug builds also trap integer overflow, which release builds wrap:
 //! the default run keeps that check.
 
-use omniroute_quota_engine::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
+use omniroute_quota_engine::core::dimensions::{
+  bucket_index, effective, elapsed_in_bucket, DimensionKey, Policy, QuotaUnit, QuotaWindow,
+};
 use omniroute_quota_engine::core::fair_share::{
   decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionKind, DecisionReason,
   DimensionInput, FairShareInput, WindowBreakdown,
@@ -20,7 +22,6 @@ use omniroute_quota_engine::core::saturation::{
   parse_duration_ms, parse_rate_limit_headers, parse_reset_ms, parse_rfc3339_ms,
   token_header_saturation, MAX_DATE_MS,
 };
-use omniroute_quota_engine::core::sliding_window::{bucket_index, effective, elapsed_in_bucket};
 use omniroute_quota_engine::error::QuotaError;
 use proptest::num::f64::ANY;
 use proptest::prelude::*;

@@ -1,28 +1,23 @@
-//! Atomic admission (`QUOTA_ADMISSION=reserve`, beyond the contract): enforce reserves
-//! the request's estimated cost in the same atomic step that decides, and record settles
-//! the difference with the actual cost later.
+//! Atomic admission (`QUOTA_ADMISSION=reserve`, beyond the contract; docs/admission.md):
+//! enforce reserves the request's estimated cost in the same atomic step that decides, and
+//! record settles the difference with the actual cost later.
 //!
-//! - [`compile_checks`]: every §3 rule that blocks compares this key's or the pool's
-//!   effective value with a threshold fixed by metadata and saturation (a cap, a fair
-//!   share, a limit), so an [`EnforcePlan`] compiles to an ordered list of
-//!   `(counter, threshold, reason)` checks a store can evaluate where the counters live
-//!   (a Lua script on Redis). [`evaluate`] is that evaluation; it agrees with
-//!   [`EnforcePlan::decide`] on every input (a property test checks it).
-//! - [`Reservation`]: what was reserved — the API key and, per counter, the dimension key,
-//!   the bucket and the amount — kept by the store under a random 128-bit id (SQLite:
-//!   `quota_reservations`, Redis: one key with a TTL). The caller holds only
-//!   [`ReservationToken`] (`qr2.<id>.<pool>`), which names that state and cannot say what
-//!   it holds: settling or releasing takes the state away in the step that adjusts the
-//!   counters, so a reservation takes effect at most once, on any process or replica
-//!   (docs/admission.md#reservations-are-held-by-the-store).
-//!
-//! The admission rule: a reservation is made when the default rule allows on the values
-//! just before it. The store serializes check-and-add, so each admitted request saw the
-//! pool under its limit, and the pool ends at most one request's cost past it.
+//! - [`compile_checks`] turns an [`EnforcePlan`] into ordered `(counter, threshold, reason)`
+//!   checks that a store evaluates where the counters live (a Lua script on Redis);
+//!   [`evaluate`] is that evaluation, and agrees with [`EnforcePlan::decide`] on every input
+//!   (a property test checks it).
+//! - A [`Reservation`] (the API key and, per counter, the key, bucket and amount) is kept by
+//!   the store under a random 128-bit id; the caller holds only a [`ReservationToken`]
+//!   (`qr2.<id>.<pool>`), which cannot say what it holds. Settling or releasing takes the
+//!   state away in the step that adjusts the counters, so a reservation takes effect at most
+//!   once, on any process or replica.
 
-use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit, QuotaWindow};
-use crate::core::enforce::{BlockReason, Buckets, ConsumptionCost, EnforcePlan};
-use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
+use crate::core::dimensions::{
+  bucket_index, elapsed_in_bucket, prev_weight, DimensionKey, Policy, QuotaUnit, QuotaWindow,
+};
+use crate::core::enforce::{
+  BlockReason, Buckets, ConsumptionCost, EnforceOutcome, EnforcePlan, QuotaRequest,
+};
 use crate::error::{QuotaError, Result};
 
 /// What a check compares with its threshold.
@@ -172,11 +167,10 @@ pub fn evaluate(compiled: &CompiledAdmission, values: &[Buckets], now_ms: i64) -
 pub fn reserved_outcome(
   plan: &EnforcePlan,
   compiled: &CompiledAdmission,
-  request: &crate::core::enforce::QuotaRequest<'_>,
+  request: &QuotaRequest<'_>,
   blocked: Option<usize>,
   values: &[Buckets],
-) -> crate::core::enforce::EnforceOutcome {
-  use crate::core::enforce::EnforceOutcome;
+) -> EnforceOutcome {
   let decided = plan.decide(request, values);
   match (blocked, decided) {
     (None, allow @ EnforceOutcome::Allow { .. }) => allow,
@@ -238,6 +232,15 @@ const MAX_ENTRIES: usize = 64;
 /// At most this long, encoded.
 const MAX_LEN: usize = 16 * 1024;
 
+/// `amount` when it is a finite number > 0, else 0 (what a reservation counts).
+fn positive(amount: f64) -> f64 {
+  if amount.is_finite() && amount > 0.0 {
+    amount
+  } else {
+    0.0
+  }
+}
+
 /// The estimated cost enforce reserves: one request, `estimatedCost` USD,
 /// `estimatedTokens` tokens (absent, negative or non-finite → 0), nothing for percent.
 pub fn estimated_cost(usd: Option<f64>, tokens: Option<f64>) -> ConsumptionCost {
@@ -259,12 +262,8 @@ impl Reservation {
       entries: writes
         .into_iter()
         .map(|(key, amount)| ReservedEntry {
-          bucket: crate::core::sliding_window::bucket_index(now_ms, key.window.ms()),
-          amount: if amount.is_finite() && amount > 0.0 {
-            amount
-          } else {
-            0.0
-          },
+          bucket: bucket_index(now_ms, key.window.ms()),
+          amount: positive(amount),
           key,
         })
         .collect(),
@@ -288,12 +287,7 @@ impl Reservation {
       .entries
       .iter()
       .map(|e| {
-        let amount = actual.amount(e.key.unit);
-        let amount = if amount.is_finite() && amount > 0.0 {
-          amount
-        } else {
-          0.0
-        };
+        let amount = positive(actual.amount(e.key.unit));
         (e.key.clone(), e.bucket, amount - e.amount)
       })
       .filter(|(_, _, delta)| *delta != 0.0)
@@ -581,35 +575,17 @@ mod tests {
 
   mod agreement {
     use super::super::*;
-    use crate::core::dimensions::{PoolAllocation, QuotaPool};
-    use crate::core::enforce::{EnforceOutcome, ModelCapLimit, PlannedDimension, QuotaRequest};
+    use crate::core::dimensions::QuotaPool;
+    use crate::core::enforce::{ModelCapLimit, PlannedDimension};
     use crate::core::fair_share::AllocationInput;
     use proptest::prelude::*;
+    use proptest::sample::select;
     use std::sync::Arc;
 
     const NOW: i64 = 1_000 * 3_600_000 + 1_234_567;
 
     fn unit() -> impl Strategy<Value = QuotaUnit> {
-      prop_oneof![
-        Just(QuotaUnit::Requests),
-        Just(QuotaUnit::Tokens),
-        Just(QuotaUnit::Usd),
-        Just(QuotaUnit::Percent)
-      ]
-    }
-
-    fn window() -> impl Strategy<Value = QuotaWindow> {
-      prop_oneof![
-        Just(QuotaWindow::Hourly),
-        Just(QuotaWindow::FiveHours),
-        Just(QuotaWindow::Daily),
-        Just(QuotaWindow::Weekly),
-        Just(QuotaWindow::Monthly)
-      ]
-    }
-
-    fn policy() -> impl Strategy<Value = Policy> {
-      prop_oneof![Just(Policy::Hard), Just(Policy::Soft), Just(Policy::Burst)]
+      select(QuotaUnit::ALL.to_vec())
     }
 
     /// Small integers often land exactly on a threshold (the `>=` edges).
@@ -641,13 +617,8 @@ mod tests {
           name: "p".into(),
           group_id: "g".into(),
           created_at: String::new(),
-          allocations: vec![PoolAllocation {
-            api_key_id: "a".into(),
-            weight,
-            cap_value: None,
-            cap_unit: None,
-            policy,
-          }],
+          // The decision reads the allocation below, not the pool's list.
+          allocations: Vec::new(),
         }),
         allocation: AllocationInput {
           weight,
@@ -682,13 +653,13 @@ mod tests {
       #[test]
       fn compiled_checks_agree_with_the_decision(
         dims in prop::collection::vec(
-          (unit(), window(), prop_oneof![(1u32..40).prop_map(f64::from), 0.5f64..3_000.0],
+          (unit(), select(QuotaWindow::ALL.to_vec()), prop_oneof![(1u32..40).prop_map(f64::from), 0.5f64..3_000.0],
            prop_oneof![Just(0.0), Just(0.5), Just(1.0), 0.0f64..1.2]),
           0..4,
         ),
         weight in prop_oneof![Just(0.0), Just(50.0), Just(100.0), 0.0f64..100.0],
         cap in prop::option::of(((1u32..30).prop_map(f64::from), unit())),
-        policy in policy(),
+        policy in select(Policy::ALL.to_vec()),
         model_cap in prop::option::of((1u32..20).prop_map(f64::from)),
         threshold in prop_oneof![Just(0.5), 0.0f64..1.0],
         values in prop::collection::vec(buckets(), 9),

@@ -1,6 +1,6 @@
 //! Burn rate of docs/contract.md §9: how fast a pool consumes, and when it would run out.
 
-use crate::core::sliding_window::elapsed_in_bucket;
+use crate::core::dimensions::elapsed_in_bucket;
 
 /// The smoothing factor of the exponential moving average over per-second rates.
 pub const EMA_ALPHA: f64 = 0.3;
@@ -102,150 +102,95 @@ mod tests {
 
   #[test]
   fn fewer_than_two_usable_samples_is_zero() {
-    assert_eq!(compute_burn_rate(&[], Some(100.0)), BurnRate::ZERO);
-    assert_eq!(
-      compute_burn_rate(&[(1000.0, 5.0)], Some(100.0)),
-      BurnRate::ZERO
-    );
-    // The second sample does not move forward in time.
-    assert_eq!(
-      compute_burn_rate(&[(1000.0, 5.0), (1000.0, 50.0), (900.0, 70.0)], Some(100.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate(&[(f64::NAN, 1.0), (1000.0, f64::NAN), (2000.0, 3.0)], None),
-      BurnRate::ZERO
-    );
+    let histories: [&[(f64, f64)]; 4] = [
+      &[],
+      &[(1000.0, 5.0)],
+      // The later samples do not move forward in time.
+      &[(1000.0, 5.0), (1000.0, 50.0), (900.0, 70.0)],
+      &[(f64::NAN, 1.0), (1000.0, f64::NAN), (2000.0, 3.0)],
+    ];
+    for history in histories {
+      assert_eq!(compute_burn_rate(history, Some(100.0)), BurnRate::ZERO);
+    }
   }
 
   #[test]
-  fn two_samples_give_the_plain_rate() {
-    // 100 tokens over 2 s = 50/s; 1000 remaining → 20 s.
-    let r = compute_burn_rate(&[(10_000.0, 0.0), (12_000.0, 100.0)], Some(1000.0));
-    assert_eq!(r.tokens_per_second, 50.0);
-    assert_eq!(r.time_to_exhaustion_ms, Some(20_000.0));
+  fn the_rate_is_an_ema_of_the_usable_samples() {
+    // (rate, history of (ts ms, consumed)); remaining is 10 s of the rate.
+    let cases: [(f64, &[(i32, i32)]); 7] = [
+      // 100 tokens over 2 s.
+      (50.0, &[(10_000, 0), (12_000, 100)]),
+      // Rates 10/s, 20/s, 40/s: 10 → 0.3·20 + 0.7·10 = 13 → 0.3·40 + 0.7·13 = 21.1.
+      (21.1, &[(0, 0), (1000, 10), (2000, 30), (3000, 70)]),
+      // (1200, 0) is earlier than the last used sample (1500): skipped, and (2000, 25)
+      // is measured from (1500, 10): 20/s, then 30/s → 0.3·30 + 0.7·20 = 23.
+      (23.0, &[(1000, 0), (1500, 10), (1200, 0), (2000, 25)]),
+      // A duplicate timestamp is skipped too.
+      (10.0, &[(1000, 0), (1000, 500), (2000, 10)]),
+      // A negative rate clamps to 0, but only the final EMA: −50/s then +10/s → −32 → 0;
+      // a later burst pulls it back up: 0.3·200 + 0.7·(−32) = 37.6.
+      (0.0, &[(0, 100), (1000, 50)]),
+      (0.0, &[(0, 100), (1000, 50), (2000, 60)]),
+      (37.6, &[(0, 100), (1000, 50), (2000, 60), (3000, 260)]),
+    ];
+    for (rate, history) in cases {
+      let history: Vec<(f64, f64)> = history
+        .iter()
+        .map(|&(ts, consumed)| (f64::from(ts), f64::from(consumed)))
+        .collect();
+      let r = compute_burn_rate(&history, Some(rate * 10.0));
+      assert!(close(r.tokens_per_second, rate), "{history:?}: {r:?}");
+      let exhaustion = r.time_to_exhaustion_ms.map(f64::round);
+      assert_eq!(exhaustion, (rate > 0.0).then_some(10_000.0), "{r:?}");
+    }
   }
 
   #[test]
-  fn ema_of_consecutive_rates() {
-    // Rates: 10/s, 20/s, 40/s. EMA: 10 → 0.3·20 + 0.7·10 = 13 → 0.3·40 + 0.7·13 = 21.1.
-    let history = [(0.0, 0.0), (1000.0, 10.0), (2000.0, 30.0), (3000.0, 70.0)];
-    let r = compute_burn_rate(&history, Some(211.0));
-    assert!(close(r.tokens_per_second, 21.1), "{r:?}");
-    assert!(close(r.time_to_exhaustion_ms.unwrap(), 10_000.0), "{r:?}");
-  }
-
-  #[test]
-  fn skips_non_increasing_timestamps_against_the_last_used_sample() {
-    // (1200, 0) is later than nothing but earlier than the last used sample (1500), so it
-    // is skipped, and (2000, 25) is measured from (1500, 10).
-    let history = [(1000.0, 0.0), (1500.0, 10.0), (1200.0, 0.0), (2000.0, 25.0)];
-    // Rates: 10 / 0.5 s = 20/s, then 15 / 0.5 s = 30/s → 0.3·30 + 0.7·20 = 23.
-    let r = compute_burn_rate(&history, None);
-    assert!(close(r.tokens_per_second, 23.0), "{r:?}");
-    assert_eq!(r.time_to_exhaustion_ms, None);
-    // A duplicate timestamp is skipped too.
-    let dup = [(1000.0, 0.0), (1000.0, 500.0), (2000.0, 10.0)];
-    assert_eq!(compute_burn_rate(&dup, None).tokens_per_second, 10.0);
-  }
-
-  #[test]
-  fn negative_rate_clamps_to_zero() {
-    let r = compute_burn_rate(&[(0.0, 100.0), (1000.0, 50.0)], Some(10.0));
-    assert_eq!(r, BurnRate::ZERO);
-    // Only the final EMA is clamped: −50/s then +10/s → 0.3·10 + 0.7·(−50) = −32 → 0.
-    let r = compute_burn_rate(&[(0.0, 100.0), (1000.0, 50.0), (2000.0, 60.0)], None);
-    assert_eq!(r.tokens_per_second, 0.0);
-    // ... and a later burst can pull it back up: 0.3·200 + 0.7·(−32) = 37.6.
-    let r = compute_burn_rate(
-      &[
-        (0.0, 100.0),
-        (1000.0, 50.0),
-        (2000.0, 60.0),
-        (3000.0, 260.0),
-      ],
-      None,
-    );
-    assert!(close(r.tokens_per_second, 37.6), "{r:?}");
-  }
-
-  #[test]
-  fn exhaustion_needs_a_non_negative_remaining() {
+  fn exhaustion_needs_a_non_negative_finite_remaining() {
     let history = [(0.0, 0.0), (1000.0, 10.0)];
-    assert_eq!(
-      compute_burn_rate(&history, Some(-1.0)).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, None).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(0.0)).time_to_exhaustion_ms,
-      Some(0.0)
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(f64::NAN)).time_to_exhaustion_ms,
-      None
-    );
-    assert_eq!(
-      compute_burn_rate(&history, Some(f64::INFINITY)).time_to_exhaustion_ms,
-      None
-    );
+    for (remaining, expected) in [
+      (Some(0.0), Some(0.0)),
+      (Some(-1.0), None),
+      (None, None),
+      (Some(f64::NAN), None),
+      (Some(f64::INFINITY), None),
+    ] {
+      let r = compute_burn_rate(&history, remaining);
+      assert_eq!(r.time_to_exhaustion_ms, expected, "{remaining:?}");
+    }
   }
 
   #[test]
   fn from_window_hand_computed() {
-    // 30 minutes into an hourly bucket, 3600 tokens → 2/s; 7200 remaining → 3600 s.
-    let r = compute_burn_rate_from_window(3600.0, H, 5 * H + H / 2, Some(7200.0));
-    assert_eq!(r.tokens_per_second, 2.0);
-    assert_eq!(r.time_to_exhaustion_ms, Some(3_600_000.0));
-    // 250 ms in: 10 tokens → 40/s.
-    let r = compute_burn_rate_from_window(10.0, H, 2 * H + 250, None);
-    assert_eq!(r.tokens_per_second, 40.0);
-    assert_eq!(r.time_to_exhaustion_ms, None);
-  }
-
-  #[test]
-  fn from_window_counts_at_least_one_ms() {
-    // Exactly at the bucket start: 1 ms elapsed → 5 tokens / 0.001 s.
-    let r = compute_burn_rate_from_window(5.0, H, 7 * H, Some(10.0));
-    assert_eq!(r.tokens_per_second, 5000.0);
-    assert_eq!(r.time_to_exhaustion_ms, Some(2.0));
+    // (consumed, now, remaining, rate, time to exhaustion) in an hourly window.
+    let cases = [
+      // 30 minutes into the bucket, 3600 tokens → 2/s; 7200 remaining → 3600 s.
+      (3600.0, 5 * H + H / 2, Some(7200.0), 2.0, Some(3_600_000.0)),
+      (10.0, 2 * H + 250, None, 40.0, None),
+      // Exactly at the bucket start it counts 1 ms: 5 tokens / 0.001 s.
+      (5.0, 7 * H, Some(10.0), 5000.0, Some(2.0)),
+      // −0.5 h is 30 minutes into the bucket that starts at −1 h.
+      (3600.0, -H / 2, None, 2.0, None),
+    ];
+    for (consumed, now, remaining, rate, exhaustion) in cases {
+      let r = compute_burn_rate_from_window(consumed, H, now, remaining);
+      assert_eq!(r.tokens_per_second, rate, "{consumed} at {now}");
+      assert_eq!(r.time_to_exhaustion_ms, exhaustion, "{consumed} at {now}");
+    }
   }
 
   #[test]
   fn from_window_zero_or_bad_input_is_zero() {
-    assert_eq!(
-      compute_burn_rate_from_window(0.0, H, H / 2, Some(1.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(-3.0, H, H / 2, Some(1.0)),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(f64::NAN, H, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(f64::INFINITY, H, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(10.0, 0, H / 2, None),
-      BurnRate::ZERO
-    );
-    assert_eq!(
-      compute_burn_rate_from_window(10.0, -H, H / 2, None),
-      BurnRate::ZERO
-    );
-  }
-
-  #[test]
-  fn from_window_before_the_epoch() {
-    // −0.5 h is 30 minutes into the bucket that starts at −1 h.
-    let r = compute_burn_rate_from_window(3600.0, H, -H / 2, None);
-    assert_eq!(r.tokens_per_second, 2.0);
+    for (consumed, window) in [
+      (0.0, H),
+      (-3.0, H),
+      (f64::NAN, H),
+      (f64::INFINITY, H),
+      (10.0, 0),
+      (10.0, -H),
+    ] {
+      let r = compute_burn_rate_from_window(consumed, window, H / 2, Some(1.0));
+      assert_eq!(r, BurnRate::ZERO, "{consumed} over {window}");
+    }
   }
 }

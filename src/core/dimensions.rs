@@ -1,84 +1,80 @@
-//! Vocabulary of docs/contract.md §1: units, windows, policies, dimensions and keys.
+//! Vocabulary of docs/contract.md §1 (units, windows, policies, dimensions and keys) and
+//! the two-bucket sliding-window counter of §2.
 
-use crate::error::{QuotaError, Result};
 use std::fmt;
 
-/// What a dimension counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QuotaUnit {
-  Percent,
-  Requests,
-  Tokens,
-  Usd,
-}
-
-impl QuotaUnit {
-  pub const ALL: [QuotaUnit; 4] = [
-    QuotaUnit::Percent,
-    QuotaUnit::Requests,
-    QuotaUnit::Tokens,
-    QuotaUnit::Usd,
-  ];
-
-  pub fn as_str(self) -> &'static str {
-    match self {
-      QuotaUnit::Percent => "percent",
-      QuotaUnit::Requests => "requests",
-      QuotaUnit::Tokens => "tokens",
-      QuotaUnit::Usd => "usd",
+/// An enum whose variants have names in the contract: `ALL` (in declaration order),
+/// `as_str`, `parse` (exact, case-sensitive) and `Display`; with `as "noun"`, also
+/// `parse_field`, which fails with a `RangeError` naming the field and the names.
+macro_rules! named_enum {
+  ($(#[$meta:meta])* pub enum $name:ident { $($variant:ident = $text:literal,)+ }) => {
+    $(#[$meta])*
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum $name {
+      $($variant,)+
     }
-  }
 
-  pub fn parse(s: &str) -> Option<Self> {
-    Self::ALL.into_iter().find(|u| u.as_str() == s)
-  }
+    impl $name {
+      pub const ALL: [$name; [$($text),+].len()] = [$($name::$variant),+];
 
-  /// Parses `s`, or a `RangeError` naming `field`.
-  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
-    Self::parse(s).ok_or_else(|| {
-      QuotaError::range_error(
-        field,
-        format!("unknown unit {s:?} (expected percent, requests, tokens or usd)"),
-      )
-    })
+      pub fn as_str(self) -> &'static str {
+        match self {
+          $($name::$variant => $text,)+
+        }
+      }
+
+      pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
+      }
+    }
+
+    impl std::fmt::Display for $name {
+      fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+      }
+    }
+  };
+  ($(#[$meta:meta])* pub enum $name:ident as $noun:literal { $($body:tt)+ }) => {
+    named_enum! { $(#[$meta])* pub enum $name { $($body)+ } }
+
+    impl $name {
+      /// Parses `s`, or a `RangeError` naming `field`.
+      pub fn parse_field(s: &str, field: &str) -> $crate::error::Result<Self> {
+        Self::parse(s).ok_or_else(|| {
+          let names = Self::ALL.map(Self::as_str);
+          let (last, rest) = names.split_last().expect("an enum has variants");
+          let expected = format!("{} or {last}", rest.join(", "));
+          let message = format!("unknown {} {s:?} (expected {expected})", $noun);
+          $crate::error::QuotaError::range_error(field, message)
+        })
+      }
+    }
+  };
+}
+pub(crate) use named_enum;
+
+named_enum! {
+  /// What a dimension counts.
+  pub enum QuotaUnit as "unit" {
+    Percent = "percent",
+    Requests = "requests",
+    Tokens = "tokens",
+    Usd = "usd",
   }
 }
 
-impl fmt::Display for QuotaUnit {
-  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_str(self.as_str())
+named_enum! {
+  /// A rolling window length.
+  pub enum QuotaWindow as "window" {
+    FiveHours = "5h",
+    Hourly = "hourly",
+    Daily = "daily",
+    Weekly = "weekly",
+    Monthly = "monthly",
   }
-}
-
-/// A rolling window length.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum QuotaWindow {
-  FiveHours,
-  Hourly,
-  Daily,
-  Weekly,
-  Monthly,
 }
 
 impl QuotaWindow {
-  pub const ALL: [QuotaWindow; 5] = [
-    QuotaWindow::FiveHours,
-    QuotaWindow::Hourly,
-    QuotaWindow::Daily,
-    QuotaWindow::Weekly,
-    QuotaWindow::Monthly,
-  ];
-
-  pub fn as_str(self) -> &'static str {
-    match self {
-      QuotaWindow::FiveHours => "5h",
-      QuotaWindow::Hourly => "hourly",
-      QuotaWindow::Daily => "daily",
-      QuotaWindow::Weekly => "weekly",
-      QuotaWindow::Monthly => "monthly",
-    }
-  }
-
   /// `WINDOW_MS` of the contract; monthly is 30 days.
   pub fn ms(self) -> i64 {
     match self {
@@ -89,65 +85,45 @@ impl QuotaWindow {
       QuotaWindow::Monthly => 2_592_000_000,
     }
   }
-
-  pub fn parse(s: &str) -> Option<Self> {
-    Self::ALL.into_iter().find(|w| w.as_str() == s)
-  }
-
-  /// Parses `s`, or a `RangeError` naming `field`.
-  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
-    Self::parse(s).ok_or_else(|| {
-      QuotaError::range_error(
-        field,
-        format!("unknown window {s:?} (expected 5h, hourly, daily, weekly or monthly)"),
-      )
-    })
-  }
 }
 
-impl fmt::Display for QuotaWindow {
-  fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    f.write_str(self.as_str())
-  }
+// The two-bucket sliding-window counter of docs/contract.md §2.
+
+/// The bucket `now` falls in: `floor(now / window_ms)`.
+pub fn bucket_index(now_ms: i64, window_ms: i64) -> i64 {
+  now_ms.div_euclid(window_ms)
 }
 
-/// How a key is held to its weighted share once the pool is saturated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Policy {
-  Hard,
-  Soft,
-  Burst,
+/// `prev × (1 − elapsed / window) + curr`, with `elapsed = now − curr_bucket × window`.
+pub fn effective(prev: f64, curr: f64, now_ms: i64, window_ms: i64) -> f64 {
+  // `now − bucket × window`, without the product (it overflows near `i64::MIN`).
+  prev * prev_weight(elapsed_in_bucket(now_ms, window_ms), window_ms) + curr
+}
+
+/// The share of `prev` still inside the window, `1 − elapsed / window`.
+pub fn prev_weight(elapsed_ms: i64, window_ms: i64) -> f64 {
+  1.0 - elapsed_ms as f64 / window_ms as f64
+}
+
+/// Milliseconds since the current bucket began.
+pub fn elapsed_in_bucket(now_ms: i64, window_ms: i64) -> i64 {
+  now_ms.rem_euclid(window_ms)
+}
+
+named_enum! {
+  /// How a key is held to its weighted share once the pool is saturated.
+  pub enum Policy as "policy" {
+    Hard = "hard",
+    Soft = "soft",
+    Burst = "burst",
+  }
 }
 
 impl Policy {
-  pub const ALL: [Policy; 3] = [Policy::Hard, Policy::Soft, Policy::Burst];
-
-  pub fn as_str(self) -> &'static str {
-    match self {
-      Policy::Hard => "hard",
-      Policy::Soft => "soft",
-      Policy::Burst => "burst",
-    }
-  }
-
-  pub fn parse(s: &str) -> Option<Self> {
-    Self::ALL.into_iter().find(|p| p.as_str() == s)
-  }
-
   /// The decision's reading of a stored policy: anything unknown is `hard`
   /// (fail-safe, never a silent allow — docs/contract.md §3 rule 2).
   pub fn parse_lenient(s: &str) -> Self {
     Self::parse(s).unwrap_or(Policy::Hard)
-  }
-
-  /// Parses `s` for writing, or a `RangeError` naming `field`.
-  pub fn parse_field(s: &str, field: &str) -> Result<Self> {
-    Self::parse(s).ok_or_else(|| {
-      QuotaError::range_error(
-        field,
-        format!("unknown policy {s:?} (expected hard, soft or burst)"),
-      )
-    })
   }
 }
 
@@ -238,27 +214,11 @@ pub struct QuotaPool {
   pub allocations: Vec<PoolAllocation>,
 }
 
-/// Where a plan came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlanSource {
-  Auto,
-  Manual,
-}
-
-impl PlanSource {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      PlanSource::Auto => "auto",
-      PlanSource::Manual => "manual",
-    }
-  }
-
-  pub fn parse(s: &str) -> Option<Self> {
-    match s {
-      "auto" => Some(PlanSource::Auto),
-      "manual" => Some(PlanSource::Manual),
-      _ => None,
-    }
+named_enum! {
+  /// Where a plan came from.
+  pub enum PlanSource {
+    Auto = "auto",
+    Manual = "manual",
   }
 }
 
@@ -273,6 +233,7 @@ pub struct ProviderPlan {
 
 #[cfg(test)]
 mod tests {
+  use super::*;
 
   #[test]
   fn a_pushed_key_is_its_display_form() {
@@ -281,23 +242,6 @@ mod tests {
     key.push_key(&mut out);
     (-42i64).push_key(&mut out);
     assert_eq!(out, format!("k\0{key}-42"));
-  }
-
-  use super::*;
-
-  #[test]
-  fn window_lengths_match_the_contract() {
-    assert_eq!(QuotaWindow::Hourly.ms(), 3_600_000);
-    assert_eq!(QuotaWindow::FiveHours.ms(), 18_000_000);
-    assert_eq!(QuotaWindow::Daily.ms(), 86_400_000);
-    assert_eq!(QuotaWindow::Weekly.ms(), 604_800_000);
-    assert_eq!(QuotaWindow::Monthly.ms(), 2_592_000_000);
-  }
-
-  #[test]
-  fn dimension_key_string_form() {
-    let key = DimensionKey::new("pool-1", QuotaUnit::Tokens, QuotaWindow::FiveHours);
-    assert_eq!(key.to_string(), "pool-1:tokens:5h");
   }
 
   #[test]
@@ -330,5 +274,34 @@ mod tests {
       "key.unit: unknown unit \"bytes\" (expected percent, requests, tokens or usd)"
     );
     assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG");
+    let err = QuotaWindow::parse_field("yearly", "w").unwrap_err();
+    let expected = "w: unknown window \"yearly\" (expected 5h, hourly, daily, weekly or monthly)";
+    assert_eq!(err.to_string(), expected);
+    let err = Policy::parse_field("lenient", "p").unwrap_err();
+    let expected = "p: unknown policy \"lenient\" (expected hard, soft or burst)";
+    assert_eq!(err.to_string(), expected);
+  }
+
+  const H: i64 = 3_600_000;
+
+  #[test]
+  fn previous_bucket_decays_linearly() {
+    // At the start of a bucket all of prev counts, halfway half of it, at the end none.
+    assert_eq!(effective(100.0, 10.0, 7 * H, H), 110.0);
+    assert_eq!(effective(100.0, 10.0, 7 * H + H / 2, H), 60.0);
+    assert!((effective(100.0, 0.0, 8 * H - 1, H) - 100.0 / H as f64).abs() < 1e-9);
+  }
+
+  #[test]
+  fn any_instant_is_safe() {
+    // Found by tests/fuzz.rs: `bucket × window` overflowed below `i64::MIN`.
+    let elapsed = elapsed_in_bucket(i64::MIN, H);
+    assert!((0..H).contains(&elapsed));
+    let expected = 10.0 * prev_weight(elapsed, H) + 1.0;
+    assert_eq!(effective(10.0, 1.0, i64::MIN, H), expected);
+    assert_eq!(
+      effective(0.0, 0.0, -6_076_440_796_080_325_262, i64::MAX / 2 + 2),
+      0.0
+    );
   }
 }

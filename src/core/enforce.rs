@@ -5,14 +5,14 @@
 use std::sync::Arc;
 
 use crate::core::dimensions::{
-  DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit, QuotaWindow,
+  bucket_index, effective, named_enum, DimensionKey, PoolAllocation, ProviderPlan, QuotaDimension,
+  QuotaPool, QuotaUnit, QuotaWindow,
 };
 use crate::core::fair_share::{
-  decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionReason, DimensionInput,
-  FairShareInput, WindowBreakdown,
+  decay_retry_after_ms, decide_fair_share, AllocationInput, DecisionKind, DecisionReason,
+  DimensionInput, FairShareInput, WindowBreakdown,
 };
 use crate::core::plans::EPSILON;
-use crate::core::sliding_window::{bucket_index, effective};
 use crate::error::Result;
 
 /// Who is asking, for which upstream connection.
@@ -95,22 +95,6 @@ pub enum CounterRead {
   Pool { key: DimensionKey, current: i64 },
 }
 
-impl CounterRead {
-  /// The dimension key read.
-  pub fn key(&self) -> &DimensionKey {
-    match self {
-      CounterRead::Key { key, .. } | CounterRead::Pool { key, .. } => key,
-    }
-  }
-
-  /// The current bucket index.
-  pub fn current(&self) -> i64 {
-    match self {
-      CounterRead::Key { current, .. } | CounterRead::Pool { current, .. } => *current,
-    }
-  }
-}
-
 /// Upstream saturation (§8), from a cache: `None` means "not known yet, fetch it".
 pub trait SaturationLookup {
   fn saturation(
@@ -122,26 +106,17 @@ pub trait SaturationLookup {
   ) -> Option<f64>;
 }
 
-/// Why a request was blocked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BlockReason {
-  ModelCap,
-  FairShare,
-  CapAbsolute,
-  GlobalSaturated,
+named_enum! {
+  /// Why a request was blocked; its name is the reason code of the `quota.exceeded` event.
+  pub enum BlockReason {
+    ModelCap = "model-cap",
+    FairShare = "fair-share",
+    CapAbsolute = "cap-absolute",
+    GlobalSaturated = "global-saturated",
+  }
 }
 
 impl BlockReason {
-  /// The reason code carried by the `quota.exceeded` event.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      BlockReason::ModelCap => "model-cap",
-      BlockReason::FairShare => "fair-share",
-      BlockReason::CapAbsolute => "cap-absolute",
-      BlockReason::GlobalSaturated => "global-saturated",
-    }
-  }
-
   /// The block message of §7, word for word.
   pub fn message(self, provider: &str, model: Option<&str>) -> String {
     match self {
@@ -159,6 +134,9 @@ impl BlockReason {
     }
   }
 }
+
+/// An allow decided without the fair-share rule (no pool, or nothing limited).
+const ALLOW_PLAIN: EnforceOutcome = EnforceOutcome::Allow { deprioritize: None };
 
 /// The outcome of the enforce step.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,11 +165,6 @@ pub fn model_cap_key(pool_id: &str, model: &str, unit: QuotaUnit) -> DimensionKe
 
 fn retry_after_seconds(ms: Option<i64>) -> Option<f64> {
   ms.map(|ms| (ms as f64 / 1000.0).ceil().max(1.0))
-}
-
-/// The plan dimensions enforce looks at: those with a real limit (§7 step 3).
-fn enforced_dimensions(plan: &ProviderPlan) -> impl Iterator<Item = &QuotaDimension> {
-  plan.dimensions.iter().filter(|d| d.limit > EPSILON)
 }
 
 /// Phase one of `enforceQuotaShare`: either the outcome already (no pool, no limits), or
@@ -247,11 +220,6 @@ impl EnforcePlan {
     &self.reads
   }
 
-  /// The time the plan was made for (epoch ms).
-  pub fn now_ms(&self) -> i64 {
-    self.now_ms
-  }
-
   /// Steps 2 and 5–7 from the values of [`EnforcePlan::reads`] (`values[i]` is the value
   /// of `reads()[i]`; a missing value counts as empty buckets).
   pub fn decide(&self, request: &QuotaRequest<'_>, values: &[Buckets]) -> EnforceOutcome {
@@ -276,7 +244,7 @@ impl EnforcePlan {
 
     // 3. No limited dimension: allow; saturation still unknown: fetch it first.
     if self.dimensions.is_empty() {
-      return EnforceOutcome::Allow { deprioritize: None };
+      return ALLOW_PLAIN;
     }
     if !self.missing.is_empty() {
       return EnforceOutcome::NeedSaturation(self.missing.clone());
@@ -322,7 +290,7 @@ impl EnforcePlan {
       consumed_by_this_key: &consumed,
       saturation_threshold: self.saturation_threshold,
     });
-    if decision.is_allow() {
+    if decision.kind == DecisionKind::Allow {
       return EnforceOutcome::Allow {
         deprioritize: Some(decision.penalized),
       };
@@ -352,9 +320,7 @@ pub fn plan_enforce(
   // 1. Pool membership.
   let Some((pool, allocation)) = metadata.match_pool(request.api_key_id, request.connection_id)?
   else {
-    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
-      deprioritize: None,
-    }));
+    return Ok(EnforceStart::Done(ALLOW_PLAIN));
   };
 
   // 2. The model cap row (its counter is read with the others).
@@ -374,11 +340,13 @@ pub fn plan_enforce(
 
   // 3. The plan, without the dimensions whose limit is unknown (ε).
   let plan = metadata.plan(request.connection_id, request.provider);
-  let enforced: Vec<&QuotaDimension> = enforced_dimensions(&plan).collect();
+  let enforced: Vec<&QuotaDimension> = plan
+    .dimensions
+    .iter()
+    .filter(|d| d.limit > EPSILON)
+    .collect();
   if enforced.is_empty() && model_cap.is_none() {
-    return Ok(EnforceStart::Done(EnforceOutcome::Allow {
-      deprioritize: None,
-    }));
+    return Ok(EnforceStart::Done(ALLOW_PLAIN));
   }
 
   // Saturation of every dimension, or the list of those to fetch first.
@@ -548,7 +516,6 @@ mod tests {
   #[derive(Default)]
   struct Fake {
     pools: Vec<Arc<QuotaPool>>,
-    plan: Option<ProviderPlan>,
     caps: HashMap<(String, String, String), ModelCapLimit>,
     /// (api key or "*pool*", dimension key string, bucket) → value
     counters: RefCell<HashMap<(String, String, i64), f64>>,
@@ -564,6 +531,12 @@ mod tests {
       if who != "*pool*" {
         self.add("*pool*", key, bucket, value);
       }
+    }
+    /// Key `a`'s cap on `model` in pool `p`.
+    fn cap(mut self, model: &str, value: f64, unit: QuotaUnit) -> Self {
+      let key = ("p".into(), "a".into(), model.into());
+      self.caps.insert(key, ModelCapLimit { value, unit });
+      self
     }
     fn get(&self, who: &str, key: &DimensionKey, bucket: i64) -> f64 {
       let counters = self.counters.borrow();
@@ -606,16 +579,14 @@ mod tests {
       )
     }
     fn plan(&self, _connection_id: &str, provider: &str) -> Arc<ProviderPlan> {
-      Arc::new(self.plan.clone().unwrap_or_else(|| {
-        ProviderPlan {
-          connection_id: None,
-          provider: provider.into(),
-          dimensions: known_plan(provider)
-            .map(|p| p.dimensions)
-            .unwrap_or_default(),
-          source: PlanSource::Auto,
-        }
-      }))
+      Arc::new(ProviderPlan {
+        connection_id: None,
+        provider: provider.into(),
+        dimensions: known_plan(provider)
+          .map(|p| p.dimensions)
+          .unwrap_or_default(),
+        source: PlanSource::Auto,
+      })
     }
   }
 
@@ -676,6 +647,14 @@ mod tests {
     }
   }
 
+  /// Key `a` on `provider`.
+  fn on(provider: &str) -> QuotaRequest<'_> {
+    QuotaRequest {
+      provider,
+      ..request("a", None)
+    }
+  }
+
   fn requests_key(pool: &str) -> DimensionKey {
     DimensionKey::new(pool, QuotaUnit::Requests, QuotaWindow::Hourly)
   }
@@ -684,47 +663,60 @@ mod tests {
     enforce(fake, &Saturation(Some(saturation)), req, 0.5, NOW).unwrap()
   }
 
-  const ALLOW_PLAIN: EnforceOutcome = EnforceOutcome::Allow { deprioritize: None };
+  /// The reason of a block; `None` for anything else.
+  fn reason(outcome: EnforceOutcome) -> Option<BlockReason> {
+    match outcome {
+      EnforceOutcome::Block { reason, .. } => Some(reason),
+      _ => None,
+    }
+  }
+
   const ALLOW_RULED: EnforceOutcome = EnforceOutcome::Allow {
     deprioritize: Some(false),
   };
+  const NOW_BUCKET: i64 = NOW / H;
 
   #[test]
-  fn a_key_without_allocations_or_matching_pool_is_allowed() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    assert_eq!(run(&fake, &request("nobody", None), 1.0), ALLOW_PLAIN);
-    let other = QuotaRequest {
-      connection_id: "c9",
-      ..request("a", None)
-    };
-    assert_eq!(run(&fake, &other, 1.0), ALLOW_PLAIN);
-  }
-
-  #[test]
-  fn pool_membership_includes_every_member_connection() {
-    let fake = Fake {
-      pools: vec![pool(
-        "p",
-        &["c1", "c2"],
-        vec![alloc("a", 50.0, Policy::Hard)],
-      )],
-      ..Fake::default()
-    };
-    let bucket = bucket_index(NOW, H);
-    fake.add("a", &requests_key("p"), bucket, 3000.0);
-    let on_second = QuotaRequest {
-      connection_id: "c2",
-      ..request("a", None)
-    };
-    // The limit doubles with two members (3000): the key is at the pool ceiling.
-    match run(&fake, &on_second, 0.0) {
-      EnforceOutcome::Block { reason, .. } => assert_eq!(reason, BlockReason::GlobalSaturated),
-      other => panic!("expected a block, got {other:?}"),
+  fn block_messages_are_the_contracts_word_for_word() {
+    let cases = [
+      (
+        BlockReason::ModelCap,
+        "Model cap reached for your API key on kimi/k2 [model-cap]",
+      ),
+      (
+        BlockReason::FairShare,
+        "Quota share limit reached for your API key on kimi",
+      ),
+      (
+        BlockReason::CapAbsolute,
+        "Absolute quota cap reached for your API key on kimi",
+      ),
+      (
+        BlockReason::GlobalSaturated,
+        "Provider kimi quota window is saturated; no shared capacity available",
+      ),
+    ];
+    for (reason, message) in cases {
+      assert_eq!(reason.message("kimi", Some("k2")), message);
     }
   }
 
   #[test]
-  fn account_multiplier_scales_the_limit() {
+  fn no_pool_or_no_limited_dimension_allows_without_reads() {
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
+    let elsewhere = QuotaRequest {
+      connection_id: "c9",
+      ..request("a", None)
+    };
+    // No allocation, no pool on this connection, no plan, only ε limits.
+    for req in [request("nobody", None), elsewhere, on("openai"), on("glm")] {
+      let start = plan_enforce(&fake, &Saturation(None), &req, 0.5, NOW);
+      assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN), "{req:?}");
+    }
+  }
+
+  #[test]
+  fn every_member_connection_matches_and_multiplies_the_limit() {
     let fake = Fake {
       pools: vec![pool(
         "p",
@@ -733,34 +725,34 @@ mod tests {
       )],
       ..Fake::default()
     };
-    fake.add("a", &requests_key("p"), bucket_index(NOW, H), 2999.0);
-    assert_eq!(run(&fake, &request("a", None), 0.0), ALLOW_RULED);
+    let on_second = QuotaRequest {
+      connection_id: "c2",
+      ..request("a", None)
+    };
+    // Two members: the limit is 3000, not 1500.
+    fake.add("a", &requests_key("p"), NOW_BUCKET, 2999.0);
+    assert_eq!(run(&fake, &on_second, 0.0), ALLOW_RULED);
+    fake.add("a", &requests_key("p"), NOW_BUCKET, 1.0);
+    assert_eq!(
+      reason(run(&fake, &on_second, 0.0)),
+      Some(BlockReason::GlobalSaturated)
+    );
   }
 
   #[test]
-  fn model_cap_blocks_on_its_own_hourly_bucket_with_the_exact_message() {
-    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    fake.caps.insert(
-      ("p".into(), "a".into(), "k2".into()),
-      ModelCapLimit {
-        value: 10.0,
-        unit: QuotaUnit::Requests,
-      },
-    );
+  fn model_cap_blocks_on_its_own_hourly_bucket() {
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 10.0, QuotaUnit::Requests);
     let model_key = model_cap_key("p", "k2", QuotaUnit::Requests);
     assert_eq!(model_key.to_string(), "p:model:k2:requests:hourly");
-    fake.add("a", &model_key, bucket_index(NOW, H), 9.0);
+    fake.add("a", &model_key, NOW_BUCKET, 9.0);
     assert_eq!(run(&fake, &request("a", Some("k2")), 0.0), ALLOW_RULED);
-    fake.add("a", &model_key, bucket_index(NOW, H), 1.0);
+    fake.add("a", &model_key, NOW_BUCKET, 1.0);
     match run(&fake, &request("a", Some("k2")), 0.0) {
       EnforceOutcome::Block {
         reason, message, ..
       } => {
         assert_eq!(reason, BlockReason::ModelCap);
-        assert_eq!(
-          message,
-          "Model cap reached for your API key on kimi/k2 [model-cap]"
-        );
+        assert_eq!(message, BlockReason::ModelCap.message("kimi", Some("k2")));
       }
       other => panic!("expected a block, got {other:?}"),
     }
@@ -771,36 +763,11 @@ mod tests {
 
   #[test]
   fn a_model_cap_at_epsilon_is_ignored() {
-    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    fake.caps.insert(
-      ("p".into(), "a".into(), "k2".into()),
-      ModelCapLimit {
-        value: EPSILON,
-        unit: QuotaUnit::Requests,
-      },
-    );
-    fake.add(
-      "a",
-      &model_cap_key("p", "k2", QuotaUnit::Requests),
-      bucket_index(NOW, H),
-      5.0,
-    );
+    let fake =
+      kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", EPSILON, QuotaUnit::Requests);
+    let model_key = model_cap_key("p", "k2", QuotaUnit::Requests);
+    fake.add("a", &model_key, NOW_BUCKET, 5.0);
     assert_eq!(run(&fake, &request("a", Some("k2")), 0.0), ALLOW_RULED);
-  }
-
-  #[test]
-  fn no_plan_dimensions_or_only_epsilon_limits_allow() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    let openai = QuotaRequest {
-      provider: "openai",
-      ..request("a", None)
-    };
-    assert_eq!(run(&fake, &openai, 1.0), ALLOW_PLAIN);
-    let glm = QuotaRequest {
-      provider: "glm",
-      ..request("a", None)
-    };
-    assert_eq!(run(&fake, &glm, 1.0), ALLOW_PLAIN);
   }
 
   #[test]
@@ -810,21 +777,16 @@ mod tests {
       alloc("b", 50.0, Policy::Hard),
     ]);
     let key = requests_key("p");
-    let bucket = bucket_index(NOW, H);
-    fake.add("a", &key, bucket - 1, 1000.0);
-    fake.add("a", &key, bucket, 300.0);
+    fake.add("a", &key, NOW_BUCKET - 1, 1000.0);
+    fake.add("a", &key, NOW_BUCKET, 300.0);
     // a: 1000 × 0.5 + 300 = 800 ≥ 750 (50 % of 1500)
     match run(&fake, &request("a", None), 0.6) {
       EnforceOutcome::Block {
         reason,
-        message,
         retry_after_seconds,
+        ..
       } => {
         assert_eq!(reason, BlockReason::FairShare);
-        assert_eq!(
-          message,
-          "Quota share limit reached for your API key on kimi"
-        );
         // 1000 × (1 − e/H) + 300 < 750 once e/H > 0.55: 0.05 h = 180 s away.
         assert_eq!(retry_after_seconds, Some(181.0));
       }
@@ -840,41 +802,24 @@ mod tests {
       alloc("a", 50.0, Policy::Burst),
       alloc("b", 50.0, Policy::Hard),
     ]);
-    let key = requests_key("p");
-    fake.add("b", &key, bucket_index(NOW, H), 1500.0);
-    match run(&fake, &request("a", None), 0.0) {
-      EnforceOutcome::Block {
-        reason, message, ..
-      } => {
-        assert_eq!(reason, BlockReason::GlobalSaturated);
-        assert_eq!(
-          message,
-          "Provider kimi quota window is saturated; no shared capacity available"
-        );
-      }
-      other => panic!("expected a block, got {other:?}"),
-    }
+    fake.add("b", &requests_key("p"), NOW_BUCKET, 1500.0);
+    assert_eq!(
+      reason(run(&fake, &request("a", None), 0.0)),
+      Some(BlockReason::GlobalSaturated)
+    );
   }
 
   #[test]
-  fn absolute_cap_message() {
+  fn the_absolute_cap_blocks_in_its_unit() {
     let mut allocation = alloc("a", 50.0, Policy::Burst);
     allocation.cap_value = Some(5.0);
     allocation.cap_unit = Some(QuotaUnit::Requests);
     let fake = kimi_fake(vec![allocation]);
-    fake.add("a", &requests_key("p"), bucket_index(NOW, H), 5.0);
-    match run(&fake, &request("a", None), 0.0) {
-      EnforceOutcome::Block {
-        reason, message, ..
-      } => {
-        assert_eq!(reason, BlockReason::CapAbsolute);
-        assert_eq!(
-          message,
-          "Absolute quota cap reached for your API key on kimi"
-        );
-      }
-      other => panic!("expected a block, got {other:?}"),
-    }
+    fake.add("a", &requests_key("p"), NOW_BUCKET, 5.0);
+    assert_eq!(
+      reason(run(&fake, &request("a", None), 0.0)),
+      Some(BlockReason::CapAbsolute)
+    );
   }
 
   #[test]
@@ -883,7 +828,7 @@ mod tests {
       alloc("a", 10.0, Policy::Soft),
       alloc("b", 90.0, Policy::Hard),
     ]);
-    fake.add("a", &requests_key("p"), bucket_index(NOW, H), 200.0);
+    fake.add("a", &requests_key("p"), NOW_BUCKET, 200.0);
     assert_eq!(
       run(&fake, &request("a", None), 0.9),
       EnforceOutcome::Allow {
@@ -900,37 +845,24 @@ mod tests {
       alloc("c", 0.0, Policy::Hard),
     ]);
     let key = requests_key("p");
-    fake.add("a", &key, bucket_index(NOW, H), 499.0);
+    fake.add("a", &key, NOW_BUCKET, 499.0);
     assert_eq!(run(&fake, &request("a", None), 0.9), ALLOW_RULED);
     // 100 / 3 % of 1500 is 500 (give or take the last bit of a float).
-    fake.add("a", &key, bucket_index(NOW, H), 2.0);
-    assert!(matches!(
-      run(&fake, &request("a", None), 0.9),
-      EnforceOutcome::Block {
-        reason: BlockReason::FairShare,
-        ..
-      }
-    ));
+    fake.add("a", &key, NOW_BUCKET, 2.0);
+    assert_eq!(
+      reason(run(&fake, &request("a", None), 0.9)),
+      Some(BlockReason::FairShare)
+    );
   }
 
   #[test]
   fn percent_dimensions_take_the_pool_total_from_saturation() {
-    let fake = Fake {
-      pools: vec![pool("p", &["c1"], vec![alloc("a", 50.0, Policy::Hard)])],
-      ..Fake::default()
-    };
-    let codex = QuotaRequest {
-      provider: "codex",
-      ..request("a", None)
-    };
-    assert_eq!(run(&fake, &codex, 0.99), ALLOW_RULED);
-    assert!(matches!(
-      run(&fake, &codex, 1.0),
-      EnforceOutcome::Block {
-        reason: BlockReason::GlobalSaturated,
-        ..
-      }
-    ));
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
+    assert_eq!(run(&fake, &on("codex"), 0.99), ALLOW_RULED);
+    assert_eq!(
+      reason(run(&fake, &on("codex"), 1.0)),
+      Some(BlockReason::GlobalSaturated)
+    );
   }
 
   #[test]
@@ -949,82 +881,47 @@ mod tests {
 
   #[test]
   fn the_plan_lists_its_reads_in_the_order_decide_takes_them() {
-    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    fake.caps.insert(
-      ("p".into(), "a".into(), "k2".into()),
-      ModelCapLimit {
-        value: 10.0,
-        unit: QuotaUnit::Requests,
-      },
-    );
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 10.0, QuotaUnit::Requests);
     let req = request("a", Some("k2"));
     let EnforceStart::Read(plan) =
       plan_enforce(&fake, &Saturation(Some(0.0)), &req, 0.5, NOW).unwrap()
     else {
       panic!("expected reads");
     };
-    let bucket = bucket_index(NOW, H);
+    let (key, current) = (requests_key("p"), NOW_BUCKET);
     assert_eq!(
       plan.reads(),
       &[
         CounterRead::Key {
           key: model_cap_key("p", "k2", QuotaUnit::Requests),
-          current: bucket
+          current
         },
         CounterRead::Key {
-          key: requests_key("p"),
-          current: bucket
+          key: key.clone(),
+          current
         },
-        CounterRead::Pool {
-          key: requests_key("p"),
-          current: bucket
-        },
+        CounterRead::Pool { key, current },
       ]
     );
     assert_eq!(plan.pool().id, "p");
     // The values decide: the model bucket at its cap blocks; the pool at its ceiling too.
     let empty = Buckets::default();
     let full = |v: f64| Buckets { curr: v, prev: 0.0 };
-    assert!(matches!(
-      plan.decide(&req, &[full(10.0), empty, empty]),
-      EnforceOutcome::Block {
-        reason: BlockReason::ModelCap,
-        ..
-      }
-    ));
-    assert!(matches!(
-      plan.decide(&req, &[empty, full(1.0), full(1500.0)]),
-      EnforceOutcome::Block {
-        reason: BlockReason::GlobalSaturated,
-        ..
-      }
-    ));
-    assert_eq!(plan.decide(&req, &[empty, empty, empty]), ALLOW_RULED);
-  }
-
-  #[test]
-  fn no_pool_or_no_limit_is_decided_without_reads() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    let start = plan_enforce(&fake, &Saturation(None), &request("nobody", None), 0.5, NOW);
-    assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN));
-    let openai = QuotaRequest {
-      provider: "openai",
-      ..request("a", None)
-    };
-    let start = plan_enforce(&fake, &Saturation(None), &openai, 0.5, NOW);
-    assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN));
+    let decide = |values: &[Buckets]| plan.decide(&req, values);
+    assert_eq!(
+      reason(decide(&[full(10.0), empty, empty])),
+      Some(BlockReason::ModelCap)
+    );
+    assert_eq!(
+      reason(decide(&[empty, full(1.0), full(1500.0)])),
+      Some(BlockReason::GlobalSaturated)
+    );
+    assert_eq!(decide(&[empty, empty, empty]), ALLOW_RULED);
   }
 
   #[test]
   fn a_model_cap_decides_before_saturation_is_fetched() {
-    let mut fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    fake.caps.insert(
-      ("p".into(), "a".into(), "k2".into()),
-      ModelCapLimit {
-        value: 3.0,
-        unit: QuotaUnit::Requests,
-      },
-    );
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 3.0, QuotaUnit::Requests);
     let req = request("a", Some("k2"));
     let EnforceStart::Read(plan) = plan_enforce(&fake, &Saturation(None), &req, 0.5, NOW).unwrap()
     else {
@@ -1036,13 +933,10 @@ mod tests {
       curr: 3.0,
       prev: 0.0,
     };
-    assert!(matches!(
-      plan.decide(&req, &[at_cap]),
-      EnforceOutcome::Block {
-        reason: BlockReason::ModelCap,
-        ..
-      }
-    ));
+    assert_eq!(
+      reason(plan.decide(&req, &[at_cap])),
+      Some(BlockReason::ModelCap)
+    );
     assert!(matches!(
       plan.decide(&req, &[Buckets::default()]),
       EnforceOutcome::NeedSaturation(_)
@@ -1051,21 +945,10 @@ mod tests {
 
   #[test]
   fn record_writes_each_plan_dimension_and_the_model_bucket() {
-    let mut fake = Fake {
-      pools: vec![pool("p", &["c1"], vec![alloc("a", 50.0, Policy::Hard)])],
-      ..Fake::default()
-    };
-    fake.caps.insert(
-      ("p".into(), "a".into(), "m".into()),
-      ModelCapLimit {
-        value: 100.0,
-        unit: QuotaUnit::Tokens,
-      },
-    );
+    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("m", 100.0, QuotaUnit::Tokens);
     let grok = QuotaRequest {
-      provider: "grok-cli",
       model: Some("m"),
-      ..request("a", None)
+      ..on("grok-cli")
     };
     let cost = ConsumptionCost {
       tokens: Some(120.0),
@@ -1085,11 +968,9 @@ mod tests {
       ]
     );
     // Zero amounts and percent dimensions write nothing.
-    let codex = QuotaRequest {
-      provider: "codex",
-      ..request("a", None)
-    };
-    assert!(consumption_writes(&fake, &codex, &cost).unwrap().is_empty());
+    assert!(consumption_writes(&fake, &on("codex"), &cost)
+      .unwrap()
+      .is_empty());
     let none = ConsumptionCost {
       tokens: Some(0.0),
       usd: None,

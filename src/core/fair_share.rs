@@ -6,8 +6,9 @@
 //! host's TypeScript did (`NaN >= x` is `false` in JavaScript); rule 4 and rule 5 are the
 //! fail-safe ones only for numbers.
 
-use crate::core::dimensions::{DimensionKey, Policy, QuotaUnit};
-use crate::core::sliding_window::{elapsed_in_bucket, prev_weight};
+use crate::core::dimensions::{
+  elapsed_in_bucket, named_enum, prev_weight, DimensionKey, Policy, QuotaUnit,
+};
 
 /// This key's and the pool's two sliding-window buckets for one dimension, read at
 /// `now_ms`. Optional: with it, a block carries `retry_after_ms`.
@@ -65,40 +66,21 @@ pub struct FairShareInput<'a> {
   pub saturation_threshold: f64,
 }
 
-/// `"allow"` or `"block"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionKind {
-  Allow,
-  Block,
-}
-
-impl DecisionKind {
-  pub fn as_str(self) -> &'static str {
-    match self {
-      DecisionKind::Allow => "allow",
-      DecisionKind::Block => "block",
-    }
+named_enum! {
+  /// `"allow"` or `"block"`.
+  pub enum DecisionKind {
+    Allow = "allow",
+    Block = "block",
   }
 }
 
-/// Why the decision came out the way it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DecisionReason {
-  Ok,
-  FairShare,
-  CapAbsolute,
-  GlobalSaturated,
-}
-
-impl DecisionReason {
-  /// `"ok" | "fair-share" | "cap-absolute" | "global-saturated"`.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      DecisionReason::Ok => "ok",
-      DecisionReason::FairShare => "fair-share",
-      DecisionReason::CapAbsolute => "cap-absolute",
-      DecisionReason::GlobalSaturated => "global-saturated",
-    }
+named_enum! {
+  /// Why the decision came out the way it did.
+  pub enum DecisionReason {
+    Ok = "ok",
+    FairShare = "fair-share",
+    CapAbsolute = "cap-absolute",
+    GlobalSaturated = "global-saturated",
   }
 }
 
@@ -137,10 +119,6 @@ impl FairShareDecision {
       retry_after_ms,
       blocking_dimension: Some(dimension),
     }
-  }
-
-  pub fn is_allow(&self) -> bool {
-    self.kind == DecisionKind::Allow
   }
 }
 
@@ -266,7 +244,7 @@ pub fn decay_retry_after_ms(
 mod tests {
   use super::*;
   use crate::core::dimensions::QuotaWindow;
-  use crate::core::sliding_window::effective;
+  use DecisionReason::{CapAbsolute, FairShare, GlobalSaturated};
 
   const H: i64 = 3_600_000;
 
@@ -306,201 +284,82 @@ mod tests {
   }
 
   fn assert_allow(d: FairShareDecision, penalized: bool) {
-    assert_eq!(d, FairShareDecision::allow(penalized));
+    assert_eq!(d, FairShareDecision::allow(penalized), "{d:?}");
   }
 
   const STRICT: f64 = 0.9;
   const GENEROUS: f64 = 0.1;
 
+  /// Rules 4–7 at their edges, one dimension of 1000 tokens. That nothing at or over a cap
+  /// or a full pool is allowed, that an unknown policy is `hard` and that no dimensions
+  /// allow are the properties of tests/fair_share_props.rs.
   #[test]
-  fn no_dimensions_allows() {
-    for policy in Policy::ALL {
-      assert_allow(decide(&[], &alloc(0.0, policy), &[]), false);
-    }
-  }
+  fn each_rule_blocks_or_penalizes_at_exactly_its_threshold() {
+    use DecisionReason::{CapAbsolute as Cap, FairShare as Share, GlobalSaturated as Full};
+    use Policy::{Burst, Hard, Soft};
+    use QuotaUnit::{Tokens, Usd};
+    let tokens = |total, used| [dim(Tokens, 1000.0, total, used)];
 
-  #[test]
-  fn names_match_the_contract() {
-    assert_eq!(DecisionReason::Ok.as_str(), "ok");
-    assert_eq!(DecisionReason::FairShare.as_str(), "fair-share");
-    assert_eq!(DecisionReason::CapAbsolute.as_str(), "cap-absolute");
-    assert_eq!(DecisionReason::GlobalSaturated.as_str(), "global-saturated");
-    assert_eq!(DecisionKind::Allow.as_str(), "allow");
-    assert_eq!(DecisionKind::Block.as_str(), "block");
-  }
+    // Rule 4: the absolute cap of 50, in the dimension's unit only, before the ceiling.
+    let capped = |unit, total, consumed| {
+      let a = AllocationInput {
+        cap_value: Some(50.0),
+        cap_unit: unit,
+        ..alloc(100.0, Hard)
+      };
+      decide(&tokens(total, STRICT), &a, &[consumed])
+    };
+    assert_block(capped(Some(Tokens), 0.0, 50.0), Cap, 0);
+    assert_block(capped(Some(Tokens), 1000.0, 50.0), Cap, 0);
+    assert_allow(capped(Some(Tokens), 0.0, 49.999), false);
+    assert_allow(capped(Some(Usd), 0.0, 500.0), false);
+    assert_allow(capped(None, 0.0, 500.0), false);
 
-  #[test]
-  fn absent_consumption_counts_as_zero() {
-    // fairShare = 0 with weight 0, so consumed 0 >= 0 blocks in strict hard mode.
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, STRICT)];
+    // An absent value of this key counts as 0 (a zero share blocks it in strict mode).
     assert_block(
-      decide(&dims, &alloc(0.0, Policy::Hard), &[]),
-      DecisionReason::FairShare,
+      decide(&tokens(0.0, STRICT), &alloc(0.0, Hard), &[]),
+      Share,
       0,
     );
-    // weight 10 → fairShare 100; an absent value is 0 and passes.
-    assert_allow(decide(&dims, &alloc(10.0, Policy::Hard), &[]), false);
-  }
+    assert_allow(decide(&tokens(0.0, STRICT), &alloc(10.0, Hard), &[]), false);
 
-  #[test]
-  fn absolute_cap_blocks_at_exactly_the_cap_in_any_mode_and_policy() {
-    for policy in Policy::ALL {
-      for used in [STRICT, GENEROUS] {
-        let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, used)];
-        let mut a = alloc(100.0, policy);
-        a.cap_value = Some(50.0);
-        a.cap_unit = Some(QuotaUnit::Tokens);
-        assert_block(decide(&dims, &a, &[50.0]), DecisionReason::CapAbsolute, 0);
-        assert_block(decide(&dims, &a, &[51.0]), DecisionReason::CapAbsolute, 0);
-        assert_allow(decide(&dims, &a, &[49.999]), false);
+    // (policy, weight, pool total, global used, this key's value, expected): `Err(reason)`
+    // a block, `Ok(penalized)` an allow.
+    let cases = [
+      // Rule 5: the pool ceiling, for every policy.
+      (Burst, 100.0, 1000.0, GENEROUS, 0.0, Err(Full)),
+      (Soft, 100.0, 1e9, GENEROUS, 0.0, Err(Full)),
+      (Hard, 100.0, 999.999, GENEROUS, 0.0, Ok(false)),
+      // Strict mode starts at exactly the threshold (0.5).
+      (Hard, 50.0, 700.0, 0.5, 600.0, Err(Share)),
+      (Hard, 50.0, 700.0, 0.499_999, 600.0, Ok(false)),
+      // Rule 6, strict: hard is held to its share, soft only penalized, burst neither.
+      (Hard, 50.0, 900.0, STRICT, 500.0, Err(Share)),
+      (Hard, 50.0, 900.0, STRICT, 499.999, Ok(false)),
+      (Soft, 50.0, 900.0, STRICT, 500.0, Ok(true)),
+      (Soft, 50.0, 900.0, STRICT, 800.0, Ok(true)),
+      (Soft, 50.0, 900.0, STRICT, 499.999, Ok(false)),
+      (Burst, 50.0, 999.0, STRICT, 999.0, Ok(false)),
+      // Rule 7, generous: hard borrows up to the limit, soft is penalized over its share.
+      (Hard, 10.0, 999.0, GENEROUS, 999.0, Ok(false)),
+      (Hard, 10.0, 999.0, GENEROUS, 1000.0, Err(Full)),
+      (Soft, 10.0, 500.0, GENEROUS, 100.0, Ok(true)),
+      (Soft, 10.0, 500.0, GENEROUS, 99.999, Ok(false)),
+      (Soft, 10.0, 500.0, GENEROUS, 5000.0, Ok(true)),
+      (Burst, 10.0, 500.0, GENEROUS, 5000.0, Ok(false)),
+      // A zero share blocks even an idle hard key in strict mode; generous, it borrows.
+      (Hard, 0.0, 600.0, STRICT, 0.0, Err(Share)),
+      (Soft, 0.0, 600.0, STRICT, 0.0, Ok(true)),
+      (Burst, 0.0, 600.0, STRICT, 0.0, Ok(false)),
+      (Hard, 0.0, 600.0, GENEROUS, 500.0, Ok(false)),
+    ];
+    for (policy, weight, total, used, consumed, expected) in cases {
+      let d = decide(&tokens(total, used), &alloc(weight, policy), &[consumed]);
+      match expected {
+        Ok(penalized) => assert_allow(d, penalized),
+        Err(reason) => assert_block(d, reason, 0),
       }
     }
-  }
-
-  #[test]
-  fn absolute_cap_in_another_unit_does_not_apply() {
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 0.0, GENEROUS)];
-    let mut a = alloc(100.0, Policy::Burst);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Usd);
-    assert_allow(decide(&dims, &a, &[500.0]), false);
-    // A cap value without a unit does not apply either.
-    a.cap_unit = None;
-    assert_allow(decide(&dims, &a, &[500.0]), false);
-  }
-
-  #[test]
-  fn absolute_cap_wins_over_the_pool_ceiling() {
-    let dims = [dim(QuotaUnit::Requests, 10.0, 10.0, STRICT)];
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(3.0);
-    a.cap_unit = Some(QuotaUnit::Requests);
-    assert_block(decide(&dims, &a, &[3.0]), DecisionReason::CapAbsolute, 0);
-  }
-
-  #[test]
-  fn pool_ceiling_blocks_at_exactly_the_limit_for_every_policy() {
-    for policy in Policy::ALL {
-      let a = alloc(100.0, policy);
-      let at = [dim(QuotaUnit::Tokens, 1000.0, 1000.0, GENEROUS)];
-      assert_block(decide(&at, &a, &[0.0]), DecisionReason::GlobalSaturated, 0);
-      let over = [dim(QuotaUnit::Tokens, 1000.0, 1e9, GENEROUS)];
-      assert_block(
-        decide(&over, &a, &[0.0]),
-        DecisionReason::GlobalSaturated,
-        0,
-      );
-      let below = [dim(QuotaUnit::Tokens, 1000.0, 999.999, GENEROUS)];
-      assert_allow(decide(&below, &a, &[0.0]), false);
-    }
-  }
-
-  #[test]
-  fn strict_mode_starts_at_exactly_the_threshold() {
-    // weight 50 of 1000 → fairShare 500; consumed 600 is over it but under the limit.
-    let a = alloc(50.0, Policy::Hard);
-    let at = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.5)];
-    assert_block(decide(&at, &a, &[600.0]), DecisionReason::FairShare, 0);
-    let below = [dim(QuotaUnit::Tokens, 1000.0, 700.0, 0.499_999)];
-    assert_allow(decide(&below, &a, &[600.0]), false);
-  }
-
-  #[test]
-  fn strict_hard_blocks_at_exactly_the_fair_share() {
-    let a = alloc(50.0, Policy::Hard);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_block(decide(&dims, &a, &[500.0]), DecisionReason::FairShare, 0);
-    assert_allow(decide(&dims, &a, &[499.999]), false);
-  }
-
-  #[test]
-  fn strict_soft_penalizes_at_exactly_the_fair_share() {
-    let a = alloc(50.0, Policy::Soft);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_allow(decide(&dims, &a, &[500.0]), true);
-    assert_allow(decide(&dims, &a, &[800.0]), true);
-    assert_allow(decide(&dims, &a, &[499.999]), false);
-  }
-
-  #[test]
-  fn strict_burst_does_nothing_more() {
-    let a = alloc(50.0, Policy::Burst);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, STRICT)];
-    assert_allow(decide(&dims, &a, &[999.0]), false);
-  }
-
-  #[test]
-  fn generous_hard_borrows_up_to_the_limit() {
-    let a = alloc(10.0, Policy::Hard);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 999.0, GENEROUS)];
-    // Far over its share of 100: still allowed while under the limit.
-    assert_allow(decide(&dims, &a, &[999.0]), false);
-    assert_block(
-      decide(&dims, &a, &[1000.0]),
-      DecisionReason::GlobalSaturated,
-      0,
-    );
-  }
-
-  #[test]
-  fn generous_soft_penalizes_at_exactly_the_fair_share() {
-    let a = alloc(10.0, Policy::Soft);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
-    assert_allow(decide(&dims, &a, &[100.0]), true);
-    assert_allow(decide(&dims, &a, &[99.999]), false);
-    // Soft never blocks on its own key's consumption, even at the limit.
-    assert_allow(decide(&dims, &a, &[5000.0]), true);
-  }
-
-  #[test]
-  fn generous_burst_does_nothing_more() {
-    let a = alloc(10.0, Policy::Burst);
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 500.0, GENEROUS)];
-    assert_allow(decide(&dims, &a, &[5000.0]), false);
-  }
-
-  #[test]
-  fn unknown_policy_decides_like_hard() {
-    let unknown = Policy::parse_lenient("lenient");
-    let cases: [(f64, f64, f64); 4] = [
-      (900.0, STRICT, 500.0),
-      (900.0, STRICT, 499.0),
-      (900.0, GENEROUS, 1000.0),
-      (900.0, GENEROUS, 999.0),
-    ];
-    for (total, used, consumed) in cases {
-      let dims = [dim(QuotaUnit::Tokens, 1000.0, total, used)];
-      assert_eq!(
-        decide(&dims, &alloc(50.0, unknown), &[consumed]),
-        decide(&dims, &alloc(50.0, Policy::Hard), &[consumed]),
-      );
-    }
-    let dims = [dim(QuotaUnit::Tokens, 1000.0, 900.0, STRICT)];
-    assert_block(
-      decide(&dims, &alloc(50.0, unknown), &[500.0]),
-      DecisionReason::FairShare,
-      0,
-    );
-  }
-
-  #[test]
-  fn zero_weight() {
-    // Strict hard: a zero share blocks even an idle key.
-    let strict = [dim(QuotaUnit::Tokens, 1000.0, 600.0, STRICT)];
-    assert_block(
-      decide(&strict, &alloc(0.0, Policy::Hard), &[0.0]),
-      DecisionReason::FairShare,
-      0,
-    );
-    // Soft is penalized from the first token; burst is not.
-    assert_allow(decide(&strict, &alloc(0.0, Policy::Soft), &[0.0]), true);
-    assert_allow(decide(&strict, &alloc(0.0, Policy::Burst), &[0.0]), false);
-    // Generous hard still borrows.
-    let generous = [dim(QuotaUnit::Tokens, 1000.0, 600.0, GENEROUS)];
-    assert_allow(
-      decide(&generous, &alloc(0.0, Policy::Hard), &[500.0]),
-      false,
-    );
   }
 
   #[test]
@@ -513,17 +372,9 @@ mod tests {
       dim(QuotaUnit::Requests, 100.0, 100.0, GENEROUS), // pool ceiling
       dim(QuotaUnit::Usd, 50.0, 0.0, GENEROUS),        // cap-absolute, later
     ];
-    assert_block(
-      decide(&dims, &a, &[1.0, 1.0, 20.0]),
-      DecisionReason::GlobalSaturated,
-      1,
-    );
+    assert_block(decide(&dims, &a, &[1.0, 1.0, 20.0]), GlobalSaturated, 1);
     let reordered = [dims[2].clone(), dims[1].clone(), dims[0].clone()];
-    assert_block(
-      decide(&reordered, &a, &[20.0, 1.0, 1.0]),
-      DecisionReason::CapAbsolute,
-      0,
-    );
+    assert_block(decide(&reordered, &a, &[20.0, 1.0, 1.0]), CapAbsolute, 0);
   }
 
   #[test]
@@ -538,54 +389,22 @@ mod tests {
     assert_allow(decide(&dims, &a, &[600.0, 10.0]), true);
     // A later block drops the penalty: a block is never penalized.
     let blocking = [dims[0].clone(), dim(QuotaUnit::Usd, 5.0, 5.0, GENEROUS)];
-    assert_block(
-      decide(&blocking, &a, &[600.0, 0.0]),
-      DecisionReason::GlobalSaturated,
-      1,
-    );
+    assert_block(decide(&blocking, &a, &[600.0, 0.0]), GlobalSaturated, 1);
   }
 
   #[test]
-  fn nan_and_infinities_never_panic_and_nan_does_not_block() {
+  fn nan_does_not_block() {
+    // Infinities are plain numbers to the rules: a_full_pool_never_allows and
+    // never_panics_and_is_well_formed of tests/fair_share_props.rs draw them.
     let a = alloc(f64::NAN, Policy::Hard);
     let dims = [dim(QuotaUnit::Tokens, f64::NAN, f64::NAN, f64::NAN)];
     assert_allow(decide(&dims, &a, &[f64::NAN]), false);
-    let inf = [dim(QuotaUnit::Tokens, f64::INFINITY, f64::INFINITY, 1.0)];
-    assert_block(
-      decide(&inf, &alloc(50.0, Policy::Hard), &[0.0]),
-      DecisionReason::GlobalSaturated,
-      0,
-    );
-    let neg = [dim(QuotaUnit::Tokens, f64::NEG_INFINITY, 0.0, 0.0)];
-    assert_block(
-      decide(&neg, &alloc(50.0, Policy::Burst), &[0.0]),
-      DecisionReason::GlobalSaturated,
-      0,
-    );
   }
 
   // ── retry_after_ms ────────────────────────────────────────────────────────────────────
 
-  /// Checks that at `now + retry` the block is gone and at `now + retry − 1` it holds.
-  fn assert_exact(prev: f64, curr: f64, threshold: f64, now: i64, window: i64, retry: i64) {
-    assert!(retry >= 1);
-    let rollover = (now.div_euclid(window) + 1) * window;
-    assert!(now + retry <= rollover);
-    let value_after = if now + retry == rollover {
-      curr // prev's weight is 0 at the rollover
-    } else {
-      effective(prev, curr, now + retry, window)
-    };
-    assert!(value_after < threshold, "{value_after} at +{retry}");
-    if retry > 1 {
-      let value_before = effective(prev, curr, now + retry - 1, window);
-      assert!(
-        value_before >= threshold,
-        "{value_before} at +{}",
-        retry - 1
-      );
-    }
-  }
+  // That every `Some` is exact (clear at `now + t`, still blocked a millisecond before)
+  // is the property `retry_is_exact_whenever_given` of tests/fair_share_props.rs.
 
   #[test]
   fn retry_hand_computed() {
@@ -596,13 +415,14 @@ mod tests {
       decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
       Some(H / 2 + 1)
     );
-    assert_exact(100.0, 10.0, 60.0, now, H, H / 2 + 1);
     // A quarter into the bucket, the same crossing point is a quarter hour sooner.
     let now = 7 * H + H / 4;
     assert_eq!(
       decay_retry_after_ms(100.0, 10.0, 60.0, now, H),
       Some(H / 4 + 1)
     );
+    // Already clear: the next millisecond.
+    assert_eq!(decay_retry_after_ms(10.0, 0.0, 1000.0, 7 * H, H), Some(1));
   }
 
   #[test]
@@ -622,11 +442,12 @@ mod tests {
 
   #[test]
   fn retry_clamps_to_the_rollover() {
-    // Threshold just above curr: only the rollover clears it.
+    // Threshold just above curr: only the rollover, 1000 ms away, clears it.
     let now = 3 * H + H - 1000;
-    let retry = decay_retry_after_ms(100.0, 10.0, 10.0 + 1e-12, now, H).unwrap();
-    assert_eq!(retry, 1000);
-    assert_exact(100.0, 10.0, 10.0 + 1e-12, now, H, retry);
+    assert_eq!(
+      decay_retry_after_ms(100.0, 10.0, 10.0 + 1e-12, now, H),
+      Some(1000)
+    );
     // On the very last ms of the bucket the answer is 1.
     assert_eq!(
       decay_retry_after_ms(100.0, 10.0, 50.0, 4 * H - 1, H),
@@ -635,114 +456,76 @@ mod tests {
   }
 
   #[test]
-  fn retry_is_one_when_the_breakdown_is_already_clear() {
-    assert_eq!(decay_retry_after_ms(10.0, 0.0, 1000.0, 7 * H, H), Some(1));
-  }
-
-  #[test]
-  fn retry_numerically_exact_over_a_grid() {
-    let mut checked = 0;
-    for window in QuotaWindow::ALL.map(QuotaWindow::ms) {
-      for step in 0..7 {
-        let now = 1_700_000_000_000 + step * (window / 7) + 13 * step;
-        for (prev, curr, threshold) in [
-          (100.0, 10.0, 60.0),
-          (1234.5, 0.0, 1000.0),
-          (3.0, 0.5, 2.9),
-          (1e9, 1e6, 5e8),
-          (0.001, 0.0, 0.0005),
-          (7.0, 6.999, 7.0),
-        ] {
-          if let Some(retry) = decay_retry_after_ms(prev, curr, threshold, now, window) {
-            assert_exact(prev, curr, threshold, now, window, retry);
-            checked += 1;
-          }
-        }
-      }
-    }
-    assert_eq!(checked, 5 * 7 * 6);
-  }
-
-  fn with_breakdown(mut d: DimensionInput, b: WindowBreakdown) -> DimensionInput {
-    d.breakdown = Some(b);
-    d
-  }
-
-  #[test]
   fn blocks_carry_the_retry_of_their_own_buckets() {
-    let now = 10 * H; // start of a bucket
     let b = WindowBreakdown {
-      now_ms: now,
+      now_ms: 10 * H, // start of a bucket
       key_prev: 100.0,
       key_curr: 0.0,
       pool_prev: 2000.0,
       pool_curr: 0.0,
     };
-    // cap-absolute, key buckets, threshold = cap 50 → t > H/2.
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Tokens);
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 300.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &a, &[100.0]);
-    assert_block(d, DecisionReason::CapAbsolute, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
-
-    // Pool ceiling, pool buckets, threshold = limit 1000 → 2000·(1 − t/H) < 1000.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 2000.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &alloc(50.0, Policy::Burst), &[100.0]);
-    assert_block(d, DecisionReason::GlobalSaturated, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 2 + 1));
-
-    // Strict hard fair share, key buckets, threshold = fairShare 25 → 100·(1 − t/H) < 25.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 300.0, STRICT),
-      b,
-    )];
-    let d = decide(&dims, &alloc(2.5, Policy::Hard), &[100.0]);
-    assert_block(d, DecisionReason::FairShare, 0);
-    assert_eq!(d.retry_after_ms, Some(3 * H / 4 + 1));
-
-    // Generous hard at the limit, key buckets, threshold = limit 80 → 100·(1 − t/H) < 80.
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]);
-    assert_block(d, DecisionReason::GlobalSaturated, 0);
-    assert_eq!(d.retry_after_ms, Some(H / 5 + 1));
-
-    // Without a breakdown there is no retry.
-    let dims = [dim(QuotaUnit::Tokens, 80.0, 79.0, GENEROUS)];
-    assert_eq!(
-      decide(&dims, &alloc(10.0, Policy::Hard), &[100.0]).retry_after_ms,
-      None
-    );
-  }
-
-  #[test]
-  fn retry_absent_when_curr_alone_blocks() {
-    let b = WindowBreakdown {
-      now_ms: 10 * H,
+    let capped = AllocationInput {
+      cap_value: Some(50.0),
+      cap_unit: Some(QuotaUnit::Tokens),
+      ..alloc(50.0, Policy::Hard)
+    };
+    // (allocation, limit, pool total, global used, reason, retry): which buckets decay
+    // and to which threshold.
+    let cases = [
+      // Key buckets to the cap 50: 100·(1 − t/H) < 50.
+      (capped, 1000.0, 300.0, GENEROUS, CapAbsolute, H / 2 + 1),
+      // Pool buckets to the limit: 2000·(1 − t/H) < 1000.
+      (
+        alloc(50.0, Policy::Burst),
+        1000.0,
+        2000.0,
+        GENEROUS,
+        GlobalSaturated,
+        H / 2 + 1,
+      ),
+      // Key buckets to the strict fair share 25: 100·(1 − t/H) < 25.
+      (
+        alloc(2.5, Policy::Hard),
+        1000.0,
+        300.0,
+        STRICT,
+        FairShare,
+        3 * H / 4 + 1,
+      ),
+      // Key buckets to the limit 80 (generous hard): 100·(1 − t/H) < 80.
+      (
+        alloc(10.0, Policy::Hard),
+        80.0,
+        79.0,
+        GENEROUS,
+        GlobalSaturated,
+        H / 5 + 1,
+      ),
+    ];
+    for (a, limit, total, used, reason, retry) in cases {
+      let without = dim(QuotaUnit::Tokens, limit, total, used);
+      let with = DimensionInput {
+        breakdown: Some(b),
+        ..without.clone()
+      };
+      let d = decide(&[with], &a, &[100.0]);
+      assert_block(d, reason, 0);
+      assert_eq!(d.retry_after_ms, Some(retry), "{reason:?}");
+      // Without a breakdown there is no retry.
+      assert_eq!(decide(&[without], &a, &[100.0]).retry_after_ms, None);
+    }
+    // Nor when the current bucket alone blocks.
+    let curr_alone = WindowBreakdown {
       key_prev: 0.0,
       key_curr: 100.0,
-      pool_prev: 0.0,
-      pool_curr: 0.0,
+      ..b
     };
-    let mut a = alloc(50.0, Policy::Hard);
-    a.cap_value = Some(50.0);
-    a.cap_unit = Some(QuotaUnit::Tokens);
-    let dims = [with_breakdown(
-      dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS),
-      b,
-    )];
-    let d = decide(&dims, &a, &[100.0]);
-    assert_block(d, DecisionReason::CapAbsolute, 0);
+    let dims = [DimensionInput {
+      breakdown: Some(curr_alone),
+      ..dim(QuotaUnit::Tokens, 1000.0, 100.0, GENEROUS)
+    }];
+    let d = decide(&dims, &capped, &[100.0]);
+    assert_block(d, CapAbsolute, 0);
     assert_eq!(d.retry_after_ms, None);
   }
 

@@ -31,7 +31,7 @@ pub fn parse_iso8601_ms(text: &str) -> Option<i64> {
   let mut offset_ms = 0;
   if p.eat(b'T') || p.eat(b't') || p.eat(b' ') {
     hour = p.digits(2)?;
-    p.expect(b':')?;
+    p.eat(b':').then_some(())?;
     minute = p.digits(2)?;
     if p.eat(b':') {
       second = p.digits(2)?;
@@ -67,10 +67,6 @@ impl Parser<'_> {
     } else {
       false
     }
-  }
-
-  fn expect(&mut self, byte: u8) -> Option<()> {
-    self.eat(byte).then_some(())
   }
 
   /// Exactly `count` ASCII digits.

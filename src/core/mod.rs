@@ -9,4 +9,3 @@ pub mod iso8601;
 pub mod plans;
 pub mod saturation;
 pub mod scheduler;
-pub mod sliding_window;

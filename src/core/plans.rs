@@ -84,60 +84,30 @@ pub trait PlanOverrides {
   fn provider_plan(&self, connection_id: &str) -> Result<Option<ProviderPlan>>;
 }
 
-/// No stored plans at all: the catalog decides.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoOverrides;
-
-impl PlanOverrides for NoOverrides {
-  fn provider_plan(&self, _connection_id: &str) -> Result<Option<ProviderPlan>> {
-    Ok(None)
-  }
-}
-
 /// `resolvePlan(connectionId, provider)`, which never fails:
 /// 1. a stored plan with at least one dimension → that plan (its own connection id and
-///    source);
+///    source); a failing override lookup counts as "no row";
 /// 2. the catalog → `connection_id: None`, source `auto`;
 /// 3. `{ connection_id: None, provider, dimensions: [], source: manual }`.
-///
-/// A failing override lookup counts as "no row"; the caller logs the error if it wants to
-/// (see [`resolve_plan_reporting`]).
 pub fn resolve_plan(
   overrides: &dyn PlanOverrides,
   connection_id: &str,
   provider: &str,
 ) -> ProviderPlan {
-  resolve_plan_reporting(overrides, connection_id, provider).0
-}
-
-/// [`resolve_plan`], also handing back the override lookup's error, if there was one.
-pub fn resolve_plan_reporting(
-  overrides: &dyn PlanOverrides,
-  connection_id: &str,
-  provider: &str,
-) -> (ProviderPlan, Option<QuotaError>) {
-  let (stored, error) = match overrides.provider_plan(connection_id) {
-    Ok(stored) => (stored, None),
-    Err(error) => (None, Some(error)),
-  };
+  let stored = overrides.provider_plan(connection_id).ok().flatten();
   if let Some(plan) = stored.filter(|p| !p.dimensions.is_empty()) {
-    return (plan, error);
+    return plan;
   }
-  let plan = match known_plan(provider) {
-    Some(known) => ProviderPlan {
-      connection_id: None,
-      provider: provider.to_string(),
-      dimensions: known.dimensions,
-      source: PlanSource::Auto,
+  let known = known_plan(provider);
+  ProviderPlan {
+    connection_id: None,
+    provider: provider.to_string(),
+    source: match known {
+      Some(_) => PlanSource::Auto,
+      None => PlanSource::Manual,
     },
-    None => ProviderPlan {
-      connection_id: None,
-      provider: provider.to_string(),
-      dimensions: Vec::new(),
-      source: PlanSource::Manual,
-    },
-  };
-  (plan, error)
+    dimensions: known.map(|plan| plan.dimensions).unwrap_or_default(),
+  }
 }
 
 /// Parses a JSON array of `{ unit, window, limit }` strictly (user input, a column about
@@ -149,15 +119,9 @@ pub fn resolve_plan_reporting(
 pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimension>> {
   let value: Value = serde_json::from_str(json)
     .map_err(|e| QuotaError::type_error(field, format!("not valid JSON ({e})")))?;
-  let items = value.as_array().ok_or_else(|| {
-    QuotaError::type_error(
-      field,
-      format!(
-        "expected an array of {{ unit, window, limit }}, got {}",
-        json_type(&value)
-      ),
-    )
-  })?;
+  let items = value
+    .as_array()
+    .ok_or_else(|| wrong_type(field, "an array of { unit, window, limit }", Some(&value)))?;
   items
     .iter()
     .enumerate()
@@ -166,20 +130,14 @@ pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimensi
 }
 
 fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
-  let object = item.as_object().ok_or_else(|| {
-    QuotaError::type_error(path, format!("expected an object, got {}", json_type(item)))
-  })?;
+  let object = item
+    .as_object()
+    .ok_or_else(|| wrong_type(path, "an object", Some(item)))?;
   let string_field = |name: &str| -> Result<(&str, String)> {
     let path = format!("{path}.{name}");
     match object.get(name) {
       Some(Value::String(s)) => Ok((s.as_str(), path)),
-      other => Err(QuotaError::type_error(
-        &path,
-        format!(
-          "expected a string, got {}",
-          other.map_or("nothing", json_type)
-        ),
-      )),
+      other => Err(wrong_type(&path, "a string", other)),
     }
   };
   let (unit, unit_path) = string_field("unit")?;
@@ -191,15 +149,7 @@ fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
     Some(Value::Number(n)) => n.as_f64().ok_or_else(|| {
       QuotaError::range_error(&limit_path, "must be a finite number greater than 0")
     })?,
-    other => {
-      return Err(QuotaError::type_error(
-        &limit_path,
-        format!(
-          "expected a number, got {}",
-          other.map_or("nothing", json_type)
-        ),
-      ))
-    }
+    other => return Err(wrong_type(&limit_path, "a number", other)),
   };
   if !(limit.is_finite() && limit > 0.0) {
     return Err(QuotaError::range_error(
@@ -237,6 +187,12 @@ pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
     .collect()
 }
 
+/// A `TypeError` at `path`: `expected <what>, got <the JSON type of value>`.
+fn wrong_type(path: &str, what: &str, value: Option<&Value>) -> QuotaError {
+  let got = value.map_or("nothing", json_type);
+  QuotaError::type_error(path, format!("expected {what}, got {got}"))
+}
+
 fn json_type(value: &Value) -> &'static str {
   match value {
     Value::Null => "null",
@@ -253,63 +209,19 @@ mod tests {
   use super::*;
   use crate::error::ArgErrorKind;
 
-  /// `(unit, window, limit)` by name.
-  type Row = (&'static str, &'static str, f64);
-
-  fn dims(plan: &KnownPlan) -> Vec<Row> {
-    plan
-      .dimensions
-      .iter()
-      .map(|d| (d.unit.as_str(), d.window.as_str(), d.limit))
-      .collect()
-  }
-
   #[test]
   fn epsilon_is_javascripts() {
     assert_eq!(EPSILON, 2f64.powi(-52));
   }
 
+  /// Each plan's dimensions are checked by "the plan catalog matches the contract" of
+  /// __test__/core.test.mjs; the order is checked here.
   #[test]
-  fn catalog_matches_the_contract() {
-    let subscription = vec![("percent", "5h", 100.0), ("percent", "weekly", 100.0)];
-    let coding = vec![("tokens", "5h", EPSILON), ("tokens", "weekly", EPSILON)];
-    let mimo = vec![("tokens", "monthly", 4_100_000_000.0)];
-    let expected: Vec<(&str, Vec<Row>)> = vec![
-      ("codex", subscription.clone()),
-      ("claude", subscription),
-      ("glm", coding.clone()),
-      ("minimax", coding.clone()),
-      ("kimi-coding", coding),
-      ("deepseek", vec![("usd", "monthly", EPSILON)]),
-      (
-        "bailian",
-        vec![
-          ("percent", "5h", 100.0),
-          ("percent", "weekly", 100.0),
-          ("percent", "monthly", 100.0),
-        ],
-      ),
-      ("kimi", vec![("requests", "hourly", 1500.0)]),
-      ("xiaomi-mimo", mimo.clone()),
-      ("xiaomi-mimo-token-plan", mimo),
-      ("alibaba", vec![("requests", "monthly", 90_000.0)]),
-      (
-        "grok-cli",
-        vec![
-          ("requests", "daily", 864.0),
-          ("tokens", "daily", 18_000_000.0),
-          ("requests", "weekly", 6048.0),
-          ("tokens", "weekly", 126_000_000.0),
-        ],
-      ),
-    ];
-    let names: Vec<&str> = expected.iter().map(|(n, _)| *n).collect();
+  fn known_providers_are_in_catalog_order() {
+    let names = "codex claude glm minimax kimi-coding deepseek bailian kimi xiaomi-mimo \
+                 xiaomi-mimo-token-plan alibaba grok-cli";
+    let names: Vec<&str> = names.split_whitespace().collect();
     assert_eq!(known_providers(), names);
-    for (name, dimensions) in expected {
-      let plan = known_plan(name).unwrap();
-      assert_eq!(plan.provider, name);
-      assert_eq!(dims(&plan), dimensions, "{name}");
-    }
   }
 
   #[test]
@@ -366,23 +278,16 @@ mod tests {
       dimensions: vec![d(Requests, Hourly, 1500.0)],
       source: PlanSource::Auto,
     };
-    assert_eq!(resolve_plan(&NoOverrides, "conn-1", "kimi"), expected);
+    assert_eq!(resolve_plan(&Fixed(Ok(None)), "conn-1", "kimi"), expected);
     // An override without dimensions does not count.
     let empty = stored(vec![], PlanSource::Manual);
     assert_eq!(
       resolve_plan(&Fixed(Ok(Some(empty))), "conn-1", "kimi"),
       expected
     );
-    // Nor does a failing lookup; the error is handed back to be logged.
+    // Nor does a failing lookup.
     let failing = Fixed(Err(QuotaError::Store("disk I/O error".into())));
     assert_eq!(resolve_plan(&failing, "conn-1", "kimi"), expected);
-    let (plan, error) = resolve_plan_reporting(&failing, "conn-1", "kimi");
-    assert_eq!(plan, expected);
-    assert_eq!(error, Some(QuotaError::Store("disk I/O error".into())));
-    assert_eq!(
-      resolve_plan_reporting(&NoOverrides, "conn-1", "kimi").1,
-      None
-    );
   }
 
   #[test]
@@ -393,7 +298,7 @@ mod tests {
       dimensions: vec![],
       source: PlanSource::Manual,
     };
-    assert_eq!(resolve_plan(&NoOverrides, "conn-1", "openai"), expected);
+    assert_eq!(resolve_plan(&Fixed(Ok(None)), "conn-1", "openai"), expected);
     let failing = Fixed(Err(QuotaError::Store("gone".into())));
     assert_eq!(resolve_plan(&failing, "conn-1", "openai"), expected);
   }
@@ -419,77 +324,73 @@ mod tests {
   #[test]
   fn strict_parse_names_the_field() {
     use ArgErrorKind::{Range, Type};
+    // The field is `d`; serde_json refuses 1e400 rather than reading infinity.
     let cases: &[(&str, ArgErrorKind, &str)] = &[
-      ("not json", Type, "dimensions"),
-      ("", Type, "dimensions"),
-      ("{\"unit\":\"tokens\"}", Type, "dimensions"),
-      ("null", Type, "dimensions"),
-      ("\"\u{1F4A9}\u{202E}\"", Type, "dimensions"),
-      ("\u{FEFF}\u{0000}\u{1F4A9}[", Type, "dimensions"),
-      ("[1]", Type, "dimensions[0]"),
-      (r#"[{"window":"5h","limit":1}]"#, Type, "dimensions[0].unit"),
+      ("not json", Type, "d"),
+      ("", Type, "d"),
+      ("{\"unit\":\"tokens\"}", Type, "d"),
+      ("null", Type, "d"),
+      ("\"\u{1F4A9}\u{202E}\"", Type, "d"),
+      ("\u{FEFF}\u{0000}\u{1F4A9}[", Type, "d"),
       (
-        r#"[{"unit":7,"window":"5h","limit":1}]"#,
+        r#"[{"unit":"tokens","window":"5h","limit":1e400}]"#,
         Type,
-        "dimensions[0].unit",
+        "d",
       ),
+      ("[1]", Type, "d[0]"),
+      (r#"[{"window":"5h","limit":1}]"#, Type, "d[0].unit"),
+      (r#"[{"unit":7,"window":"5h","limit":1}]"#, Type, "d[0].unit"),
       (
         r#"[{"unit":"bytes","window":"5h","limit":1}]"#,
         Range,
-        "dimensions[0].unit",
+        "d[0].unit",
       ),
       (
         r#"[{"unit":"tokens","window":"yearly","limit":1}]"#,
         Range,
-        "dimensions[0].window",
+        "d[0].window",
       ),
       (
         r#"[{"unit":"tokens","window":null,"limit":1}]"#,
         Type,
-        "dimensions[0].window",
+        "d[0].window",
       ),
       (
         r#"[{"unit":"tokens","window":"5h","limit":"1"}]"#,
         Type,
-        "dimensions[0].limit",
+        "d[0].limit",
       ),
-      (
-        r#"[{"unit":"tokens","window":"5h"}]"#,
-        Type,
-        "dimensions[0].limit",
-      ),
+      (r#"[{"unit":"tokens","window":"5h"}]"#, Type, "d[0].limit"),
       (
         r#"[{"unit":"tokens","window":"5h","limit":0}]"#,
         Range,
-        "dimensions[0].limit",
+        "d[0].limit",
       ),
       (
         r#"[{"unit":"tokens","window":"5h","limit":-3}]"#,
         Range,
-        "dimensions[0].limit",
+        "d[0].limit",
       ),
       (
         r#"[{"unit":"tokens","window":"5h","limit":1},
             {"unit":"tokens","window":"daily","limit":2},
             {"unit":"requests","window":"hourly","limit":-0.0}]"#,
         Range,
-        "dimensions[2].limit",
+        "d[2].limit",
       ),
     ];
     for (json, kind, field) in cases {
-      let err = parse_plan_dimensions(json, "dimensions").unwrap_err();
+      let err = parse_plan_dimensions(json, "d").unwrap_err();
       assert_eq!(err.code(), "ERR_QUOTA_INVALID_ARG");
       assert!(err.to_string().starts_with(field), "{err}");
       assert_eq!(field_of(err), (*kind, field.to_string()), "{json}");
     }
-  }
-
-  #[test]
-  fn strict_parse_rejects_a_limit_json_cannot_hold_as_a_finite_number() {
-    // serde_json refuses 1e400 rather than reading infinity.
-    let err = parse_plan_dimensions(r#"[{"unit":"tokens","window":"5h","limit":1e400}]"#, "dims")
-      .unwrap_err();
-    assert_eq!(field_of(err).1, "dims");
+    let message = |json| parse_plan_dimensions(json, "d").unwrap_err().to_string();
+    let array = "d: expected an array of { unit, window, limit }, got null";
+    assert_eq!(message("null"), array);
+    assert_eq!(message("[1]"), "d[0]: expected an object, got a number");
+    let limit = r#"[{"unit":"tokens","window":"5h"}]"#;
+    assert_eq!(message(limit), "d[0].limit: expected a number, got nothing");
   }
 
   #[test]

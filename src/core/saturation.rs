@@ -89,10 +89,8 @@ impl SaturationCache {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Option<f64> {
-    match self.entry(provider, connection_id, unit, window) {
-      Some((value, expires_at)) if now_ms < expires_at => Some(value),
-      _ => None,
-    }
+    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
+    (now_ms < expires_at).then_some(value)
   }
 
   /// An entry past its 30 s but at most [`SATURATION_STALE_MS`] past it: the value to
@@ -105,14 +103,9 @@ impl SaturationCache {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Option<f64> {
-    match self.entry(provider, connection_id, unit, window) {
-      Some((value, expires_at))
-        if now_ms >= expires_at && now_ms < expires_at.saturating_add(SATURATION_STALE_MS) =>
-      {
-        Some(value)
-      }
-      _ => None,
-    }
+    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
+    let servable = expires_at.saturating_add(SATURATION_STALE_MS);
+    (now_ms >= expires_at && now_ms < servable).then_some(value)
   }
 
   pub fn put(
@@ -218,35 +211,14 @@ impl RateLimitSnapshot {
   }
 }
 
-/// Which field of a family a header sets.
-#[derive(Clone, Copy)]
-enum Field {
-  Limit,
-  Remaining,
-  Reset,
-}
-
-fn field_of(name: &str) -> Option<Field> {
-  match name {
-    "limit" => Some(Field::Limit),
-    "remaining" => Some(Field::Remaining),
-    "reset" => Some(Field::Reset),
-    _ => None,
-  }
-}
-
 /// `(family, field)` of a header name: anthropic
 /// `anthropic-ratelimit-<family>-<field>`, openai `x-ratelimit-<field>-<family>`.
-fn classify(name: &str) -> Option<(&str, Field)> {
+fn classify(name: &str) -> Option<(&str, &str)> {
   if let Some(rest) = name.strip_prefix("anthropic-ratelimit-") {
-    let (family, field) = rest.rsplit_once('-')?;
-    return Some((family, field_of(field)?));
+    return rest.rsplit_once('-');
   }
-  if let Some(rest) = name.strip_prefix("x-ratelimit-") {
-    let (field, family) = rest.split_once('-')?;
-    return Some((family, field_of(field)?));
-  }
-  None
+  let (field, family) = name.strip_prefix("x-ratelimit-")?.split_once('-')?;
+  Some((family, field))
 }
 
 /// Parses a header number (`"1500"`, `" 12.5 "`); anything else is `None`.
@@ -342,9 +314,10 @@ pub fn parse_rate_limit_headers<'a>(
       continue;
     };
     match field {
-      Field::Limit => family.limit = parse_number(value),
-      Field::Remaining => family.remaining = parse_number(value),
-      Field::Reset => family.reset_at_ms = parse_reset_ms(value, now_ms),
+      "limit" => family.limit = parse_number(value),
+      "remaining" => family.remaining = parse_number(value),
+      "reset" => family.reset_at_ms = parse_reset_ms(value, now_ms),
+      _ => {}
     }
   }
   (!snapshot.is_empty()).then_some(snapshot)
@@ -458,24 +431,20 @@ mod tests {
 
   #[test]
   fn rfc3339_instants() {
-    assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-    assert_eq!(
-      parse_rfc3339_ms("2026-11-30T12:00:00Z"),
-      Some(1_796_040_000_000)
-    );
-    assert_eq!(
-      parse_rfc3339_ms("2026-11-30T12:00:00.250Z"),
-      Some(1_796_040_000_250)
-    );
-    assert_eq!(
-      parse_rfc3339_ms("2026-11-30T13:00:00+01:00"),
-      Some(1_796_040_000_000)
-    );
-    assert_eq!(parse_rfc3339_ms("2026-11-30T12:00:00"), None);
-    assert_eq!(parse_rfc3339_ms("yesterday"), None);
-    assert_eq!(parse_rfc3339_ms("2026-13-30T12:00:00Z"), None);
-    assert_eq!(parse_rfc3339_ms("3600"), None);
-    assert_eq!(parse_rfc3339_ms("ééééééééééééééééééééé"), None);
+    for (text, expected) in [
+      ("1970-01-01T00:00:00Z", Some(0)),
+      ("2026-11-30T12:00:00Z", Some(1_796_040_000_000)),
+      ("2026-11-30T12:00:00.250Z", Some(1_796_040_000_250)),
+      ("2026-11-30T13:00:00+01:00", Some(1_796_040_000_000)),
+      // Without a zone, not a date, or a bare number (seconds, not an instant).
+      ("2026-11-30T12:00:00", None),
+      ("yesterday", None),
+      ("2026-13-30T12:00:00Z", None),
+      ("3600", None),
+      ("ééééééééééééééééééééé", None),
+    ] {
+      assert_eq!(parse_rfc3339_ms(text), expected, "{text}");
+    }
   }
 
   #[test]

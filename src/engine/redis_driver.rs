@@ -9,11 +9,11 @@ use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::{Engine, Step};
 use crate::core::admission::{compile_checks, estimated_cost, reserved_outcome, Reservation};
+use crate::core::dimensions::bucket_index;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{
   consumption_writes, plan_enforce, planned_writes, CounterRead, EnforceOutcome, EnforceStart,
 };
-use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::ids::new_reservation_id;
 use crate::store::redis::keys::base_pool_id;

@@ -1,9 +1,9 @@
-//! The two-bucket sliding-window estimate (docs/contract.md §2, `core::sliding_window::effective`)
+//! The two-bucket sliding-window estimate (docs/contract.md §2, `core::dimensions::effective`)
 //! against an exact sliding log, on synthetic traffic. Shared by `tests/window_accuracy.rs`
 //! (the properties) and `examples/window_accuracy.rs` (the table).
 #![allow(dead_code)] // Each includer uses a different part.
 
-use omniroute_quota_engine::core::sliding_window::{bucket_index, effective, elapsed_in_bucket};
+use omniroute_quota_engine::core::dimensions::{bucket_index, effective, elapsed_in_bucket};
 
 /// The hourly window, in ms.
 pub const W: i64 = 3_600_000;

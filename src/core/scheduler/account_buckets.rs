@@ -42,20 +42,11 @@ fn is_gating_window(window: &str, which: usize, model: Option<&str>) -> bool {
 }
 
 /// The saturated windows of every connection.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct AccountBuckets<K> {
   /// Per connection, its saturated windows (a handful at most, so a short list).
   by_connection: FxHashMap<K, Vec<Entry>>,
   count: usize,
-}
-
-impl<K> Default for AccountBuckets<K> {
-  fn default() -> Self {
-    AccountBuckets {
-      by_connection: FxHashMap::default(),
-      count: 0,
-    }
-  }
 }
 
 impl<K: Eq + Hash + Clone> AccountBuckets<K> {
@@ -92,30 +83,39 @@ impl<K: Eq + Hash + Clone> AccountBuckets<K> {
   /// Whether `window` of `connection` is saturated at `now_ms`; an entry whose reset time
   /// has come (`now_ms >= reset_at`) is removed and reads as not saturated. Missing → false.
   pub fn is_saturated(&mut self, connection: &K, window: &str, now_ms: i64) -> bool {
-    self.check(connection, now_ms, |w| w == window)
+    self.first_saturated(connection, now_ms, 1, |w, _| w == window)
   }
 
   /// Whether a target on `connection` is gated for `model`: its `5h`, `7d` or `7d:<model>`
   /// window is saturated (checked in that order, each with the lazy reset of
   /// [`is_saturated`](Self::is_saturated), stopping at the first saturated one).
   pub fn is_gated(&mut self, connection: &K, model: Option<&str>, now_ms: i64) -> bool {
-    if self.count == 0 {
-      return false;
-    }
-    // One lookup of the connection, then its few entries, in the order above.
+    self.count != 0
+      && self.first_saturated(connection, now_ms, 3, |w, which| {
+        is_gating_window(w, which, model)
+      })
+  }
+
+  /// Whether any of the windows `0..count` (`is_window(name, which)`) of `connection` is
+  /// saturated, looked at in that order and stopping at the first saturated one; an entry
+  /// whose reset time has come is removed on the way. One lookup of the connection.
+  fn first_saturated(
+    &mut self,
+    connection: &K,
+    now_ms: i64,
+    count: usize,
+    is_window: impl Fn(&str, usize) -> bool,
+  ) -> bool {
     let Some(entries) = self.by_connection.get_mut(connection) else {
       return false;
     };
-    let mut gated = false;
-    for which in 0..3 {
-      let Some(at) = entries
-        .iter()
-        .position(|entry| is_gating_window(&entry.window, which, model))
-      else {
+    let mut saturated = false;
+    for which in 0..count {
+      let Some(at) = entries.iter().position(|e| is_window(&e.window, which)) else {
         continue;
       };
       if !entries[at].has_reset(now_ms) {
-        gated = true;
+        saturated = true;
         break;
       }
       entries.swap_remove(at);
@@ -124,25 +124,7 @@ impl<K: Eq + Hash + Clone> AccountBuckets<K> {
     if entries.is_empty() {
       self.by_connection.remove(connection);
     }
-    gated
-  }
-
-  fn check(&mut self, connection: &K, now_ms: i64, is_window: impl Fn(&str) -> bool) -> bool {
-    let Some(entries) = self.by_connection.get_mut(connection) else {
-      return false;
-    };
-    let Some(at) = entries.iter().position(|entry| is_window(&entry.window)) else {
-      return false;
-    };
-    if !entries[at].has_reset(now_ms) {
-      return true;
-    }
-    entries.swap_remove(at);
-    self.count -= 1;
-    if entries.is_empty() {
-      self.by_connection.remove(connection);
-    }
-    false
+    saturated
   }
 
   fn remove(&mut self, connection: &K, is_window: impl Fn(&str) -> bool) {
@@ -277,15 +259,6 @@ mod tests {
   }
 
   #[test]
-  fn the_reset_is_lazy_at_the_reset_instant() {
-    let mut buckets = AccountBuckets::default();
-    buckets.record_usage(&"c", "5h", 100.0, Some(T0 + 1000), T0);
-    assert_eq!(buckets.len(), 1, "not removed before a look");
-    assert!(!buckets.is_saturated(&"c", "5h", T0 + 1000));
-    assert_eq!(buckets.len(), 0, "removed by the look at the reset instant");
-  }
-
-  #[test]
   fn below_the_threshold_not_finite_or_a_past_reset_clears() {
     let mut buckets = AccountBuckets::default();
     for (used, reset) in [
@@ -364,31 +337,25 @@ mod tests {
 
   #[test]
   fn used_pct_prefers_remaining_percentage_then_used_over_total() {
-    let reading = |used, total, remaining, remaining_percentage| QuotaReading {
-      used,
-      total,
-      remaining,
-      remaining_percentage,
-      ..QuotaReading::default()
-    };
-    assert_eq!(
-      reading(Some(1.0), Some(10.0), None, Some(0.0)).used_pct(),
-      Some(100.0)
-    );
-    assert_eq!(
-      reading(Some(5.0), Some(10.0), None, None).used_pct(),
-      Some(50.0)
-    );
-    assert_eq!(
-      reading(None, Some(10.0), Some(0.0), None).used_pct(),
-      Some(100.0)
-    );
-    assert_eq!(reading(Some(5.0), Some(0.0), None, None).used_pct(), None);
-    assert_eq!(reading(Some(5.0), None, None, None).used_pct(), None);
-    assert_eq!(
-      reading(Some(f64::NAN), Some(10.0), None, Some(f64::NAN)).used_pct(),
-      None
-    );
+    let nan = Some(f64::NAN);
+    // (used, total, remaining, remainingPercentage, used %)
+    for (used, total, remaining, remaining_percentage, expected) in [
+      (Some(1.0), Some(10.0), None, Some(0.0), Some(100.0)),
+      (Some(5.0), Some(10.0), None, None, Some(50.0)),
+      (None, Some(10.0), Some(0.0), None, Some(100.0)),
+      (Some(5.0), Some(0.0), None, None, None),
+      (Some(5.0), None, None, None, None),
+      (nan, Some(10.0), None, nan, None),
+    ] {
+      let reading = QuotaReading {
+        used,
+        total,
+        remaining,
+        remaining_percentage,
+        ..QuotaReading::default()
+      };
+      assert_eq!(reading.used_pct(), expected, "{reading:?}");
+    }
     let unlimited = QuotaReading {
       unlimited: true,
       used: Some(999.0),

@@ -3,12 +3,9 @@
 //!
 //! A round credits every target `w / Σw` (`w` = its weight when finite and > 0, else 1),
 //! ranks the targets by deficit (largest first, ties in input order), and charges the
-//! winner 1. Credits and charges balance, so over `n` rounds with the same targets each
-//! target's count tracks its share `n · w / Σw`: never a whole selection ahead of it, within
-//! ±1 with two targets, and with more targets at most a little over one behind in practice
-//! (`tests/drr_props.rs` has the bounds and a case lagging 1.07). This is the smooth
-//! weighted round robin of nginx, scaled so one selection costs 1: with weights 2 and 1 the
-//! order is A, B, A, A, B, A, … rather than A, A, B.
+//! winner 1: nginx's smooth weighted round robin, scaled so one selection costs 1 (weights 2
+//! and 1 give A, B, A, A, B, A, …). How far a count strays from its share `n · w / Σw` is
+//! the subject of `tests/drr_props.rs`.
 //!
 //! At most [`MAX_COMBOS`] combos keep state; a new one evicts the oldest inserted.
 //! [`Drr::forget`] drops the combos and keys the scheduler's bound on names evicts.
@@ -83,10 +80,6 @@ impl<K: Eq + Hash + Clone> ComboState<K> {
     self.last_slots.clear();
   }
 
-  fn key_count(&self) -> usize {
-    self.index.len()
-  }
-
   fn slot(&mut self, key: &K) -> usize {
     if let Some(&slot) = self.index.get(key) {
       return slot;
@@ -112,7 +105,7 @@ impl<K: Eq + Hash + Clone> ComboState<K> {
 }
 
 /// The DRR state of every combo.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Drr<C, K> {
   combos: FxHashMap<C, ComboState<K>>,
   /// Combo keys in insertion order, for the eviction.
@@ -121,17 +114,6 @@ pub struct Drr<C, K> {
   slots: Vec<usize>,
   /// Scratch of a round: (sort key, index) pairs.
   keyed: Vec<(u64, u32)>,
-}
-
-impl<C, K> Default for Drr<C, K> {
-  fn default() -> Self {
-    Drr {
-      combos: FxHashMap::default(),
-      inserted: VecDeque::new(),
-      slots: Vec::new(),
-      keyed: Vec::new(),
-    }
-  }
 }
 
 impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
@@ -225,7 +207,7 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
 
   /// How many (combo, key) deficits are stored.
   pub fn key_count(&self) -> usize {
-    self.combos.values().map(ComboState::key_count).sum()
+    self.combos.values().map(|state| state.index.len()).sum()
   }
 
   pub fn clear(&mut self) {

@@ -47,7 +47,7 @@ enum Tier {
 /// The scheduler's state: in-flight leases, account buckets and DRR deficits, plus the
 /// scratch buffers a selection reuses. Plain data: the process-wide instance lives at the
 /// edge, behind a mutex.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Scheduler<K> {
   pub inflight: Inflight<K>,
   pub buckets: AccountBuckets<K>,
@@ -57,21 +57,6 @@ pub struct Scheduler<K> {
   room_keys: Vec<K>,
   room_weights: Vec<f64>,
   rank: Vec<usize>,
-}
-
-impl<K> Default for Scheduler<K> {
-  fn default() -> Self {
-    Scheduler {
-      inflight: Inflight::default(),
-      buckets: AccountBuckets::default(),
-      drr: Drr::default(),
-      tiers: Vec::new(),
-      room: Vec::new(),
-      room_keys: Vec::new(),
-      room_weights: Vec::new(),
-      rank: Vec::new(),
-    }
-  }
 }
 
 impl<K: Eq + Hash + Clone> Scheduler<K> {
@@ -237,10 +222,6 @@ mod tests {
     order.iter().map(|&i| targets[i].execution_key).collect()
   }
 
-  fn release_all(scheduler: &mut Scheduler<&'static str>) {
-    scheduler.inflight.clear();
-  }
-
   #[test]
   fn model_is_after_the_first_slash() {
     assert_eq!(model_of("claude/opus-4"), "opus-4");
@@ -293,7 +274,7 @@ mod tests {
       ["B", "C", "A"]
     );
     scheduler.drr.clear();
-    release_all(&mut scheduler);
+    scheduler.inflight.clear();
     assert_eq!(
       select(&mut scheduler, &abc(), Some("claude/sonnet")),
       ["A", "B", "C"],
@@ -325,7 +306,7 @@ mod tests {
     assert_eq!(order, [1, 2, 0], "still saturated 1 ms before the reset");
     assert_eq!(scheduler.buckets.len(), 1);
     scheduler.drr.clear();
-    release_all(&mut scheduler);
+    scheduler.inflight.clear();
     scheduler.select(&targets, &"combo", None, T0, &mut order);
     assert_eq!(order, [0, 1, 2], "eligible again at the reset instant");
     assert_eq!(
@@ -403,35 +384,6 @@ mod tests {
     ];
     // A is the only eligible target and at cap: fail-open keeps it in the DRR tier.
     assert_eq!(select(&mut scheduler, &targets, None), ["A", "B"]);
-  }
-
-  #[test]
-  fn drr_alternates_and_weights_two_to_one() {
-    let mut scheduler = Scheduler::default();
-    let targets = vec![target("A", None, 1.0), target("B", None, 1.0)];
-    let winners: String = (0..6)
-      .map(|_| select(&mut scheduler, &targets, None)[0])
-      .collect();
-    assert_eq!(winners, "ABABAB");
-    let weighted = vec![target("A", None, 2.0), target("B", None, 1.0)];
-    scheduler.drr.clear();
-    let winners: String = (0..9)
-      .map(|_| select(&mut scheduler, &weighted, None)[0])
-      .collect();
-    assert_eq!(winners, "ABAABAABA");
-  }
-
-  #[test]
-  fn drr_state_is_per_combo() {
-    let mut scheduler = Scheduler::default();
-    let targets = vec![target("A", None, 1.0), target("B", None, 1.0)];
-    let mut order = Vec::new();
-    scheduler.select(&targets, &"x", None, T0, &mut order);
-    assert_eq!(order[0], 0);
-    scheduler.select(&targets, &"y", None, T0, &mut order);
-    assert_eq!(order[0], 0, "a fresh combo starts over");
-    scheduler.select(&targets, &"x", None, T0, &mut order);
-    assert_eq!(order[0], 1);
   }
 
   #[test]

@@ -7,9 +7,8 @@ use super::scripts::{
   clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
 };
 use crate::core::admission::{AdmissionCheck, BucketDelta, Reservation, ReservationToken};
-use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
+use crate::core::dimensions::{bucket_index, DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
 use crate::core::enforce::Buckets;
-use crate::core::sliding_window::bucket_index;
 use crate::error::Result;
 use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
 use crate::store::validate;

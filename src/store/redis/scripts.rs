@@ -7,9 +7,8 @@
 
 use super::keys::{dimension_part, id_part, ttl_seconds, KeyLayout, PoolTotals};
 use crate::core::admission::{AdmissionCheck, CheckSide, Reservation};
-use crate::core::dimensions::DimensionKey;
+use crate::core::dimensions::{bucket_index, DimensionKey};
 use crate::core::enforce::Buckets;
-use crate::core::sliding_window::bucket_index;
 use crate::error::{QuotaError, Result};
 use redis::Script;
 use std::collections::HashMap;

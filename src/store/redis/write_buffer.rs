@@ -7,9 +7,8 @@
 
 use super::keys::{base_pool_id, KeyLayout};
 use super::scripts::{flush_call, ReadBatch, ScriptCall};
-use crate::core::dimensions::DimensionKey;
+use crate::core::dimensions::{bucket_index, DimensionKey};
 use crate::core::enforce::Buckets;
-use crate::core::sliding_window::bucket_index;
 use std::collections::HashMap;
 
 /// One counter: the API key, the dimension key, the bucket index.

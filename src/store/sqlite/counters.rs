@@ -9,8 +9,7 @@
 
 use super::values::{exec, first, i64_of, number, rows, text};
 use super::{SqliteDb, StoreContext};
-use crate::core::dimensions::DimensionKey;
-use crate::core::sliding_window::{bucket_index, effective};
+use crate::core::dimensions::{bucket_index, effective, DimensionKey};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{unit_and_window, ConsumptionRow};
 use crate::store::validate::COUNTER_MAX;

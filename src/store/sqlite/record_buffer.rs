@@ -11,8 +11,7 @@
 //! dropping them.
 
 use super::{SqliteDb, StoreContext};
-use crate::core::dimensions::{DimensionKey, PushKey};
-use crate::core::sliding_window::bucket_index;
+use crate::core::dimensions::{bucket_index, DimensionKey, PushKey};
 use crate::error::Result;
 use crate::store::validate;
 use rusqlite::params;
