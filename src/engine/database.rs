@@ -29,8 +29,8 @@
 use super::config::{process_env, RECORD_FLUSH_MS};
 use super::driver::{Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
-use super::logs::LogQueue;
 use super::saturation::DecisionLookup;
+use super::telemetry::LogQueue;
 use super::{Engine, Step};
 use crate::core::admission::estimated_cost;
 use crate::core::dimensions::DimensionKey;

@@ -17,7 +17,7 @@
 
 use super::config::{self, STORE_DRIVER, STORE_REDIS_URL};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
-use super::logs::LogValue;
+use super::telemetry::LogValue;
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::EnforceOutcome;
@@ -237,7 +237,7 @@ impl Problem {
   }
 
   /// The warning the engine logs when it chooses.
-  fn warn(&self, logs: &super::logs::LogQueue) {
+  fn warn(&self, logs: &super::telemetry::LogQueue) {
     match self {
       Problem::Setting(error) => logs.push(
         "warn",

@@ -15,8 +15,8 @@
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
 use super::database::{Access, FileChange};
 use super::driver::{Driver, Enforced, Settled, Written};
-use super::logs::{LogValue, Operation};
-use super::metrics::{AllowReason, Counted, StoreOperation};
+use super::telemetry::{AllowReason, Counted};
+use super::telemetry::{LogValue, Operation};
 use super::{Engine, Step};
 use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
@@ -220,7 +220,7 @@ impl Engine {
         };
       }
       Err(err) => {
-        self.metrics.store_error(StoreOperation::Enforce);
+        self.metrics.store_error(Operation::Enforce);
         self.faults.failed(
           &self.logs,
           Operation::Enforce,
@@ -307,7 +307,7 @@ impl Engine {
   }
 
   fn record_failed(&self, msg: &str, err: &QuotaError, api_key_id: &str) {
-    self.metrics.store_error(StoreOperation::Record);
+    self.metrics.store_error(Operation::Record);
     let context = if api_key_id.is_empty() {
       Vec::new()
     } else {
@@ -403,7 +403,7 @@ impl Engine {
         .metrics
         .decision(Counted::Allow(AllowReason::FailOpen), 0.0);
     } else {
-      self.metrics.store_error(StoreOperation::Record);
+      self.metrics.store_error(Operation::Record);
       self
         .faults
         .failed(&self.logs, Operation::Record, msg, error, context);
@@ -445,7 +445,7 @@ impl Engine {
     self.report_file_changes();
     match &error {
       Some(message) => {
-        self.metrics.store_error(StoreOperation::Record);
+        self.metrics.store_error(Operation::Record);
         let buffered = self.pending_writes();
         self.faults.failed(
           &self.logs,

@@ -19,8 +19,8 @@
 //! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
 //!   driver, as one call each.
 //! - `input.rs`: what the host's arguments must be, read with the path of every value.
-//! - `saturation.rs`, `scheduler.rs`, `metrics.rs`, `logs.rs` (with the fault log): the
-//!   state of each concept.
+//! - `saturation.rs`, `scheduler.rs`: the state of each concept.
+//! - `telemetry.rs`: the log queue, the fault log and the metrics.
 //! - `test_hooks.rs` (the `test-hooks` feature only): what the test-only exports do.
 
 pub mod config;
@@ -28,13 +28,12 @@ pub mod database;
 pub mod driver;
 pub mod hot_path;
 pub mod input;
-pub mod logs;
-pub mod metrics;
 pub mod redis_driver;
 pub mod redis_view;
 pub mod redis_writes;
 pub mod saturation;
 pub mod scheduler;
+pub mod telemetry;
 #[cfg(feature = "test-hooks")]
 pub mod test_hooks;
 
@@ -80,9 +79,9 @@ impl<T: Send + 'static> Step<T> {
 /// The process's engine.
 pub struct Engine {
   pub config: config::Config,
-  pub logs: logs::LogQueue,
-  pub metrics: metrics::Metrics,
-  pub faults: logs::Faults,
+  pub logs: telemetry::LogQueue,
+  pub metrics: telemetry::Metrics,
+  pub faults: telemetry::Faults,
   pub database: database::Database,
   pub drivers: driver::DriverChoice,
   /// `recordConsumption`'s write-behind buffers on Redis.
@@ -103,9 +102,9 @@ impl Default for Engine {
   fn default() -> Self {
     Engine {
       config: config::Config::default(),
-      logs: logs::LogQueue::default(),
-      metrics: metrics::Metrics::default(),
-      faults: logs::Faults::default(),
+      logs: telemetry::LogQueue::default(),
+      metrics: telemetry::Metrics::default(),
+      faults: telemetry::Faults::default(),
       database: database::Database::default(),
       drivers: driver::DriverChoice::default(),
       redis_writes: redis_writes::RedisWrites::default(),

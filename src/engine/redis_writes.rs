@@ -5,8 +5,7 @@
 //! blocking at `flushQuotaWrites()`, `closeQuotaDb()` and exit — and handles their failures.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS};
-use super::logs::{LogValue, Operation};
-use super::metrics::StoreOperation;
+use super::telemetry::{LogValue, Operation};
 use super::{Engine, Step};
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
@@ -169,7 +168,7 @@ impl Engine {
   /// A failed flush: its counters are kept for the next one (a fault, logged once) —
   /// unless the buffer would then hold more than [`MAX_BUFFERED`]: dropped, said every time.
   fn redis_flush_failed(&self, url: &str, id: u64, message: &str) {
-    self.metrics.store_error(StoreOperation::Record);
+    self.metrics.store_error(Operation::Record);
     let (kept, count, buffered) = {
       let mut buffers = self.redis_writes.lock();
       let Some(buffer) = buffers.get_mut(url) else {

@@ -10,7 +10,7 @@
 //! refresh asked for on a JS thread is handed to that thread's next enforce answer (or
 //! `takeSaturationRefreshes()`), which runs the fetcher there.
 
-use super::logs::LogValue;
+use super::telemetry::LogValue;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
 use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};

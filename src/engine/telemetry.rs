@@ -1,0 +1,521 @@
+//! What the engine tells the host about itself. Log records produced in Rust (opening the database, background sweeps, the hot path's
+//! fail-open, configuration warnings) wait here until the next crossing hands them to the
+//! host's logger (docs/contract.md §12): Rust never calls into JavaScript to log.
+//!
+//! [`Faults`], the hot path's fault log (docs/contract.md §7, §12): the first failure of an
+//! operation warns, the ones after it are counted, and its next success logs, at info,
+//! that it recovered and how many calls failed open meanwhile — which re-arms the warning.
+//! One warning per fault, not one per call: a store that is down (locked past the busy
+//! timeout, its disk full, its Redis unreachable) fails every call the same way, and a
+//! warning per request would flood the host's log at request rate.
+//!
+//! [`Metrics`], the counters behind `metrics()` (beyond the contract): decisions by kind
+//! and reason, the enforce latency histogram, store errors, fail-opens and saturation
+//! cache lookups, rendered in the Prometheus text exposition format, version 0.0.4. The
+//! hot path adds to plain numbers; the text is built only when scraped.
+
+use crate::core::dimensions::named_enum;
+use crate::core::enforce::BlockReason;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// How many records wait at most; past it new records are dropped (a flood would only
+/// repeat itself).
+const CAPACITY: usize = 1000;
+
+/// A structured field's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogValue {
+  Text(String),
+  Number(f64),
+}
+
+impl LogValue {
+  /// As JSON, for the host's logger (a non-finite number as `null`).
+  pub fn into_json(self) -> serde_json::Value {
+    match self {
+      LogValue::Text(text) => serde_json::Value::String(text),
+      LogValue::Number(n) => {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
+      }
+    }
+  }
+}
+
+/// One record: `{ level, component, msg, ...fields }`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRecord {
+  /// `warn`, `info` or `debug`.
+  pub level: &'static str,
+  /// `quota:enforce`, `quota:store`, `quota:config`, …
+  pub component: &'static str,
+  pub msg: String,
+  /// Structured fields, spread into the logged object (`error`, `apiKeyId`, `detail`, …).
+  pub fields: Vec<(&'static str, LogValue)>,
+}
+
+impl LogRecord {
+  /// The text of field `name`, if it has one.
+  pub fn text(&self, name: &str) -> Option<&str> {
+    self.fields.iter().find_map(|(n, v)| match v {
+      LogValue::Text(t) if *n == name => Some(t.as_str()),
+      _ => None,
+    })
+  }
+}
+
+/// The queue.
+#[derive(Default)]
+pub struct LogQueue {
+  pending: AtomicBool,
+  records: Mutex<Vec<LogRecord>>,
+}
+
+impl LogQueue {
+  /// Queues a record.
+  pub fn push(
+    &self,
+    level: &'static str,
+    component: &'static str,
+    msg: impl Into<String>,
+    fields: Vec<(&'static str, LogValue)>,
+  ) {
+    let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+    if records.len() < CAPACITY {
+      records.push(LogRecord {
+        level,
+        component,
+        msg: msg.into(),
+        fields,
+      });
+    }
+    self.pending.store(true, Ordering::Release);
+  }
+
+  /// Queues a warning, with an optional `detail` field.
+  pub fn warn(&self, component: &'static str, msg: impl Into<String>, detail: Option<String>) {
+    let fields = detail
+      .map(|d| ("detail", LogValue::Text(d)))
+      .into_iter()
+      .collect();
+    self.push("warn", component, msg, fields);
+  }
+
+  /// Whether records wait (one atomic load).
+  pub fn pending(&self) -> bool {
+    self.pending.load(Ordering::Acquire)
+  }
+
+  /// The waiting records, if any (cheap when there are none).
+  pub fn take(&self) -> Option<Vec<LogRecord>> {
+    // A load first: the common case (nothing waits) writes nothing.
+    if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::AcqRel) {
+      return None;
+    }
+    let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+    (!records.is_empty()).then_some(records)
+  }
+}
+
+named_enum! {
+  /// The hot-path operations whose faults are tracked; a flush's store errors count as
+  /// recording's.
+  pub enum Operation {
+    Enforce = "enforce",
+    Record = "record",
+    Flush = "flush",
+  }
+}
+
+struct Fault {
+  count: u64,
+  since: Instant,
+}
+
+/// The open fault of each operation.
+#[derive(Default)]
+pub struct Faults {
+  open: Mutex<[Option<Fault>; 3]>,
+  /// One bit per operation with an open fault: a success checks it without the lock.
+  any_open: AtomicU8,
+}
+
+impl Faults {
+  /// A failure of `operation`: warns (through `logs`) when it opens a fault, with
+  /// `context` and the error as fields.
+  pub fn failed(
+    &self,
+    logs: &LogQueue,
+    operation: Operation,
+    msg: &str,
+    error: &str,
+    mut context: Vec<(&'static str, LogValue)>,
+  ) {
+    let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+    match &mut open[operation as usize] {
+      Some(fault) => fault.count += 1,
+      slot @ None => {
+        *slot = Some(Fault {
+          count: 1,
+          since: Instant::now(),
+        });
+        self
+          .any_open
+          .fetch_or(1 << (operation as usize), Ordering::Release);
+        context.push(("error", LogValue::Text(error.to_string())));
+        logs.push(
+          "warn",
+          "quota:enforce",
+          format!("{msg} (further failures are counted until it recovers)"),
+          context,
+        );
+      }
+    }
+  }
+
+  /// A success of `operation`: closes its fault, logging the recovery.
+  pub fn succeeded(&self, logs: &LogQueue, operation: Operation) {
+    if self.any_open.load(Ordering::Acquire) & (1 << (operation as usize)) == 0 {
+      return;
+    }
+    let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+    self
+      .any_open
+      .fetch_and(!(1 << (operation as usize)), Ordering::Release);
+    if let Some(fault) = open[operation as usize].take() {
+      logs.push(
+        "info",
+        "quota:enforce",
+        format!("quota {} recovered", operation.as_str()),
+        vec![
+          ("failedCalls", LogValue::Number(fault.count as f64)),
+          (
+            "failingForMs",
+            LogValue::Number(fault.since.elapsed().as_millis() as f64),
+          ),
+        ],
+      );
+    }
+  }
+}
+
+/// Upper bounds (seconds) of the enforce latency histogram: 10 µs … 1 s. A decision that
+/// needs no saturation fetch takes microseconds; one that awaits a host fetcher takes as
+/// long as the fetcher.
+pub const LATENCY_BOUNDS: [f64; 16] = [
+  0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+  0.1, 0.25, 0.5, 1.0,
+];
+
+named_enum! {
+  /// Why a request was allowed: every dimension passed; allowed with the soft policy's
+  /// penalty; no pool, plan or limit applies; a saturation fetch was still missing after
+  /// waiting once; the engine failed internally and allowed it.
+  pub enum AllowReason {
+    Ok = "ok",
+    Deprioritized = "deprioritized",
+    NotEnforced = "not-enforced",
+    SaturationPending = "saturation-pending",
+    FailOpen = "fail-open",
+  }
+}
+
+/// A decision, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counted {
+  Allow(AllowReason),
+  Block(BlockReason),
+}
+
+/// The counters: plain atomics, so counting takes no lock (the hot path counts every call).
+#[derive(Default)]
+pub struct Metrics {
+  allow: [AtomicU64; AllowReason::ALL.len()],
+  block: [AtomicU64; BlockReason::ALL.len()],
+  latency_counts: [AtomicU64; LATENCY_BOUNDS.len() + 1],
+  /// The latencies' sum, in nanoseconds.
+  latency_sum_ns: AtomicU64,
+  /// Enforce's, then recording's (flushes included).
+  store_errors: [AtomicU64; 2],
+  fail_open: AtomicU64,
+  saturation_hits: AtomicU64,
+  saturation_misses: AtomicU64,
+  view_hits: AtomicU64,
+  view_misses: AtomicU64,
+  view_disconnects: AtomicU64,
+  /// Redis URLs whose tracking connection is subscribed.
+  view_tracking: AtomicI64,
+}
+
+fn add(counter: &AtomicU64) {
+  counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn read(counter: &AtomicU64) -> u64 {
+  counter.load(Ordering::Relaxed)
+}
+
+impl Metrics {
+  /// One `enforceQuotaShare` outcome that took `seconds`.
+  pub fn decision(&self, decision: Counted, seconds: f64) {
+    match decision {
+      Counted::Allow(reason) => {
+        add(&self.allow[reason as usize]);
+        if reason == AllowReason::FailOpen {
+          add(&self.fail_open);
+        }
+      }
+      Counted::Block(reason) => add(&self.block[reason as usize]),
+    }
+    let bucket = LATENCY_BOUNDS
+      .iter()
+      .position(|bound| seconds <= *bound)
+      .unwrap_or(LATENCY_BOUNDS.len());
+    add(&self.latency_counts[bucket]);
+    let nanos = if seconds.is_finite() && seconds > 0.0 {
+      (seconds * 1e9) as u64
+    } else {
+      0
+    };
+    self.latency_sum_ns.fetch_add(nanos, Ordering::Relaxed);
+  }
+
+  /// An error the store reported to a hot-path operation.
+  pub fn store_error(&self, operation: Operation) {
+    add(&self.store_errors[(operation != Operation::Enforce) as usize]);
+  }
+
+  /// A `getSaturation` lookup answered from the cache (`true`) or fetched.
+  pub fn saturation_lookup(&self, hit: bool) {
+    add(if hit {
+      &self.saturation_hits
+    } else {
+      &self.saturation_misses
+    });
+  }
+
+  /// A default-mode Redis enforce with the counter view on: decided from the view
+  /// (`true`) or by the read script.
+  pub fn redis_view(&self, hit: bool) {
+    add(if hit {
+      &self.view_hits
+    } else {
+      &self.view_misses
+    });
+  }
+
+  /// A tracking connection subscribed (`true`) or lost.
+  pub fn redis_view_tracking(&self, up: bool) {
+    if up {
+      self.view_tracking.fetch_add(1, Ordering::Relaxed);
+    } else {
+      self.view_tracking.fetch_sub(1, Ordering::Relaxed);
+      add(&self.view_disconnects);
+    }
+  }
+
+  /// The exposition text.
+  pub fn render(&self) -> String {
+    let mut out = String::with_capacity(4096);
+    let name = "quota_engine_decisions_total";
+    family(
+      &mut out,
+      name,
+      "counter",
+      "enforceQuotaShare decisions by kind and reason.",
+    );
+    let allowed = AllowReason::ALL
+      .map(|r| ("allow", r.as_str()))
+      .into_iter()
+      .zip(&self.allow);
+    let blocked = BlockReason::ALL
+      .map(|r| ("block", r.as_str()))
+      .into_iter()
+      .zip(&self.block);
+    for ((kind, reason), count) in allowed.chain(blocked) {
+      let _ = writeln!(
+        out,
+        "{name}{{kind=\"{kind}\",reason=\"{reason}\"}} {}",
+        read(count)
+      );
+    }
+    let name = "quota_engine_enforce_duration_seconds";
+    let help = "Time from the enforceQuotaShare call to its decision, saturation fetches included.";
+    family(&mut out, name, "histogram", help);
+    let mut cumulative = 0;
+    for (i, count) in self.latency_counts.iter().enumerate() {
+      cumulative += read(count);
+      let le = LATENCY_BOUNDS
+        .get(i)
+        .map_or_else(|| "+Inf".to_string(), f64::to_string);
+      let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
+    }
+    let sum = read(&self.latency_sum_ns) as f64 / 1e9;
+    let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {cumulative}");
+    let name = "quota_engine_store_errors_total";
+    let help = "Errors reported by the quota store, by hot-path operation.";
+    family(&mut out, name, "counter", help);
+    for (operation, count) in ["enforce", "record"].iter().zip(&self.store_errors) {
+      let _ = writeln!(out, "{name}{{operation=\"{operation}\"}} {}", read(count));
+    }
+    let count = |counter: &AtomicU64| read(counter) as i64;
+    for (name, kind, help, value) in [
+      (
+        "quota_engine_fail_open_total",
+        "counter",
+        "Requests allowed because enforcement failed internally.",
+        count(&self.fail_open),
+      ),
+      (
+        "quota_engine_saturation_cache_hits_total",
+        "counter",
+        "getSaturation lookups answered from the 30 s cache.",
+        count(&self.saturation_hits),
+      ),
+      (
+        "quota_engine_saturation_cache_misses_total",
+        "counter",
+        "getSaturation lookups that called a saturation fetcher (or the header fallback).",
+        count(&self.saturation_misses),
+      ),
+      (
+        "quota_engine_redis_view_hits_total",
+        "counter",
+        "Redis enforce decisions made from the counter view, with no round trip (docs/redis.md#the-counter-view).",
+        count(&self.view_hits),
+      ),
+      (
+        "quota_engine_redis_view_misses_total",
+        "counter",
+        "Redis enforce decisions, with the counter view on, that took the read script.",
+        count(&self.view_misses),
+      ),
+      (
+        "quota_engine_redis_view_disconnects_total",
+        "counter",
+        "Counter-view tracking connections lost (each drops its view).",
+        count(&self.view_disconnects),
+      ),
+      (
+        "quota_engine_redis_view_tracking",
+        "gauge",
+        "Redis URLs whose counter-view tracking connection is subscribed.",
+        self.view_tracking.load(Ordering::Relaxed),
+      ),
+      (
+        "quota_engine_record_commits_total",
+        "counter",
+        "Transactions that committed buffered SQLite records (group commit by time: docs/sqlite.md).",
+        crate::store::sqlite::record_commits() as i64,
+      ),
+    ] {
+      family(&mut out, name, kind, help);
+      let _ = writeln!(out, "{name} {value}");
+    }
+    out
+  }
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+  let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn field_values_as_json_keep_text_and_numbers_and_null_a_non_finite_one() {
+    let json = |v: LogValue| v.into_json().to_string();
+    assert_eq!(json(LogValue::Text("a\"b".into())), r#""a\"b""#);
+    assert_eq!(json(LogValue::Number(1.5)), "1.5");
+    assert_eq!(json(LogValue::Number(f64::NAN)), "null");
+    assert_eq!(json(LogValue::Number(f64::INFINITY)), "null");
+  }
+
+  #[test]
+  fn records_wait_until_taken() {
+    let queue = LogQueue::default();
+    assert!(queue.take().is_none());
+    queue.warn("quota:store", "a", None);
+    queue.push(
+      "info",
+      "quota:enforce",
+      "b",
+      vec![("error", LogValue::Text("d".into()))],
+    );
+    assert!(queue.pending());
+    let taken = queue.take().unwrap();
+    assert_eq!(taken.len(), 2);
+    assert_eq!(taken[1].text("error"), Some("d"));
+    assert_eq!(taken[0].fields, []);
+    assert!(!queue.pending() && queue.take().is_none());
+  }
+
+  #[test]
+  fn a_flood_is_bounded() {
+    let queue = LogQueue::default();
+    for i in 0..(CAPACITY + 10) {
+      queue.warn("quota:store", format!("{i}"), None);
+    }
+    assert_eq!(queue.take().unwrap().len(), CAPACITY);
+  }
+
+  #[test]
+  fn one_warning_per_fault_then_a_recovery() {
+    let logs = LogQueue::default();
+    let faults = Faults::default();
+    faults.succeeded(&logs, Operation::Record);
+    assert!(logs.take().is_none());
+    for _ in 0..3 {
+      faults.failed(
+        &logs,
+        Operation::Record,
+        "recording failed",
+        "locked",
+        vec![],
+      );
+    }
+    let warned = logs.take().unwrap();
+    assert_eq!(warned.len(), 1);
+    assert_eq!(warned[0].level, "warn");
+    assert_eq!(warned[0].text("error"), Some("locked"));
+    faults.succeeded(&logs, Operation::Record);
+    let recovered = logs.take().unwrap();
+    assert_eq!(
+      recovered[0].fields[0],
+      ("failedCalls", LogValue::Number(3.0))
+    );
+    faults.failed(
+      &logs,
+      Operation::Record,
+      "recording failed",
+      "locked",
+      vec![],
+    );
+    assert_eq!(logs.take().unwrap().len(), 1, "re-armed");
+  }
+
+  #[test]
+  fn decisions_land_in_their_reason_and_latency_bucket() {
+    let metrics = Metrics::default();
+    metrics.decision(Counted::Allow(AllowReason::Ok), 0.000003);
+    metrics.decision(Counted::Block(BlockReason::ModelCap), 0.2);
+    metrics.decision(Counted::Allow(AllowReason::FailOpen), 5.0);
+    metrics.store_error(Operation::Record);
+    metrics.saturation_lookup(false);
+    let text = metrics.render();
+    assert!(text.contains("quota_engine_decisions_total{kind=\"allow\",reason=\"ok\"} 1\n"));
+    assert!(text.contains("quota_engine_decisions_total{kind=\"block\",reason=\"model-cap\"} 1\n"));
+    assert!(text.contains("quota_engine_decisions_total{kind=\"block\",reason=\"fair-share\"} 0\n"));
+    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"0.00001\"} 1\n"));
+    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"0.25\"} 2\n"));
+    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
+    assert!(text.contains("quota_engine_enforce_duration_seconds_count 3\n"));
+    assert!(text.contains("quota_engine_fail_open_total 1\n"));
+    assert!(text.contains("quota_engine_store_errors_total{operation=\"record\"} 1\n"));
+    assert!(text.contains("quota_engine_saturation_cache_misses_total 1\n"));
+  }
+}
