@@ -18,56 +18,40 @@ pub struct NumberSpec {
   pub clamp: bool,
 }
 
+/// `name`, its default, its range and whether out-of-range values are clamped.
+const fn spec(name: &'static str, default: f64, min: f64, max: f64, clamp: bool) -> NumberSpec {
+  NumberSpec {
+    name,
+    default,
+    min,
+    max,
+    clamp,
+  }
+}
+
 /// `QUOTA_SATURATION_THRESHOLD`: at or above it a pool is in strict mode.
-pub const SATURATION_THRESHOLD: NumberSpec = NumberSpec {
-  name: "QUOTA_SATURATION_THRESHOLD",
-  default: 0.5,
-  min: 0.0,
-  max: 1.0,
-  clamp: false,
-};
+pub const SATURATION_THRESHOLD: NumberSpec =
+  spec("QUOTA_SATURATION_THRESHOLD", 0.5, 0.0, 1.0, false);
 /// `QUOTA_SOFT_DEPRIORITIZE_FACTOR`: the soft-policy score multiplier (clamped into 0..1).
-pub const SOFT_DEPRIORITIZE_FACTOR: NumberSpec = NumberSpec {
-  name: "QUOTA_SOFT_DEPRIORITIZE_FACTOR",
-  default: 0.7,
-  min: 0.0,
-  max: 1.0,
-  clamp: true,
-};
+pub const SOFT_DEPRIORITIZE_FACTOR: NumberSpec =
+  spec("QUOTA_SOFT_DEPRIORITIZE_FACTOR", 0.7, 0.0, 1.0, true);
 /// `QUOTA_CONSUMPTION_RETENTION_DAYS`: counter rows older than this are swept.
-pub const RETENTION_DAYS: NumberSpec = NumberSpec {
-  name: "QUOTA_CONSUMPTION_RETENTION_DAYS",
-  default: 14.0,
-  min: 0.0,
-  max: 36_500.0,
-  clamp: false,
-};
+pub const RETENTION_DAYS: NumberSpec = spec(
+  "QUOTA_CONSUMPTION_RETENTION_DAYS",
+  14.0,
+  0.0,
+  36_500.0,
+  false,
+);
 /// `QUOTA_RECORD_FLUSH_MS` (beyond the contract): how old buffered records may get before
 /// a recording call commits them itself (SQLite), or before their flush (Redis,
 /// docs/redis.md#write-behind); 0 commits every record in its own call.
-pub const RECORD_FLUSH_MS: NumberSpec = NumberSpec {
-  name: "QUOTA_RECORD_FLUSH_MS",
-  default: 10.0,
-  min: 0.0,
-  max: 60_000.0,
-  clamp: false,
-};
+pub const RECORD_FLUSH_MS: NumberSpec = spec("QUOTA_RECORD_FLUSH_MS", 10.0, 0.0, 60_000.0, false);
 /// `QUOTA_STORE_REDIS_TIMEOUT_MS`: the bound on every Redis operation.
-pub const REDIS_TIMEOUT_MS: NumberSpec = NumberSpec {
-  name: "QUOTA_STORE_REDIS_TIMEOUT_MS",
-  default: 1000.0,
-  min: 1.0,
-  max: 60_000.0,
-  clamp: false,
-};
+pub const REDIS_TIMEOUT_MS: NumberSpec =
+  spec("QUOTA_STORE_REDIS_TIMEOUT_MS", 1000.0, 1.0, 60_000.0, false);
 /// `QUOTA_STORE_REDIS_THREADS`: worker threads of the addon's I/O runtime.
-pub const REDIS_THREADS: NumberSpec = NumberSpec {
-  name: "QUOTA_STORE_REDIS_THREADS",
-  default: 1.0,
-  min: 1.0,
-  max: 16.0,
-  clamp: false,
-};
+pub const REDIS_THREADS: NumberSpec = spec("QUOTA_STORE_REDIS_THREADS", 1.0, 1.0, 16.0, false);
 /// `QUOTA_STORE_REDIS_VIEW_MS` (beyond the contract): the maximum staleness of the Redis
 /// counter view (docs/redis.md#the-counter-view) — a default-mode enforce whose counters
 /// were read less than this long ago, and changed by no one since (the server says so),
@@ -75,34 +59,29 @@ pub const REDIS_THREADS: NumberSpec = NumberSpec {
 /// invalidation is lost without the connection being seen to drop (a half-open socket):
 /// 100 ms keeps that loss within ten write-behind flush windows, while a busy counter is
 /// still read at most ten times a second per process.
-pub const REDIS_VIEW_MS: NumberSpec = NumberSpec {
-  name: "QUOTA_STORE_REDIS_VIEW_MS",
-  default: 100.0,
-  min: 0.0,
-  max: 10_000.0,
-  clamp: false,
-};
+pub const REDIS_VIEW_MS: NumberSpec =
+  spec("QUOTA_STORE_REDIS_VIEW_MS", 100.0, 0.0, 10_000.0, false);
 
 /// `QUOTA_SCHEDULER_MAX_IDS`: how many distinct names (connection ids, execution keys,
 /// combo names) the combo scheduler keeps state for; past it the least recently used
 /// names are forgotten with all their state (docs/scheduler.md, "A bound on names").
-pub const SCHEDULER_MAX_IDS: NumberSpec = NumberSpec {
-  name: "QUOTA_SCHEDULER_MAX_IDS",
-  default: 100_000.0,
-  min: 1_000.0,
-  max: 100_000_000.0,
-  clamp: true,
-};
+pub const SCHEDULER_MAX_IDS: NumberSpec = spec(
+  "QUOTA_SCHEDULER_MAX_IDS",
+  100_000.0,
+  1_000.0,
+  100_000_000.0,
+  true,
+);
 
 /// `QUOTA_SATURATION_FETCH_TIMEOUT_MS`: how long a request waits for a host saturation
 /// fetcher (docs/contract.md §8); past it the fallback is used and one warning logged.
-pub const SATURATION_FETCH_TIMEOUT_MS: NumberSpec = NumberSpec {
-  name: "QUOTA_SATURATION_FETCH_TIMEOUT_MS",
-  default: 250.0,
-  min: 1.0,
-  max: 60_000.0,
-  clamp: false,
-};
+pub const SATURATION_FETCH_TIMEOUT_MS: NumberSpec = spec(
+  "QUOTA_SATURATION_FETCH_TIMEOUT_MS",
+  250.0,
+  1.0,
+  60_000.0,
+  false,
+);
 
 /// Every numeric setting, in the order `quota-engine doctor` lists them.
 pub const NUMBERS: [NumberSpec; 9] = [
@@ -314,30 +293,34 @@ impl Config {
 
   /// `QUOTA_ADMISSION`, and the warning for a bad value (once).
   pub fn admission(&self) -> (AdmissionMode, Option<String>) {
-    let raw = self.raw(ADMISSION);
-    let (mode, valid) = admission_of(raw.as_deref());
-    if valid {
-      return (mode, None);
-    }
-    let raw = raw.unwrap_or_default();
-    let warning = self.first_warning(ADMISSION, &raw, || {
-      format!("{ADMISSION}={raw:?} is not \"default\" or \"reserve\"; using default")
-    });
-    (mode, warning)
+    self.one_of(
+      ADMISSION,
+      admission_of,
+      "\"default\" or \"reserve\"; using default",
+    )
   }
 
   /// `QUOTA_STORE_REDIS_POOL_TOTALS`, and the warning for a bad value (once).
   pub fn pool_totals(&self) -> (crate::store::redis::PoolTotals, Option<String>) {
-    let raw = self.raw(STORE_REDIS_POOL_TOTALS);
-    let (mode, valid) = pool_totals_of(raw.as_deref());
+    let expected = "\"exact\" or \"aggregate\"; using exact";
+    self.one_of(STORE_REDIS_POOL_TOTALS, pool_totals_of, expected)
+  }
+
+  /// A setting of a few words, read by `of`, and the warning for a bad value (once).
+  fn one_of<T>(
+    &self,
+    name: &str,
+    of: fn(Option<&str>) -> (T, bool),
+    expected: &str,
+  ) -> (T, Option<String>) {
+    let raw = self.raw(name);
+    let (value, valid) = of(raw.as_deref());
     if valid {
-      return (mode, None);
+      return (value, None);
     }
     let raw = raw.unwrap_or_default();
-    let warning = self.first_warning(STORE_REDIS_POOL_TOTALS, &raw, || {
-      format!("{STORE_REDIS_POOL_TOTALS}={raw:?} is not \"exact\" or \"aggregate\"; using exact")
-    });
-    (mode, warning)
+    let warning = self.first_warning(name, &raw, || format!("{name}={raw:?} is not {expected}"));
+    (value, warning)
   }
 
   /// The TLS files of a `rediss` URL: the extra CAs (`NODE_EXTRA_CA_CERTS`, then

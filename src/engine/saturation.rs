@@ -11,7 +11,7 @@
 //! `takeSaturationRefreshes()`), which runs the fetcher there.
 
 use super::telemetry::LogValue;
-use crate::core::dimensions::{QuotaUnit, QuotaWindow};
+use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
 use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -21,31 +21,13 @@ use std::sync::Mutex;
 /// Connections whose headers are kept at most; past it the map starts over.
 const MAX_HEADER_SNAPSHOTS: usize = 10_000;
 
-/// Who registered a fetcher: the host (`installHost({ saturationFetchers })`,
-/// `registerSaturationFetcher`) or a test seam (`__set…ForTests`), which only serves
-/// providers no host fetcher serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FetcherTier {
-  Host = 0,
-  Seam = 1,
-}
-
-impl FetcherTier {
-  /// `"host"` or `"seam"`.
-  pub fn parse(name: &str) -> Option<Self> {
-    match name {
-      "host" => Some(FetcherTier::Host),
-      "seam" => Some(FetcherTier::Seam),
-      _ => None,
-    }
-  }
-
-  /// The prefix of the names handed to the edge.
-  pub fn as_str(self) -> &'static str {
-    match self {
-      FetcherTier::Host => "host",
-      FetcherTier::Seam => "seam",
-    }
+named_enum! {
+  /// Who registered a fetcher: the host (`installHost({ saturationFetchers })`,
+  /// `registerSaturationFetcher`) or a test seam (`__set…ForTests`), which only serves
+  /// providers no host fetcher serves. Its name prefixes the names handed to the edge.
+  pub enum FetcherTier {
+    Host = "host",
+    Seam = "seam",
   }
 }
 
@@ -147,36 +129,29 @@ impl SaturationState {
     window: QuotaWindow,
     now_ms: i64,
   ) -> Lookup {
-    if let Some(value) = self
-      .cache
-      .get(provider, connection_id, unit, window, now_ms)
-    {
+    if let Some(value) = (self.cache).get(provider, connection_id, unit, window, now_ms) {
       return Lookup::Known {
         value,
         cached: true,
       };
     }
-    if let Some(value) = self
-      .cache
-      .stale(provider, connection_id, unit, window, now_ms)
-    {
-      if let Some((tier, name)) = self.fetcher_for(provider) {
-        let name = format!("{}:{name}", tier.as_str());
+    let Some((tier, name)) = self.fetcher_for(provider) else {
+      let value = self.fallback(provider, connection_id, now_ms);
+      return Lookup::Known {
+        value,
+        cached: false,
+      };
+    };
+    let name = format!("{}:{name}", tier.as_str());
+    match (self.cache).stale(provider, connection_id, unit, window, now_ms) {
+      Some(value) => {
         self.ask_refresh(provider, connection_id, unit, window, name, now_ms);
-        return Lookup::Known {
+        Lookup::Known {
           value,
           cached: true,
-        };
+        }
       }
-    }
-    match self.fetcher_for(provider) {
-      Some((tier, name)) => Lookup::Fetch {
-        name: format!("{}:{name}", tier.as_str()),
-      },
-      None => Lookup::Known {
-        value: self.fallback(provider, connection_id, now_ms),
-        cached: false,
-      },
+      None => Lookup::Fetch { name },
     }
   }
 
