@@ -71,7 +71,7 @@ pub fn store_consume(
     super::hot_path::flush_at_teardown(env);
   }
   serve(env, || {
-    engine().consume(&driver, api_key_id, dim, cost, clock(now_ms))
+    driver.consume(engine(), api_key_id, dim, cost, clock(now_ms))
   })
 }
 
@@ -88,7 +88,7 @@ pub fn store_peek(
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
   serve(env, || {
-    engine().peek(&driver, api_key_id, dim, clock(now_ms))
+    driver.peek(engine(), api_key_id, dim, clock(now_ms))
   })
 }
 
@@ -104,7 +104,7 @@ pub fn store_pool_consumed_total(
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
   serve(env, || {
-    engine().pool_consumed_total(&driver, dim, clock(now_ms))
+    driver.pool_consumed_total(engine(), dim, clock(now_ms))
   })
 }
 
@@ -121,7 +121,7 @@ pub fn store_clear(
 ) -> napi::Result<Answer<'env, ()>> {
   let dim = DimensionKey::new(pool_id, unit, window);
   serve(env, || {
-    engine().clear(&driver, api_key_id, dim, clock(now_ms))
+    driver.clear(engine(), api_key_id, dim, clock(now_ms))
   })
 }
 
@@ -137,7 +137,7 @@ pub fn store_pool_usage(
 ) -> napi::Result<Answer<'env, PoolUsageSnapshotJs>> {
   let now = clock(now_ms);
   host::prepare_db(env);
-  let step = engine().pool_usage(&driver, pool_id, plan_dims, now);
+  let step = driver.pool_usage(engine(), pool_id, plan_dims, now);
   answer(env, step, move |s| snapshot_js(s, now))
 }
 

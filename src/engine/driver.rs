@@ -345,6 +345,15 @@ struct ChoiceState {
   read_error: Option<String>,
 }
 
+impl ChoiceState {
+  /// `driver`, chosen with `setting`, is the choice now.
+  fn settle(&mut self, driver: Driver, setting: Option<String>) {
+    self.pending = None;
+    self.chosen = Some(Chosen { driver, setting });
+    self.checked_at = Some(Instant::now());
+  }
+}
+
 /// The process's choice, the drivers JS holds by number, and the Redis backends.
 pub struct DriverChoice {
   state: Mutex<ChoiceState>,
@@ -508,12 +517,7 @@ impl Engine {
   fn settle_choice(&self, sequence: u64, driver: Driver, setting: Option<String>) -> Driver {
     let mut state = self.drivers.lock();
     if state.sequence == sequence {
-      state.pending = None;
-      state.chosen = Some(Chosen {
-        driver: driver.clone(),
-        setting,
-      });
-      state.checked_at = Some(Instant::now());
+      state.settle(driver.clone(), setting);
     }
     driver
   }
@@ -566,13 +570,8 @@ impl Engine {
     let sequence = state.sequence;
     match redis {
       None => {
-        state.pending = None;
         let sqlite = self.drivers.sqlite();
-        state.chosen = Some(Chosen {
-          driver: sqlite.clone(),
-          setting,
-        });
-        state.checked_at = Some(Instant::now());
+        state.settle(sqlite.clone(), setting);
         Step::Now((sqlite, sequence))
       }
       Some((url, backend)) => {
@@ -747,61 +746,6 @@ impl Engine {
   pub fn chosen_now(&self) -> Option<ChosenDriver> {
     let driver = self.announced_driver()?;
     Some(ChosenDriver::new(driver, self.choice_sequence()))
-  }
-
-  /// `consume`: adds `cost` to the current bucket; the new effective value.
-  pub fn consume(
-    &'static self,
-    driver: &Driver,
-    api_key_id: String,
-    key: DimensionKey,
-    cost: f64,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    driver.consume(self, api_key_id, key, cost, now_ms)
-  }
-
-  /// `peek`: the effective value, no write.
-  pub fn peek(
-    &'static self,
-    driver: &Driver,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    driver.peek(self, api_key_id, key, now_ms)
-  }
-
-  /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
-  pub fn pool_consumed_total(
-    &'static self,
-    driver: &Driver,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    driver.pool_consumed_total(self, key, now_ms)
-  }
-
-  /// `clear`: zeroes the key's counter (curr and prev).
-  pub fn clear(
-    &'static self,
-    driver: &Driver,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<()>> {
-    driver.clear(self, api_key_id, key, now_ms)
-  }
-
-  /// `poolUsage` / `poolUsageWithDimensions`.
-  pub fn pool_usage(
-    &'static self,
-    driver: &Driver,
-    pool_id: String,
-    dims: Vec<PlanDimension>,
-    now_ms: i64,
-  ) -> Step<Result<PoolUsageSnapshot>> {
-    driver.pool_usage(self, pool_id, dims, now_ms)
   }
 }
 
