@@ -348,8 +348,6 @@ impl Database {
     self.has_changes.store(true, Ordering::Release);
   }
 
-  /// Closes a connection whose file is no longer the one at its path (see the module
-  /// documentation for where its buffered records go).
   /// Retires the connection in `slot` if `replaced` says its file is no longer the one at
   /// the path; whether it did.
   fn retire_if(&self, slot: &mut Option<SqliteDb>, replaced: fn(&SqliteDb) -> bool) -> bool {
@@ -362,6 +360,8 @@ impl Database {
     }
   }
 
+  /// Closes a connection whose file is no longer the one at its path (see the module
+  /// documentation for where its buffered records go).
   fn retire(&self, stale: SqliteDb) {
     self.open.store(false, Ordering::Release);
     let counters = stale.pending_count();
