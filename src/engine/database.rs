@@ -401,44 +401,44 @@ impl Database {
   /// each reconciliation batch takes the connection's mutex separately, so requests
   /// interleave with a long pass.
   pub fn sweep(&self, retention_days: f64, now_ms: i64) -> Option<Result<SweepReport>> {
-    let cutoff = match retention_cutoff(retention_days, now_ms) {
-      Ok(c) => c,
-      Err(e) => return Some(Err(e)),
-    };
+    self.sweep_open(retention_days, now_ms).transpose()
+  }
+
+  /// [`Database::sweep`], `Ok(None)` when the connection is not open.
+  fn sweep_open(&self, retention_days: f64, now_ms: i64) -> Result<Option<SweepReport>> {
+    let cutoff = retention_cutoff(retention_days, now_ms)?;
     let mut report = SweepReport::default();
     // Reserve admission's reservations past their expiry (docs/admission.md).
-    if let Err(e) = self.with_open(Access::Full, |db| db.gc_reservations(now_ms))? {
-      return Some(Err(e));
+    if self.on_open(|db| db.gc_reservations(now_ms))?.is_none() {
+      return Ok(None);
     }
     loop {
-      match self.with_open(Access::Full, |db| db.gc_chunk(cutoff, GC_CHUNK))? {
-        Ok(n) => {
-          report.deleted += n;
-          if n < GC_CHUNK {
-            break;
-          }
-        }
-        Err(e) => return Some(Err(e)),
+      let Some(deleted) = self.on_open(|db| db.gc_chunk(cutoff, GC_CHUNK))? else {
+        return Ok(None);
+      };
+      report.deleted += deleted;
+      if deleted < GC_CHUNK {
+        break;
       }
     }
     let mut cursor: Option<TotalsCursor> = None;
     loop {
-      let step = self.with_open(Access::Full, |db| {
-        db.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH)
-      });
-      match step {
-        None => break,
-        Some(Err(e)) => return Some(Err(e)),
-        Some(Ok((fixed, next))) => {
-          report.totals_fixed += fixed;
-          match next {
-            Some(c) => cursor = Some(c),
-            None => break,
-          }
-        }
+      let batch = self.on_open(|db| db.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH))?;
+      let Some((fixed, next)) = batch else {
+        break;
+      };
+      report.totals_fixed += fixed;
+      cursor = next;
+      if cursor.is_none() {
+        break;
       }
     }
-    Some(Ok(report))
+    Ok(Some(report))
+  }
+
+  /// `f` on the open connection, buffered records committed first; `Ok(None)` when closed.
+  fn on_open<T>(&self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<Option<T>> {
+    self.with_open(Access::Full, f).transpose()
   }
 
   /// Starts the retention sweep's thread once (later calls return `false` and change
