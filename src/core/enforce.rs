@@ -502,103 +502,58 @@ pub fn planned_writes(
   Ok(writes)
 }
 
+// Each step of §7 (pool membership, the member multiplier, the model cap, ε limits, the
+// modes, percent dimensions, zero weights, the four block messages, the writes of
+// `recordConsumption`) has its case in __test__/enforce.test.mjs, on a real store; these are
+// about the plan/decide split the Redis driver uses, and the edges a store cannot reach.
 #[cfg(test)]
 mod tests {
   use super::*;
   use crate::core::dimensions::{PlanSource, Policy};
-  use crate::core::plans::{known_plan, EPSILON};
-  use std::cell::RefCell;
-  use std::collections::HashMap;
+  use crate::core::plans::known_plan;
 
   const H: i64 = 3_600_000;
   const NOW: i64 = 500 * H + H / 2;
+  const NOW_BUCKET: i64 = NOW / H;
 
-  #[derive(Default)]
-  struct Fake {
-    pools: Vec<Arc<QuotaPool>>,
-    caps: HashMap<(String, String, String), ModelCapLimit>,
-    /// (api key or "*pool*", dimension key string, bucket) → value
-    counters: RefCell<HashMap<(String, String, i64), f64>>,
-  }
-
-  impl Fake {
-    fn add(&self, who: &str, key: &DimensionKey, bucket: i64, value: f64) {
-      *self
-        .counters
-        .borrow_mut()
-        .entry((who.to_string(), key.to_string(), bucket))
-        .or_default() += value;
-      if who != "*pool*" {
-        self.add("*pool*", key, bucket, value);
-      }
-    }
-    /// Key `a`'s cap on `model` in pool `p`.
-    fn cap(mut self, model: &str, value: f64, unit: QuotaUnit) -> Self {
-      let key = ("p".into(), "a".into(), model.into());
-      self.caps.insert(key, ModelCapLimit { value, unit });
-      self
-    }
-    fn get(&self, who: &str, key: &DimensionKey, bucket: i64) -> f64 {
-      let counters = self.counters.borrow();
-      counters
-        .get(&(who.to_string(), key.to_string(), bucket))
-        .copied()
-        .unwrap_or(0.0)
-    }
-  }
+  /// Pool `p` on connection `c1` with key `a` (weight 50, hard), and key `a`'s model caps.
+  struct Fake(Vec<(&'static str, ModelCapLimit)>);
 
   impl QuotaMetadata for Fake {
     fn match_pool(
       &self,
-      api_key_id: &str,
-      connection_id: &str,
+      key: &str,
+      conn: &str,
     ) -> Result<Option<(Arc<QuotaPool>, PoolAllocation)>> {
-      Ok(self.pools.iter().find_map(|pool| {
-        let allocation = pool
-          .allocations
-          .iter()
-          .find(|a| a.api_key_id == api_key_id)?;
-        pool
-          .connection_ids
-          .iter()
-          .any(|c| c == connection_id)
-          .then(|| (pool.clone(), allocation.clone()))
-      }))
+      let allocation = PoolAllocation {
+        api_key_id: "a".into(),
+        weight: 50.0,
+        cap_value: None,
+        cap_unit: None,
+        policy: Policy::Hard,
+      };
+      let pool = QuotaPool {
+        id: "p".into(),
+        connection_id: "c1".into(),
+        connection_ids: vec!["c1".into()],
+        name: "p".into(),
+        group_id: "g".into(),
+        created_at: String::new(),
+        allocations: vec![allocation.clone()],
+      };
+      Ok((key == "a" && conn == "c1").then(|| (Arc::new(pool), allocation)))
     }
-    fn model_cap(
-      &self,
-      pool_id: &str,
-      api_key_id: &str,
-      model: &str,
-    ) -> Result<Option<ModelCapLimit>> {
-      Ok(
-        self
-          .caps
-          .get(&(pool_id.into(), api_key_id.into(), model.into()))
-          .copied(),
-      )
+    fn model_cap(&self, _: &str, _: &str, model: &str) -> Result<Option<ModelCapLimit>> {
+      let cap = self.0.iter().find(|(m, _)| *m == model);
+      Ok(cap.map(|(_, cap)| *cap))
     }
     fn plan(&self, _connection_id: &str, provider: &str) -> Arc<ProviderPlan> {
       Arc::new(ProviderPlan {
         connection_id: None,
         provider: provider.into(),
-        dimensions: known_plan(provider)
-          .map(|p| p.dimensions)
-          .unwrap_or_default(),
+        dimensions: known_plan(provider).map_or_else(Vec::new, |p| p.dimensions),
         source: PlanSource::Auto,
       })
-    }
-  }
-
-  impl QuotaSource for Fake {
-    fn key_buckets(&self, api_key_id: &str, key: &DimensionKey, current: i64) -> Result<Buckets> {
-      Ok(Buckets {
-        curr: self.get(api_key_id, key, current),
-        prev: self.get(api_key_id, key, current - 1),
-      })
-    }
-    fn pool_buckets(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
-      self.key_buckets("*pool*", key, current)
     }
   }
 
@@ -609,58 +564,21 @@ mod tests {
     }
   }
 
-  fn alloc(key: &str, weight: f64, policy: Policy) -> PoolAllocation {
-    PoolAllocation {
-      api_key_id: key.into(),
-      weight,
-      cap_value: None,
-      cap_unit: None,
-      policy,
-    }
-  }
-
-  fn pool(id: &str, connections: &[&str], allocations: Vec<PoolAllocation>) -> Arc<QuotaPool> {
-    Arc::new(QuotaPool {
-      id: id.into(),
-      connection_id: connections[0].into(),
-      connection_ids: connections.iter().map(|c| c.to_string()).collect(),
-      name: id.into(),
-      group_id: "group-demo".into(),
-      created_at: "2026-11-30T00:00:00.000Z".into(),
-      allocations,
-    })
-  }
-
-  fn kimi_fake(allocations: Vec<PoolAllocation>) -> Fake {
-    Fake {
-      pools: vec![pool("p", &["c1"], allocations)],
-      ..Fake::default()
-    }
-  }
-
-  fn request<'a>(key: &'a str, model: Option<&'a str>) -> QuotaRequest<'a> {
+  /// Key `a` on `kimi` (1500 requests an hour), asking for `model`.
+  fn request(model: Option<&str>) -> QuotaRequest<'_> {
     QuotaRequest {
-      api_key_id: key,
+      api_key_id: "a",
       connection_id: "c1",
       provider: "kimi",
       model,
     }
   }
 
-  /// Key `a` on `provider`.
-  fn on(provider: &str) -> QuotaRequest<'_> {
-    QuotaRequest {
-      provider,
-      ..request("a", None)
+  fn plan_of(fake: &Fake, req: &QuotaRequest, saturation: Option<f64>) -> EnforcePlan {
+    match plan_enforce(fake, &Saturation(saturation), req, 0.5, NOW).unwrap() {
+      EnforceStart::Read(plan) => plan,
+      done => panic!("expected reads, got {done:?}"),
     }
-  }
-
-  fn requests_key(pool: &str) -> DimensionKey {
-    DimensionKey::new(pool, QuotaUnit::Requests, QuotaWindow::Hourly)
-  }
-
-  fn run(fake: &Fake, req: &QuotaRequest, saturation: f64) -> EnforceOutcome {
-    enforce(fake, &Saturation(Some(saturation)), req, 0.5, NOW).unwrap()
   }
 
   /// The reason of a block; `None` for anything else.
@@ -671,238 +589,34 @@ mod tests {
     }
   }
 
-  const ALLOW_RULED: EnforceOutcome = EnforceOutcome::Allow {
-    deprioritize: Some(false),
-  };
-  const NOW_BUCKET: i64 = NOW / H;
-
-  #[test]
-  fn block_messages_are_the_contracts_word_for_word() {
-    let cases = [
-      (
-        BlockReason::ModelCap,
-        "Model cap reached for your API key on kimi/k2 [model-cap]",
-      ),
-      (
-        BlockReason::FairShare,
-        "Quota share limit reached for your API key on kimi",
-      ),
-      (
-        BlockReason::CapAbsolute,
-        "Absolute quota cap reached for your API key on kimi",
-      ),
-      (
-        BlockReason::GlobalSaturated,
-        "Provider kimi quota window is saturated; no shared capacity available",
-      ),
-    ];
-    for (reason, message) in cases {
-      assert_eq!(reason.message("kimi", Some("k2")), message);
+  fn requests(cap: f64) -> ModelCapLimit {
+    ModelCapLimit {
+      value: cap,
+      unit: QuotaUnit::Requests,
     }
-  }
-
-  #[test]
-  fn no_pool_or_no_limited_dimension_allows_without_reads() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    let elsewhere = QuotaRequest {
-      connection_id: "c9",
-      ..request("a", None)
-    };
-    // No allocation, no pool on this connection, no plan, only ε limits.
-    for req in [request("nobody", None), elsewhere, on("openai"), on("glm")] {
-      let start = plan_enforce(&fake, &Saturation(None), &req, 0.5, NOW);
-      assert_eq!(start.unwrap(), EnforceStart::Done(ALLOW_PLAIN), "{req:?}");
-    }
-  }
-
-  #[test]
-  fn every_member_connection_matches_and_multiplies_the_limit() {
-    let fake = Fake {
-      pools: vec![pool(
-        "p",
-        &["c1", "c2"],
-        vec![alloc("a", 50.0, Policy::Hard)],
-      )],
-      ..Fake::default()
-    };
-    let on_second = QuotaRequest {
-      connection_id: "c2",
-      ..request("a", None)
-    };
-    // Two members: the limit is 3000, not 1500.
-    fake.add("a", &requests_key("p"), NOW_BUCKET, 2999.0);
-    assert_eq!(run(&fake, &on_second, 0.0), ALLOW_RULED);
-    fake.add("a", &requests_key("p"), NOW_BUCKET, 1.0);
-    assert_eq!(
-      reason(run(&fake, &on_second, 0.0)),
-      Some(BlockReason::GlobalSaturated)
-    );
-  }
-
-  #[test]
-  fn model_cap_blocks_on_its_own_hourly_bucket() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 10.0, QuotaUnit::Requests);
-    let model_key = model_cap_key("p", "k2", QuotaUnit::Requests);
-    assert_eq!(model_key.to_string(), "p:model:k2:requests:hourly");
-    fake.add("a", &model_key, NOW_BUCKET, 9.0);
-    assert_eq!(run(&fake, &request("a", Some("k2")), 0.0), ALLOW_RULED);
-    fake.add("a", &model_key, NOW_BUCKET, 1.0);
-    match run(&fake, &request("a", Some("k2")), 0.0) {
-      EnforceOutcome::Block {
-        reason, message, ..
-      } => {
-        assert_eq!(reason, BlockReason::ModelCap);
-        assert_eq!(message, BlockReason::ModelCap.message("kimi", Some("k2")));
-      }
-      other => panic!("expected a block, got {other:?}"),
-    }
-    // Another model is not capped; without a model the cap is not consulted.
-    assert_eq!(run(&fake, &request("a", Some("other")), 0.0), ALLOW_RULED);
-    assert_eq!(run(&fake, &request("a", None), 0.0), ALLOW_RULED);
-  }
-
-  #[test]
-  fn a_model_cap_at_epsilon_is_ignored() {
-    let fake =
-      kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", EPSILON, QuotaUnit::Requests);
-    let model_key = model_cap_key("p", "k2", QuotaUnit::Requests);
-    fake.add("a", &model_key, NOW_BUCKET, 5.0);
-    assert_eq!(run(&fake, &request("a", Some("k2")), 0.0), ALLOW_RULED);
-  }
-
-  #[test]
-  fn strict_mode_blocks_a_hard_key_over_its_share_with_retry_after() {
-    let fake = kimi_fake(vec![
-      alloc("a", 50.0, Policy::Hard),
-      alloc("b", 50.0, Policy::Hard),
-    ]);
-    let key = requests_key("p");
-    fake.add("a", &key, NOW_BUCKET - 1, 1000.0);
-    fake.add("a", &key, NOW_BUCKET, 300.0);
-    // a: 1000 × 0.5 + 300 = 800 ≥ 750 (50 % of 1500)
-    match run(&fake, &request("a", None), 0.6) {
-      EnforceOutcome::Block {
-        reason,
-        retry_after_seconds,
-        ..
-      } => {
-        assert_eq!(reason, BlockReason::FairShare);
-        // 1000 × (1 − e/H) + 300 < 750 once e/H > 0.55: 0.05 h = 180 s away.
-        assert_eq!(retry_after_seconds, Some(181.0));
-      }
-      other => panic!("expected a block, got {other:?}"),
-    }
-    // Below the threshold the same key borrows.
-    assert_eq!(run(&fake, &request("a", None), 0.4), ALLOW_RULED);
-  }
-
-  #[test]
-  fn the_pool_ceiling_uses_pool_totals() {
-    let fake = kimi_fake(vec![
-      alloc("a", 50.0, Policy::Burst),
-      alloc("b", 50.0, Policy::Hard),
-    ]);
-    fake.add("b", &requests_key("p"), NOW_BUCKET, 1500.0);
-    assert_eq!(
-      reason(run(&fake, &request("a", None), 0.0)),
-      Some(BlockReason::GlobalSaturated)
-    );
-  }
-
-  #[test]
-  fn the_absolute_cap_blocks_in_its_unit() {
-    let mut allocation = alloc("a", 50.0, Policy::Burst);
-    allocation.cap_value = Some(5.0);
-    allocation.cap_unit = Some(QuotaUnit::Requests);
-    let fake = kimi_fake(vec![allocation]);
-    fake.add("a", &requests_key("p"), NOW_BUCKET, 5.0);
-    assert_eq!(
-      reason(run(&fake, &request("a", None), 0.0)),
-      Some(BlockReason::CapAbsolute)
-    );
-  }
-
-  #[test]
-  fn soft_policy_deprioritizes() {
-    let fake = kimi_fake(vec![
-      alloc("a", 10.0, Policy::Soft),
-      alloc("b", 90.0, Policy::Hard),
-    ]);
-    fake.add("a", &requests_key("p"), NOW_BUCKET, 200.0);
-    assert_eq!(
-      run(&fake, &request("a", None), 0.9),
-      EnforceOutcome::Allow {
-        deprioritize: Some(true)
-      }
-    );
-  }
-
-  #[test]
-  fn all_zero_weights_split_equally() {
-    let fake = kimi_fake(vec![
-      alloc("a", 0.0, Policy::Hard),
-      alloc("b", 0.0, Policy::Hard),
-      alloc("c", 0.0, Policy::Hard),
-    ]);
-    let key = requests_key("p");
-    fake.add("a", &key, NOW_BUCKET, 499.0);
-    assert_eq!(run(&fake, &request("a", None), 0.9), ALLOW_RULED);
-    // 100 / 3 % of 1500 is 500 (give or take the last bit of a float).
-    fake.add("a", &key, NOW_BUCKET, 2.0);
-    assert_eq!(
-      reason(run(&fake, &request("a", None), 0.9)),
-      Some(BlockReason::FairShare)
-    );
-  }
-
-  #[test]
-  fn percent_dimensions_take_the_pool_total_from_saturation() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    assert_eq!(run(&fake, &on("codex"), 0.99), ALLOW_RULED);
-    assert_eq!(
-      reason(run(&fake, &on("codex"), 1.0)),
-      Some(BlockReason::GlobalSaturated)
-    );
-  }
-
-  #[test]
-  fn unknown_saturation_asks_for_a_fetch_first() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]);
-    let outcome = enforce(&fake, &Saturation(None), &request("a", None), 0.5, NOW).unwrap();
-    assert_eq!(
-      outcome,
-      EnforceOutcome::NeedSaturation(vec![QuotaDimension {
-        unit: QuotaUnit::Requests,
-        window: QuotaWindow::Hourly,
-        limit: 1500.0
-      }])
-    );
   }
 
   #[test]
   fn the_plan_lists_its_reads_in_the_order_decide_takes_them() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 10.0, QuotaUnit::Requests);
-    let req = request("a", Some("k2"));
-    let EnforceStart::Read(plan) =
-      plan_enforce(&fake, &Saturation(Some(0.0)), &req, 0.5, NOW).unwrap()
-    else {
-      panic!("expected reads");
-    };
-    let (key, current) = (requests_key("p"), NOW_BUCKET);
-    assert_eq!(
-      plan.reads(),
-      &[
-        CounterRead::Key {
-          key: model_cap_key("p", "k2", QuotaUnit::Requests),
-          current
-        },
-        CounterRead::Key {
-          key: key.clone(),
-          current
-        },
-        CounterRead::Pool { key, current },
-      ]
+    let fake = Fake(vec![("k2", requests(10.0)), ("tiny", requests(EPSILON))]);
+    let req = request(Some("k2"));
+    let plan = plan_of(&fake, &req, Some(0.0));
+    let (key, current) = (
+      DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly),
+      NOW_BUCKET,
     );
+    let model = CounterRead::Key {
+      key: model_cap_key("p", "k2", QuotaUnit::Requests),
+      current,
+    };
+    let dimension = [
+      CounterRead::Key {
+        key: key.clone(),
+        current,
+      },
+      CounterRead::Pool { key, current },
+    ];
+    assert_eq!(plan.reads(), [&[model][..], &dimension].concat());
     assert_eq!(plan.pool().id, "p");
     // The values decide: the model bucket at its cap blocks; the pool at its ceiling too.
     let empty = Buckets::default();
@@ -916,17 +630,24 @@ mod tests {
       reason(decide(&[empty, full(1.0), full(1500.0)])),
       Some(BlockReason::GlobalSaturated)
     );
-    assert_eq!(decide(&[empty, empty, empty]), ALLOW_RULED);
+    assert_eq!(
+      decide(&[empty, empty, empty]),
+      EnforceOutcome::Allow {
+        deprioritize: Some(false)
+      }
+    );
+    // A cap at ε is no cap: its bucket is not read.
+    assert_eq!(
+      plan_of(&fake, &request(Some("tiny")), Some(0.0)).reads(),
+      dimension
+    );
   }
 
   #[test]
   fn a_model_cap_decides_before_saturation_is_fetched() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("k2", 3.0, QuotaUnit::Requests);
-    let req = request("a", Some("k2"));
-    let EnforceStart::Read(plan) = plan_enforce(&fake, &Saturation(None), &req, 0.5, NOW).unwrap()
-    else {
-      panic!("expected reads");
-    };
+    let fake = Fake(vec![("k2", requests(3.0))]);
+    let req = request(Some("k2"));
+    let plan = plan_of(&fake, &req, None);
     // Only the model bucket is read while saturation is unknown.
     assert_eq!(plan.reads().len(), 1);
     let at_cap = Buckets {
@@ -944,11 +665,15 @@ mod tests {
   }
 
   #[test]
-  fn record_writes_each_plan_dimension_and_the_model_bucket() {
-    let fake = kimi_fake(vec![alloc("a", 50.0, Policy::Hard)]).cap("m", 100.0, QuotaUnit::Tokens);
+  fn record_writes_each_plan_dimension_and_the_model_bucket_in_its_unit() {
+    let tokens = ModelCapLimit {
+      value: 100.0,
+      unit: QuotaUnit::Tokens,
+    };
+    let fake = Fake(vec![("m", tokens)]);
     let grok = QuotaRequest {
-      model: Some("m"),
-      ..on("grok-cli")
+      provider: "grok-cli",
+      ..request(Some("m"))
     };
     let cost = ConsumptionCost {
       tokens: Some(120.0),
@@ -967,15 +692,17 @@ mod tests {
         ("p:model:m:tokens:hourly".to_string(), 120.0),
       ]
     );
-    // Zero amounts and percent dimensions write nothing.
-    assert!(consumption_writes(&fake, &on("codex"), &cost)
-      .unwrap()
-      .is_empty());
-    let none = ConsumptionCost {
+    // Zero amounts write nothing; percent dimensions are never counted, not even planned.
+    let zero = ConsumptionCost {
       tokens: Some(0.0),
       usd: None,
       requests: Some(0.0),
     };
-    assert!(consumption_writes(&fake, &grok, &none).unwrap().is_empty());
+    assert!(consumption_writes(&fake, &grok, &zero).unwrap().is_empty());
+    let codex = QuotaRequest {
+      provider: "codex",
+      ..request(None)
+    };
+    assert!(planned_writes(&fake, &codex, &cost).unwrap().is_empty());
   }
 }

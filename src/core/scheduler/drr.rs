@@ -164,12 +164,10 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
   fn combo_state(&mut self, combo: &C) -> &mut ComboState<K> {
     if !self.combos.contains_key(combo) {
       while self.combos.len() >= MAX_COMBOS {
-        match self.inserted.pop_front() {
-          Some(oldest) => {
-            self.combos.remove(&oldest);
-          }
-          None => break,
-        }
+        let Some(oldest) = self.inserted.pop_front() else {
+          break;
+        };
+        self.combos.remove(&oldest);
       }
       self.inserted.push_back(combo.clone());
     }
@@ -216,87 +214,12 @@ impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
   }
 }
 
+// Crediting, paying, ties, invalid weights, per-combo state and the eviction have their
+// cases in __test__/scheduler.test.mjs; the shares, in tests/drr_props.rs; deficits that
+// follow their keys as the targets change, in __test__/scheduler-differential.test.mjs.
 #[cfg(test)]
 mod tests {
   use super::*;
-
-  fn winners(
-    drr: &mut Drr<&'static str, &'static str>,
-    combo: &'static str,
-    keys: &[&'static str],
-    weights: &[f64],
-    n: usize,
-  ) -> String {
-    let mut rank = Vec::new();
-    (0..n)
-      .map(|_| {
-        drr.round(&combo, keys, weights, &mut rank);
-        keys[rank[0]]
-      })
-      .collect::<Vec<_>>()
-      .join("")
-  }
-
-  #[test]
-  fn equal_weights_alternate() {
-    let mut drr = Drr::default();
-    assert_eq!(
-      winners(&mut drr, "c", &["A", "B"], &[1.0, 1.0], 6),
-      "ABABAB"
-    );
-    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
-    assert_eq!(drr.deficit(&"c", &"B"), 0.0);
-  }
-
-  #[test]
-  fn weights_two_to_one_give_two_to_one() {
-    let mut drr = Drr::default();
-    let order = winners(&mut drr, "c", &["A", "B"], &[2.0, 1.0], 9);
-    assert_eq!(order, "ABAABAABA");
-    assert_eq!(order.matches('A').count(), 6);
-  }
-
-  #[test]
-  fn invalid_weights_count_as_one() {
-    for bad in [0.0, -3.0, f64::NAN, f64::INFINITY] {
-      let mut drr = Drr::default();
-      assert_eq!(winners(&mut drr, "c", &["A", "B"], &[bad, 1.0], 4), "ABAB");
-    }
-    assert_eq!(effective_weight(2.5), 2.5);
-  }
-
-  #[test]
-  fn the_winner_pays_one_and_ties_go_to_input_order() {
-    let mut drr = Drr::default();
-    let mut rank = Vec::new();
-    drr.round(&"c", &["A", "B", "C"], &[1.0, 1.0, 1.0], &mut rank);
-    assert_eq!(rank, vec![0, 1, 2]);
-    let third = 1.0 / 3.0;
-    assert!((drr.deficit(&"c", &"A") - (third - 1.0)).abs() < 1e-12);
-    assert!((drr.deficit(&"c", &"B") - third).abs() < 1e-12);
-    drr.round(&"c", &["A", "B", "C"], &[1.0, 1.0, 1.0], &mut rank);
-    assert_eq!(rank, vec![1, 2, 0], "the rank is by deficit, largest first");
-  }
-
-  #[test]
-  fn deficits_follow_keys_when_the_target_set_changes() {
-    let mut drr = Drr::default();
-    let mut rank = Vec::new();
-    drr.round(&"c", &["A", "B"], &[1.0, 1.0], &mut rank); // A: -0.5, B: 0.5
-    drr.round(&"c", &["B", "A"], &[1.0, 1.0], &mut rank); // B wins: B: 0, A: 0
-    assert_eq!(rank, vec![0, 1]);
-    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
-    assert_eq!(drr.deficit(&"c", &"B"), 0.0);
-    drr.round(&"c", &["C", "B"], &[3.0, 1.0], &mut rank); // C: 0.75 - 1, B: 0.25
-    assert_eq!(rank, vec![0, 1]);
-    assert_eq!(drr.deficit(&"c", &"C"), -0.25);
-    assert_eq!(drr.deficit(&"c", &"B"), 0.25);
-    assert_eq!(
-      drr.deficit(&"c", &"A"),
-      0.0,
-      "a target not in the round keeps its deficit"
-    );
-  }
 
   #[test]
   fn one_target_changes_nothing() {
@@ -307,36 +230,6 @@ mod tests {
     assert!(!drr.has_combo(&"c"));
     drr.round(&"c", &[], &[], &mut rank);
     assert!(rank.is_empty());
-  }
-
-  #[test]
-  fn state_is_per_combo() {
-    let mut drr = Drr::default();
-    assert_eq!(winners(&mut drr, "x", &["A", "B"], &[1.0, 1.0], 1), "A");
-    assert_eq!(winners(&mut drr, "y", &["A", "B"], &[1.0, 1.0], 1), "A");
-    assert_eq!(winners(&mut drr, "x", &["A", "B"], &[1.0, 1.0], 1), "B");
-    assert_eq!(drr.deficit(&"x", &"A"), 0.0);
-    assert_eq!(drr.deficit(&"y", &"A"), -0.5);
-    assert_eq!(drr.deficit(&"z", &"A"), 0.0);
-  }
-
-  #[test]
-  fn the_oldest_inserted_combo_is_evicted_past_the_cap() {
-    let names: Vec<String> = (0..=MAX_COMBOS).map(|i| format!("combo-{i}")).collect();
-    let mut drr: Drr<String, &str> = Drr::default();
-    let mut rank = Vec::new();
-    for name in &names[..MAX_COMBOS] {
-      drr.round(name, &["A", "B"], &[1.0, 1.0], &mut rank);
-    }
-    // Using the first one again does not make it newer: eviction is by insertion.
-    drr.round(&names[0], &["A", "B"], &[1.0, 1.0], &mut rank);
-    assert_eq!(drr.combo_count(), MAX_COMBOS);
-    drr.round(&names[MAX_COMBOS], &["A", "B"], &[1.0, 1.0], &mut rank);
-    assert_eq!(drr.combo_count(), MAX_COMBOS);
-    assert!(!drr.has_combo(&names[0]));
-    assert!(drr.has_combo(&names[1]));
-    assert!(drr.has_combo(&names[MAX_COMBOS]));
-    assert_eq!(drr.deficit(&names[0], &"A"), 0.0);
   }
 
   #[test]
@@ -361,15 +254,6 @@ mod tests {
         );
       }
     }
-  }
-
-  #[test]
-  fn clear_forgets_everything() {
-    let mut drr = Drr::default();
-    winners(&mut drr, "c", &["A", "B"], &[1.0, 1.0], 1);
-    drr.clear();
-    assert_eq!(drr.combo_count(), 0);
-    assert_eq!(drr.deficit(&"c", &"A"), 0.0);
   }
 
   #[test]

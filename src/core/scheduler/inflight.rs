@@ -112,93 +112,20 @@ impl<K: Eq + Hash + Clone> Inflight<K> {
   }
 }
 
+// Counting, expiry, refresh and release have their cases in __test__/inflight.test.mjs;
+// this one is about the `earliest_expiry` shortcut, which JavaScript cannot see.
 #[cfg(test)]
-mod tests {
-  use super::*;
-
+#[test]
+fn increment_prunes_every_expired_slot_after_any_refresh() {
   const T0: i64 = 1_000_000;
-
-  #[test]
-  fn increment_counts_up_and_get_reads_the_count() {
-    let mut inflight = Inflight::default();
-    assert_eq!(inflight.increment(&"a", DEFAULT_LEASE_MS, T0), 1);
-    assert_eq!(inflight.increment(&"a", DEFAULT_LEASE_MS, T0), 2);
-    assert_eq!(inflight.increment(&"b", DEFAULT_LEASE_MS, T0), 1);
-    assert_eq!(inflight.get(&"a", T0), 2);
-    assert_eq!(inflight.get(&"b", T0), 1);
-    assert_eq!(inflight.get(&"unknown", T0), 0);
-    assert_eq!(inflight.len(), 2);
-  }
-
-  #[test]
-  fn a_lease_expires_without_a_decrement() {
-    let mut inflight = Inflight::default();
-    inflight.increment(&"a", 1000, T0);
-    inflight.increment(&"a", 1000, T0);
-    assert_eq!(inflight.get(&"a", T0 + 999), 2);
-    assert_eq!(inflight.get(&"a", T0 + 1000), 0, "expired at now >= expiry");
-    // The expired slot counts as 0 on the next increment.
-    assert_eq!(inflight.increment(&"a", 1000, T0 + 1000), 1);
-  }
-
-  #[test]
-  fn increment_refreshes_the_expiry_of_the_whole_slot() {
-    let mut inflight = Inflight::default();
-    inflight.increment(&"a", 1000, T0);
-    inflight.increment(&"a", 1000, T0 + 900);
-    assert_eq!(inflight.get(&"a", T0 + 1500), 2);
-    assert_eq!(inflight.get(&"a", T0 + 1900), 0);
-  }
-
-  #[test]
-  fn increment_prunes_every_expired_slot() {
-    let mut inflight = Inflight::default();
-    inflight.increment(&"a", 1000, T0);
-    inflight.increment(&"b", 5000, T0);
-    inflight.increment(&"c", 1000, T0);
-    assert_eq!(inflight.len(), 3);
-    inflight.increment(&"d", 1000, T0 + 1000);
-    assert_eq!(inflight.len(), 2, "a and c pruned, b and d kept");
-    assert_eq!(inflight.get(&"b", T0 + 1000), 1);
-    // A later refresh of a slot does not hide an earlier expiry of another.
-    inflight.increment(&"b", 100_000, T0 + 1001);
-    inflight.increment(&"e", 1000, T0 + 2000);
-    assert_eq!(inflight.len(), 2, "d pruned, b and e kept");
-  }
-
-  #[test]
-  fn decrement_floors_at_zero_and_removes_the_slot() {
-    let mut inflight = Inflight::default();
-    inflight.increment(&"a", DEFAULT_LEASE_MS, T0);
-    inflight.increment(&"a", DEFAULT_LEASE_MS, T0);
-    inflight.decrement(&"a", T0);
-    assert_eq!(inflight.get(&"a", T0), 1);
-    inflight.decrement(&"a", T0);
-    assert_eq!(inflight.get(&"a", T0), 0);
-    assert_eq!(inflight.len(), 0, "removed at 0");
-    inflight.decrement(&"a", T0);
-    inflight.decrement(&"unknown", T0);
-    assert_eq!(inflight.get(&"a", T0), 0);
-    assert_eq!(inflight.len(), 0);
-  }
-
-  #[test]
-  fn decrement_removes_an_expired_slot() {
-    let mut inflight = Inflight::default();
-    for _ in 0..3 {
-      inflight.increment(&"a", 1000, T0);
-    }
-    inflight.decrement(&"a", T0 + 1000);
-    assert_eq!(inflight.len(), 0);
-    assert_eq!(inflight.increment(&"a", 1000, T0 + 1000), 1);
-  }
-
-  #[test]
-  fn clear_forgets_everything() {
-    let mut inflight = Inflight::default();
-    inflight.increment(&"a", 1000, T0);
-    inflight.clear();
-    assert!(inflight.is_empty());
-    assert_eq!(inflight.get(&"a", T0), 0);
-  }
+  let mut inflight = Inflight::default();
+  inflight.increment(&"a", 1000, T0);
+  inflight.increment(&"b", 5000, T0);
+  inflight.increment(&"c", 1000, T0);
+  inflight.increment(&"d", 1000, T0 + 1000);
+  assert_eq!(inflight.len(), 2, "a and c pruned, b and d kept");
+  // A later refresh of a slot does not hide an earlier expiry of another.
+  inflight.increment(&"b", 100_000, T0 + 1001);
+  inflight.increment(&"e", 1000, T0 + 2000);
+  assert_eq!(inflight.len(), 2, "d pruned, b and e kept");
 }
