@@ -1,15 +1,12 @@
-//! Core values ⇄ the plain JavaScript objects of the host's API. A result struct derives
-//! `FromCore` (the `macros/` crate): each field is the core value's field of the same name
-//! through `to_js::ToJs` (the core's enums by name).
+//! Core values ⇄ the plain JavaScript objects of the host's API. A result struct is
+//! `#[from_core]` (the `macros/` crate): each field is the core value's field of the same
+//! name through `to_js::ToJs` (the core's enums by name).
 
 use napi::bindgen_prelude::{Either, Null};
-use napi_derive::napi;
-use quota_engine_macros::FromCore;
+use quota_engine_macros::from_core;
 
 /// `{ apiKeyId, weight, capValue?, capUnit?, policy }`.
-#[napi(object, js_name = "PoolAllocation")]
-#[derive(FromCore)]
-#[from_core(crate::core::dimensions::PoolAllocation)]
+#[from_core(crate::core::dimensions::PoolAllocation, js_name = "PoolAllocation")]
 pub struct PoolAllocationJs {
   pub api_key_id: String,
   /// 0..100.
@@ -22,9 +19,7 @@ pub struct PoolAllocationJs {
 }
 
 /// `{ id, connectionId, connectionIds, name, groupId, createdAt, allocations }`.
-#[napi(object, object_from_js = false, js_name = "QuotaPool")]
-#[derive(FromCore)]
-#[from_core(crate::core::dimensions::QuotaPool)]
+#[from_core(crate::core::dimensions::QuotaPool, js_name = "QuotaPool")]
 pub struct QuotaPoolJs {
   pub id: String,
   /// The primary connection.
@@ -39,9 +34,7 @@ pub struct QuotaPoolJs {
 }
 
 /// `{ connectionId, provider, dimensions, source }`.
-#[napi(object, object_from_js = false, js_name = "ProviderPlan")]
-#[derive(FromCore)]
-#[from_core(crate::core::dimensions::ProviderPlan)]
+#[from_core(crate::core::dimensions::ProviderPlan, js_name = "ProviderPlan")]
 pub struct ProviderPlanJs {
   pub connection_id: Either<String, Null>,
   pub provider: String,
@@ -52,9 +45,7 @@ pub struct ProviderPlanJs {
 }
 
 /// `{ poolId, apiKeyId, model, capValue, capUnit }`.
-#[napi(object, object_from_js = false, js_name = "ModelCap")]
-#[derive(FromCore)]
-#[from_core(crate::store::ModelCap)]
+#[from_core(crate::store::ModelCap, js_name = "ModelCap")]
 pub struct ModelCapJs {
   pub pool_id: String,
   pub api_key_id: String,
@@ -65,9 +56,7 @@ pub struct ModelCapJs {
 }
 
 /// One `quota_consumption` row.
-#[napi(object, object_from_js = false, js_name = "ConsumptionRow")]
-#[derive(FromCore)]
-#[from_core(crate::store::ConsumptionRow)]
+#[from_core(crate::store::ConsumptionRow, js_name = "ConsumptionRow")]
 pub struct ConsumptionRowJs {
   pub api_key_id: String,
   pub dimension_key: String,

@@ -11,7 +11,7 @@ use crate::engine::saturation::{FetcherTier, Lookup};
 use napi::bindgen_prelude::{Either, Function, FunctionRef, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::FromCore;
+use quota_engine_macros::from_core;
 use std::cell::RefCell;
 
 thread_local! {
@@ -192,8 +192,6 @@ pub fn store_rate_limit_header_pairs(
 }
 
 /// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::core::saturation::TokenHeaderSaturation)]
 pub struct TokenHeaderSaturationJs {
   pub saturation: f64,
@@ -218,8 +216,6 @@ pub fn soft_penalty_factor() -> f64 {
 }
 
 /// One numeric setting as the environment has it (for `quota-engine doctor`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(config::SettingReport)]
 pub struct SettingInfo {
   pub name: String,

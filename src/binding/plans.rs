@@ -3,12 +3,10 @@
 use crate::core::dimensions::QuotaDimension;
 use crate::core::plans::{known_plan, known_providers};
 use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
-#[napi(object, js_name = "QuotaDimension")]
-#[derive(FromCore)]
-#[from_core(QuotaDimension)]
+#[from_core(QuotaDimension, js_name = "QuotaDimension")]
 pub struct QuotaDimensionJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,

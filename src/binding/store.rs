@@ -19,7 +19,7 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
@@ -156,8 +156,6 @@ fn serve<'env, T: ToNapiValue + Send + 'static>(
 }
 
 /// The driver `getQuotaStore()` chose (`choice`: its sequence number, for `announceStore`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChosenDriver)]
 pub struct ChosenStore {
   #[napi(ts_type = "'sqlite' | 'redis'")]
@@ -224,8 +222,6 @@ pub fn redis_forget(url: Option<String>) {
 }
 
 /// What a Redis URL names (the URL with its password masked).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::RedisTarget)]
 pub struct RedisTargetInfo {
   pub url: String,
@@ -243,9 +239,7 @@ pub fn redis_target(url: string) -> RedisTargetInfo {
 }
 
 /// One key of a snapshot dimension.
-#[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
-#[derive(FromCore)]
-#[from_core(crate::store::KeyUsage)]
+#[from_core(crate::store::KeyUsage, js_name = "PoolKeyUsage")]
 pub struct KeyUsageJs {
   pub api_key_id: String,
   pub consumed: f64,
@@ -255,9 +249,7 @@ pub struct KeyUsageJs {
 }
 
 /// One dimension of a snapshot.
-#[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
-#[derive(FromCore)]
-#[from_core(crate::store::DimensionUsage)]
+#[from_core(crate::store::DimensionUsage, js_name = "PoolDimensionUsage")]
 pub struct DimensionUsageJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
@@ -290,8 +282,6 @@ pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSna
 
 /// One field of the driver choice and where it came from (`key_value settings/quotaStore`,
 /// `env QUOTA_STORE_…` or `default`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChoiceField)]
 pub struct ChoiceField {
   pub value: String,
@@ -300,8 +290,6 @@ pub struct ChoiceField {
 
 /// What the host's setting and the environment ask of the driver choice (`quota-engine
 /// doctor`; the engine chooses from the same report).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChoiceDescription)]
 pub struct StoreChoiceInfo {
   pub driver: ChoiceField,

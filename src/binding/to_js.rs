@@ -1,4 +1,4 @@
-//! The runtime half of `#[derive(FromCore)]` (the `macros/` crate): a plain Rust value as a
+//! The runtime half of `#[from_core]` (the `macros/` crate): a plain Rust value as a
 //! field of a napi result struct holds it.
 
 use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
