@@ -11,7 +11,7 @@ use crate::engine::input::{self, clock, now_ms};
 use napi::bindgen_prelude::Unknown;
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, from_core};
 
 // ---- db/quotaConsumption.ts ----------------------------------------------------------
 
@@ -122,7 +122,7 @@ pub fn get_pool(id: string) -> Option<QuotaPoolJs> {
 }
 
 /// `{ items, total }`.
-#[napi(object, object_from_js = false)]
+#[from_core(crate::store::PoolPage)]
 pub struct PoolPage {
   pub items: Vec<QuotaPoolJs>,
   pub total: f64,
@@ -132,11 +132,7 @@ pub struct PoolPage {
 #[edge]
 pub fn list_pools(#[ts = "?{ limit?: number; offset?: number }"] options: input::page) -> PoolPage {
   let (limit, offset) = options;
-  let page = with_db(&env, |db| db.list_pools(limit, offset))?;
-  Ok(PoolPage {
-    items: page.items.to_js(),
-    total: page.total as f64,
-  })
+  with_db(&env, |db| db.list_pools(limit, offset)).map(|page| page.to_js())
 }
 
 /// Updates a pool's name, group, allocations (replaced) or members (replaced); the pool

@@ -16,7 +16,7 @@ pub struct QuotaDimensionJs {
 }
 
 /// A plan of the catalog.
-#[napi(object, object_from_js = false)]
+#[from_core(crate::core::plans::KnownPlan)]
 pub struct KnownPlan {
   pub provider: String,
   pub dimensions: Vec<QuotaDimensionJs>,
@@ -28,10 +28,7 @@ pub struct KnownPlan {
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
 #[edge]
 pub fn get_known_plan(provider: string) -> Option<KnownPlan> {
-  Ok(known_plan(&provider).map(|plan| KnownPlan {
-    provider: plan.provider.to_string(),
-    dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
-  }))
+  Ok(known_plan(&provider).map(|plan| KnownPlan::from(&plan)))
 }
 
 /// Every provider of the plan catalog, in catalog order.
