@@ -1,5 +1,7 @@
-//! `#[edge]`: a native function of the quota engine's napi edge (`src/binding/`) from its
-//! signature (docs/architecture.md, "The edge").
+//! The attributes of the quota engine's napi edge (`src/binding/`; docs/architecture.md,
+//! "The edge"): `#[edge]`, a native function from its signature, and `#[from_core]`, a
+//! result struct from a core type. Proc macros, because doc comments passed through
+//! `macro_rules!` reach `binding.d.ts` as raw strings.
 //!
 //! ```text
 //! /// The bucket's value (0 when absent).
@@ -15,23 +17,15 @@
 //! path every error names) with its reader, then runs the body, a `crate::error::Result`
 //! whose error is thrown as every edge error is (`binding::errors::call`).
 //!
-//! A reader is `string`, `number`, `integer` or `finite_ms` (the `Arg` methods; TypeScript
-//! `string` / `number`), `unit` or `window` (a `QuotaUnit` / `QuotaWindow`, by
-//! `engine::input`), `keep` (the `Arg` itself, for the body to read), or the path of a
-//! function of `&Arg`, with the parameter's TypeScript type given as `#[ts = "…"]` (a
-//! leading `?` marks the parameter optional: `#[ts = "?number"]`). The attribute's own
-//! arguments (`js_name`, `ts_return_type`) go to `#[napi]`. Doc comments pass through
-//! untouched: through `macro_rules!` they would reach `binding.d.ts` as raw strings.
-//!
-//! `#[path = "dim.poolId"]` before a parameter names that path in its errors instead
-//! (a field the JavaScript glue read off an object and passed on its own).
-//!
-//! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
-//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `u32`, `String`, `bool`
-//! and their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
-//! itself (a promise, say): the arguments are read first, each error thrown, and the body
-//! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
-//! a `PromiseRaw`.
+//! A reader is `string`, `number`, `integer` or `finite_ms` (the `Arg` methods), `unit` or
+//! `window` (by `engine::input`), `keep` (the `Arg` itself, for the body to read), or the
+//! path of a function of `&Arg`, with the parameter's TypeScript type given as `#[ts = "…"]`
+//! (`"?number"`: optional). `#[path = "dim.poolId"]` names another path in its errors (a
+//! field the glue read off an object and passed on its own). `#[typed]` leaves the parameter
+//! to napi's own conversion: its reader is its Rust type (`now_ms: Option<f64>`). The
+//! attribute's own arguments (`js_name`, `ts_return_type`) go to `#[napi]`. A body returning
+//! `napi::Result<T>` makes the napi value itself (a promise, say) once the arguments are
+//! read; `'env` in it makes `env` a `&'env Env`, the lifetime of a `PromiseRaw`.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
@@ -179,12 +173,8 @@ fn param(arg: &FnArg) -> Result<Param> {
     // napi's own conversion, whose TypeScript type is known for these.
     _ if typed => {
       let ts = match reader_text.as_str() {
-        "f64" | "u32" => Some("number"),
         "Option<f64>" => Some("?number"),
-        "String" => Some("string"),
-        "Option<String>" => Some("?string"),
         "bool" => Some("boolean"),
-        "Option<bool>" => Some("?boolean"),
         _ => None,
       };
       (ty.to_token_stream(), ts)

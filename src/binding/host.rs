@@ -81,10 +81,8 @@ fn resolve_now(env: &Env, report: bool) {
       Ok(value) => input::resolved_path(&value),
     })
   });
-  match answer {
-    Some(Err(_)) if !report => {}
-    Some(answer) => database.resolved(&engine().logs, answer),
-    None => {}
+  if let Some(answer) = answer.filter(|answer| report || answer.is_ok()) {
+    database.resolved(&engine().logs, answer);
   }
 }
 
