@@ -24,8 +24,8 @@ use quota_engine_macros::{edge, from_core};
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
 
-/// A store step as JS sees it: the value (or the thrown error) now, or a promise.
-pub(crate) fn answer<'env, T, V>(
+/// A store step as JS sees it: `map` of the value (or the thrown error) now, or a promise.
+fn answer<'env, T, V>(
   env: &'env Env,
   step: Step<Result<T>>,
   map: impl FnOnce(T) -> V + Send + 'static,
@@ -70,9 +70,9 @@ pub fn store_consume(
   if driver.url().is_none() {
     super::hot_path::flush_at_teardown(env);
   }
-  serve(env, || {
-    engine().consume(&driver, api_key_id, dim, cost, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = engine().consume(&driver, api_key_id, dim, cost, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `peek`: the effective value, no write.
@@ -87,9 +87,9 @@ pub fn store_peek(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    engine().peek(&driver, api_key_id, dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = engine().peek(&driver, api_key_id, dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -103,9 +103,9 @@ pub fn store_pool_consumed_total(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    engine().pool_consumed_total(&driver, dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = engine().pool_consumed_total(&driver, dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `clear`: zeroes the key's counter (curr and prev).
@@ -120,9 +120,9 @@ pub fn store_clear(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, ()>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    engine().clear(&driver, api_key_id, dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = engine().clear(&driver, api_key_id, dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
@@ -144,15 +144,6 @@ pub fn store_pool_usage(
 /// The driver of a number `storeDriver` gave.
 fn numbered(number: &Arg) -> Result<Driver> {
   engine().numbered_driver(number.integer()?)
-}
-
-/// The step `op` makes, as JS sees it.
-fn serve<'env, T: ToNapiValue + Send + 'static>(
-  env: &'env Env,
-  op: impl FnOnce() -> Step<Result<T>>,
-) -> napi::Result<Answer<'env, T>> {
-  host::prepare_db(env);
-  answer(env, op(), |v| v)
 }
 
 /// The driver `getQuotaStore()` chose (`choice`: its sequence number, for `announceStore`).
