@@ -7,7 +7,7 @@ use crate::binding::{engine, host::prepare_db, with_db};
 use napi::bindgen_prelude::PromiseRaw;
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// Panics inside the edge. `how`:
 /// - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
@@ -88,8 +88,6 @@ pub fn enforce_on_worker_for_bench<'env>(
 
 /// Tests only: how much the scheduler holds — interned names, in-flight slots,
 /// connections with saturated buckets, combos with DRR state and their DRR deficits.
-#[napi(object)]
-#[derive(FromCore)]
 #[from_core(crate::engine::test_hooks::SchedulerSizes)]
 pub struct SchedulerSizes {
   pub symbols: u32,

@@ -1,5 +1,7 @@
-//! `#[edge]`: a native function of the quota engine's napi edge (`src/binding/`) from its
-//! signature (docs/architecture.md, "The edge").
+//! The attributes of the quota engine's napi edge (`src/binding/`; docs/architecture.md,
+//! "The edge"): `#[edge]`, a native function from its signature, and `#[from_core]`, a
+//! result struct from a core type. Proc macros, because doc comments passed through
+//! `macro_rules!` reach `binding.d.ts` as raw strings.
 //!
 //! ```text
 //! /// The bucket's value (0 when absent).
@@ -15,30 +17,23 @@
 //! path every error names) with its reader, then runs the body, a `crate::error::Result`
 //! whose error is thrown as every edge error is (`binding::errors::call`).
 //!
-//! A reader is `string`, `number`, `integer` or `finite_ms` (the `Arg` methods; TypeScript
-//! `string` / `number`), `unit` or `window` (a `QuotaUnit` / `QuotaWindow`, by
-//! `engine::input`), `keep` (the `Arg` itself, for the body to read), or the path of a
-//! function of `&Arg`, with the parameter's TypeScript type given as `#[ts = "…"]` (a
-//! leading `?` marks the parameter optional: `#[ts = "?number"]`). The attribute's own
-//! arguments (`js_name`, `ts_return_type`) go to `#[napi]`. Doc comments pass through
-//! untouched: through `macro_rules!` they would reach `binding.d.ts` as raw strings.
-//!
-//! `#[path = "dim.poolId"]` before a parameter names that path in its errors instead
-//! (a field the JavaScript glue read off an object and passed on its own).
-//!
-//! `#[typed]` before a parameter leaves it to napi's own conversion: its reader is its Rust
-//! type (`now_ms: Option<f64>`; `#[ts]` may be left out for `f64`, `u32`, `String`, `bool`
-//! and their `Option`s). A body whose return type is written `napi::Result<T>` makes the napi value
-//! itself (a promise, say): the arguments are read first, each error thrown, and the body
-//! runs as written; `'env` in it makes the function's `env` a `&'env Env`, the lifetime of
-//! a `PromiseRaw`.
+//! A reader is `string`, `number`, `integer` or `finite_ms` (the `Arg` methods), `unit` or
+//! `window` (by `engine::input`), `keep` (the `Arg` itself, for the body to read), or the
+//! path of a function of `&Arg`, with the parameter's TypeScript type given as `#[ts = "…"]`
+//! (`"?number"`: optional). `#[path = "dim.poolId"]` names another path in its errors (a
+//! field the glue read off an object and passed on its own). `#[typed]` leaves the parameter
+//! to napi's own conversion: its reader is its Rust type (`now_ms: Option<f64>`). The
+//! attribute's own arguments (`js_name`, `ts_return_type`) go to `#[napi]`. A body returning
+//! `napi::Result<T>` makes the napi value itself (a promise, say) once the arguments are
+//! read; `'env` in it makes `env` a `&'env Env`, the lifetime of a `PromiseRaw`.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as Tokens;
 use quote::{quote, ToTokens};
+use syn::parse::ParseStream;
 use syn::{
-  parse_macro_input, Data, DeriveInput, Error, Expr, FnArg, ItemFn, Lit, Meta, Pat, Result,
-  ReturnType, Type,
+  parse_macro_input, Error, Expr, ExprLit, FnArg, ItemFn, ItemStruct, Lit, Meta, Pat, Result,
+  ReturnType, Token, Type,
 };
 
 #[proc_macro_attribute]
@@ -151,10 +146,11 @@ fn param(arg: &FnArg) -> Result<Param> {
     match &attr.meta {
       Meta::Path(key) if key.is_ident("typed") => typed = true,
       Meta::NameValue(nv) if nv.path.is_ident("ts") || nv.path.is_ident("path") => {
-        let Expr::Lit(lit) = &nv.value else {
-          return Err(Error::new_spanned(&nv.value, "#[edge]: a string"));
-        };
-        let Lit::Str(value) = &lit.lit else {
+        let Expr::Lit(ExprLit {
+          lit: Lit::Str(value),
+          ..
+        }) = &nv.value
+        else {
           return Err(Error::new_spanned(&nv.value, "#[edge]: a string"));
         };
         match nv.path.is_ident("ts") {
@@ -177,12 +173,8 @@ fn param(arg: &FnArg) -> Result<Param> {
     // napi's own conversion, whose TypeScript type is known for these.
     _ if typed => {
       let ts = match reader_text.as_str() {
-        "f64" | "u32" => Some("number"),
         "Option<f64>" => Some("?number"),
-        "String" => Some("string"),
-        "Option<String>" => Some("?string"),
         "bool" => Some("boolean"),
-        "Option<bool>" => Some("?boolean"),
         _ => None,
       };
       (ty.to_token_stream(), ts)
@@ -213,58 +205,45 @@ fn param(arg: &FnArg) -> Result<Param> {
 
 /// `api_key_id` → `apiKeyId`.
 fn camel(name: &str) -> String {
-  let mut out = String::with_capacity(name.len());
-  let mut upper = false;
-  for c in name.chars() {
-    if c == '_' {
-      upper = true;
-    } else if upper {
-      out.extend(c.to_uppercase());
-      upper = false;
-    } else {
-      out.push(c);
-    }
+  let mut parts = name.split('_');
+  let mut out = parts.next().unwrap_or_default().to_string();
+  for part in parts {
+    let mut chars = part.chars();
+    out.extend(chars.next().into_iter().flat_map(char::to_uppercase));
+    out.push_str(chars.as_str());
   }
   out
 }
 
-/// `#[derive(FromCore)] #[from_core(path::To::CoreType)]` on a result struct of the edge:
-/// `From<&CoreType>` (and `crate::binding::to_js::ToJs`, so it nests in other results), each
-/// field the core value's field of the same name through `ToJs` (`String` clones, enums as
-/// their names, integers as numbers, `Option` and `Vec` element-wise).
-#[proc_macro_derive(FromCore, attributes(from_core))]
-pub fn from_core(item: TokenStream) -> TokenStream {
-  let item = parse_macro_input!(item as DeriveInput);
-  derive_from_core(item)
-    .unwrap_or_else(Error::into_compile_error)
-    .into()
-}
-
-fn derive_from_core(item: DeriveInput) -> Result<Tokens> {
-  let source: syn::Path = item
-    .attrs
-    .iter()
-    .find(|attr| attr.path().is_ident("from_core"))
-    .ok_or_else(|| {
-      Error::new_spanned(
-        &item.ident,
-        "#[derive(FromCore)] needs #[from_core(CoreType)]",
-      )
-    })?
-    .parse_args()?;
-  let Data::Struct(data) = &item.data else {
-    return Err(Error::new_spanned(
-      &item.ident,
-      "#[derive(FromCore)] goes on a struct",
-    ));
+/// `#[from_core(path::To::CoreType, js_name = "…")]` on a result struct of the edge: the
+/// struct as a `#[napi(object, object_from_js = false, …)]` (the arguments after the path go
+/// to `#[napi]`), `From<&CoreType>` and `crate::binding::to_js::ToJs` (so it nests in other
+/// results), each field the core value's field of the same name through `ToJs` (`String`
+/// clones, enums as their names, integers as numbers, `Option` and `Vec` element-wise).
+#[proc_macro_attribute]
+pub fn from_core(options: TokenStream, item: TokenStream) -> TokenStream {
+  let item = parse_macro_input!(item as ItemStruct);
+  let parser = |input: ParseStream| {
+    let source: syn::Path = input.parse()?;
+    let rest = match input.parse::<Option<Token![,]>>()? {
+      Some(comma) => {
+        let rest: Tokens = input.parse()?;
+        quote!(#comma #rest)
+      }
+      None => Tokens::new(),
+    };
+    Ok((source, rest))
   };
-  let fields: Vec<_> = data
+  let (source, rest) = parse_macro_input!(options with parser);
+  let fields: Vec<_> = item
     .fields
     .iter()
     .filter_map(|f| f.ident.as_ref())
     .collect();
   let name = &item.ident;
-  Ok(quote! {
+  quote! {
+    #[napi_derive::napi(object, object_from_js = false #rest)]
+    #item
     impl From<&#source> for #name {
       fn from(value: &#source) -> Self {
         #name { #(#fields: crate::binding::to_js::ToJs::to_js(&value.#fields),)* }
@@ -275,17 +254,6 @@ fn derive_from_core(item: DeriveInput) -> Result<Tokens> {
         #name::from(self)
       }
     }
-  })
-}
-
-#[cfg(test)]
-mod tests {
-  use super::camel;
-
-  #[test]
-  fn parameter_names_become_the_argument_names_js_sees() {
-    assert_eq!(camel("api_key_id"), "apiKeyId");
-    assert_eq!(camel("max_updated_at_ms"), "maxUpdatedAtMs");
-    assert_eq!(camel("id"), "id");
   }
+  .into()
 }

@@ -77,11 +77,8 @@ impl Source for Unknown<'_> {
 
   fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
     let text = self.coerce_to_string().and_then(|s| s.into_utf8());
-    let text = text.map_err(|_| "reading a string".to_string())?;
-    text
-      .as_str()
-      .map(f)
-      .map_err(|_| "reading a string".to_string())
+    let value = text.and_then(|text| text.as_str().map(f));
+    value.map_err(|_| "reading a string".to_string())
   }
 
   fn boolean(&self) -> std::result::Result<bool, Fault> {
@@ -95,8 +92,7 @@ impl Source for Unknown<'_> {
       Some(name) => object.get_c_named_property_unchecked(name).map(Some),
       None => object.get(name),
     };
-    let value = value.map_err(|_| format!("reading the property {name}"))?;
-    let Some(value) = value else {
+    let Some(value) = value.map_err(|_| format!("reading the property {name}"))? else {
       return Ok(None);
     };
     Ok(match value.kind()? {

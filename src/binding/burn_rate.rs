@@ -5,13 +5,10 @@
 use crate::core::burn_rate::BurnRate;
 use crate::engine::input;
 use napi::bindgen_prelude::{Either, Null};
-use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// How fast a pool burns its quota.
-#[napi(object, object_from_js = false, js_name = "BurnRate")]
-#[derive(FromCore)]
-#[from_core(BurnRate)]
+#[from_core(BurnRate, js_name = "BurnRate")]
 pub struct BurnRateJs {
   pub tokens_per_second: f64,
   /// `remaining / rate`, or `null` when the rate is 0 or nothing remains to spend.

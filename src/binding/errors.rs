@@ -1,7 +1,8 @@
 //! The one conversion from the crate's error to a JavaScript error: thrown, or a promise's
 //! rejection.
 
-use crate::error::{ArgErrorKind, QuotaError};
+use crate::error::ArgErrorKind::{Range, Type};
+use crate::error::QuotaError;
 use napi::bindgen_prelude::Unknown;
 use napi::{Env, Error, JsError, JsRangeError, JsTypeError, Status};
 
@@ -9,15 +10,9 @@ use napi::{Env, Error, JsError, JsRangeError, JsTypeError, Status};
 /// with its stable `code`.
 fn js_error(env: &Env, err: QuotaError) -> Unknown<'_> {
   let js = Error::new(err.code(), err.to_string());
-  match &err {
-    QuotaError::InvalidArg {
-      kind: ArgErrorKind::Type,
-      ..
-    } => JsTypeError::from(js).into_unknown(*env),
-    QuotaError::InvalidArg {
-      kind: ArgErrorKind::Range,
-      ..
-    } => JsRangeError::from(js).into_unknown(*env),
+  match err {
+    QuotaError::InvalidArg { kind: Type, .. } => JsTypeError::from(js).into_unknown(*env),
+    QuotaError::InvalidArg { kind: Range, .. } => JsRangeError::from(js).into_unknown(*env),
     QuotaError::Store(_) | QuotaError::Unavailable(_) => JsError::from(js).into_unknown(*env),
   }
 }

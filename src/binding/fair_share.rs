@@ -4,11 +4,10 @@
 
 use crate::core::fair_share::FairShareDecision;
 use crate::engine::input;
-use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, from_core};
 
 /// The result of `decideFairShare`. Absent fields are absent, not `undefined`.
-#[napi(object, object_from_js = false, js_name = "FairShareDecision")]
+#[from_core(FairShareDecision, js_name = "FairShareDecision")]
 pub struct FairShareDecisionJs {
   #[napi(ts_type = "'allow' | 'block'")]
   pub kind: String,
@@ -20,17 +19,6 @@ pub struct FairShareDecisionJs {
   /// On a block, when computable: milliseconds until the decay of the previous bucket
   /// alone would clear the blocking condition.
   pub retry_after_ms: Option<f64>,
-}
-
-impl From<FairShareDecision> for FairShareDecisionJs {
-  fn from(decision: FairShareDecision) -> Self {
-    FairShareDecisionJs {
-      kind: decision.kind.as_str().to_string(),
-      reason: decision.reason.as_str().to_string(),
-      penalized: decision.penalized.then_some(true),
-      retry_after_ms: decision.retry_after_ms.map(|ms| ms as f64),
-    }
-  }
 }
 
 /// The work-conserving fair-share decision (docs/contract.md §3), synchronous and pure.
@@ -49,5 +37,5 @@ impl From<FairShareDecision> for FairShareDecisionJs {
 /// for malformed input (a dimension that is not an object, a non-numeric limit, …).
 #[edge(js_name = "decideFairShare", ts_return_type = "FairShareDecision")]
 pub fn decide_fair_share_js(#[ts = "FairShareInput"] input: input::decide) -> FairShareDecisionJs {
-  Ok(FairShareDecisionJs::from(input))
+  Ok(FairShareDecisionJs::from(&input))
 }

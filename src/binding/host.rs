@@ -11,7 +11,7 @@ use crate::engine::telemetry::LogRecord;
 use napi::bindgen_prelude::{Either, Function, FunctionRef, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::FromCore;
+use quota_engine_macros::from_core;
 use std::cell::RefCell;
 
 thread_local! {
@@ -81,10 +81,8 @@ fn resolve_now(env: &Env, report: bool) {
       Ok(value) => input::resolved_path(&value),
     })
   });
-  match answer {
-    Some(Err(_)) if !report => {}
-    Some(answer) => database.resolved(&engine().logs, answer),
-    None => {}
+  if let Some(answer) = answer.filter(|answer| report || answer.is_ok()) {
+    database.resolved(&engine().logs, answer);
   }
 }
 
@@ -192,8 +190,6 @@ pub fn store_rate_limit_header_pairs(
 }
 
 /// `{ saturation, resetAt }` (resetAt as epoch ms, or null).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::core::saturation::TokenHeaderSaturation)]
 pub struct TokenHeaderSaturationJs {
   pub saturation: f64,
@@ -218,8 +214,6 @@ pub fn soft_penalty_factor() -> f64 {
 }
 
 /// One numeric setting as the environment has it (for `quota-engine doctor`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(config::SettingReport)]
 pub struct SettingInfo {
   pub name: String,

@@ -1,17 +1,82 @@
 //! The host's tables (docs/contract.md §5, §6): the counter-table functions, the metadata
-//! API, `resolvePlan` and the retention sweep. All synchronous on the calling JS thread: a
+//! API, `resolvePlan`, the retention sweep and their results. All synchronous on the calling JS thread: a
 //! SQLite read costs a few microseconds, far less than a hop to a worker and back.
 
 use super::args::arg;
-use super::convert::{ConsumptionRowJs, ModelCapJs, PoolAllocationJs, ProviderPlanJs, QuotaPoolJs};
 use super::errors::or_throw;
 use super::to_js::ToJs;
 use super::with_db;
 use crate::engine::input::{self, clock, now_ms};
-use napi::bindgen_prelude::Unknown;
+use napi::bindgen_prelude::{Either, Null, Unknown};
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::edge;
+use quota_engine_macros::{edge, from_core};
+
+// ---- results ------------------------------------------------------------------------
+// First: napi-rs writes a result type's `js_name` into `binding.d.ts` only for the functions
+// it reads after the type.
+
+/// `{ apiKeyId, weight, capValue?, capUnit?, policy }`.
+#[from_core(crate::core::dimensions::PoolAllocation, js_name = "PoolAllocation")]
+pub struct PoolAllocationJs {
+  pub api_key_id: String,
+  /// 0..100.
+  pub weight: f64,
+  pub cap_value: Option<f64>,
+  #[napi(ts_type = "QuotaUnit")]
+  pub cap_unit: Option<String>,
+  #[napi(ts_type = "Policy")]
+  pub policy: String,
+}
+
+/// `{ id, connectionId, connectionIds, name, groupId, createdAt, allocations }`.
+#[from_core(crate::core::dimensions::QuotaPool, js_name = "QuotaPool")]
+pub struct QuotaPoolJs {
+  pub id: String,
+  /// The primary connection.
+  pub connection_id: String,
+  /// Every member connection, primary first.
+  pub connection_ids: Vec<String>,
+  pub name: String,
+  pub group_id: String,
+  /// ISO-8601.
+  pub created_at: String,
+  pub allocations: Vec<PoolAllocationJs>,
+}
+
+/// `{ connectionId, provider, dimensions, source }`.
+#[from_core(crate::core::dimensions::ProviderPlan, js_name = "ProviderPlan")]
+pub struct ProviderPlanJs {
+  pub connection_id: Either<String, Null>,
+  pub provider: String,
+  #[napi(ts_type = "Array<QuotaDimension>")]
+  pub dimensions: Vec<super::plans::QuotaDimensionJs>,
+  #[napi(ts_type = "'auto' | 'manual'")]
+  pub source: String,
+}
+
+/// `{ poolId, apiKeyId, model, capValue, capUnit }`.
+#[from_core(crate::store::ModelCap, js_name = "ModelCap")]
+pub struct ModelCapJs {
+  pub pool_id: String,
+  pub api_key_id: String,
+  pub model: String,
+  pub cap_value: f64,
+  #[napi(ts_type = "QuotaUnit")]
+  pub cap_unit: String,
+}
+
+/// One `quota_consumption` row.
+#[from_core(crate::store::ConsumptionRow, js_name = "ConsumptionRow")]
+pub struct ConsumptionRowJs {
+  pub api_key_id: String,
+  pub dimension_key: String,
+  pub unit: String,
+  pub window: String,
+  pub bucket_index: f64,
+  pub consumed: f64,
+  pub updated_at: f64,
+}
 
 // ---- db/quotaConsumption.ts ----------------------------------------------------------
 
@@ -122,7 +187,7 @@ pub fn get_pool(id: string) -> Option<QuotaPoolJs> {
 }
 
 /// `{ items, total }`.
-#[napi(object, object_from_js = false)]
+#[from_core(crate::store::PoolPage)]
 pub struct PoolPage {
   pub items: Vec<QuotaPoolJs>,
   pub total: f64,
@@ -132,11 +197,7 @@ pub struct PoolPage {
 #[edge]
 pub fn list_pools(#[ts = "?{ limit?: number; offset?: number }"] options: input::page) -> PoolPage {
   let (limit, offset) = options;
-  let page = with_db(&env, |db| db.list_pools(limit, offset))?;
-  Ok(PoolPage {
-    items: page.items.to_js(),
-    total: page.total as f64,
-  })
+  with_db(&env, |db| db.list_pools(limit, offset)).map(|page| page.to_js())
 }
 
 /// Updates a pool's name, group, allocations (replaced) or members (replaced); the pool

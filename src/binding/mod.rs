@@ -11,7 +11,6 @@
 mod account_buckets;
 pub(crate) mod args;
 mod burn_rate;
-mod convert;
 mod dimensions;
 pub(crate) mod errors;
 mod fair_share;

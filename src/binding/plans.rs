@@ -3,12 +3,10 @@
 use crate::core::dimensions::QuotaDimension;
 use crate::core::plans::{known_plan, known_providers};
 use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// `{ unit, window, limit }`: `limit` is the pool-wide ceiling.
-#[napi(object, js_name = "QuotaDimension")]
-#[derive(FromCore)]
-#[from_core(QuotaDimension)]
+#[from_core(QuotaDimension, js_name = "QuotaDimension")]
 pub struct QuotaDimensionJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
@@ -18,7 +16,7 @@ pub struct QuotaDimensionJs {
 }
 
 /// A plan of the catalog.
-#[napi(object, object_from_js = false)]
+#[from_core(crate::core::plans::KnownPlan)]
 pub struct KnownPlan {
   pub provider: String,
   pub dimensions: Vec<QuotaDimensionJs>,
@@ -30,10 +28,7 @@ pub struct KnownPlan {
 /// Throws a `TypeError` (`code: "ERR_QUOTA_INVALID_ARG"`) when `provider` is not a string.
 #[edge]
 pub fn get_known_plan(provider: string) -> Option<KnownPlan> {
-  Ok(known_plan(&provider).map(|plan| KnownPlan {
-    provider: plan.provider.to_string(),
-    dimensions: plan.dimensions.iter().map(QuotaDimensionJs::from).collect(),
-  }))
+  Ok(known_plan(&provider).map(|plan| KnownPlan::from(&plan)))
 }
 
 /// Every provider of the plan catalog, in catalog order.

@@ -19,13 +19,13 @@ use crate::store::PoolUsageSnapshot;
 use napi::bindgen_prelude::{Either, PromiseRaw, ToNapiValue};
 use napi::Env;
 use napi_derive::napi;
-use quota_engine_macros::{edge, FromCore};
+use quota_engine_macros::{edge, from_core};
 
 /// A value now, or a promise of it.
 pub(crate) type Answer<'env, T> = Either<T, PromiseRaw<'env, T>>;
 
-/// A store step as JS sees it: the value (or the thrown error) now, or a promise.
-pub(crate) fn answer<'env, T, V>(
+/// A store step as JS sees it: `map` of the value (or the thrown error) now, or a promise.
+fn answer<'env, T, V>(
   env: &'env Env,
   step: Step<Result<T>>,
   map: impl FnOnce(T) -> V + Send + 'static,
@@ -70,9 +70,9 @@ pub fn store_consume(
   if driver.url().is_none() {
     super::hot_path::flush_at_teardown(env);
   }
-  serve(env, || {
-    driver.consume(engine(), api_key_id, dim, cost, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = driver.consume(engine(), api_key_id, dim, cost, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `peek`: the effective value, no write.
@@ -87,9 +87,9 @@ pub fn store_peek(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    driver.peek(engine(), api_key_id, dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = driver.peek(engine(), api_key_id, dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
@@ -103,9 +103,9 @@ pub fn store_pool_consumed_total(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    driver.pool_consumed_total(engine(), dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = driver.pool_consumed_total(engine(), dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `clear`: zeroes the key's counter (curr and prev).
@@ -120,9 +120,9 @@ pub fn store_clear(
   #[typed] now_ms: Option<f64>,
 ) -> napi::Result<Answer<'env, ()>> {
   let dim = DimensionKey::new(pool_id, unit, window);
-  serve(env, || {
-    driver.clear(engine(), api_key_id, dim, clock(now_ms))
-  })
+  host::prepare_db(env);
+  let step = driver.clear(engine(), api_key_id, dim, clock(now_ms));
+  answer(env, step, |v| v)
 }
 
 /// `poolUsage` / `poolUsageWithDimensions`: per-key use, fair share, deficit and
@@ -146,18 +146,7 @@ fn numbered(number: &Arg) -> Result<Driver> {
   engine().numbered_driver(number.integer()?)
 }
 
-/// The step `op` makes, as JS sees it.
-fn serve<'env, T: ToNapiValue + Send + 'static>(
-  env: &'env Env,
-  op: impl FnOnce() -> Step<Result<T>>,
-) -> napi::Result<Answer<'env, T>> {
-  host::prepare_db(env);
-  answer(env, op(), |v| v)
-}
-
 /// The driver `getQuotaStore()` chose (`choice`: its sequence number, for `announceStore`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChosenDriver)]
 pub struct ChosenStore {
   #[napi(ts_type = "'sqlite' | 'redis'")]
@@ -224,8 +213,6 @@ pub fn redis_forget(url: Option<String>) {
 }
 
 /// What a Redis URL names (the URL with its password masked).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::RedisTarget)]
 pub struct RedisTargetInfo {
   pub url: String,
@@ -243,9 +230,7 @@ pub fn redis_target(url: string) -> RedisTargetInfo {
 }
 
 /// One key of a snapshot dimension.
-#[napi(object, object_from_js = false, js_name = "PoolKeyUsage")]
-#[derive(FromCore)]
-#[from_core(crate::store::KeyUsage)]
+#[from_core(crate::store::KeyUsage, js_name = "PoolKeyUsage")]
 pub struct KeyUsageJs {
   pub api_key_id: String,
   pub consumed: f64,
@@ -255,9 +240,7 @@ pub struct KeyUsageJs {
 }
 
 /// One dimension of a snapshot.
-#[napi(object, object_from_js = false, js_name = "PoolDimensionUsage")]
-#[derive(FromCore)]
-#[from_core(crate::store::DimensionUsage)]
+#[from_core(crate::store::DimensionUsage, js_name = "PoolDimensionUsage")]
 pub struct DimensionUsageJs {
   #[napi(ts_type = "QuotaUnit")]
   pub unit: String,
@@ -290,8 +273,6 @@ pub(crate) fn snapshot_js(snapshot: PoolUsageSnapshot, now: i64) -> PoolUsageSna
 
 /// One field of the driver choice and where it came from (`key_value settings/quotaStore`,
 /// `env QUOTA_STORE_…` or `default`).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChoiceField)]
 pub struct ChoiceField {
   pub value: String,
@@ -300,8 +281,6 @@ pub struct ChoiceField {
 
 /// What the host's setting and the environment ask of the driver choice (`quota-engine
 /// doctor`; the engine chooses from the same report).
-#[napi(object, object_from_js = false)]
-#[derive(FromCore)]
 #[from_core(crate::engine::driver::ChoiceDescription)]
 pub struct StoreChoiceInfo {
   pub driver: ChoiceField,

@@ -1,7 +1,8 @@
-//! The runtime half of `#[derive(FromCore)]` (the `macros/` crate): a plain Rust value as a
+//! The runtime half of `#[from_core]` (the `macros/` crate): a plain Rust value as a
 //! field of a napi result struct holds it.
 
 use crate::core::dimensions::{PlanSource, Policy, QuotaUnit, QuotaWindow};
+use crate::core::fair_share::{DecisionKind, DecisionReason};
 use napi::bindgen_prelude::{Either, Null};
 
 /// A core value as a JavaScript result holds it.
@@ -26,6 +27,8 @@ to_js! {
   f64 => f64: |self| *self;
   u32 => u32: |self| *self;
   bool => bool: |self| *self;
+  // A flag: `true`, or absent.
+  bool => Option<bool>: |self| self.then_some(true);
   // Counts, sequence numbers, bucket indices and times (epoch ms): below 2^53.
   u64 => f64: |self| *self as f64;
   i64 => f64: |self| *self as f64;
@@ -34,6 +37,8 @@ to_js! {
   QuotaWindow => String: |self| self.as_str().to_string();
   Policy => String: |self| self.as_str().to_string();
   PlanSource => String: |self| self.as_str().to_string();
+  DecisionKind => String: |self| self.as_str().to_string();
+  DecisionReason => String: |self| self.as_str().to_string();
 }
 
 impl<A: ToJs<B>, B> ToJs<Option<B>> for Option<A> {

@@ -10,16 +10,12 @@ pub fn new_uuid_v4() -> String {
   let mut bytes = random_bytes();
   bytes[6] = (bytes[6] & 0x0f) | 0x40;
   bytes[8] = (bytes[8] & 0x3f) | 0x80;
-  let hex = hex(&bytes);
-  let part = |range: std::ops::Range<usize>| &hex[range];
-  [
-    part(0..8),
-    part(8..12),
-    part(12..16),
-    part(16..20),
-    part(20..32),
-  ]
-  .join("-")
+  let mut id = hex(&bytes);
+  // From the end, so each index is still the hex digit's.
+  for at in [20, 16, 12, 8] {
+    id.insert(at, '-');
+  }
+  id
 }
 
 /// A reservation id: 128 random bits as 32 lower-case hex digits (docs/admission.md).
