@@ -16,22 +16,25 @@ use crate::store::validate::COUNTER_MAX;
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
 
-const UPSERT_RETURNING: &str = "
+macro_rules! upsert {
+  () => {
+    "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
   VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
     consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at"
+  };
+}
+
+const UPSERT: &str = upsert!();
+const UPSERT_RETURNING: &str = concat!(
+  upsert!(),
+  "
   RETURNING consumed,
     (SELECT consumed FROM quota_consumption
-     WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3 - 1)";
-
-const UPSERT: &str = "
-  INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
-  ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
-    updated_at = excluded.updated_at";
+     WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3 - 1)"
+);
 
 const SELECT_PAIR: &str = "
   SELECT
@@ -289,10 +292,7 @@ impl SqliteDb {
   /// (`>= "<poolId>:"` and `< "<poolId>;"`), so `%` or `_` in a pool id match themselves
   /// and the match is case-sensitive.
   ///
-  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows),
-  /// each way below answers exactly the full sort's page: a walk of the table's newest rows
-  /// (a full page from it is the pool's newest: every row not walked is older), each of
-  /// the pool's dimension keys read newest first from its index, or the pool's rows sorted.
+  /// Each way below answers exactly the full sort's page (docs/sqlite.md#listing-a-pools-rows).
   pub fn list_consumption_for_pool(
     &self,
     pool_id: &str,
@@ -301,9 +301,8 @@ impl SqliteDb {
     let limit = limit.clamp(1, 500);
     let low = format!("{pool_id}:");
     let high = format!("{pool_id};");
-    // A pool that is most of the table: a short walk of the table's newest rows. Else each
-    // of the pool's dimension keys read newest first from its index; without that index (a
-    // file whose engine migration was dropped), a longer walk, else a sort of the pool's rows.
+    // A short walk of the table's newest rows (the pool is most of the table), else each
+    // dimension key from its index, else (no such index) a longer walk, else a sort.
     let window = self.listing_window(&low, &high, limit).ok().flatten();
     if let Some(window) = window.filter(|w| *w <= LIST_SHORT_WALK) {
       if let Ok(Some(rows)) = self.list_newest_within(&low, &high, limit, window) {
@@ -332,16 +331,11 @@ impl SqliteDb {
   /// `quota_consumption_totals` (one row per dimension key and bucket), the table's
   /// estimated by its largest rowid; a random row read costs about three in order.
   fn listing_window(&self, low: &str, high: &str, limit: i64) -> rusqlite::Result<Option<i64>> {
-    let (pool_rows, table_rows): (i64, i64) =
-      self
-        .conn
-        .prepare_cached(LIST_SIZES)?
-        .query_row(params![low, high], |row| {
-          Ok((
-            row.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            row.get::<_, Option<i64>>(1)?.unwrap_or(0),
-          ))
-        })?;
+    let sizes: (Option<i64>, Option<i64>) = self
+      .conn
+      .prepare_cached(LIST_SIZES)?
+      .query_row(params![low, high], |row| row.try_into())?;
+    let (pool_rows, table_rows) = (sizes.0.unwrap_or(0), sizes.1.unwrap_or(0));
     if pool_rows <= 0 {
       return Ok(None);
     }
@@ -420,21 +414,20 @@ impl SqliteDb {
 /// How far back `listConsumptionForPool` walks the table's newest rows at most.
 const LIST_MAX_WINDOW: i64 = 16_384;
 
-/// The pool's rows (from the totals) and the table's (its largest rowid, an upper bound).
 /// `listConsumptionForPool`: the pool's first dimension key (`?1` its prefix, `?2` the end
 /// of the range): one seek of the (dimension_key, bucket_index) index.
-pub(crate) const POOL_FIRST_DIMENSION: &str = "
+const POOL_FIRST_DIMENSION: &str = "
   SELECT min(dimension_key) FROM quota_consumption
   WHERE dimension_key >= ?1 AND dimension_key < ?2";
 
 /// `listConsumptionForPool`: the pool's next dimension key after `?1`, below `?2`.
-pub(crate) const POOL_NEXT_DIMENSION: &str = "
+const POOL_NEXT_DIMENSION: &str = "
   SELECT min(dimension_key) FROM quota_consumption
   WHERE dimension_key > ?1 AND dimension_key < ?2";
 
 /// `listConsumptionForPool`: one dimension key's newest `?2` rows, read backwards from
 /// `idx_quota_consumption_dimension_updated` (migration 0011).
-pub(crate) const DIMENSION_NEWEST_ROWS: &str = "
+const DIMENSION_NEWEST_ROWS: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption INDEXED BY idx_quota_consumption_dimension_updated
   WHERE dimension_key = ?1
@@ -445,20 +438,21 @@ pub(crate) const DIMENSION_NEWEST_ROWS: &str = "
 /// reading each of the pool's dimension keys from its index.
 const LIST_SHORT_WALK: i64 = 2_048;
 
-pub(crate) const LIST_SIZES: &str = "
+/// The pool's rows (from the totals) and the table's (its largest rowid, an upper bound).
+const LIST_SIZES: &str = "
   SELECT
     (SELECT sum(row_count) FROM quota_consumption_totals
      WHERE dimension_key >= ?1 AND dimension_key < ?2),
     (SELECT max(rowid) FROM quota_consumption)";
 
 /// The `updated_at` of the table's `?1 + 1`-th newest row (from the index alone).
-pub(crate) const LIST_FLOOR: &str = "
+const LIST_FLOOR: &str = "
   SELECT updated_at FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
   WHERE updated_at IS NOT NULL
   ORDER BY updated_at DESC LIMIT 1 OFFSET ?1";
 
 /// The pool's newest rows above `?3`, walking `idx_quota_consumption_updated_at` backwards.
-pub(crate) const LIST_NEWEST: &str = "
+const LIST_NEWEST: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
   WHERE updated_at > ?3 AND dimension_key >= ?1 AND dimension_key < ?2
@@ -466,7 +460,7 @@ pub(crate) const LIST_NEWEST: &str = "
   LIMIT ?4";
 
 /// Every row of the pool, sorted.
-pub(crate) const LIST_POOL_SORTED: &str = "
+const LIST_POOL_SORTED: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption
   WHERE dimension_key >= ?1 AND dimension_key < ?2
@@ -498,10 +492,7 @@ impl SqliteDb {
     now_ms: i64,
   ) -> Result<()> {
     validate_writes(api_key_id, writes)?;
-    let tx =
-      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
-        .ctx("starting a write")?;
-    {
+    self.in_write(|tx| {
       let mut stmt = tx.prepare_cached(UPSERT).ctx("consuming")?;
       for (key, cost) in writes {
         let current = bucket_index(now_ms, key.window.ms());
@@ -509,8 +500,8 @@ impl SqliteDb {
           .execute(params![api_key_id, key.to_string(), current, cost, now_ms])
           .ctx("consuming")?;
       }
-    }
-    tx.commit().ctx("committing")
+      Ok(())
+    })
   }
 }
 

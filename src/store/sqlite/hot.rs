@@ -9,24 +9,19 @@
 //! transaction's snapshot only makes the next check fail, never succeed wrongly.
 //!
 //! When the header moved, the commits since may still have left the engine's tables alone
-//! — the host's request logs, in its own tables. Every change to an engine table rewrites,
-//! in the same transaction, a page the hot path watches: the root of `quota_data_version`
-//! (counters) or of `quota_metadata_version` (metadata), single-row tables bumped by
-//! triggers whoever the writer; any schema change rewrites page 1 and moves the schema
-//! cookie there (page 1 is also rewritten when the file grows: then the cookie in its latest
-//! frame is read from the WAL, and only a moved cookie counts). So
-//! when none of the frames committed since the last full read holds one of those pages
-//! (their page numbers are in the wal-index, `WalIndexView::wrote_since`), everything
-//! cached is still current: the header is taken as the new reference and the decision
-//! runs from memory (docs/sqlite.md#decisions-that-survive-unrelated-commits). The watched
-//! pages are looked up in a full read, again whenever the schema cookie moved, and only
-//! when every version trigger exists; otherwise any commit means a full read.
+//! (the host's request logs): every change to an engine table rewrites a watched page — the
+//! root of `quota_data_version` or `quota_metadata_version`, bumped by triggers, or page 1
+//! with a moved schema cookie. When no frame committed since holds one
+//! (`WalIndexView::wrote_since`), the decision still runs from memory
+//! (docs/sqlite.md#decisions-that-survive-unrelated-commits). Without every version
+//! trigger, any commit means a full read.
 //!
 //! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
 //!
 //! The core's decision reads the store through `core::enforce::QuotaSource`, implemented
 //! here: the cached metadata (`cache.rs`) and the two-row counter reads above.
 
+use super::values::one;
 use super::wal_index::{one_commit_after, Since, WalIndexView, WalToken};
 use super::SqliteDb;
 use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, PushKey, QuotaPool};
@@ -99,6 +94,16 @@ impl HotState {
       None => false,
     }
   }
+}
+
+/// `quota_data_version`'s one row, `None` when it cannot be read.
+pub(super) fn data_version(conn: &rusqlite::Connection) -> Option<i64> {
+  one(
+    conn,
+    "SELECT version FROM quota_data_version WHERE id = 1",
+    [],
+  )
+  .ok()
 }
 
 /// The version tables' root pages and how many of the version triggers exist.
@@ -244,14 +249,11 @@ impl SqliteDb {
   /// A restart of the WAL (about every thousand of the host's commits) then costs one read
   /// of the version row instead of a counter read for every key.
   fn keep_or_drop_counters(&self) {
-    let version = self.hot.borrow().watch.and_then(|watch| {
-      self
-        .conn
-        .prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
-        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
-        .ok()
-        .map(|version| (watch.schema_version, version))
-    });
+    let version = self
+      .hot
+      .borrow()
+      .watch
+      .and_then(|watch| data_version(&self.conn).map(|version| (watch.schema_version, version)));
     let mut hot = self.hot.borrow_mut();
     if version.is_none() || hot.counters_version != version {
       hot.counters.clear();
@@ -279,11 +281,7 @@ impl SqliteDb {
   /// transaction). Any failure, a missing version table or trigger: no watch, so every
   /// commit means a full read — slower, never wrong.
   fn refresh_watch(&self) {
-    let schema_version = self
-      .conn
-      .prepare_cached("PRAGMA schema_version")
-      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)));
-    let Ok(schema_version) = schema_version else {
+    let Ok(schema_version) = one::<i64>(&self.conn, "PRAGMA schema_version", []) else {
       self.hot.borrow_mut().watch = None;
       return;
     };
@@ -295,18 +293,10 @@ impl SqliteDb {
     {
       return;
     }
-    let found = self
+    let found: rusqlite::Result<(Option<i64>, Option<i64>, i64)> = self
       .conn
       .prepare_cached(watch_query())
-      .and_then(|mut stmt| {
-        stmt.query_row([], |row| {
-          Ok((
-            row.get::<_, Option<i64>>(0)?,
-            row.get::<_, Option<i64>>(1)?,
-            row.get::<_, i64>(2)?,
-          ))
-        })
-      });
+      .and_then(|mut stmt| stmt.query_row([], |row| row.try_into()));
     let expected = super::migrations::version_triggers().len() as i64;
     let page = |root: Option<i64>| root.and_then(|r| u32::try_from(r).ok()).filter(|&r| r > 1);
     self.hot.borrow_mut().watch = match found {

@@ -7,7 +7,7 @@
 //! the host or a shell wrote never make a read fail (an unknown policy reads as `hard`, a
 //! weight outside 0..=100 is clamped, a malformed `dimensions_json` entry is skipped).
 
-use super::values::{exec, f64_of, first, rows, string_of, text};
+use super::values::{exec, f64_of, first, one, rows, string_of, text};
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{
   PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit,
@@ -18,7 +18,7 @@ use crate::store::ids::new_uuid_v4;
 use crate::store::iso_time::{iso_from_ms, normalize_sqlite_timestamp};
 use crate::store::records::{LegacyPool, ModelCap, NewPool, PoolPage, PoolUpdate};
 use crate::store::validate;
-use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, Row};
 use std::collections::HashSet;
 
 /// `groupId` of a pool whose `group_id` is empty or NULL.
@@ -227,10 +227,7 @@ fn pool_primary(conn: &Connection, id: &str) -> Result<Option<String>> {
 }
 
 fn pool_count(conn: &Connection) -> Result<i64> {
-  conn
-    .prepare_cached("SELECT COUNT(*) FROM quota_pools")
-    .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
-    .ctx("counting pools")
+  one(conn, "SELECT COUNT(*) FROM quota_pools", []).ctx("counting pools")
 }
 
 /// Inserts `pool` with its allocations and membership (primary first).
@@ -260,10 +257,7 @@ fn dimensions_json(dimensions: &[QuotaDimension]) -> String {
 
 impl SqliteDb {
   fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-      .ctx("starting a write")?;
-    let value = f(&tx)?;
-    tx.commit().ctx("committing")?;
+    let value = self.in_write(f)?;
     self.invalidate_metadata();
     Ok(value)
   }
@@ -297,24 +291,23 @@ impl SqliteDb {
 
   /// `listPools({ limit?, offset? })`: pools in creation order; `limit` `None` = all.
   pub fn list_pools(&self, limit: Option<u32>, offset: Option<u32>) -> Result<PoolPage> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-      .ctx("starting a read")?;
-    let total = pool_count(&tx)?;
-    let ids = rows(
-      &tx,
-      "SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2",
-      params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
-      |row| text(row, 0),
-    )
-    .ctx("listing pools")?;
-    let mut items = Vec::with_capacity(ids.len());
-    for id in ids {
-      items.extend(load_pool(&tx, &id)?);
-    }
-    tx.commit().ctx("ending a read")?;
-    Ok(PoolPage {
-      items,
-      total: total.max(0) as u64,
+    self.in_read(|conn| {
+      let total = pool_count(conn)?;
+      let ids = rows(
+        conn,
+        "SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2",
+        params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
+        |row| text(row, 0),
+      )
+      .ctx("listing pools")?;
+      let mut items = Vec::with_capacity(ids.len());
+      for id in ids {
+        items.extend(load_pool(conn, &id)?);
+      }
+      Ok(PoolPage {
+        items,
+        total: total.max(0) as u64,
+      })
     })
   }
 

@@ -50,6 +50,7 @@ pub use record_buffer::{
 
 use crate::error::QuotaError;
 use rusqlite::Connection;
+use rusqlite::TransactionBehavior::{Deferred, Immediate};
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
@@ -175,14 +176,31 @@ impl SqliteDb {
     &self,
     load: impl FnOnce(&Connection) -> crate::error::Result<T>,
   ) -> crate::error::Result<T> {
+    self.in_tx(Deferred, ["starting a read", "ending a read"], load)
+  }
+
+  /// `f` in its own IMMEDIATE transaction (all or nothing), or in the one already open.
+  pub(crate) fn in_write<T>(
+    &self,
+    f: impl FnOnce(&Connection) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
+    self.in_tx(Immediate, ["starting a write", "committing"], f)
+  }
+
+  /// `f` in its own transaction (with the error contexts of its start and its commit),
+  /// or in the one already open.
+  fn in_tx<T>(
+    &self,
+    behavior: rusqlite::TransactionBehavior,
+    [start, commit]: [&str; 2],
+    f: impl FnOnce(&Connection) -> crate::error::Result<T>,
+  ) -> crate::error::Result<T> {
     if !self.conn.is_autocommit() {
-      return load(&self.conn);
+      return f(&self.conn);
     }
-    let tx =
-      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Deferred)
-        .ctx("starting a read")?;
-    let value = load(&tx)?;
-    tx.commit().ctx("ending a read")?;
+    let tx = rusqlite::Transaction::new_unchecked(&self.conn, behavior).ctx(start)?;
+    let value = f(&tx)?;
+    tx.commit().ctx(commit)?;
     Ok(value)
   }
 

@@ -277,13 +277,9 @@ impl SqliteDb {
       });
     self.discard_pending();
     self.hot.get_mut().wal.forget();
-    // The last connection to a file removes its WAL and `-shm`, as SQLite does
-    // (docs/sqlite.md#the-file-at-rest) — by path, so when the path now names another file
-    // (a restore put it there) they are that file's, and stay.
-    // Its WAL is emptied into the file first, without waiting (a reader still in the WAL
-    // keeps its frames): SQLite's own close does that only as the file's last user, and
-    // a WAL left with frames would be replayed onto whatever file is put at the path next
-    // (a backup renamed over it, a copy from a stopped server).
+    // The WAL is emptied into the file first, without waiting, and kept when the path now
+    // names another file (docs/sqlite.md#the-file-at-rest): a WAL left with frames would be
+    // replayed onto whatever file is put at the path next.
     let _ = self.conn.busy_timeout(Duration::ZERO);
     let _ = self
       .conn

@@ -1,14 +1,8 @@
-//! `recordConsumption`'s writes, buffered and committed together.
-//!
-//! `recordConsumption` adds its costs to [`PendingWrites`] (per counter and bucket, so a
-//! burst of records on a few keys stays a few rows) and returns; the buffer is committed by
-//! [`SqliteDb::flush_pending`] in transactions of at most [`FLUSH_BATCH`] rows — by the
-//! facade's timer, from the recording call itself once the buffer is older than its limit
-//! or holds [`FLUSH_AT`] counters, before any other store operation, and at close. Every read
-//! of a counter or a pool total adds the buffered amounts, so the engine's own decisions
-//! see a record at once; other connections see it once it is flushed. A flush that fails
-//! keeps the buffer, to be committed later: a locked database delays records instead of
-//! dropping them.
+//! `recordConsumption`'s writes, buffered and committed together (docs/sqlite.md, "Records
+//! are buffered"): [`PendingWrites`] holds them per counter and bucket, every read of a
+//! counter or a pool total adds them, and [`SqliteDb::flush_pending`] commits them in
+//! transactions of at most [`FLUSH_BATCH`] rows. A flush that fails keeps the buffer: a
+//! locked database delays records instead of dropping them.
 
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, DimensionKey, PushKey};
@@ -31,11 +25,9 @@ pub fn record_commits() -> u64 {
 /// Counters committed per flush transaction: a transaction this size holds the write lock
 /// for about a millisecond, so another writer never waits longer between two of them.
 pub const FLUSH_BATCH: usize = 256;
-/// The buffer size that makes a recording call flush at once. Time is the bound that
-/// matters (`QUOTA_RECORD_FLUSH_MS`); this one caps the buffer's memory and one flush's
-/// work. It is well above a batch so that records spread over many keys still share a
-/// flush: at 1,000 keys in turn, a buffer flushed at 256 counters never held a key twice
-/// and wrote a row per record (docs/sqlite.md, "Records are buffered").
+/// The buffer size that makes a recording call flush at once: a cap on memory and on one
+/// flush's work, well above a batch so that records spread over many keys still share a
+/// flush (docs/sqlite.md, "Records are buffered").
 pub const FLUSH_AT: usize = 4096;
 /// After a failed automatic flush, the recording calls wait this long before trying
 /// again themselves (the facade's scheduled retry keeps its own pace).
@@ -173,7 +165,8 @@ impl PendingWrites {
     }
   }
 
-  fn restore(&mut self, entries: impl IntoIterator<Item = PendingCounter>) {
+  /// Adds `entries` back, `since` their age: the buffer keeps the older of the two.
+  fn restore(&mut self, entries: impl IntoIterator<Item = PendingCounter>, since: Option<Instant>) {
     for e in entries {
       self.add(
         &e.api_key_id,
@@ -183,16 +176,12 @@ impl PendingWrites {
         e.updated_at,
       );
     }
+    self.since = self.since.into_iter().chain(since).min();
   }
 
   /// Adds `other`'s amounts, keeping the older of the two ages.
   pub(crate) fn merge(&mut self, other: PendingWrites) {
-    let since = match (self.since, other.since) {
-      (Some(a), Some(b)) => Some(a.min(b)),
-      (a, b) => a.or(b),
-    };
-    self.restore(other.counters.into_values());
-    self.since = since;
+    self.restore(other.counters.into_values(), other.since);
   }
 
   /// `(curr, prev)` buffered for one key's counter.
@@ -413,11 +402,7 @@ impl SqliteDb {
       let batch: Vec<PendingCounter> = rest.by_ref().take(FLUSH_BATCH).collect();
       if let Err(err) = self.commit_batch(&batch) {
         let mut pending = self.buffer.borrow_mut();
-        pending.restore(batch.into_iter().chain(rest));
-        pending.since = match (pending.since, since) {
-          (Some(a), Some(b)) => Some(a.min(b)),
-          (a, b) => a.or(b),
-        };
+        pending.restore(batch.into_iter().chain(rest), since);
         if automatic {
           pending.failed_at = Some(Instant::now());
         }
@@ -430,12 +415,6 @@ impl SqliteDb {
   }
 
   fn commit_batch(&self, batch: &[PendingCounter]) -> Result<()> {
-    self.commit_batch_rows(batch)?;
-    COMMITS.fetch_add(1, Ordering::Relaxed);
-    Ok(())
-  }
-
-  fn commit_batch_rows(&self, batch: &[PendingCounter]) -> Result<()> {
     let tx =
       rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
         .ctx("starting a write")?;
@@ -456,11 +435,7 @@ impl SqliteDb {
     }
     // Read in the transaction, after the upserts: the version the cached counters will be
     // current at if they follow this commit.
-    let data_version = before.and_then(|_| {
-      tx.prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
-        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
-        .ok()
-    });
+    let data_version = before.and_then(|_| super::hot::data_version(&tx));
     let committed = tx.commit().ctx("committing");
     match committed {
       Ok(()) => self.after_own_commit(
@@ -477,7 +452,9 @@ impl SqliteDb {
       ),
       Err(_) => self.hot.borrow_mut().invalidate(),
     }
-    committed
+    committed?;
+    COMMITS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
   }
 
   /// Before a store operation other than the hot path's: commits the buffer, so the

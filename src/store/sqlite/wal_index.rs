@@ -142,10 +142,7 @@ impl WalIndexView {
     let Some(unmaps) = locks::unmaps() else {
       return;
     };
-    let mode = conn
-      .prepare_cached("PRAGMA main.journal_mode")
-      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, String>(0)));
-    match mode {
+    match super::values::one::<String>(conn, "PRAGMA main.journal_mode", []) {
       Ok(mode) if mode.eq_ignore_ascii_case("wal") => {}
       Ok(_) => {
         self.not_wal = true;
