@@ -1,20 +1,15 @@
 //! The hot path's metadata cache: pools (with allocations and membership), each key's
 //! pools, plan rows and model-cap rows, kept in memory between requests.
 //!
-//! Freshness, checked once per lookup:
-//! 1. `PRAGMA data_version` (no I/O): unchanged means no other connection committed since
-//!    the last check — the cache is current.
-//! 2. Otherwise someone committed something (the host writes request logs constantly), so
-//!    read `quota_metadata_version.version`, bumped by triggers in the same transaction as
-//!    any change to a metadata table, whoever the writer. Unchanged: keep the cache.
-//!    Changed: drop it. `PRAGMA schema_version` is read with it; a schema change drops the
-//!    cache and re-applies the migrations (a recreated table loses its triggers).
-//! 3. The engine's own metadata writes drop the cache directly (its own commits do not
-//!    move its `data_version`).
+//! Freshness, checked once per lookup (docs/sqlite.md#metadata-cache): `PRAGMA
+//! data_version` unchanged, nothing was committed by another connection; else
+//! `quota_metadata_version` (bumped by triggers whoever the writer) unchanged, the host's
+//! commits left the metadata alone. A schema change drops the cache and re-applies the
+//! migrations (a recreated table loses its triggers). The engine's own writes drop it
+//! directly: its commits do not move its own `data_version`.
 //!
-//! A miss is loaded inside one read transaction together with the version it belongs to,
-//! so an entry never mixes two states of the tables, and a row the host committed is seen
-//! on the engine's very next call.
+//! A miss is loaded in one read transaction with the version it belongs to, so an entry
+//! never mixes two states of the tables.
 
 use super::metadata::{load_key_allocations, load_model_cap, load_plan, load_pool};
 use super::values::{first, one};

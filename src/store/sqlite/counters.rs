@@ -518,33 +518,17 @@ pub(super) fn validate_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) 
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::store::sqlite::OpenOptions;
-
-  fn temp_db() -> (tempfile::TempDir, SqliteDb) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
-    (dir, db)
-  }
+  use crate::store::sqlite::temp_db;
 
   type Row = (String, String, i64, i64);
 
   fn reference(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {
-    let mut stmt = db.connection().prepare(LIST_POOL_SORTED).unwrap();
-    stmt
-      .query_map(
-        params![format!("{pool}:"), format!("{pool};"), limit],
-        |r| {
-          Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get::<_, Option<i64>>(4)?.unwrap_or(0),
-          ))
-        },
-      )
-      .unwrap()
-      .collect::<rusqlite::Result<_>>()
-      .unwrap()
+    let params = params![format!("{pool}:"), format!("{pool};"), limit];
+    rows(db.connection(), LIST_POOL_SORTED, params, |r| {
+      let updated_at: Option<i64> = r.get(4)?;
+      Ok((r.get(0)?, r.get(1)?, r.get(2)?, updated_at.unwrap_or(0)))
+    })
+    .unwrap()
   }
 
   fn listed(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {

@@ -137,14 +137,11 @@ pub(super) fn load_model_cap(
     SELECT_MODEL_CAP,
     [pool_id, api_key_id, model],
     |row| {
-      Ok((
-        f64_of(row.get_ref(0)?),
-        string_of(row.get_ref(1)?).and_then(|u| QuotaUnit::parse(&u)),
-      ))
+      let unit = string_of(row.get_ref(1)?).and_then(|u| QuotaUnit::parse(&u));
+      Ok((f64_of(row.get_ref(0)?), unit))
     },
-  )
-  .ctx("reading a model cap")?;
-  Ok(match row {
+  );
+  Ok(match row.ctx("reading a model cap")? {
     Some((Some(cap_value), Some(cap_unit))) if !cap_value.is_nan() => Some(ModelCap {
       pool_id: pool_id.to_string(),
       api_key_id: api_key_id.to_string(),
@@ -158,7 +155,10 @@ pub(super) fn load_model_cap(
 
 // ----- writing ---------------------------------------------------------------------------
 
-fn insert_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
+/// Replaces the allocations of `pool_id` with `list`.
+fn replace_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
+  let sql = "DELETE FROM quota_allocations WHERE pool_id = ?1";
+  exec(tx, sql, [pool_id]).ctx("replacing allocations")?;
   let mut stmt = tx
     .prepare_cached(
       "INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy)
@@ -186,12 +186,8 @@ fn replace_members(
   members: &[String],
   created_at: &str,
 ) -> Result<()> {
-  exec(
-    tx,
-    "DELETE FROM quota_pool_connections WHERE pool_id = ?1",
-    [pool_id],
-  )
-  .ctx("replacing pool connections")?;
+  let sql = "DELETE FROM quota_pool_connections WHERE pool_id = ?1";
+  exec(tx, sql, [pool_id]).ctx("replacing pool connections")?;
   let mut stmt = tx
     .prepare_cached(
       "INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?1, ?2, ?3)",
@@ -217,13 +213,8 @@ fn membership(primary: &str, others: &[String]) -> Vec<String> {
 
 /// The primary connection of pool `id`, when it exists.
 fn pool_primary(conn: &Connection, id: &str) -> Result<Option<String>> {
-  first(
-    conn,
-    "SELECT connection_id FROM quota_pools WHERE id = ?1",
-    [id],
-    |row| text(row, 0),
-  )
-  .ctx("reading a pool")
+  let sql = "SELECT connection_id FROM quota_pools WHERE id = ?1";
+  first(conn, sql, [id], |row| text(row, 0)).ctx("reading a pool")
 }
 
 fn pool_count(conn: &Connection) -> Result<i64> {
@@ -238,7 +229,7 @@ fn insert_pool(tx: &Connection, pool: &LegacyPool, created_at: &str) -> Result<(
     params![pool.id, pool.connection_id, pool.name, created_at, pool.group_id],
   )
   .ctx("writing a pool")?;
-  insert_allocations(tx, &pool.id, &pool.allocations)?;
+  replace_allocations(tx, &pool.id, &pool.allocations)?;
   let members = membership(&pool.connection_id, &pool.connection_ids);
   replace_members(tx, &pool.id, &members, created_at)
 }
@@ -343,9 +334,7 @@ impl SqliteDb {
         set("group_id", group_id)?;
       }
       if let Some(list) = &patch.allocations {
-        exec(tx, "DELETE FROM quota_allocations WHERE pool_id = ?1", [id])
-          .ctx("replacing allocations")?;
-        insert_allocations(tx, id, list)?;
+        replace_allocations(tx, id, list)?;
       }
       if let Some(list) = &patch.connection_ids {
         let members = if list.is_empty() {
@@ -385,17 +374,11 @@ impl SqliteDb {
     validate::non_empty(pool_id, "poolId")?;
     validate::allocations(allocations, "allocations")?;
     self.write(|tx| {
-      if pool_primary(tx, pool_id)?.is_none() {
-        return Ok(false);
+      let exists = pool_primary(tx, pool_id)?.is_some();
+      if exists {
+        replace_allocations(tx, pool_id, allocations)?;
       }
-      exec(
-        tx,
-        "DELETE FROM quota_allocations WHERE pool_id = ?1",
-        [pool_id],
-      )
-      .ctx("replacing allocations")?;
-      insert_allocations(tx, pool_id, allocations)?;
-      Ok(true)
+      Ok(exists)
     })
   }
 

@@ -374,6 +374,7 @@ fn apply_missing(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+  use super::super::values::one;
   use super::*;
 
   #[test]
@@ -432,30 +433,18 @@ mod tests {
          INSERT INTO quota_consumption VALUES ('b', 'p:tokens:daily', 1, 9e999, 0);",
       )
       .unwrap();
-    let total: f64 = conn
-      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
-    assert!(total.is_infinite());
+    let total =
+      || -> f64 { one(&conn, "SELECT consumed FROM quota_consumption_totals", []).unwrap() };
+    assert!(total().is_infinite());
     assert!(missing_objects(&conn)
       .unwrap()
       .contains("quota_consumption_totals_ai"));
     assert!(ensure_schema(&conn).unwrap());
     assert!(missing_objects(&conn).unwrap().is_empty());
-    let total: f64 = conn
-      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
-    assert_eq!(total, 2e15);
+    assert_eq!(total(), 2e15);
     // Deleting the poisoned rows works (it failed with NOT NULL: Inf − Inf = NaN).
     conn.execute("DELETE FROM quota_consumption", []).unwrap();
-    let left: i64 = conn
-      .query_row("SELECT count(*) FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
+    let left: i64 = one(&conn, "SELECT count(*) FROM quota_consumption_totals", []).unwrap();
     assert_eq!(left, 0);
     // Nothing is outdated once applied: opening again writes nothing.
     assert!(!ensure_schema(&conn).unwrap());

@@ -48,7 +48,7 @@ pub use record_buffer::{
   record_commits, Dropped, Recorded, FLUSH_AT, FLUSH_BATCH, RETRY_AFTER_FAILURE,
 };
 
-use crate::error::QuotaError;
+use crate::error::{QuotaError, Result};
 use rusqlite::Connection;
 use rusqlite::TransactionBehavior::{Deferred, Immediate};
 use std::cell::RefCell;
@@ -99,27 +99,17 @@ impl SqliteDb {
   /// instead of taking and releasing the WAL read locks once per statement — most of the
   /// cost of a small read — and the metadata freshness check runs once, in the
   /// transaction's snapshot.
-  pub fn read_scope<T>(
-    &self,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub fn read_scope<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     self.scope("BEGIN", f)
   }
 
   /// Runs `f` inside one write transaction (`BEGIN IMMEDIATE … COMMIT`): all of its
   /// statements commit together or not at all, under one acquisition of the write lock.
-  pub fn write_scope<T>(
-    &self,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub fn write_scope<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     self.scope("BEGIN IMMEDIATE", f)
   }
 
-  fn scope<T>(
-    &self,
-    begin: &str,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  fn scope<T>(&self, begin: &str, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     if !self.conn.is_autocommit() {
       return f(self);
     }
@@ -143,23 +133,18 @@ impl SqliteDb {
   /// `begin`, then the freshness check inside the transaction; when that finds a schema
   /// change to migrate, the transaction is abandoned, the migration runs outside it, and
   /// the transaction starts again.
-  fn begin_fresh(&self, begin: &str) -> crate::error::Result<()> {
-    self.exec_cached(begin).ctx("starting a transaction")?;
-    if let Err(err) = self.refresh_cache() {
-      let _ = self.conn.execute_batch("ROLLBACK");
-      return Err(err);
-    }
-    if std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
-      self
-        .conn
-        .execute_batch("ROLLBACK")
-        .ctx("ending a transaction")?;
-      self.refresh_cache()?;
+  fn begin_fresh(&self, begin: &str) -> Result<()> {
+    for retry in [false, true] {
       self.exec_cached(begin).ctx("starting a transaction")?;
       if let Err(err) = self.refresh_cache() {
         let _ = self.conn.execute_batch("ROLLBACK");
         return Err(err);
       }
+      if retry || !std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
+        break;
+      }
+      self.exec_cached("ROLLBACK").ctx("ending a transaction")?;
+      self.refresh_cache()?;
     }
     self.cache.borrow_mut().scope_fresh = true;
     Ok(())
@@ -172,18 +157,12 @@ impl SqliteDb {
   }
 
   /// `load` in its own read transaction, or in the one already open.
-  pub(crate) fn in_read<T>(
-    &self,
-    load: impl FnOnce(&Connection) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub(crate) fn in_read<T>(&self, load: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
     self.in_tx(Deferred, ["starting a read", "ending a read"], load)
   }
 
   /// `f` in its own IMMEDIATE transaction (all or nothing), or in the one already open.
-  pub(crate) fn in_write<T>(
-    &self,
-    f: impl FnOnce(&Connection) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub(crate) fn in_write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
     self.in_tx(Immediate, ["starting a write", "committing"], f)
   }
 
@@ -193,8 +172,8 @@ impl SqliteDb {
     &self,
     behavior: rusqlite::TransactionBehavior,
     [start, commit]: [&str; 2],
-    f: impl FnOnce(&Connection) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+    f: impl FnOnce(&Connection) -> Result<T>,
+  ) -> Result<T> {
     if !self.conn.is_autocommit() {
       return f(&self.conn);
     }
@@ -206,7 +185,7 @@ impl SqliteDb {
 
   /// Brings the schema up to the embedded migrations now (what opening does); whether
   /// anything was created. Reads only when nothing is missing.
-  pub fn check_schema(&self) -> crate::error::Result<bool> {
+  pub fn check_schema(&self) -> Result<bool> {
     migrations::ensure_schema(&self.conn)
   }
 
@@ -245,6 +224,14 @@ pub(crate) fn main_db_file(
   (!unsafe { file.as_ref() }.pMethods.is_null()).then_some(file)
 }
 
+/// A database in a fresh temporary folder (removed with the `TempDir`).
+#[cfg(test)]
+pub(crate) fn temp_db() -> (tempfile::TempDir, SqliteDb) {
+  let dir = tempfile::tempdir().unwrap();
+  let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+  (dir, db)
+}
+
 /// Clears the scope's freshness flag when dropped.
 struct FreshFlag<'a>(&'a SqliteDb);
 
@@ -256,11 +243,11 @@ impl Drop for FreshFlag<'_> {
 
 /// `rusqlite` failures as [`QuotaError::Store`], with what was being done.
 pub(crate) trait StoreContext<T> {
-  fn ctx(self, what: &str) -> crate::error::Result<T>;
+  fn ctx(self, what: &str) -> Result<T>;
 }
 
 impl<T> StoreContext<T> for rusqlite::Result<T> {
-  fn ctx(self, what: &str) -> crate::error::Result<T> {
+  fn ctx(self, what: &str) -> Result<T> {
     self.map_err(|e| QuotaError::Store(format!("{what}: {e}")))
   }
 }
