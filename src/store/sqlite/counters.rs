@@ -12,7 +12,6 @@ use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, effective, DimensionKey};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{unit_and_window, ConsumptionRow};
-use crate::store::validate::COUNTER_MAX;
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
 
@@ -75,12 +74,8 @@ pub(super) fn pair(
   dimension_key: &str,
   current: i64,
 ) -> Result<(f64, f64)> {
-  two_numbers(
-    conn,
-    SELECT_PAIR,
-    params![api_key_id, dimension_key, current],
-  )
-  .ctx("reading a counter")
+  let params = params![api_key_id, dimension_key, current];
+  two_numbers(conn, SELECT_PAIR, params).ctx("reading a counter")
 }
 
 /// `(curr_total, prev_total)` of a dimension key string, from the totals table, as
@@ -177,15 +172,9 @@ impl CounterStore for SqliteDb {
         "consuming: the upsert returned two rows".into(),
       ));
     }
-    let (pending_curr, pending_prev) =
-      self.pending_key_pair(api_key_id, dimension_key.as_str(), current);
-    // The flush saturates the sum at COUNTER_MAX: so does the read.
-    Ok(effective(
-      (prev + pending_prev).min(COUNTER_MAX),
-      (curr + pending_curr).min(COUNTER_MAX),
-      now_ms,
-      window_ms,
-    ))
+    let (curr, prev) =
+      self.with_pending_key(api_key_id, dimension_key.as_str(), current, (curr, prev));
+    Ok(effective(prev, curr, now_ms, window_ms))
   }
 
   fn peek(&self, api_key_id: &str, key: &DimensionKey, now_ms: i64) -> Result<f64> {
@@ -231,8 +220,12 @@ impl SqliteDb {
       |row| number(row, 0),
     )
     .ctx("reading a bucket")?;
-    let (pending, _) = self.pending_key_pair(api_key_id, dimension_key, bucket);
-    Ok(value.map_or(pending, |v| (v + pending).min(COUNTER_MAX)))
+    let stored = (value.unwrap_or(0.0), 0.0);
+    Ok(
+      self
+        .with_pending_key(api_key_id, dimension_key, bucket, stored)
+        .0,
+    )
   }
 
   /// `incrementBucket(apiKeyId, dimensionKey, bucketIndex, delta, nowMs)`: one atomic
@@ -267,12 +260,8 @@ impl SqliteDb {
     dimension_key: &str,
     current: i64,
   ) -> Result<(f64, f64)> {
-    let (curr, prev) = pair(&self.conn, api_key_id, dimension_key, current)?;
-    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, dimension_key, current);
-    Ok((
-      (curr + pending_curr).min(COUNTER_MAX),
-      (prev + pending_prev).min(COUNTER_MAX),
-    ))
+    let stored = pair(&self.conn, api_key_id, dimension_key, current)?;
+    Ok(self.with_pending_key(api_key_id, dimension_key, current, stored))
   }
 
   /// `sumPoolDimension(dimensionKey, currentBucket)` → `(currTotal, prevTotal)` over every
@@ -281,9 +270,8 @@ impl SqliteDb {
     // A dropped totals trigger (a recreated table) shows as a schema change: re-applied
     // here, with the totals rebuilt, before they are read.
     self.refresh_cache()?;
-    let (curr, prev) = totals_pair(&self.conn, dimension_key, current)?;
-    let (pending_curr, pending_prev) = self.pending_totals_pair(dimension_key, current);
-    Ok((curr + pending_curr, prev + pending_prev))
+    let stored = totals_pair(&self.conn, dimension_key, current)?;
+    Ok(self.with_pending_totals(dimension_key, current, stored))
   }
 
   /// `listConsumptionForPool(poolId, limit)`: the pool's rows (dimension keys starting

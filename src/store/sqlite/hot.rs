@@ -21,10 +21,11 @@
 //! The core's decision reads the store through `core::enforce::QuotaSource`, implemented
 //! here: the cached metadata (`cache.rs`) and the two-row counter reads above.
 
+use super::record_buffer::{counter_key, totals_key};
 use super::values::one;
 use super::wal_index::{one_commit_after, Since, WalIndexView, WalToken};
 use super::SqliteDb;
-use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, PushKey, QuotaPool};
+use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, QuotaPool};
 use crate::core::enforce::{Buckets, ModelCapLimit, QuotaMetadata, QuotaSource};
 use crate::core::plans::resolve_plan;
 use crate::error::Result;
@@ -206,8 +207,7 @@ impl SqliteDb {
       // The row is `curr` of the pair keyed by its bucket and `prev` of the next one's.
       let mut growth = None;
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        scratch.clear();
-        counter_key(scratch, api_key_id, dimension_key, current);
+        counter_key(scratch, "k\0", api_key_id, dimension_key, current);
         if let Some(pair) = counters.get_mut(scratch.as_str()) {
           let value = if slot == 0 { &mut pair.0 } else { &mut pair.1 };
           let old = *value;
@@ -216,8 +216,7 @@ impl SqliteDb {
         }
       }
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        scratch.clear();
-        totals_key(scratch, dimension_key, current);
+        totals_key(scratch, "p\0", dimension_key, current);
         let Some(pair) = counters.get_mut(scratch.as_str()) else {
           continue;
         };
@@ -319,32 +318,25 @@ impl SqliteDb {
     key: &DimensionKey,
     current: i64,
   ) -> Result<Buckets> {
-    let (curr, prev) = self.cached_pair(
-      |out| counter_key(out, api_key_id, key, current),
+    let stored = self.cached_pair(
+      |out| counter_key(out, "k\0", api_key_id, key, current),
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
-    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, key, current);
-    // The flush saturates the sum at COUNTER_MAX: so does the read.
-    Ok(Buckets {
-      curr: (curr + pending_curr).min(COUNTER_MAX),
-      prev: (prev + pending_prev).min(COUNTER_MAX),
-    })
+    let (curr, prev) = self.with_pending_key(api_key_id, key, current, stored);
+    Ok(Buckets { curr, prev })
   }
 
   /// A dimension key's pool totals `(curr, prev)`, like [`SqliteDb::key_pair_now`].
   pub(super) fn totals_pair_now(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
-    let (curr, prev) = self.cached_pair(
-      |out| totals_key(out, key, current),
+    let stored = self.cached_pair(
+      |out| totals_key(out, "p\0", key, current),
       || {
         self.refresh_cache()?;
         super::counters::totals_pair(&self.conn, &key.to_string(), current)
       },
     )?;
-    let (pending_curr, pending_prev) = self.pending_totals_pair(key, current);
-    Ok(Buckets {
-      curr: curr + pending_curr,
-      prev: prev + pending_prev,
-    })
+    let (curr, prev) = self.with_pending_totals(key, current, stored);
+    Ok(Buckets { curr, prev })
   }
 
   fn cached_pair(
@@ -361,7 +353,6 @@ impl SqliteDb {
       let HotState {
         scratch, counters, ..
       } = &mut *hot;
-      scratch.clear();
       key(scratch);
       if let Some(hit) = counters.get(scratch.as_str()) {
         return Ok(*hit);
@@ -378,24 +369,6 @@ impl SqliteDb {
     counters.insert(scratch.clone(), value);
     Ok(value)
   }
-}
-
-/// The counter cache's key of one API key's pair around bucket `current`.
-fn counter_key(out: &mut String, api_key_id: &str, key: &(impl PushKey + ?Sized), current: i64) {
-  out.push_str("k\0");
-  out.push_str(api_key_id);
-  out.push('\0');
-  key.push_key(out);
-  out.push('\0');
-  current.push_key(out);
-}
-
-/// The counter cache's key of a dimension key's pool totals around bucket `current`.
-fn totals_key(out: &mut String, key: &(impl PushKey + ?Sized), current: i64) {
-  out.push_str("p\0");
-  key.push_key(out);
-  out.push('\0');
-  current.push_key(out);
 }
 
 /// Ends a hot scope: counter reads go to the database again, the metadata check runs again.

@@ -285,7 +285,7 @@ impl SqliteDb {
       .conn
       .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     if self.file_replaced_now() {
-      let _ = keep_wal_at_close(&self.conn);
+      keep_wal_at_close(&self.conn);
     }
     self.forget_file();
     let conn = std::mem::replace(&mut self.conn, Connection::open_in_memory().ctx("closing")?);
@@ -348,11 +348,11 @@ impl Drop for SqliteDb {
 }
 
 /// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database: closing the last connection keeps
-/// the WAL and `-shm` files instead of removing them by path.
-fn keep_wal_at_close(conn: &Connection) -> Result<()> {
+/// the WAL and `-shm` files instead of removing them by path. Best effort: a close goes on.
+fn keep_wal_at_close(conn: &Connection) {
   let mut on: std::os::raw::c_int = 1;
   // SAFETY: the handle is live for the call; the argument is an int as documented.
-  let rc = unsafe {
+  unsafe {
     ffi::sqlite3_file_control(
       conn.handle(),
       c"main".as_ptr(),
@@ -360,11 +360,4 @@ fn keep_wal_at_close(conn: &Connection) -> Result<()> {
       (&mut on as *mut std::os::raw::c_int).cast(),
     )
   };
-  if rc == ffi::SQLITE_OK {
-    Ok(())
-  } else {
-    Err(QuotaError::Store(format!(
-      "SQLITE_FCNTL_PERSIST_WAL failed with code {rc}"
-    )))
-  }
 }

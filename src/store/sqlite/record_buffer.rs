@@ -7,7 +7,7 @@
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, DimensionKey, PushKey};
 use crate::error::Result;
-use crate::store::validate;
+use crate::store::validate::{self, COUNTER_MAX};
 use rusqlite::params;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,15 +66,18 @@ pub(crate) struct PendingWrites {
   scratch: String,
 }
 
-/// Keys are built in a reused buffer: a `DimensionKey` is appended without building its
-/// string first.
-fn counter_key(
+/// `prefix` and `apiKeyId \0 dimensionKey \0 bucket`, built in a reused buffer: a
+/// `DimensionKey` is appended without building its string first. (`hot.rs` keeps both
+/// kinds of key in one map, told apart by the prefix.)
+pub(super) fn counter_key(
   out: &mut String,
+  prefix: &str,
   api_key_id: &str,
   dimension_key: &(impl PushKey + ?Sized),
   bucket: i64,
 ) {
   out.clear();
+  out.push_str(prefix);
   out.push_str(api_key_id);
   out.push('\0');
   dimension_key.push_key(out);
@@ -82,8 +85,15 @@ fn counter_key(
   bucket.push_key(out);
 }
 
-fn totals_key(out: &mut String, dimension_key: &(impl PushKey + ?Sized), bucket: i64) {
+/// `prefix` and `dimensionKey \0 bucket`, like [`counter_key`].
+pub(super) fn totals_key(
+  out: &mut String,
+  prefix: &str,
+  dimension_key: &(impl PushKey + ?Sized),
+  bucket: i64,
+) {
   out.clear();
+  out.push_str(prefix);
   dimension_key.push_key(out);
   out.push('\0');
   bucket.push_key(out);
@@ -110,7 +120,7 @@ impl PendingWrites {
     // Saturating, as the stored counter does: two huge amounts never make an infinite one.
     let mut delta = validate::saturate(delta);
     self.since.get_or_insert_with(Instant::now);
-    counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
+    counter_key(&mut self.scratch, "", api_key_id, dimension_key, bucket);
     match self.counters.get_mut(self.scratch.as_str()) {
       Some(entry) => {
         let before = entry.delta;
@@ -136,7 +146,7 @@ impl PendingWrites {
         );
       }
     }
-    totals_key(&mut self.scratch, dimension_key, bucket);
+    totals_key(&mut self.scratch, "", dimension_key, bucket);
     match self.totals.get_mut(self.scratch.as_str()) {
       Some(total) => *total += delta,
       None => {
@@ -152,7 +162,7 @@ impl PendingWrites {
       let hit = e.api_key_id == api_key_id && e.dimension_key == dimension_key;
       if hit {
         let mut key = String::new();
-        totals_key(&mut key, e.dimension_key.as_str(), e.bucket);
+        totals_key(&mut key, "", e.dimension_key.as_str(), e.bucket);
         if let Some(total) = totals.get_mut(&key) {
           *total -= e.delta;
         }
@@ -195,7 +205,7 @@ impl PendingWrites {
       return (0.0, 0.0);
     }
     let mut at = |bucket| {
-      counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
+      counter_key(&mut self.scratch, "", api_key_id, dimension_key, bucket);
       self
         .counters
         .get(self.scratch.as_str())
@@ -210,7 +220,7 @@ impl PendingWrites {
       return (0.0, 0.0);
     }
     let mut at = |bucket| {
-      totals_key(&mut self.scratch, dimension_key, bucket);
+      totals_key(&mut self.scratch, "", dimension_key, bucket);
       self
         .totals
         .get(self.scratch.as_str())
@@ -258,26 +268,32 @@ pub enum Recorded {
 }
 
 impl SqliteDb {
-  /// Buffered amounts of one key's bucket pair (for reads outside the hot path).
-  pub(super) fn pending_key_pair(
+  /// One key's `(curr, prev)` as committed, plus what is buffered for it: the flush
+  /// saturates the sum at `COUNTER_MAX`, so does the read.
+  pub(super) fn with_pending_key(
     &self,
     api_key_id: &str,
     dimension_key: &(impl PushKey + ?Sized),
     current: i64,
+    (curr, prev): (f64, f64),
   ) -> (f64, f64) {
-    self
-      .buffer
-      .borrow_mut()
-      .key_pair(api_key_id, dimension_key, current)
+    let mut buffer = self.buffer.borrow_mut();
+    let (pending_curr, pending_prev) = buffer.key_pair(api_key_id, dimension_key, current);
+    (
+      (curr + pending_curr).min(COUNTER_MAX),
+      (prev + pending_prev).min(COUNTER_MAX),
+    )
   }
 
-  /// Buffered amounts of a dimension key's pool totals.
-  pub(super) fn pending_totals_pair(
+  /// A dimension key's pool totals `(curr, prev)` as committed, plus what is buffered.
+  pub(super) fn with_pending_totals(
     &self,
     dimension_key: &(impl PushKey + ?Sized),
     current: i64,
+    (curr, prev): (f64, f64),
   ) -> (f64, f64) {
-    self.buffer.borrow_mut().totals_pair(dimension_key, current)
+    let (pending_curr, pending_prev) = self.buffer.borrow_mut().totals_pair(dimension_key, current);
+    (curr + pending_curr, prev + pending_prev)
   }
 
   /// `recordConsumption`'s writes for one key: buffered, or committed at once when

@@ -466,8 +466,8 @@ pub(super) fn probe_ofd(dir: &Path, commands: &LockCommands) -> Probe {
 }
 
 /// Installs the hooks once per process (idempotent). Must run before the first connection
-/// of the bundled SQLite is opened — [`crate::store::sqlite::SqliteDb::open`] does it; tests that open a
-/// second raw `rusqlite` connection call it first.
+/// of the bundled SQLite is opened — [`crate::store::sqlite::SqliteDb::open`] does it;
+/// tests that open a second raw `rusqlite` connection call it first.
 pub fn install() -> HookStatus {
   current(STATUS.get_or_init(install_once))
 }
