@@ -49,10 +49,12 @@ pub use record_buffer::{
 };
 
 use crate::error::{QuotaError, Result};
-use rusqlite::Connection;
 use rusqlite::TransactionBehavior::{Deferred, Immediate};
+use rusqlite::{ffi, Connection};
 use std::cell::RefCell;
+use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 
 /// One connection to one database file, with the metadata cache of the hot path.
 ///
@@ -64,7 +66,7 @@ pub struct SqliteDb {
   path: PathBuf,
   file_id: Option<open::FileId>,
   /// The connection's own descriptor of the file, when known (see `file_replaced`).
-  fd: Option<std::os::raw::c_int>,
+  fd: Option<c_int>,
   /// When `file_replaced` last looked the path up.
   path_checked: std::cell::Cell<std::time::Instant>,
   report: OpenReport,
@@ -203,23 +205,30 @@ impl SqliteDb {
   }
 }
 
-/// The main database's `sqlite3_file` (SQLITE_FCNTL_FILE_POINTER), valid while `conn` is
-/// open; `None` when SQLite has none or no methods for it.
-pub(crate) fn main_db_file(
-  conn: &Connection,
-) -> Option<std::ptr::NonNull<rusqlite::ffi::sqlite3_file>> {
-  use rusqlite::ffi;
+/// The main database's `sqlite3_file`, valid while `conn` is open; `None` when SQLite has
+/// none or no methods for it.
+pub(crate) fn main_db_file(conn: &Connection) -> Option<NonNull<ffi::sqlite3_file>> {
+  file_pointer(conn, ffi::SQLITE_FCNTL_FILE_POINTER)
+}
+
+/// The main database's WAL (or, without one, its rollback journal), like [`main_db_file`].
+pub(crate) fn journal_file(conn: &Connection) -> Option<NonNull<ffi::sqlite3_file>> {
+  file_pointer(conn, ffi::SQLITE_FCNTL_JOURNAL_POINTER)
+}
+
+/// `op`: one of the two file controls that write a `sqlite3_file *`.
+fn file_pointer(conn: &Connection, op: c_int) -> Option<NonNull<ffi::sqlite3_file>> {
   let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-  // SAFETY: the handle is live; FILE_POINTER writes a `sqlite3_file *` into `file`.
+  // SAFETY: the handle is live; both pointer controls write a `sqlite3_file *` into `file`.
   let rc = unsafe {
     ffi::sqlite3_file_control(
       conn.handle(),
       c"main".as_ptr(),
-      ffi::SQLITE_FCNTL_FILE_POINTER,
+      op,
       (&mut file as *mut *mut ffi::sqlite3_file).cast(),
     )
   };
-  let file = std::ptr::NonNull::new(file).filter(|_| rc == ffi::SQLITE_OK)?;
+  let file = NonNull::new(file).filter(|_| rc == ffi::SQLITE_OK)?;
   // SAFETY: a live `sqlite3_file` SQLite handed out.
   (!unsafe { file.as_ref() }.pMethods.is_null()).then_some(file)
 }

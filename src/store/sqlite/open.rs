@@ -232,15 +232,8 @@ impl SqliteDb {
     if let Some(id) = file {
       with_open_files(|open| open.insert(id));
     }
-    // SAFETY: plain C API calls returning static data.
-    let (sqlite_version, bundled) = unsafe {
-      (
-        std::ffi::CStr::from_ptr(ffi::sqlite3_libversion())
-          .to_string_lossy()
-          .into_owned(),
-        ffi::sqlite3_libversion_number() == ffi::SQLITE_VERSION_NUMBER,
-      )
-    };
+    let sqlite_version = rusqlite::version().to_string();
+    let bundled = rusqlite::version_number() == ffi::SQLITE_VERSION_NUMBER;
     Ok(SqliteDb {
       conn,
       path: path.to_path_buf(),
