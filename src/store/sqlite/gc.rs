@@ -119,19 +119,11 @@ impl SqliteDb {
     }
     .ctx("listing totals")?;
     let mut fixed = 0;
-    {
-      let mut recompute = tx.prepare_cached(RECOMPUTE).ctx("recomputing totals")?;
-      let mut drop_empty = tx.prepare_cached(DROP_EMPTY).ctx("recomputing totals")?;
-      for (key, bucket) in &keys {
-        let changed = recompute
-          .execute(params![key, bucket])
-          .ctx("recomputing totals")?;
-        let dropped = drop_empty
-          .execute(params![key, bucket])
-          .ctx("recomputing totals")?;
-        if changed > 0 || dropped > 0 {
-          fixed += 1;
-        }
+    for (key, bucket) in &keys {
+      let changed = exec(&tx, RECOMPUTE, params![key, bucket]).ctx("recomputing totals")?;
+      let dropped = exec(&tx, DROP_EMPTY, params![key, bucket]).ctx("recomputing totals")?;
+      if changed > 0 || dropped > 0 {
+        fixed += 1;
       }
     }
     tx.commit().ctx("committing the totals reconciliation")?;

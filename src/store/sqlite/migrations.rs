@@ -6,10 +6,9 @@
 //! nothing. An index counts as present when the table already has one on the same columns
 //! under another name (the host's own), so no duplicate index is added.
 //!
-//! The `quota_consumption_totals` triggers keep per-(dimension, bucket) sums. When any of
-//! them is created on a file, the totals are rebuilt from `quota_consumption` in the same
-//! transaction, so rows written before (or while a trigger was missing) are counted
-//! exactly once.
+//! When a `quota_consumption_totals` trigger is created on a file, the totals are rebuilt in
+//! the same transaction (docs/sqlite.md#pool-totals-in-constant-time): rows written before,
+//! or while a trigger was missing, count exactly once.
 //!
 //! A trigger can be redefined by a later file (`DROP TRIGGER IF EXISTS name;` then its new
 //! `CREATE TRIGGER IF NOT EXISTS name`): the last definition of a name is the one
