@@ -96,15 +96,11 @@ pub(super) fn per_key(
   now_ms: i64,
 ) -> Result<Vec<(String, f64)>> {
   let current = bucket_index(now_ms, window_ms);
-  rows(
-    conn,
-    SELECT_PER_KEY,
-    params![dimension_key, current],
-    |row| {
-      let (curr, prev) = (number(row, 1)?, number(row, 2)?);
-      Ok((text(row, 0)?, effective(prev, curr, now_ms, window_ms)))
-    },
-  )
+  let params = params![dimension_key, current];
+  rows(conn, SELECT_PER_KEY, params, |row| {
+    let (curr, prev) = (number(row, 1)?, number(row, 2)?);
+    Ok((text(row, 0)?, effective(prev, curr, now_ms, window_ms)))
+  })
   .ctx("reading counters")
 }
 
@@ -213,19 +209,11 @@ impl SqliteDb {
   pub fn get_bucket(&self, api_key_id: &str, dimension_key: &str, bucket: i64) -> Result<f64> {
     let sql = "SELECT consumed FROM quota_consumption
       WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3";
-    let value = first(
-      &self.conn,
-      sql,
-      params![api_key_id, dimension_key, bucket],
-      |row| number(row, 0),
-    )
-    .ctx("reading a bucket")?;
+    let params = params![api_key_id, dimension_key, bucket];
+    let value = first(&self.conn, sql, params, |row| number(row, 0)).ctx("reading a bucket")?;
     let stored = (value.unwrap_or(0.0), 0.0);
-    Ok(
-      self
-        .with_pending_key(api_key_id, dimension_key, bucket, stored)
-        .0,
-    )
+    let (curr, _) = self.with_pending_key(api_key_id, dimension_key, bucket, stored);
+    Ok(curr)
   }
 
   /// `incrementBucket(apiKeyId, dimensionKey, bucketIndex, delta, nowMs)`: one atomic
@@ -243,12 +231,8 @@ impl SqliteDb {
     validate::non_empty(api_key_id, "apiKeyId")?;
     validate::non_empty(dimension_key, "dimensionKey")?;
     validate::cost(delta, "delta")?;
-    exec(
-      &self.conn,
-      UPSERT,
-      params![api_key_id, dimension_key, bucket, delta, now_ms],
-    )
-    .ctx("incrementing a bucket")?;
+    let params = params![api_key_id, dimension_key, bucket, delta, now_ms];
+    exec(&self.conn, UPSERT, params).ctx("incrementing a bucket")?;
     Ok(())
   }
 
@@ -305,13 +289,8 @@ impl SqliteDb {
         return Ok(rows);
       }
     }
-    rows(
-      &self.conn,
-      LIST_POOL_SORTED,
-      params![low, high, limit],
-      consumption_row,
-    )
-    .ctx("listing consumption")
+    let params = params![low, high, limit];
+    rows(&self.conn, LIST_POOL_SORTED, params, consumption_row).ctx("listing consumption")
   }
 
   /// How many of the table's newest rows to walk for a page of the pool, or `None` when

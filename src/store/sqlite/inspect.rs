@@ -139,15 +139,9 @@ fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseI
     .collect();
   let has = |t: &str| tables.iter().any(|name| name == t);
   let quota_store_setting = if has("key_value") {
-    conn
-      .query_row(
-        "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'",
-        [],
-        |row| row.get::<_, Option<String>>(0),
-      )
-      .optional()
-      .ctx("reading key_value")?
-      .flatten()
+    let sql = "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'";
+    let setting: Option<Option<String>> = one(conn, sql).optional().ctx("reading key_value")?;
+    setting.flatten()
   } else {
     None
   };

@@ -393,11 +393,8 @@ impl SqliteDb {
 
   /// `getProviderPlan(connectionId)`.
   pub fn get_provider_plan(&self, connection_id: &str) -> Result<Option<ProviderPlan>> {
-    Ok(
-      self
-        .cached_provider_plan(connection_id)?
-        .map(|p| (*p).clone()),
-    )
+    let plan = self.cached_provider_plan(connection_id)?;
+    Ok(plan.map(|p| (*p).clone()))
   }
 
   /// `upsertProviderPlan({ connectionId, provider, dimensions, source })`: inserts or
