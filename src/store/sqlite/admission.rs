@@ -159,12 +159,8 @@ impl SqliteDb {
       if reservation.pool_id() != token.pool_id {
         return Ok(Err("made in another pool"));
       }
-      exec(
-        &db.conn,
-        "DELETE FROM quota_reservations WHERE id = ?1",
-        [&token.id],
-      )
-      .ctx("settling")?;
+      let sql = "DELETE FROM quota_reservations WHERE id = ?1";
+      exec(&db.conn, sql, [&token.id]).ctx("settling")?;
       if rows.iter().any(|row| row.4 < now_ms) {
         return Ok(Err("unknown, already settled or released, or expired"));
       }

@@ -160,17 +160,11 @@ impl SqliteDb {
   pub fn repair_counters(&self) -> Result<PoisonedCounters> {
     let found = poisoned_counters(&self.conn)?;
     self.flush_pending(false)?;
-    self
-      .conn
-      .execute(
-        &format!(
-          "UPDATE quota_consumption
-           SET consumed = max(min(coalesce(consumed, 0) + 0, 1e15), 0)
-           WHERE {POISONED_ROWS}"
-        ),
-        [],
-      )
-      .ctx("repairing counters")?;
+    let sql = format!(
+      "UPDATE quota_consumption SET consumed = max(min(coalesce(consumed, 0) + 0, 1e15), 0)
+       WHERE {POISONED_ROWS}"
+    );
+    self.conn.execute(&sql, []).ctx("repairing counters")?;
     // A totals row the triggers cannot mend (Infinity from an older version, or
     // negative) differs from its rows' saturated sum: the reconciliation rewrites it.
     self.reconcile_totals()?;

@@ -99,12 +99,8 @@ impl HotState {
 
 /// `quota_data_version`'s one row, `None` when it cannot be read.
 pub(super) fn data_version(conn: &rusqlite::Connection) -> Option<i64> {
-  one(
-    conn,
-    "SELECT version FROM quota_data_version WHERE id = 1",
-    [],
-  )
-  .ok()
+  let sql = "SELECT version FROM quota_data_version WHERE id = 1";
+  one(conn, sql, []).ok()
 }
 
 /// The version tables' root pages and how many of the version triggers exist.
@@ -396,14 +392,11 @@ impl QuotaMetadata for SqliteDb {
     api_key_id: &str,
     model: &str,
   ) -> Result<Option<ModelCapLimit>> {
-    Ok(
-      self
-        .cached_model_cap(pool_id, api_key_id, model)?
-        .map(|cap| ModelCapLimit {
-          value: cap.cap_value,
-          unit: cap.cap_unit,
-        }),
-    )
+    let cap = self.cached_model_cap(pool_id, api_key_id, model)?;
+    Ok(cap.map(|cap| ModelCapLimit {
+      value: cap.cap_value,
+      unit: cap.cap_unit,
+    }))
   }
 
   fn plan(&self, connection_id: &str, provider: &str) -> Arc<ProviderPlan> {

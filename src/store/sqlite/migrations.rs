@@ -274,12 +274,8 @@ pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<Stri
       .cloned()
       .collect()
   };
-  Ok(
-    MIGRATIONS
-      .iter()
-      .map(|(file, _)| (*file, lacking(file)))
-      .collect(),
-  )
+  let status = MIGRATIONS.iter().map(|(file, _)| (*file, lacking(file)));
+  Ok(status.collect())
 }
 
 /// Whether `table` has a full (not partial) index on exactly `columns`, in order.
@@ -292,7 +288,7 @@ fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bo
   let wanted = columns.join(",");
   Ok(
     indexes
-      .iter()
+      .into_iter()
       .flatten()
       .any(|c| c.eq_ignore_ascii_case(&wanted)),
   )
