@@ -130,13 +130,7 @@ impl SqliteDb {
     self.write_scope(|db| {
       let rows: Vec<(String, String, i64, f64, i64)> =
         rows(&db.conn, SELECT_RESERVATION, [&token.id], |row| {
-          Ok((
-            row.get(0)?,
-            row.get(1)?,
-            row.get(2)?,
-            row.get(3)?,
-            row.get(4)?,
-          ))
+          row.try_into()
         })
         .ctx("settling")?;
       let Some(first) = rows.first() else {
@@ -165,12 +159,8 @@ impl SqliteDb {
       if reservation.pool_id() != token.pool_id {
         return Ok(Err("made in another pool"));
       }
-      exec(
-        &db.conn,
-        "DELETE FROM quota_reservations WHERE id = ?1",
-        [&token.id],
-      )
-      .ctx("settling")?;
+      let sql = "DELETE FROM quota_reservations WHERE id = ?1";
+      exec(&db.conn, sql, [&token.id]).ctx("settling")?;
       if rows.iter().any(|row| row.4 < now_ms) {
         return Ok(Err("unknown, already settled or released, or expired"));
       }
@@ -192,7 +182,8 @@ const SELECT_RESERVATION: &str = "
 mod tests {
   use super::*;
   use crate::core::dimensions::{QuotaUnit, QuotaWindow};
-  use crate::store::sqlite::OpenOptions;
+  use crate::store::sqlite::temp_db;
+  use crate::store::sqlite::values::one;
 
   const NOW: i64 = 1_000 * 3_600_000 + 5;
 
@@ -209,20 +200,14 @@ mod tests {
   }
 
   fn tokens(db: &SqliteDb) -> f64 {
-    db.connection()
-      .query_row(
-        "SELECT coalesce(sum(consumed), 0) FROM quota_consumption WHERE api_key_id = 'k'",
-        [],
-        |row| row.get(0),
-      )
-      .unwrap()
+    let sql = "SELECT coalesce(sum(consumed), 0) FROM quota_consumption WHERE api_key_id = 'k'";
+    one(db.connection(), sql, []).unwrap()
   }
 
   /// Issue 15 item 4 on the store: once, bound to its key, gone after expiry or GC.
   #[test]
   fn a_reservation_settles_once_for_its_key_and_expires() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+    let (_dir, db) = temp_db();
     let release = |r: &Reservation| r.release_deltas();
     let (r, token) = reserve(&db, "a", 5.0);
     assert_eq!(tokens(&db), 5.0);
@@ -255,12 +240,12 @@ mod tests {
       .settle_reservation(&token, None, release, NOW)
       .unwrap()
       .is_err());
-    let count: i64 = db
-      .connection()
-      .query_row("SELECT count(*) FROM quota_reservations", [], |row| {
-        row.get(0)
-      })
-      .unwrap();
+    let count: i64 = one(
+      db.connection(),
+      "SELECT count(*) FROM quota_reservations",
+      [],
+    )
+    .unwrap();
     assert_eq!(count, 0);
   }
 }

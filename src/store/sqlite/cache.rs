@@ -1,27 +1,23 @@
 //! The hot path's metadata cache: pools (with allocations and membership), each key's
 //! pools, plan rows and model-cap rows, kept in memory between requests.
 //!
-//! Freshness, checked once per lookup:
-//! 1. `PRAGMA data_version` (no I/O): unchanged means no other connection committed since
-//!    the last check — the cache is current.
-//! 2. Otherwise someone committed something (the host writes request logs constantly), so
-//!    read `quota_metadata_version.version`, bumped by triggers in the same transaction as
-//!    any change to a metadata table, whoever the writer. Unchanged: keep the cache.
-//!    Changed: drop it. `PRAGMA schema_version` is read with it; a schema change drops the
-//!    cache and re-applies the migrations (a recreated table loses its triggers).
-//! 3. The engine's own metadata writes drop the cache directly (its own commits do not
-//!    move its `data_version`).
+//! Freshness, checked once per lookup (docs/sqlite.md#metadata-cache): `PRAGMA
+//! data_version` unchanged, nothing was committed by another connection; else
+//! `quota_metadata_version` (bumped by triggers whoever the writer) unchanged, the host's
+//! commits left the metadata alone. A schema change drops the cache and re-applies the
+//! migrations (a recreated table loses its triggers). The engine's own writes drop it
+//! directly: its commits do not move its own `data_version`.
 //!
-//! A miss is loaded inside one read transaction together with the version it belongs to,
-//! so an entry never mixes two states of the tables, and a row the host committed is seen
-//! on the engine's very next call.
+//! A miss is loaded in one read transaction with the version it belongs to, so an entry
+//! never mixes two states of the tables.
 
 use super::metadata::{load_key_allocations, load_model_cap, load_plan, load_pool};
+use super::values::{first, one};
 use super::{migrations, SqliteDb, StoreContext};
 use crate::core::dimensions::{PoolAllocation, ProviderPlan, QuotaPool};
 use crate::error::Result;
 use crate::store::records::ModelCap;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
@@ -81,16 +77,10 @@ fn bounded_insert<V>(map: &mut HashMap<String, V>, key: &str, value: V) {
 /// `(quota_metadata_version.version, schema_version)`; the version is `None` when its row
 /// is missing (then nothing is cached until a trigger recreates it).
 fn versions(conn: &Connection) -> Result<(Option<i64>, i64)> {
-  conn
-    .prepare_cached(
-      "SELECT (SELECT version FROM quota_metadata_version WHERE id = 1),
-              (SELECT schema_version FROM pragma_schema_version)",
-    )
-    .ctx("reading the metadata version")?
-    .query_row([], |row| Ok((row.get(0)?, row.get(1)?)))
-    .optional()
-    .ctx("reading the metadata version")
-    .map(|v| v.unwrap_or((None, 0)))
+  let sql = "SELECT (SELECT version FROM quota_metadata_version WHERE id = 1),
+    (SELECT schema_version FROM pragma_schema_version)";
+  let found = first(conn, sql, [], |row| row.try_into()).ctx("reading the metadata version")?;
+  Ok(found.unwrap_or((None, 0)))
 }
 
 impl SqliteDb {
@@ -113,12 +103,8 @@ impl SqliteDb {
     if self.cache.borrow().scope_fresh {
       return Ok(());
     }
-    let data_version: i64 = self
-      .conn
-      .prepare_cached("PRAGMA data_version")
-      .ctx("reading data_version")?
-      .query_row([], |row| row.get(0))
-      .ctx("reading data_version")?;
+    let data_version: i64 =
+      one(&self.conn, "PRAGMA data_version", []).ctx("reading data_version")?;
     {
       let cache = self.cache.borrow();
       if cache.data_version == Some(data_version) && cache.meta_version.is_some() {
@@ -172,42 +158,54 @@ impl SqliteDb {
     self.cache.borrow().meta_version.is_some()
   }
 
-  /// A whole pool by id, cached.
-  pub fn cached_pool(&self, pool_id: &str) -> Result<Option<Arc<QuotaPool>>> {
+  /// `map`'s entry for `key`, or `load`ed (see [`SqliteDb::load_consistent`]) and kept.
+  fn cached<V: Clone>(
+    &self,
+    map: fn(&mut MetadataCache) -> &mut HashMap<String, V>,
+    key: &str,
+    load: impl FnOnce(&Connection) -> Result<V>,
+  ) -> Result<V> {
     self.refresh_cache()?;
-    if let Some(hit) = self.cache.borrow().pools.get(pool_id) {
+    if let Some(hit) = map(&mut self.cache.borrow_mut()).get(key) {
       return Ok(hit.clone());
     }
-    let pool = self
-      .load_consistent(|conn| load_pool(conn, pool_id))?
-      .map(Arc::new);
+    let value = self.load_consistent(load)?;
     if self.cacheable() {
-      bounded_insert(&mut self.cache.borrow_mut().pools, pool_id, pool.clone());
+      bounded_insert(map(&mut self.cache.borrow_mut()), key, value.clone());
     }
-    Ok(pool)
+    Ok(value)
+  }
+
+  /// A whole pool by id, cached.
+  pub fn cached_pool(&self, pool_id: &str) -> Result<Option<Arc<QuotaPool>>> {
+    self.cached(
+      |c| &mut c.pools,
+      pool_id,
+      |conn| Ok(load_pool(conn, pool_id)?.map(Arc::new)),
+    )
   }
 
   /// Every pool `api_key_id` has an allocation in, fully loaded, with that allocation;
   /// pools in creation order. Cached.
   pub fn pools_for_api_key(&self, api_key_id: &str) -> Result<KeyPools> {
-    self.refresh_cache()?;
-    if let Some(hit) = self.cache.borrow().key_pools.get(api_key_id) {
-      return Ok(hit.clone());
-    }
-    let pools: KeyPools = self.load_consistent(|conn| {
-      let mut out = Vec::new();
-      for (pool_id, allocation) in load_key_allocations(conn, api_key_id)? {
-        let cached = self.cache.borrow().pools.get(&pool_id).cloned();
-        let pool = match cached {
-          Some(pool) => pool,
-          None => load_pool(conn, &pool_id)?.map(Arc::new),
-        };
-        if let Some(pool) = pool {
-          out.push((pool, allocation));
+    let pools = self.cached(
+      |c| &mut c.key_pools,
+      api_key_id,
+      |conn| {
+        let mut out = Vec::new();
+        for (pool_id, allocation) in load_key_allocations(conn, api_key_id)? {
+          let cached = self.cache.borrow().pools.get(&pool_id).cloned();
+          let pool = match cached {
+            Some(pool) => pool,
+            None => load_pool(conn, &pool_id)?.map(Arc::new),
+          };
+          if let Some(pool) = pool {
+            out.push((pool, allocation));
+          }
         }
-      }
-      Ok(out.into())
-    })?;
+        Ok(out.into())
+      },
+    )?;
     if self.cacheable() {
       let mut cache = self.cache.borrow_mut();
       for (pool, _) in pools.iter() {
@@ -215,7 +213,6 @@ impl SqliteDb {
           bounded_insert(&mut cache.pools, &pool.id, Some(pool.clone()));
         }
       }
-      bounded_insert(&mut cache.key_pools, api_key_id, pools.clone());
     }
     Ok(pools)
   }
@@ -238,21 +235,11 @@ impl SqliteDb {
 
   /// The stored plan row of a connection, cached.
   pub fn cached_provider_plan(&self, connection_id: &str) -> Result<Option<Arc<ProviderPlan>>> {
-    self.refresh_cache()?;
-    if let Some(hit) = self.cache.borrow().plans.get(connection_id) {
-      return Ok(hit.clone());
-    }
-    let plan = self
-      .load_consistent(|conn| load_plan(conn, connection_id))?
-      .map(Arc::new);
-    if self.cacheable() {
-      bounded_insert(
-        &mut self.cache.borrow_mut().plans,
-        connection_id,
-        plan.clone(),
-      );
-    }
-    Ok(plan)
+    self.cached(
+      |c| &mut c.plans,
+      connection_id,
+      |conn| Ok(load_plan(conn, connection_id)?.map(Arc::new)),
+    )
   }
 
   /// The model-cap row of `(pool, key, model)`, cached.

@@ -12,26 +12,28 @@ use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, effective, DimensionKey};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{unit_and_window, ConsumptionRow};
-use crate::store::validate::COUNTER_MAX;
 use crate::store::{validate, CounterStore};
 use rusqlite::{params, Connection};
 
-const UPSERT_RETURNING: &str = "
+macro_rules! upsert {
+  () => {
+    "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
   VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
     consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at"
+  };
+}
+
+const UPSERT: &str = upsert!();
+const UPSERT_RETURNING: &str = concat!(
+  upsert!(),
+  "
   RETURNING consumed,
     (SELECT consumed FROM quota_consumption
-     WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3 - 1)";
-
-const UPSERT: &str = "
-  INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
-  VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
-  ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
-    updated_at = excluded.updated_at";
+     WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3 - 1)"
+);
 
 const SELECT_PAIR: &str = "
   SELECT
@@ -72,12 +74,8 @@ pub(super) fn pair(
   dimension_key: &str,
   current: i64,
 ) -> Result<(f64, f64)> {
-  two_numbers(
-    conn,
-    SELECT_PAIR,
-    params![api_key_id, dimension_key, current],
-  )
-  .ctx("reading a counter")
+  let params = params![api_key_id, dimension_key, current];
+  two_numbers(conn, SELECT_PAIR, params).ctx("reading a counter")
 }
 
 /// `(curr_total, prev_total)` of a dimension key string, from the totals table, as
@@ -98,15 +96,11 @@ pub(super) fn per_key(
   now_ms: i64,
 ) -> Result<Vec<(String, f64)>> {
   let current = bucket_index(now_ms, window_ms);
-  rows(
-    conn,
-    SELECT_PER_KEY,
-    params![dimension_key, current],
-    |row| {
-      let (curr, prev) = (number(row, 1)?, number(row, 2)?);
-      Ok((text(row, 0)?, effective(prev, curr, now_ms, window_ms)))
-    },
-  )
+  let params = params![dimension_key, current];
+  rows(conn, SELECT_PER_KEY, params, |row| {
+    let (curr, prev) = (number(row, 1)?, number(row, 2)?);
+    Ok((text(row, 0)?, effective(prev, curr, now_ms, window_ms)))
+  })
   .ctx("reading counters")
 }
 
@@ -174,15 +168,9 @@ impl CounterStore for SqliteDb {
         "consuming: the upsert returned two rows".into(),
       ));
     }
-    let (pending_curr, pending_prev) =
-      self.pending_key_pair(api_key_id, dimension_key.as_str(), current);
-    // The flush saturates the sum at COUNTER_MAX: so does the read.
-    Ok(effective(
-      (prev + pending_prev).min(COUNTER_MAX),
-      (curr + pending_curr).min(COUNTER_MAX),
-      now_ms,
-      window_ms,
-    ))
+    let (curr, prev) =
+      self.with_pending_key(api_key_id, dimension_key.as_str(), current, (curr, prev));
+    Ok(effective(prev, curr, now_ms, window_ms))
   }
 
   fn peek(&self, api_key_id: &str, key: &DimensionKey, now_ms: i64) -> Result<f64> {
@@ -221,15 +209,11 @@ impl SqliteDb {
   pub fn get_bucket(&self, api_key_id: &str, dimension_key: &str, bucket: i64) -> Result<f64> {
     let sql = "SELECT consumed FROM quota_consumption
       WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3";
-    let value = first(
-      &self.conn,
-      sql,
-      params![api_key_id, dimension_key, bucket],
-      |row| number(row, 0),
-    )
-    .ctx("reading a bucket")?;
-    let (pending, _) = self.pending_key_pair(api_key_id, dimension_key, bucket);
-    Ok(value.map_or(pending, |v| (v + pending).min(COUNTER_MAX)))
+    let params = params![api_key_id, dimension_key, bucket];
+    let value = first(&self.conn, sql, params, |row| number(row, 0)).ctx("reading a bucket")?;
+    let stored = (value.unwrap_or(0.0), 0.0);
+    let (curr, _) = self.with_pending_key(api_key_id, dimension_key, bucket, stored);
+    Ok(curr)
   }
 
   /// `incrementBucket(apiKeyId, dimensionKey, bucketIndex, delta, nowMs)`: one atomic
@@ -247,12 +231,8 @@ impl SqliteDb {
     validate::non_empty(api_key_id, "apiKeyId")?;
     validate::non_empty(dimension_key, "dimensionKey")?;
     validate::cost(delta, "delta")?;
-    exec(
-      &self.conn,
-      UPSERT,
-      params![api_key_id, dimension_key, bucket, delta, now_ms],
-    )
-    .ctx("incrementing a bucket")?;
+    let params = params![api_key_id, dimension_key, bucket, delta, now_ms];
+    exec(&self.conn, UPSERT, params).ctx("incrementing a bucket")?;
     Ok(())
   }
 
@@ -264,12 +244,8 @@ impl SqliteDb {
     dimension_key: &str,
     current: i64,
   ) -> Result<(f64, f64)> {
-    let (curr, prev) = pair(&self.conn, api_key_id, dimension_key, current)?;
-    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, dimension_key, current);
-    Ok((
-      (curr + pending_curr).min(COUNTER_MAX),
-      (prev + pending_prev).min(COUNTER_MAX),
-    ))
+    let stored = pair(&self.conn, api_key_id, dimension_key, current)?;
+    Ok(self.with_pending_key(api_key_id, dimension_key, current, stored))
   }
 
   /// `sumPoolDimension(dimensionKey, currentBucket)` → `(currTotal, prevTotal)` over every
@@ -278,9 +254,8 @@ impl SqliteDb {
     // A dropped totals trigger (a recreated table) shows as a schema change: re-applied
     // here, with the totals rebuilt, before they are read.
     self.refresh_cache()?;
-    let (curr, prev) = totals_pair(&self.conn, dimension_key, current)?;
-    let (pending_curr, pending_prev) = self.pending_totals_pair(dimension_key, current);
-    Ok((curr + pending_curr, prev + pending_prev))
+    let stored = totals_pair(&self.conn, dimension_key, current)?;
+    Ok(self.with_pending_totals(dimension_key, current, stored))
   }
 
   /// `listConsumptionForPool(poolId, limit)`: the pool's rows (dimension keys starting
@@ -289,10 +264,7 @@ impl SqliteDb {
   /// (`>= "<poolId>:"` and `< "<poolId>;"`), so `%` or `_` in a pool id match themselves
   /// and the match is case-sensitive.
   ///
-  /// Without an index of its own (one would cost every write, docs/sqlite.md#listing-a-pools-rows),
-  /// each way below answers exactly the full sort's page: a walk of the table's newest rows
-  /// (a full page from it is the pool's newest: every row not walked is older), each of
-  /// the pool's dimension keys read newest first from its index, or the pool's rows sorted.
+  /// Each way below answers exactly the full sort's page (docs/sqlite.md#listing-a-pools-rows).
   pub fn list_consumption_for_pool(
     &self,
     pool_id: &str,
@@ -301,9 +273,8 @@ impl SqliteDb {
     let limit = limit.clamp(1, 500);
     let low = format!("{pool_id}:");
     let high = format!("{pool_id};");
-    // A pool that is most of the table: a short walk of the table's newest rows. Else each
-    // of the pool's dimension keys read newest first from its index; without that index (a
-    // file whose engine migration was dropped), a longer walk, else a sort of the pool's rows.
+    // A short walk of the table's newest rows (the pool is most of the table), else each
+    // dimension key from its index, else (no such index) a longer walk, else a sort.
     let window = self.listing_window(&low, &high, limit).ok().flatten();
     if let Some(window) = window.filter(|w| *w <= LIST_SHORT_WALK) {
       if let Ok(Some(rows)) = self.list_newest_within(&low, &high, limit, window) {
@@ -318,13 +289,8 @@ impl SqliteDb {
         return Ok(rows);
       }
     }
-    rows(
-      &self.conn,
-      LIST_POOL_SORTED,
-      params![low, high, limit],
-      consumption_row,
-    )
-    .ctx("listing consumption")
+    let params = params![low, high, limit];
+    rows(&self.conn, LIST_POOL_SORTED, params, consumption_row).ctx("listing consumption")
   }
 
   /// How many of the table's newest rows to walk for a page of the pool, or `None` when
@@ -332,16 +298,11 @@ impl SqliteDb {
   /// `quota_consumption_totals` (one row per dimension key and bucket), the table's
   /// estimated by its largest rowid; a random row read costs about three in order.
   fn listing_window(&self, low: &str, high: &str, limit: i64) -> rusqlite::Result<Option<i64>> {
-    let (pool_rows, table_rows): (i64, i64) =
-      self
-        .conn
-        .prepare_cached(LIST_SIZES)?
-        .query_row(params![low, high], |row| {
-          Ok((
-            row.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            row.get::<_, Option<i64>>(1)?.unwrap_or(0),
-          ))
-        })?;
+    let sizes: (Option<i64>, Option<i64>) = self
+      .conn
+      .prepare_cached(LIST_SIZES)?
+      .query_row(params![low, high], |row| row.try_into())?;
+    let (pool_rows, table_rows) = (sizes.0.unwrap_or(0), sizes.1.unwrap_or(0));
     if pool_rows <= 0 {
       return Ok(None);
     }
@@ -420,21 +381,20 @@ impl SqliteDb {
 /// How far back `listConsumptionForPool` walks the table's newest rows at most.
 const LIST_MAX_WINDOW: i64 = 16_384;
 
-/// The pool's rows (from the totals) and the table's (its largest rowid, an upper bound).
 /// `listConsumptionForPool`: the pool's first dimension key (`?1` its prefix, `?2` the end
 /// of the range): one seek of the (dimension_key, bucket_index) index.
-pub(crate) const POOL_FIRST_DIMENSION: &str = "
+const POOL_FIRST_DIMENSION: &str = "
   SELECT min(dimension_key) FROM quota_consumption
   WHERE dimension_key >= ?1 AND dimension_key < ?2";
 
 /// `listConsumptionForPool`: the pool's next dimension key after `?1`, below `?2`.
-pub(crate) const POOL_NEXT_DIMENSION: &str = "
+const POOL_NEXT_DIMENSION: &str = "
   SELECT min(dimension_key) FROM quota_consumption
   WHERE dimension_key > ?1 AND dimension_key < ?2";
 
 /// `listConsumptionForPool`: one dimension key's newest `?2` rows, read backwards from
 /// `idx_quota_consumption_dimension_updated` (migration 0011).
-pub(crate) const DIMENSION_NEWEST_ROWS: &str = "
+const DIMENSION_NEWEST_ROWS: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption INDEXED BY idx_quota_consumption_dimension_updated
   WHERE dimension_key = ?1
@@ -445,20 +405,21 @@ pub(crate) const DIMENSION_NEWEST_ROWS: &str = "
 /// reading each of the pool's dimension keys from its index.
 const LIST_SHORT_WALK: i64 = 2_048;
 
-pub(crate) const LIST_SIZES: &str = "
+/// The pool's rows (from the totals) and the table's (its largest rowid, an upper bound).
+const LIST_SIZES: &str = "
   SELECT
     (SELECT sum(row_count) FROM quota_consumption_totals
      WHERE dimension_key >= ?1 AND dimension_key < ?2),
     (SELECT max(rowid) FROM quota_consumption)";
 
 /// The `updated_at` of the table's `?1 + 1`-th newest row (from the index alone).
-pub(crate) const LIST_FLOOR: &str = "
+const LIST_FLOOR: &str = "
   SELECT updated_at FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
   WHERE updated_at IS NOT NULL
   ORDER BY updated_at DESC LIMIT 1 OFFSET ?1";
 
 /// The pool's newest rows above `?3`, walking `idx_quota_consumption_updated_at` backwards.
-pub(crate) const LIST_NEWEST: &str = "
+const LIST_NEWEST: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption INDEXED BY idx_quota_consumption_updated_at
   WHERE updated_at > ?3 AND dimension_key >= ?1 AND dimension_key < ?2
@@ -466,7 +427,7 @@ pub(crate) const LIST_NEWEST: &str = "
   LIMIT ?4";
 
 /// Every row of the pool, sorted.
-pub(crate) const LIST_POOL_SORTED: &str = "
+const LIST_POOL_SORTED: &str = "
   SELECT api_key_id, dimension_key, bucket_index, consumed, updated_at
   FROM quota_consumption
   WHERE dimension_key >= ?1 AND dimension_key < ?2
@@ -498,10 +459,7 @@ impl SqliteDb {
     now_ms: i64,
   ) -> Result<()> {
     validate_writes(api_key_id, writes)?;
-    let tx =
-      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
-        .ctx("starting a write")?;
-    {
+    self.in_write(|tx| {
       let mut stmt = tx.prepare_cached(UPSERT).ctx("consuming")?;
       for (key, cost) in writes {
         let current = bucket_index(now_ms, key.window.ms());
@@ -509,8 +467,8 @@ impl SqliteDb {
           .execute(params![api_key_id, key.to_string(), current, cost, now_ms])
           .ctx("consuming")?;
       }
-    }
-    tx.commit().ctx("committing")
+      Ok(())
+    })
   }
 }
 
@@ -527,33 +485,17 @@ pub(super) fn validate_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) 
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::store::sqlite::OpenOptions;
-
-  fn temp_db() -> (tempfile::TempDir, SqliteDb) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
-    (dir, db)
-  }
+  use crate::store::sqlite::temp_db;
 
   type Row = (String, String, i64, i64);
 
   fn reference(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {
-    let mut stmt = db.connection().prepare(LIST_POOL_SORTED).unwrap();
-    stmt
-      .query_map(
-        params![format!("{pool}:"), format!("{pool};"), limit],
-        |r| {
-          Ok((
-            r.get(0)?,
-            r.get(1)?,
-            r.get(2)?,
-            r.get::<_, Option<i64>>(4)?.unwrap_or(0),
-          ))
-        },
-      )
-      .unwrap()
-      .collect::<rusqlite::Result<_>>()
-      .unwrap()
+    let params = params![format!("{pool}:"), format!("{pool};"), limit];
+    rows(db.connection(), LIST_POOL_SORTED, params, |r| {
+      let updated_at: Option<i64> = r.get(4)?;
+      Ok((r.get(0)?, r.get(1)?, r.get(2)?, updated_at.unwrap_or(0)))
+    })
+    .unwrap()
   }
 
   fn listed(db: &SqliteDb, pool: &str, limit: i64) -> Vec<Row> {

@@ -1,20 +1,13 @@
-//! Retention of `quota_consumption` (docs/contract.md §4) and the reconciliation of
-//! `quota_consumption_totals`.
+//! Retention of `quota_consumption` (docs/contract.md §4, docs/sqlite.md#retention) and the
+//! reconciliation of `quota_consumption_totals`.
 //!
 //! Deletes run in chunks, each its own short statement, so a large sweep never holds the
-//! write lock for long. Deleting rows subtracts them from the totals through the delete
-//! trigger; a totals row goes when its last row goes. Totals rows are never dropped on
-//! their own: `sumPoolDimension` accepts any bucket index, and its answer must stay the
-//! sum of the rows.
+//! write lock for long; the delete trigger subtracts them from the totals. Totals rows are
+//! never dropped on their own: `sumPoolDimension` accepts any bucket index.
 //!
-//! Float drift: totals are maintained incrementally (`+ delta`, `− old`), so for
-//! fractional values (usd) a total can differ from a fresh `SUM` in the last bits; integer
-//! units (tokens, requests) are exact up to 2^53. Emptied buckets are exact (the row is
-//! deleted at `row_count = 0`). [`SqliteDb::reconcile_totals`] recomputes every totals
-//! row from its rows and rewrites the ones that differ; the background sweep runs it after
-//! each retention pass. It also repairs what triggers cannot see: a writer using
-//! `INSERT OR REPLACE` without `recursive_triggers` (SQLite then skips delete triggers for
-//! the replaced row).
+//! [`SqliteDb::reconcile_totals`] rewrites the totals rows that differ from their rows'
+//! sum: incremental float sums drift in the last bits (usd), and a writer using
+//! `INSERT OR REPLACE` without `recursive_triggers` skips the delete trigger.
 
 use super::inspect::{poisoned_counters, PoisonedCounters, POISONED_ROWS};
 use super::values::{exec, rows};
@@ -114,7 +107,7 @@ impl SqliteDb {
     let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
       .ctx("starting the totals reconciliation")?;
     let limit = batch.max(1) as i64;
-    let map = |row: &rusqlite::Row<'_>| Ok((row.get(0)?, row.get(1)?));
+    let map = |row: &rusqlite::Row<'_>| row.try_into();
     let keys: Vec<(String, i64)> = match after {
       None => rows(&tx, KEYS_FIRST, params![limit], map),
       Some(c) => rows(
@@ -126,19 +119,11 @@ impl SqliteDb {
     }
     .ctx("listing totals")?;
     let mut fixed = 0;
-    {
-      let mut recompute = tx.prepare_cached(RECOMPUTE).ctx("recomputing totals")?;
-      let mut drop_empty = tx.prepare_cached(DROP_EMPTY).ctx("recomputing totals")?;
-      for (key, bucket) in &keys {
-        let changed = recompute
-          .execute(params![key, bucket])
-          .ctx("recomputing totals")?;
-        let dropped = drop_empty
-          .execute(params![key, bucket])
-          .ctx("recomputing totals")?;
-        if changed > 0 || dropped > 0 {
-          fixed += 1;
-        }
+    for (key, bucket) in &keys {
+      let changed = exec(&tx, RECOMPUTE, params![key, bucket]).ctx("recomputing totals")?;
+      let dropped = exec(&tx, DROP_EMPTY, params![key, bucket]).ctx("recomputing totals")?;
+      if changed > 0 || dropped > 0 {
+        fixed += 1;
       }
     }
     tx.commit().ctx("committing the totals reconciliation")?;
@@ -175,17 +160,11 @@ impl SqliteDb {
   pub fn repair_counters(&self) -> Result<PoisonedCounters> {
     let found = poisoned_counters(&self.conn)?;
     self.flush_pending(false)?;
-    self
-      .conn
-      .execute(
-        &format!(
-          "UPDATE quota_consumption
-           SET consumed = max(min(coalesce(consumed, 0) + 0, 1e15), 0)
-           WHERE {POISONED_ROWS}"
-        ),
-        [],
-      )
-      .ctx("repairing counters")?;
+    let sql = format!(
+      "UPDATE quota_consumption SET consumed = max(min(coalesce(consumed, 0) + 0, 1e15), 0)
+       WHERE {POISONED_ROWS}"
+    );
+    self.conn.execute(&sql, []).ctx("repairing counters")?;
     // A totals row the triggers cannot mend (Infinity from an older version, or
     // negative) differs from its rows' saturated sum: the reconciliation rewrites it.
     self.reconcile_totals()?;

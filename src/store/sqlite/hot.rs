@@ -9,27 +9,23 @@
 //! transaction's snapshot only makes the next check fail, never succeed wrongly.
 //!
 //! When the header moved, the commits since may still have left the engine's tables alone
-//! — the host's request logs, in its own tables. Every change to an engine table rewrites,
-//! in the same transaction, a page the hot path watches: the root of `quota_data_version`
-//! (counters) or of `quota_metadata_version` (metadata), single-row tables bumped by
-//! triggers whoever the writer; any schema change rewrites page 1 and moves the schema
-//! cookie there (page 1 is also rewritten when the file grows: then the cookie in its latest
-//! frame is read from the WAL, and only a moved cookie counts). So
-//! when none of the frames committed since the last full read holds one of those pages
-//! (their page numbers are in the wal-index, `WalIndexView::wrote_since`), everything
-//! cached is still current: the header is taken as the new reference and the decision
-//! runs from memory (docs/sqlite.md#decisions-that-survive-unrelated-commits). The watched
-//! pages are looked up in a full read, again whenever the schema cookie moved, and only
-//! when every version trigger exists; otherwise any commit means a full read.
+//! (the host's request logs): every change to an engine table rewrites a watched page — the
+//! root of `quota_data_version` or `quota_metadata_version`, bumped by triggers, or page 1
+//! with a moved schema cookie. When no frame committed since holds one
+//! (`WalIndexView::wrote_since`), the decision still runs from memory
+//! (docs/sqlite.md#decisions-that-survive-unrelated-commits). Without every version
+//! trigger, any commit means a full read.
 //!
 //! Every read of a counter or a pool total also adds what `record_buffer.rs` holds.
 //!
 //! The core's decision reads the store through `core::enforce::QuotaSource`, implemented
 //! here: the cached metadata (`cache.rs`) and the two-row counter reads above.
 
+use super::record_buffer::{counter_key, totals_key};
+use super::values::one;
 use super::wal_index::{one_commit_after, Since, WalIndexView, WalToken};
 use super::SqliteDb;
-use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, PushKey, QuotaPool};
+use crate::core::dimensions::{DimensionKey, PoolAllocation, ProviderPlan, QuotaPool};
 use crate::core::enforce::{Buckets, ModelCapLimit, QuotaMetadata, QuotaSource};
 use crate::core::plans::resolve_plan;
 use crate::error::Result;
@@ -99,6 +95,12 @@ impl HotState {
       None => false,
     }
   }
+}
+
+/// `quota_data_version`'s one row, `None` when it cannot be read.
+pub(super) fn data_version(conn: &rusqlite::Connection) -> Option<i64> {
+  let sql = "SELECT version FROM quota_data_version WHERE id = 1";
+  one(conn, sql, []).ok()
 }
 
 /// The version tables' root pages and how many of the version triggers exist.
@@ -201,8 +203,7 @@ impl SqliteDb {
       // The row is `curr` of the pair keyed by its bucket and `prev` of the next one's.
       let mut growth = None;
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        scratch.clear();
-        counter_key(scratch, api_key_id, dimension_key, current);
+        counter_key(scratch, "k\0", api_key_id, dimension_key, current);
         if let Some(pair) = counters.get_mut(scratch.as_str()) {
           let value = if slot == 0 { &mut pair.0 } else { &mut pair.1 };
           let old = *value;
@@ -211,8 +212,7 @@ impl SqliteDb {
         }
       }
       for (current, slot) in [(bucket, 0), (bucket + 1, 1)] {
-        scratch.clear();
-        totals_key(scratch, dimension_key, current);
+        totals_key(scratch, "p\0", dimension_key, current);
         let Some(pair) = counters.get_mut(scratch.as_str()) else {
           continue;
         };
@@ -244,14 +244,11 @@ impl SqliteDb {
   /// A restart of the WAL (about every thousand of the host's commits) then costs one read
   /// of the version row instead of a counter read for every key.
   fn keep_or_drop_counters(&self) {
-    let version = self.hot.borrow().watch.and_then(|watch| {
-      self
-        .conn
-        .prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
-        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
-        .ok()
-        .map(|version| (watch.schema_version, version))
-    });
+    let version = self
+      .hot
+      .borrow()
+      .watch
+      .and_then(|watch| data_version(&self.conn).map(|version| (watch.schema_version, version)));
     let mut hot = self.hot.borrow_mut();
     if version.is_none() || hot.counters_version != version {
       hot.counters.clear();
@@ -279,11 +276,7 @@ impl SqliteDb {
   /// transaction). Any failure, a missing version table or trigger: no watch, so every
   /// commit means a full read — slower, never wrong.
   fn refresh_watch(&self) {
-    let schema_version = self
-      .conn
-      .prepare_cached("PRAGMA schema_version")
-      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)));
-    let Ok(schema_version) = schema_version else {
+    let Ok(schema_version) = one::<i64>(&self.conn, "PRAGMA schema_version", []) else {
       self.hot.borrow_mut().watch = None;
       return;
     };
@@ -295,18 +288,10 @@ impl SqliteDb {
     {
       return;
     }
-    let found = self
+    let found: rusqlite::Result<(Option<i64>, Option<i64>, i64)> = self
       .conn
       .prepare_cached(watch_query())
-      .and_then(|mut stmt| {
-        stmt.query_row([], |row| {
-          Ok((
-            row.get::<_, Option<i64>>(0)?,
-            row.get::<_, Option<i64>>(1)?,
-            row.get::<_, i64>(2)?,
-          ))
-        })
-      });
+      .and_then(|mut stmt| stmt.query_row([], |row| row.try_into()));
     let expected = super::migrations::version_triggers().len() as i64;
     let page = |root: Option<i64>| root.and_then(|r| u32::try_from(r).ok()).filter(|&r| r > 1);
     self.hot.borrow_mut().watch = match found {
@@ -329,32 +314,25 @@ impl SqliteDb {
     key: &DimensionKey,
     current: i64,
   ) -> Result<Buckets> {
-    let (curr, prev) = self.cached_pair(
-      |out| counter_key(out, api_key_id, key, current),
+    let stored = self.cached_pair(
+      |out| counter_key(out, "k\0", api_key_id, key, current),
       || super::counters::pair(&self.conn, api_key_id, &key.to_string(), current),
     )?;
-    let (pending_curr, pending_prev) = self.pending_key_pair(api_key_id, key, current);
-    // The flush saturates the sum at COUNTER_MAX: so does the read.
-    Ok(Buckets {
-      curr: (curr + pending_curr).min(COUNTER_MAX),
-      prev: (prev + pending_prev).min(COUNTER_MAX),
-    })
+    let (curr, prev) = self.with_pending_key(api_key_id, key, current, stored);
+    Ok(Buckets { curr, prev })
   }
 
   /// A dimension key's pool totals `(curr, prev)`, like [`SqliteDb::key_pair_now`].
   pub(super) fn totals_pair_now(&self, key: &DimensionKey, current: i64) -> Result<Buckets> {
-    let (curr, prev) = self.cached_pair(
-      |out| totals_key(out, key, current),
+    let stored = self.cached_pair(
+      |out| totals_key(out, "p\0", key, current),
       || {
         self.refresh_cache()?;
         super::counters::totals_pair(&self.conn, &key.to_string(), current)
       },
     )?;
-    let (pending_curr, pending_prev) = self.pending_totals_pair(key, current);
-    Ok(Buckets {
-      curr: curr + pending_curr,
-      prev: prev + pending_prev,
-    })
+    let (curr, prev) = self.with_pending_totals(key, current, stored);
+    Ok(Buckets { curr, prev })
   }
 
   fn cached_pair(
@@ -371,7 +349,6 @@ impl SqliteDb {
       let HotState {
         scratch, counters, ..
       } = &mut *hot;
-      scratch.clear();
       key(scratch);
       if let Some(hit) = counters.get(scratch.as_str()) {
         return Ok(*hit);
@@ -388,24 +365,6 @@ impl SqliteDb {
     counters.insert(scratch.clone(), value);
     Ok(value)
   }
-}
-
-/// The counter cache's key of one API key's pair around bucket `current`.
-fn counter_key(out: &mut String, api_key_id: &str, key: &(impl PushKey + ?Sized), current: i64) {
-  out.push_str("k\0");
-  out.push_str(api_key_id);
-  out.push('\0');
-  key.push_key(out);
-  out.push('\0');
-  current.push_key(out);
-}
-
-/// The counter cache's key of a dimension key's pool totals around bucket `current`.
-fn totals_key(out: &mut String, key: &(impl PushKey + ?Sized), current: i64) {
-  out.push_str("p\0");
-  key.push_key(out);
-  out.push('\0');
-  current.push_key(out);
 }
 
 /// Ends a hot scope: counter reads go to the database again, the metadata check runs again.
@@ -433,14 +392,11 @@ impl QuotaMetadata for SqliteDb {
     api_key_id: &str,
     model: &str,
   ) -> Result<Option<ModelCapLimit>> {
-    Ok(
-      self
-        .cached_model_cap(pool_id, api_key_id, model)?
-        .map(|cap| ModelCapLimit {
-          value: cap.cap_value,
-          unit: cap.cap_unit,
-        }),
-    )
+    let cap = self.cached_model_cap(pool_id, api_key_id, model)?;
+    Ok(cap.map(|cap| ModelCapLimit {
+      value: cap.cap_value,
+      unit: cap.cap_unit,
+    }))
   }
 
   fn plan(&self, connection_id: &str, provider: &str) -> Arc<ProviderPlan> {

@@ -117,12 +117,11 @@ fn has_columns(conn: &Connection, table: &str, columns: &[&str]) -> Result<bool>
 }
 
 fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseInspection> {
-  let journal_mode: String = conn
-    .query_row("PRAGMA journal_mode", [], |row| row.get(0))
-    .ctx("reading journal_mode")?;
-  let user_version: i64 = conn
-    .query_row("PRAGMA user_version", [], |row| row.get(0))
-    .ctx("reading user_version")?;
+  fn one<T: rusqlite::types::FromSql>(conn: &Connection, sql: &str) -> rusqlite::Result<T> {
+    conn.query_row(sql, [], |row| row.get(0))
+  }
+  let journal_mode: String = one(conn, "PRAGMA journal_mode").ctx("reading journal_mode")?;
+  let user_version: i64 = one(conn, "PRAGMA user_version").ctx("reading user_version")?;
   let tables: Vec<String> = rows_once(
     conn,
     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
@@ -140,15 +139,9 @@ fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseI
     .collect();
   let has = |t: &str| tables.iter().any(|name| name == t);
   let quota_store_setting = if has("key_value") {
-    conn
-      .query_row(
-        "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'",
-        [],
-        |row| row.get::<_, Option<String>>(0),
-      )
-      .optional()
-      .ctx("reading key_value")?
-      .flatten()
+    let sql = "SELECT value FROM key_value WHERE namespace = 'settings' AND key = 'quotaStore'";
+    let setting: Option<Option<String>> = one(conn, sql).optional().ctx("reading key_value")?;
+    setting.flatten()
   } else {
     None
   };
@@ -185,10 +178,7 @@ fn inspect(conn: &Connection, path: &Path, via_engine: bool) -> Result<DatabaseI
     None
   };
   let counter_rows = if has("quota_consumption") {
-    let count = conn.query_row("SELECT count(*) FROM quota_consumption", [], |row| {
-      row.get(0)
-    });
-    Some(count.ctx("counting quota_consumption")?)
+    Some(one(conn, "SELECT count(*) FROM quota_consumption").ctx("counting quota_consumption")?)
   } else {
     None
   };

@@ -70,8 +70,6 @@
 //! `UnmapViewOfFile`, which no hook counts, so the memory path is off there ([`unmaps`] is
 //! `None`): every hot-path call reads the database — correct, not as fast.
 
-use std::path::Path;
-
 /// Whether the hooks are installed in this process's bundled SQLite.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookStatus {
@@ -122,16 +120,8 @@ mod commands;
     any(target_arch = "x86_64", target_arch = "aarch64")
   )
 ))]
-mod hooks;
-
-#[cfg(any(
-  target_os = "macos",
-  all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-  )
-))]
-use hooks as imp;
+#[path = "locks/hooks.rs"]
+mod imp;
 
 #[cfg(not(any(
   target_os = "macos",
@@ -185,53 +175,6 @@ mod imp {
   }
 }
 
-/// Installs the hooks once per process (idempotent). Must run before the first connection
-/// of the bundled SQLite is opened — [`super::SqliteDb::open`] does it; tests that open a
-/// second raw `rusqlite` connection call it first.
-pub fn install() -> HookStatus {
-  imp::install()
-}
-
-/// The installed hooks, or `None` before [`install`].
-pub fn installed() -> Option<HookStatus> {
-  imp::installed()
-}
-
-/// How many lock requests the `fcntl` hook has turned into OFD requests so far (refused
-/// requests are not counted).
-pub fn lock_calls() -> u64 {
-  imp::lock_calls()
-}
-
-/// How many times the engine's SQLite copy has unmapped memory (the wal-index regions,
-/// when the last connection to a file lets go of them), or `None` when that is not
-/// counted on this platform, or the locks are not live (see the module documentation) —
-/// then no pointer into the wal-index may be kept.
-pub fn unmaps() -> Option<u64> {
-  imp::unmaps()
-}
-
-/// Whether a classic `F_GETLK` from this process sees a lock on the DMS byte of
-/// `<db_path>-shm` (through the engine's own `-shm` descriptor; nothing is opened).
-/// `None` when it cannot be asked.
-pub fn probe_shm(db_path: &Path) -> Option<bool> {
-  imp::probe_shm(db_path)
-}
-
-/// The open-time self-test: the hook ran since `calls_before` and the `-shm` probe sees the
-/// engine's lock. When it finds the locks not live, it also turns the memory path off for
-/// the process (and, when the hook runs but its locks are not seen, makes it refuse).
-pub fn self_test(db_path: &Path, calls_before: u64) -> LockCheck {
-  imp::self_test(db_path, calls_before)
-}
-
-/// Descriptors kept open by the close hook.
-pub fn parked_count() -> usize {
-  imp::parked_count()
-}
-
-/// Closes parked descriptors whose file no other descriptor of the process refers to any
-/// more; returns how many were closed.
-pub fn sweep_parked() -> usize {
-  imp::sweep_parked()
-}
+pub use imp::{
+  install, installed, lock_calls, parked_count, probe_shm, self_test, sweep_parked, unmaps,
+};

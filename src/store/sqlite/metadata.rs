@@ -7,7 +7,7 @@
 //! the host or a shell wrote never make a read fail (an unknown policy reads as `hard`, a
 //! weight outside 0..=100 is clamped, a malformed `dimensions_json` entry is skipped).
 
-use super::values::{exec, f64_of, first, rows, string_of, text};
+use super::values::{exec, f64_of, first, one, rows, string_of, text};
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{
   PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaPool, QuotaUnit,
@@ -18,7 +18,7 @@ use crate::store::ids::new_uuid_v4;
 use crate::store::iso_time::{iso_from_ms, normalize_sqlite_timestamp};
 use crate::store::records::{LegacyPool, ModelCap, NewPool, PoolPage, PoolUpdate};
 use crate::store::validate;
-use rusqlite::{params, Connection, Row, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, Row};
 use std::collections::HashSet;
 
 /// `groupId` of a pool whose `group_id` is empty or NULL.
@@ -137,14 +137,11 @@ pub(super) fn load_model_cap(
     SELECT_MODEL_CAP,
     [pool_id, api_key_id, model],
     |row| {
-      Ok((
-        f64_of(row.get_ref(0)?),
-        string_of(row.get_ref(1)?).and_then(|u| QuotaUnit::parse(&u)),
-      ))
+      let unit = string_of(row.get_ref(1)?).and_then(|u| QuotaUnit::parse(&u));
+      Ok((f64_of(row.get_ref(0)?), unit))
     },
-  )
-  .ctx("reading a model cap")?;
-  Ok(match row {
+  );
+  Ok(match row.ctx("reading a model cap")? {
     Some((Some(cap_value), Some(cap_unit))) if !cap_value.is_nan() => Some(ModelCap {
       pool_id: pool_id.to_string(),
       api_key_id: api_key_id.to_string(),
@@ -158,7 +155,10 @@ pub(super) fn load_model_cap(
 
 // ----- writing ---------------------------------------------------------------------------
 
-fn insert_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
+/// Replaces the allocations of `pool_id` with `list`.
+fn replace_allocations(tx: &Connection, pool_id: &str, list: &[PoolAllocation]) -> Result<()> {
+  let sql = "DELETE FROM quota_allocations WHERE pool_id = ?1";
+  exec(tx, sql, [pool_id]).ctx("replacing allocations")?;
   let mut stmt = tx
     .prepare_cached(
       "INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy)
@@ -186,12 +186,8 @@ fn replace_members(
   members: &[String],
   created_at: &str,
 ) -> Result<()> {
-  exec(
-    tx,
-    "DELETE FROM quota_pool_connections WHERE pool_id = ?1",
-    [pool_id],
-  )
-  .ctx("replacing pool connections")?;
+  let sql = "DELETE FROM quota_pool_connections WHERE pool_id = ?1";
+  exec(tx, sql, [pool_id]).ctx("replacing pool connections")?;
   let mut stmt = tx
     .prepare_cached(
       "INSERT INTO quota_pool_connections (pool_id, connection_id, created_at) VALUES (?1, ?2, ?3)",
@@ -217,20 +213,12 @@ fn membership(primary: &str, others: &[String]) -> Vec<String> {
 
 /// The primary connection of pool `id`, when it exists.
 fn pool_primary(conn: &Connection, id: &str) -> Result<Option<String>> {
-  first(
-    conn,
-    "SELECT connection_id FROM quota_pools WHERE id = ?1",
-    [id],
-    |row| text(row, 0),
-  )
-  .ctx("reading a pool")
+  let sql = "SELECT connection_id FROM quota_pools WHERE id = ?1";
+  first(conn, sql, [id], |row| text(row, 0)).ctx("reading a pool")
 }
 
 fn pool_count(conn: &Connection) -> Result<i64> {
-  conn
-    .prepare_cached("SELECT COUNT(*) FROM quota_pools")
-    .and_then(|mut stmt| stmt.query_row([], |row| row.get(0)))
-    .ctx("counting pools")
+  one(conn, "SELECT COUNT(*) FROM quota_pools", []).ctx("counting pools")
 }
 
 /// Inserts `pool` with its allocations and membership (primary first).
@@ -241,7 +229,7 @@ fn insert_pool(tx: &Connection, pool: &LegacyPool, created_at: &str) -> Result<(
     params![pool.id, pool.connection_id, pool.name, created_at, pool.group_id],
   )
   .ctx("writing a pool")?;
-  insert_allocations(tx, &pool.id, &pool.allocations)?;
+  replace_allocations(tx, &pool.id, &pool.allocations)?;
   let members = membership(&pool.connection_id, &pool.connection_ids);
   replace_members(tx, &pool.id, &members, created_at)
 }
@@ -260,10 +248,7 @@ fn dimensions_json(dimensions: &[QuotaDimension]) -> String {
 
 impl SqliteDb {
   fn write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
-      .ctx("starting a write")?;
-    let value = f(&tx)?;
-    tx.commit().ctx("committing")?;
+    let value = self.in_write(f)?;
     self.invalidate_metadata();
     Ok(value)
   }
@@ -297,24 +282,23 @@ impl SqliteDb {
 
   /// `listPools({ limit?, offset? })`: pools in creation order; `limit` `None` = all.
   pub fn list_pools(&self, limit: Option<u32>, offset: Option<u32>) -> Result<PoolPage> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-      .ctx("starting a read")?;
-    let total = pool_count(&tx)?;
-    let ids = rows(
-      &tx,
-      "SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2",
-      params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
-      |row| text(row, 0),
-    )
-    .ctx("listing pools")?;
-    let mut items = Vec::with_capacity(ids.len());
-    for id in ids {
-      items.extend(load_pool(&tx, &id)?);
-    }
-    tx.commit().ctx("ending a read")?;
-    Ok(PoolPage {
-      items,
-      total: total.max(0) as u64,
+    self.in_read(|conn| {
+      let total = pool_count(conn)?;
+      let ids = rows(
+        conn,
+        "SELECT id FROM quota_pools ORDER BY rowid LIMIT ?1 OFFSET ?2",
+        params![limit.map_or(-1, i64::from), i64::from(offset.unwrap_or(0))],
+        |row| text(row, 0),
+      )
+      .ctx("listing pools")?;
+      let mut items = Vec::with_capacity(ids.len());
+      for id in ids {
+        items.extend(load_pool(conn, &id)?);
+      }
+      Ok(PoolPage {
+        items,
+        total: total.max(0) as u64,
+      })
     })
   }
 
@@ -350,9 +334,7 @@ impl SqliteDb {
         set("group_id", group_id)?;
       }
       if let Some(list) = &patch.allocations {
-        exec(tx, "DELETE FROM quota_allocations WHERE pool_id = ?1", [id])
-          .ctx("replacing allocations")?;
-        insert_allocations(tx, id, list)?;
+        replace_allocations(tx, id, list)?;
       }
       if let Some(list) = &patch.connection_ids {
         let members = if list.is_empty() {
@@ -392,17 +374,11 @@ impl SqliteDb {
     validate::non_empty(pool_id, "poolId")?;
     validate::allocations(allocations, "allocations")?;
     self.write(|tx| {
-      if pool_primary(tx, pool_id)?.is_none() {
-        return Ok(false);
+      let exists = pool_primary(tx, pool_id)?.is_some();
+      if exists {
+        replace_allocations(tx, pool_id, allocations)?;
       }
-      exec(
-        tx,
-        "DELETE FROM quota_allocations WHERE pool_id = ?1",
-        [pool_id],
-      )
-      .ctx("replacing allocations")?;
-      insert_allocations(tx, pool_id, allocations)?;
-      Ok(true)
+      Ok(exists)
     })
   }
 
@@ -417,11 +393,8 @@ impl SqliteDb {
 
   /// `getProviderPlan(connectionId)`.
   pub fn get_provider_plan(&self, connection_id: &str) -> Result<Option<ProviderPlan>> {
-    Ok(
-      self
-        .cached_provider_plan(connection_id)?
-        .map(|p| (*p).clone()),
-    )
+    let plan = self.cached_provider_plan(connection_id)?;
+    Ok(plan.map(|p| (*p).clone()))
   }
 
   /// `upsertProviderPlan({ connectionId, provider, dimensions, source })`: inserts or

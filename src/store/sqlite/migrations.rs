@@ -6,10 +6,9 @@
 //! nothing. An index counts as present when the table already has one on the same columns
 //! under another name (the host's own), so no duplicate index is added.
 //!
-//! The `quota_consumption_totals` triggers keep per-(dimension, bucket) sums. When any of
-//! them is created on a file, the totals are rebuilt from `quota_consumption` in the same
-//! transaction, so rows written before (or while a trigger was missing) are counted
-//! exactly once.
+//! When a `quota_consumption_totals` trigger is created on a file, the totals are rebuilt in
+//! the same transaction (docs/sqlite.md#pool-totals-in-constant-time): rows written before,
+//! or while a trigger was missing, count exactly once.
 //!
 //! A trigger can be redefined by a later file (`DROP TRIGGER IF EXISTS name;` then its new
 //! `CREATE TRIGGER IF NOT EXISTS name`): the last definition of a name is the one
@@ -21,7 +20,7 @@ use super::values::rows_once;
 use super::StoreContext;
 use crate::error::{QuotaError, Result};
 use rusqlite::Connection;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 /// `(name, text)` of each file of `migrations/` named.
@@ -228,19 +227,13 @@ fn parse_object(sql: &str) -> Option<(ObjectKind, String)> {
 /// The names of the objects of the migrations that the file lacks.
 fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
   let sql = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'";
-  let rows: Vec<(String, String, Option<String>)> = rows_once(conn, sql, [], |row| {
-    Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+  // `(type, name)` → the stored `sql`.
+  let existing: HashMap<(String, String), Option<String>> = rows_once(conn, sql, [], |row| {
+    Ok(((row.get(0)?, row.get(1)?), row.get(2)?))
   })
-  .ctx("reading the schema")?;
-  let triggers: std::collections::HashMap<&str, &str> = rows
-    .iter()
-    .filter(|(kind, _, _)| kind == "trigger")
-    .map(|(_, name, sql)| (name.as_str(), sql.as_deref().unwrap_or("")))
-    .collect();
-  let existing: HashSet<(String, String)> = rows
-    .iter()
-    .map(|(kind, name, _)| (kind.clone(), name.clone()))
-    .collect();
+  .ctx("reading the schema")?
+  .into_iter()
+  .collect();
   let mut missing = HashSet::new();
   for statement in statements() {
     let Some((kind, name)) = &statement.object else {
@@ -249,15 +242,15 @@ fn missing_objects(conn: &Connection) -> Result<HashSet<String>> {
     if statement.superseded {
       continue;
     }
+    let stored = |kind: &str, name: &str| existing.get(&(kind.to_string(), name.to_string()));
     let present = match kind {
-      ObjectKind::Table => existing.contains(&("table".to_string(), name.clone())),
-      ObjectKind::Trigger => triggers
-        .get(name.as_str())
-        .is_some_and(|stored| trigger_body(stored, name) == trigger_body(&statement.sql, name)),
+      ObjectKind::Table => stored("table", name).is_some(),
+      ObjectKind::Trigger => stored("trigger", name).is_some_and(|sql| {
+        trigger_body(sql.as_deref().unwrap_or(""), name) == trigger_body(&statement.sql, name)
+      }),
       ObjectKind::Index { table, columns } => {
-        existing.contains(&("index".to_string(), name.clone()))
-          || (existing.contains(&("table".to_string(), table.clone()))
-            && has_index_on(conn, table, columns)?)
+        stored("index", name).is_some()
+          || (stored("table", table).is_some() && has_index_on(conn, table, columns)?)
       }
     };
     if !present {
@@ -281,37 +274,24 @@ pub fn migration_status(conn: &Connection) -> Result<Vec<(&'static str, Vec<Stri
       .cloned()
       .collect()
   };
-  Ok(
-    MIGRATIONS
-      .iter()
-      .map(|(file, _)| (*file, lacking(file)))
-      .collect(),
-  )
+  let status = MIGRATIONS.iter().map(|(file, _)| (*file, lacking(file)));
+  Ok(status.collect())
 }
 
 /// Whether `table` has a full (not partial) index on exactly `columns`, in order.
 fn has_index_on(conn: &Connection, table: &str, columns: &[String]) -> Result<bool> {
-  let sql = "SELECT name FROM pragma_index_list(?1) WHERE partial = 0";
-  let names: Vec<String> =
+  // Each index's columns joined by commas; an expression column (no name) matches none.
+  let sql = "SELECT (SELECT group_concat(coalesce(name, char(0)), ',' ORDER BY seqno)
+    FROM pragma_index_info(l.name)) FROM pragma_index_list(?1) AS l WHERE l.partial = 0";
+  let indexes: Vec<Option<String>> =
     rows_once(conn, sql, [table], |row| row.get(0)).ctx("reading indexes")?;
-  let mut info = conn
-    .prepare("SELECT name FROM pragma_index_info(?1) ORDER BY seqno")
-    .ctx("reading indexes")?;
-  for name in names {
-    let indexed: Vec<Option<String>> = info
-      .query_map([&name], |row| row.get(0))
-      .and_then(Iterator::collect)
-      .ctx("reading indexes")?;
-    let same = indexed.len() == columns.len()
-      && indexed
-        .iter()
-        .zip(columns)
-        .all(|(a, b)| a.as_deref().is_some_and(|a| a.eq_ignore_ascii_case(b)));
-    if same {
-      return Ok(true);
-    }
-  }
-  Ok(false)
+  let wanted = columns.join(",");
+  Ok(
+    indexes
+      .into_iter()
+      .flatten()
+      .any(|c| c.eq_ignore_ascii_case(&wanted)),
+  )
 }
 
 /// Brings the file's schema up to the migrations. Returns whether anything was created.
@@ -374,6 +354,7 @@ fn apply_missing(conn: &Connection) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+  use super::super::values::one;
   use super::*;
 
   #[test]
@@ -432,30 +413,18 @@ mod tests {
          INSERT INTO quota_consumption VALUES ('b', 'p:tokens:daily', 1, 9e999, 0);",
       )
       .unwrap();
-    let total: f64 = conn
-      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
-    assert!(total.is_infinite());
+    let total =
+      || -> f64 { one(&conn, "SELECT consumed FROM quota_consumption_totals", []).unwrap() };
+    assert!(total().is_infinite());
     assert!(missing_objects(&conn)
       .unwrap()
       .contains("quota_consumption_totals_ai"));
     assert!(ensure_schema(&conn).unwrap());
     assert!(missing_objects(&conn).unwrap().is_empty());
-    let total: f64 = conn
-      .query_row("SELECT consumed FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
-    assert_eq!(total, 2e15);
+    assert_eq!(total(), 2e15);
     // Deleting the poisoned rows works (it failed with NOT NULL: Inf − Inf = NaN).
     conn.execute("DELETE FROM quota_consumption", []).unwrap();
-    let left: i64 = conn
-      .query_row("SELECT count(*) FROM quota_consumption_totals", [], |r| {
-        r.get(0)
-      })
-      .unwrap();
+    let left: i64 = one(&conn, "SELECT count(*) FROM quota_consumption_totals", []).unwrap();
     assert_eq!(left, 0);
     // Nothing is outdated once applied: opening again writes nothing.
     assert!(!ensure_schema(&conn).unwrap());

@@ -48,10 +48,13 @@ pub use record_buffer::{
   record_commits, Dropped, Recorded, FLUSH_AT, FLUSH_BATCH, RETRY_AFTER_FAILURE,
 };
 
-use crate::error::QuotaError;
-use rusqlite::Connection;
+use crate::error::{QuotaError, Result};
+use rusqlite::TransactionBehavior::{Deferred, Immediate};
+use rusqlite::{ffi, Connection};
 use std::cell::RefCell;
+use std::os::raw::c_int;
 use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
 
 /// One connection to one database file, with the metadata cache of the hot path.
 ///
@@ -63,7 +66,7 @@ pub struct SqliteDb {
   path: PathBuf,
   file_id: Option<open::FileId>,
   /// The connection's own descriptor of the file, when known (see `file_replaced`).
-  fd: Option<std::os::raw::c_int>,
+  fd: Option<c_int>,
   /// When `file_replaced` last looked the path up.
   path_checked: std::cell::Cell<std::time::Instant>,
   report: OpenReport,
@@ -98,27 +101,17 @@ impl SqliteDb {
   /// instead of taking and releasing the WAL read locks once per statement — most of the
   /// cost of a small read — and the metadata freshness check runs once, in the
   /// transaction's snapshot.
-  pub fn read_scope<T>(
-    &self,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub fn read_scope<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     self.scope("BEGIN", f)
   }
 
   /// Runs `f` inside one write transaction (`BEGIN IMMEDIATE … COMMIT`): all of its
   /// statements commit together or not at all, under one acquisition of the write lock.
-  pub fn write_scope<T>(
-    &self,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  pub fn write_scope<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     self.scope("BEGIN IMMEDIATE", f)
   }
 
-  fn scope<T>(
-    &self,
-    begin: &str,
-    f: impl FnOnce(&Self) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+  fn scope<T>(&self, begin: &str, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
     if !self.conn.is_autocommit() {
       return f(self);
     }
@@ -142,23 +135,18 @@ impl SqliteDb {
   /// `begin`, then the freshness check inside the transaction; when that finds a schema
   /// change to migrate, the transaction is abandoned, the migration runs outside it, and
   /// the transaction starts again.
-  fn begin_fresh(&self, begin: &str) -> crate::error::Result<()> {
-    self.exec_cached(begin).ctx("starting a transaction")?;
-    if let Err(err) = self.refresh_cache() {
-      let _ = self.conn.execute_batch("ROLLBACK");
-      return Err(err);
-    }
-    if std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
-      self
-        .conn
-        .execute_batch("ROLLBACK")
-        .ctx("ending a transaction")?;
-      self.refresh_cache()?;
+  fn begin_fresh(&self, begin: &str) -> Result<()> {
+    for retry in [false, true] {
       self.exec_cached(begin).ctx("starting a transaction")?;
       if let Err(err) = self.refresh_cache() {
         let _ = self.conn.execute_batch("ROLLBACK");
         return Err(err);
       }
+      if retry || !std::mem::take(&mut self.cache.borrow_mut().migration_pending) {
+        break;
+      }
+      self.exec_cached("ROLLBACK").ctx("ending a transaction")?;
+      self.refresh_cache()?;
     }
     self.cache.borrow_mut().scope_fresh = true;
     Ok(())
@@ -171,24 +159,35 @@ impl SqliteDb {
   }
 
   /// `load` in its own read transaction, or in the one already open.
-  pub(crate) fn in_read<T>(
+  pub(crate) fn in_read<T>(&self, load: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    self.in_tx(Deferred, ["starting a read", "ending a read"], load)
+  }
+
+  /// `f` in its own IMMEDIATE transaction (all or nothing), or in the one already open.
+  pub(crate) fn in_write<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    self.in_tx(Immediate, ["starting a write", "committing"], f)
+  }
+
+  /// `f` in its own transaction (with the error contexts of its start and its commit),
+  /// or in the one already open.
+  fn in_tx<T>(
     &self,
-    load: impl FnOnce(&Connection) -> crate::error::Result<T>,
-  ) -> crate::error::Result<T> {
+    behavior: rusqlite::TransactionBehavior,
+    [start, commit]: [&str; 2],
+    f: impl FnOnce(&Connection) -> Result<T>,
+  ) -> Result<T> {
     if !self.conn.is_autocommit() {
-      return load(&self.conn);
+      return f(&self.conn);
     }
-    let tx =
-      rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Deferred)
-        .ctx("starting a read")?;
-    let value = load(&tx)?;
-    tx.commit().ctx("ending a read")?;
+    let tx = rusqlite::Transaction::new_unchecked(&self.conn, behavior).ctx(start)?;
+    let value = f(&tx)?;
+    tx.commit().ctx(commit)?;
     Ok(value)
   }
 
   /// Brings the schema up to the embedded migrations now (what opening does); whether
   /// anything was created. Reads only when nothing is missing.
-  pub fn check_schema(&self) -> crate::error::Result<bool> {
+  pub fn check_schema(&self) -> Result<bool> {
     migrations::ensure_schema(&self.conn)
   }
 
@@ -206,25 +205,40 @@ impl SqliteDb {
   }
 }
 
-/// The main database's `sqlite3_file` (SQLITE_FCNTL_FILE_POINTER), valid while `conn` is
-/// open; `None` when SQLite has none or no methods for it.
-pub(crate) fn main_db_file(
-  conn: &Connection,
-) -> Option<std::ptr::NonNull<rusqlite::ffi::sqlite3_file>> {
-  use rusqlite::ffi;
+/// The main database's `sqlite3_file`, valid while `conn` is open; `None` when SQLite has
+/// none or no methods for it.
+pub(crate) fn main_db_file(conn: &Connection) -> Option<NonNull<ffi::sqlite3_file>> {
+  file_pointer(conn, ffi::SQLITE_FCNTL_FILE_POINTER)
+}
+
+/// The main database's WAL (or, without one, its rollback journal), like [`main_db_file`].
+pub(crate) fn journal_file(conn: &Connection) -> Option<NonNull<ffi::sqlite3_file>> {
+  file_pointer(conn, ffi::SQLITE_FCNTL_JOURNAL_POINTER)
+}
+
+/// `op`: one of the two file controls that write a `sqlite3_file *`.
+fn file_pointer(conn: &Connection, op: c_int) -> Option<NonNull<ffi::sqlite3_file>> {
   let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-  // SAFETY: the handle is live; FILE_POINTER writes a `sqlite3_file *` into `file`.
+  // SAFETY: the handle is live; both pointer controls write a `sqlite3_file *` into `file`.
   let rc = unsafe {
     ffi::sqlite3_file_control(
       conn.handle(),
       c"main".as_ptr(),
-      ffi::SQLITE_FCNTL_FILE_POINTER,
+      op,
       (&mut file as *mut *mut ffi::sqlite3_file).cast(),
     )
   };
-  let file = std::ptr::NonNull::new(file).filter(|_| rc == ffi::SQLITE_OK)?;
+  let file = NonNull::new(file).filter(|_| rc == ffi::SQLITE_OK)?;
   // SAFETY: a live `sqlite3_file` SQLite handed out.
   (!unsafe { file.as_ref() }.pMethods.is_null()).then_some(file)
+}
+
+/// A database in a fresh temporary folder (removed with the `TempDir`).
+#[cfg(test)]
+pub(crate) fn temp_db() -> (tempfile::TempDir, SqliteDb) {
+  let dir = tempfile::tempdir().unwrap();
+  let db = SqliteDb::open(&dir.path().join("storage.sqlite"), &OpenOptions::default()).unwrap();
+  (dir, db)
 }
 
 /// Clears the scope's freshness flag when dropped.
@@ -238,11 +252,11 @@ impl Drop for FreshFlag<'_> {
 
 /// `rusqlite` failures as [`QuotaError::Store`], with what was being done.
 pub(crate) trait StoreContext<T> {
-  fn ctx(self, what: &str) -> crate::error::Result<T>;
+  fn ctx(self, what: &str) -> Result<T>;
 }
 
 impl<T> StoreContext<T> for rusqlite::Result<T> {
-  fn ctx(self, what: &str) -> crate::error::Result<T> {
+  fn ctx(self, what: &str) -> Result<T> {
     self.map_err(|e| QuotaError::Store(format!("{what}: {e}")))
   }
 }

@@ -232,15 +232,8 @@ impl SqliteDb {
     if let Some(id) = file {
       with_open_files(|open| open.insert(id));
     }
-    // SAFETY: plain C API calls returning static data.
-    let (sqlite_version, bundled) = unsafe {
-      (
-        std::ffi::CStr::from_ptr(ffi::sqlite3_libversion())
-          .to_string_lossy()
-          .into_owned(),
-        ffi::sqlite3_libversion_number() == ffi::SQLITE_VERSION_NUMBER,
-      )
-    };
+    let sqlite_version = rusqlite::version().to_string();
+    let bundled = rusqlite::version_number() == ffi::SQLITE_VERSION_NUMBER;
     Ok(SqliteDb {
       conn,
       path: path.to_path_buf(),
@@ -277,19 +270,15 @@ impl SqliteDb {
       });
     self.discard_pending();
     self.hot.get_mut().wal.forget();
-    // The last connection to a file removes its WAL and `-shm`, as SQLite does
-    // (docs/sqlite.md#the-file-at-rest) — by path, so when the path now names another file
-    // (a restore put it there) they are that file's, and stay.
-    // Its WAL is emptied into the file first, without waiting (a reader still in the WAL
-    // keeps its frames): SQLite's own close does that only as the file's last user, and
-    // a WAL left with frames would be replayed onto whatever file is put at the path next
-    // (a backup renamed over it, a copy from a stopped server).
+    // The WAL is emptied into the file first, without waiting, and kept when the path now
+    // names another file (docs/sqlite.md#the-file-at-rest): a WAL left with frames would be
+    // replayed onto whatever file is put at the path next.
     let _ = self.conn.busy_timeout(Duration::ZERO);
     let _ = self
       .conn
       .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     if self.file_replaced_now() {
-      let _ = keep_wal_at_close(&self.conn);
+      keep_wal_at_close(&self.conn);
     }
     self.forget_file();
     let conn = std::mem::replace(&mut self.conn, Connection::open_in_memory().ctx("closing")?);
@@ -352,11 +341,11 @@ impl Drop for SqliteDb {
 }
 
 /// `SQLITE_FCNTL_PERSIST_WAL = 1` on the main database: closing the last connection keeps
-/// the WAL and `-shm` files instead of removing them by path.
-fn keep_wal_at_close(conn: &Connection) -> Result<()> {
+/// the WAL and `-shm` files instead of removing them by path. Best effort: a close goes on.
+fn keep_wal_at_close(conn: &Connection) {
   let mut on: std::os::raw::c_int = 1;
   // SAFETY: the handle is live for the call; the argument is an int as documented.
-  let rc = unsafe {
+  unsafe {
     ffi::sqlite3_file_control(
       conn.handle(),
       c"main".as_ptr(),
@@ -364,11 +353,4 @@ fn keep_wal_at_close(conn: &Connection) -> Result<()> {
       (&mut on as *mut std::os::raw::c_int).cast(),
     )
   };
-  if rc == ffi::SQLITE_OK {
-    Ok(())
-  } else {
-    Err(QuotaError::Store(format!(
-      "SQLITE_FCNTL_PERSIST_WAL failed with code {rc}"
-    )))
-  }
 }

@@ -1,19 +1,13 @@
-//! `recordConsumption`'s writes, buffered and committed together.
-//!
-//! `recordConsumption` adds its costs to [`PendingWrites`] (per counter and bucket, so a
-//! burst of records on a few keys stays a few rows) and returns; the buffer is committed by
-//! [`SqliteDb::flush_pending`] in transactions of at most [`FLUSH_BATCH`] rows — by the
-//! facade's timer, from the recording call itself once the buffer is older than its limit
-//! or holds [`FLUSH_AT`] counters, before any other store operation, and at close. Every read
-//! of a counter or a pool total adds the buffered amounts, so the engine's own decisions
-//! see a record at once; other connections see it once it is flushed. A flush that fails
-//! keeps the buffer, to be committed later: a locked database delays records instead of
-//! dropping them.
+//! `recordConsumption`'s writes, buffered and committed together (docs/sqlite.md, "Records
+//! are buffered"): [`PendingWrites`] holds them per counter and bucket, every read of a
+//! counter or a pool total adds them, and [`SqliteDb::flush_pending`] commits them in
+//! transactions of at most [`FLUSH_BATCH`] rows. A flush that fails keeps the buffer: a
+//! locked database delays records instead of dropping them.
 
 use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, DimensionKey, PushKey};
 use crate::error::Result;
-use crate::store::validate;
+use crate::store::validate::{self, COUNTER_MAX};
 use rusqlite::params;
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,11 +25,9 @@ pub fn record_commits() -> u64 {
 /// Counters committed per flush transaction: a transaction this size holds the write lock
 /// for about a millisecond, so another writer never waits longer between two of them.
 pub const FLUSH_BATCH: usize = 256;
-/// The buffer size that makes a recording call flush at once. Time is the bound that
-/// matters (`QUOTA_RECORD_FLUSH_MS`); this one caps the buffer's memory and one flush's
-/// work. It is well above a batch so that records spread over many keys still share a
-/// flush: at 1,000 keys in turn, a buffer flushed at 256 counters never held a key twice
-/// and wrote a row per record (docs/sqlite.md, "Records are buffered").
+/// The buffer size that makes a recording call flush at once: a cap on memory and on one
+/// flush's work, well above a batch so that records spread over many keys still share a
+/// flush (docs/sqlite.md, "Records are buffered").
 pub const FLUSH_AT: usize = 4096;
 /// After a failed automatic flush, the recording calls wait this long before trying
 /// again themselves (the facade's scheduled retry keeps its own pace).
@@ -74,15 +66,18 @@ pub(crate) struct PendingWrites {
   scratch: String,
 }
 
-/// Keys are built in a reused buffer: a `DimensionKey` is appended without building its
-/// string first.
-fn counter_key(
+/// `prefix` and `apiKeyId \0 dimensionKey \0 bucket`, built in a reused buffer: a
+/// `DimensionKey` is appended without building its string first. (`hot.rs` keeps both
+/// kinds of key in one map, told apart by the prefix.)
+pub(super) fn counter_key(
   out: &mut String,
+  prefix: &str,
   api_key_id: &str,
   dimension_key: &(impl PushKey + ?Sized),
   bucket: i64,
 ) {
   out.clear();
+  out.push_str(prefix);
   out.push_str(api_key_id);
   out.push('\0');
   dimension_key.push_key(out);
@@ -90,8 +85,15 @@ fn counter_key(
   bucket.push_key(out);
 }
 
-fn totals_key(out: &mut String, dimension_key: &(impl PushKey + ?Sized), bucket: i64) {
+/// `prefix` and `dimensionKey \0 bucket`, like [`counter_key`].
+pub(super) fn totals_key(
+  out: &mut String,
+  prefix: &str,
+  dimension_key: &(impl PushKey + ?Sized),
+  bucket: i64,
+) {
   out.clear();
+  out.push_str(prefix);
   dimension_key.push_key(out);
   out.push('\0');
   bucket.push_key(out);
@@ -118,7 +120,7 @@ impl PendingWrites {
     // Saturating, as the stored counter does: two huge amounts never make an infinite one.
     let mut delta = validate::saturate(delta);
     self.since.get_or_insert_with(Instant::now);
-    counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
+    counter_key(&mut self.scratch, "", api_key_id, dimension_key, bucket);
     match self.counters.get_mut(self.scratch.as_str()) {
       Some(entry) => {
         let before = entry.delta;
@@ -144,7 +146,7 @@ impl PendingWrites {
         );
       }
     }
-    totals_key(&mut self.scratch, dimension_key, bucket);
+    totals_key(&mut self.scratch, "", dimension_key, bucket);
     match self.totals.get_mut(self.scratch.as_str()) {
       Some(total) => *total += delta,
       None => {
@@ -160,7 +162,7 @@ impl PendingWrites {
       let hit = e.api_key_id == api_key_id && e.dimension_key == dimension_key;
       if hit {
         let mut key = String::new();
-        totals_key(&mut key, e.dimension_key.as_str(), e.bucket);
+        totals_key(&mut key, "", e.dimension_key.as_str(), e.bucket);
         if let Some(total) = totals.get_mut(&key) {
           *total -= e.delta;
         }
@@ -173,7 +175,8 @@ impl PendingWrites {
     }
   }
 
-  fn restore(&mut self, entries: impl IntoIterator<Item = PendingCounter>) {
+  /// Adds `entries` back, `since` their age: the buffer keeps the older of the two.
+  fn restore(&mut self, entries: impl IntoIterator<Item = PendingCounter>, since: Option<Instant>) {
     for e in entries {
       self.add(
         &e.api_key_id,
@@ -183,16 +186,12 @@ impl PendingWrites {
         e.updated_at,
       );
     }
+    self.since = self.since.into_iter().chain(since).min();
   }
 
   /// Adds `other`'s amounts, keeping the older of the two ages.
   pub(crate) fn merge(&mut self, other: PendingWrites) {
-    let since = match (self.since, other.since) {
-      (Some(a), Some(b)) => Some(a.min(b)),
-      (a, b) => a.or(b),
-    };
-    self.restore(other.counters.into_values());
-    self.since = since;
+    self.restore(other.counters.into_values(), other.since);
   }
 
   /// `(curr, prev)` buffered for one key's counter.
@@ -206,7 +205,7 @@ impl PendingWrites {
       return (0.0, 0.0);
     }
     let mut at = |bucket| {
-      counter_key(&mut self.scratch, api_key_id, dimension_key, bucket);
+      counter_key(&mut self.scratch, "", api_key_id, dimension_key, bucket);
       self
         .counters
         .get(self.scratch.as_str())
@@ -221,7 +220,7 @@ impl PendingWrites {
       return (0.0, 0.0);
     }
     let mut at = |bucket| {
-      totals_key(&mut self.scratch, dimension_key, bucket);
+      totals_key(&mut self.scratch, "", dimension_key, bucket);
       self
         .totals
         .get(self.scratch.as_str())
@@ -269,26 +268,32 @@ pub enum Recorded {
 }
 
 impl SqliteDb {
-  /// Buffered amounts of one key's bucket pair (for reads outside the hot path).
-  pub(super) fn pending_key_pair(
+  /// One key's `(curr, prev)` as committed, plus what is buffered for it: the flush
+  /// saturates the sum at `COUNTER_MAX`, so does the read.
+  pub(super) fn with_pending_key(
     &self,
     api_key_id: &str,
     dimension_key: &(impl PushKey + ?Sized),
     current: i64,
+    (curr, prev): (f64, f64),
   ) -> (f64, f64) {
-    self
-      .buffer
-      .borrow_mut()
-      .key_pair(api_key_id, dimension_key, current)
+    let mut buffer = self.buffer.borrow_mut();
+    let (pending_curr, pending_prev) = buffer.key_pair(api_key_id, dimension_key, current);
+    (
+      (curr + pending_curr).min(COUNTER_MAX),
+      (prev + pending_prev).min(COUNTER_MAX),
+    )
   }
 
-  /// Buffered amounts of a dimension key's pool totals.
-  pub(super) fn pending_totals_pair(
+  /// A dimension key's pool totals `(curr, prev)` as committed, plus what is buffered.
+  pub(super) fn with_pending_totals(
     &self,
     dimension_key: &(impl PushKey + ?Sized),
     current: i64,
+    (curr, prev): (f64, f64),
   ) -> (f64, f64) {
-    self.buffer.borrow_mut().totals_pair(dimension_key, current)
+    let (pending_curr, pending_prev) = self.buffer.borrow_mut().totals_pair(dimension_key, current);
+    (curr + pending_curr, prev + pending_prev)
   }
 
   /// `recordConsumption`'s writes for one key: buffered, or committed at once when
@@ -413,11 +418,7 @@ impl SqliteDb {
       let batch: Vec<PendingCounter> = rest.by_ref().take(FLUSH_BATCH).collect();
       if let Err(err) = self.commit_batch(&batch) {
         let mut pending = self.buffer.borrow_mut();
-        pending.restore(batch.into_iter().chain(rest));
-        pending.since = match (pending.since, since) {
-          (Some(a), Some(b)) => Some(a.min(b)),
-          (a, b) => a.or(b),
-        };
+        pending.restore(batch.into_iter().chain(rest), since);
         if automatic {
           pending.failed_at = Some(Instant::now());
         }
@@ -430,12 +431,6 @@ impl SqliteDb {
   }
 
   fn commit_batch(&self, batch: &[PendingCounter]) -> Result<()> {
-    self.commit_batch_rows(batch)?;
-    COMMITS.fetch_add(1, Ordering::Relaxed);
-    Ok(())
-  }
-
-  fn commit_batch_rows(&self, batch: &[PendingCounter]) -> Result<()> {
     let tx =
       rusqlite::Transaction::new_unchecked(&self.conn, rusqlite::TransactionBehavior::Immediate)
         .ctx("starting a write")?;
@@ -456,11 +451,7 @@ impl SqliteDb {
     }
     // Read in the transaction, after the upserts: the version the cached counters will be
     // current at if they follow this commit.
-    let data_version = before.and_then(|_| {
-      tx.prepare_cached("SELECT version FROM quota_data_version WHERE id = 1")
-        .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, i64>(0)))
-        .ok()
-    });
+    let data_version = before.and_then(|_| super::hot::data_version(&tx));
     let committed = tx.commit().ctx("committing");
     match committed {
       Ok(()) => self.after_own_commit(
@@ -477,7 +468,9 @@ impl SqliteDb {
       ),
       Err(_) => self.hot.borrow_mut().invalidate(),
     }
-    committed
+    committed?;
+    COMMITS.fetch_add(1, Ordering::Relaxed);
+    Ok(())
   }
 
   /// Before a store operation other than the hot path's: commits the buffer, so the

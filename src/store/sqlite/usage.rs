@@ -3,11 +3,10 @@
 
 use super::counters::per_key;
 use super::metadata::load_pool;
-use super::{SqliteDb, StoreContext};
+use super::SqliteDb;
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::error::Result;
 use crate::store::usage::{dimension_usage, PlanDimension, PoolUsageSnapshot};
-use rusqlite::{Transaction, TransactionBehavior};
 use std::collections::HashMap;
 
 impl SqliteDb {
@@ -20,13 +19,14 @@ impl SqliteDb {
     plan_dims: &[PlanDimension<S>],
     now_ms: i64,
   ) -> Result<PoolUsageSnapshot> {
-    let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Deferred)
-      .ctx("starting a read")?;
-    let mut snapshot = PoolUsageSnapshot {
-      pool_id: pool_id.to_string(),
-      dimensions: Vec::new(),
-    };
-    if let Some(pool) = load_pool(&tx, pool_id)? {
+    self.in_read(|conn| {
+      let mut snapshot = PoolUsageSnapshot {
+        pool_id: pool_id.to_string(),
+        dimensions: Vec::new(),
+      };
+      let Some(pool) = load_pool(conn, pool_id)? else {
+        return Ok(snapshot);
+      };
       for dim in plan_dims {
         let (Some(unit), Some(window)) = (
           QuotaUnit::parse(dim.unit.as_ref()),
@@ -35,7 +35,7 @@ impl SqliteDb {
           continue;
         };
         let key = format!("{pool_id}:{unit}:{window}");
-        let consumed: HashMap<String, f64> = per_key(&tx, &key, window.ms(), now_ms)?
+        let consumed: HashMap<String, f64> = per_key(conn, &key, window.ms(), now_ms)?
           .into_iter()
           .collect();
         snapshot.dimensions.push(dimension_usage(
@@ -46,8 +46,7 @@ impl SqliteDb {
           |k| consumed.get(k).copied().unwrap_or(0.0),
         ));
       }
-    }
-    tx.commit().ctx("ending a read")?;
-    Ok(snapshot)
+      Ok(snapshot)
+    })
   }
 }

@@ -2,7 +2,7 @@
 //! type than the column declares. Reading never fails on a value's type. Also the
 //! cached-statement shapes every cold query of the driver takes.
 
-use rusqlite::types::ValueRef;
+use rusqlite::types::{FromSql, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Params, Row};
 
 /// A number: integers and reals as they are, numeric text parsed, anything else `None`.
@@ -57,6 +57,13 @@ pub fn number(row: &Row<'_>, i: usize) -> rusqlite::Result<f64> {
 /// How many rows the cached statement `sql` changed.
 pub fn exec(conn: &Connection, sql: &str, params: impl Params) -> rusqlite::Result<usize> {
   conn.prepare_cached(sql)?.execute(params)
+}
+
+/// The first column of the one row of the cached statement `sql`.
+pub fn one<T: FromSql>(conn: &Connection, sql: &str, params: impl Params) -> rusqlite::Result<T> {
+  conn
+    .prepare_cached(sql)?
+    .query_row(params, |row| row.get(0))
 }
 
 /// Every row of the cached statement `sql`, each read by `read`.

@@ -142,10 +142,7 @@ impl WalIndexView {
     let Some(unmaps) = locks::unmaps() else {
       return;
     };
-    let mode = conn
-      .prepare_cached("PRAGMA main.journal_mode")
-      .and_then(|mut stmt| stmt.query_row([], |row| row.get::<_, String>(0)));
-    match mode {
+    match super::values::one::<String>(conn, "PRAGMA main.journal_mode", []) {
       Ok(mode) if mode.eq_ignore_ascii_case("wal") => {}
       Ok(_) => {
         self.not_wal = true;
@@ -308,31 +305,21 @@ fn schema_cookie_in_frame(conn: &Connection, now: &WalToken, frame: u32) -> Opti
   };
   // The WAL header is 32 bytes; each frame a 24-byte header (salts at 8..16), then the page.
   let at = 32 + i64::from(frame - 1) * (page_size + 24) + 8;
-  let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
-  // SAFETY: the handle is live (the caller holds the connection); JOURNAL_POINTER writes
-  // the WAL's (or, without one, the rollback journal's) `sqlite3_file *` into `file`.
-  let rc = unsafe {
-    ffi::sqlite3_file_control(
-      conn.handle(),
-      c"main".as_ptr(),
-      ffi::SQLITE_FCNTL_JOURNAL_POINTER,
-      (&mut file as *mut *mut ffi::sqlite3_file).cast(),
-    )
-  };
-  if rc != ffi::SQLITE_OK || file.is_null() {
-    return None;
-  }
+  // The WAL's (or, without one, the rollback journal's) file; an unopened journal has no
+  // methods and is refused.
+  let file = super::journal_file(conn)?;
   let mut buf = [0u8; 60];
-  // SAFETY: a `sqlite3_file` SQLite keeps open while the connection is (an unopened
-  // journal has no methods and is refused); `xRead` of 60 bytes into `buf`. A short read
-  // (the frame not in the file) returns SQLITE_IOERR_SHORT_READ.
+  // SAFETY: a `sqlite3_file` with methods that SQLite keeps open while the connection is;
+  // `xRead` of 60 bytes into `buf`. A short read (the frame not in the file) returns
+  // SQLITE_IOERR_SHORT_READ.
   let rc = unsafe {
-    let methods = (*file).pMethods;
-    if methods.is_null() {
-      return None;
-    }
-    let read = (*methods).xRead?;
-    read(file, buf.as_mut_ptr().cast(), buf.len() as c_int, at)
+    let read = (*file.as_ref().pMethods).xRead?;
+    read(
+      file.as_ptr(),
+      buf.as_mut_ptr().cast(),
+      buf.len() as c_int,
+      at,
+    )
   };
   if rc != ffi::SQLITE_OK {
     return None;

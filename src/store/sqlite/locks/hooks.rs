@@ -311,6 +311,10 @@ extern "C" fn counting_munmap(addr: *mut c_void, len: libc::size_t) -> c_int {
   unsafe { libc::munmap(addr, len) }
 }
 
+/// How many times the engine's SQLite copy has unmapped memory (the wal-index regions,
+/// when the last connection to a file lets go of them), or `None` when that is not
+/// counted on this platform, or the locks are not live (see the module documentation) —
+/// then no pointer into the wal-index may be kept.
 pub fn unmaps() -> Option<u64> {
   if !MEMORY_PATH.load(Ordering::Acquire) {
     return None;
@@ -461,10 +465,14 @@ pub(super) fn probe_ofd(dir: &Path, commands: &LockCommands) -> Probe {
   Probe::Works
 }
 
+/// Installs the hooks once per process (idempotent). Must run before the first connection
+/// of the bundled SQLite is opened — [`crate::store::sqlite::SqliteDb::open`] does it;
+/// tests that open a second raw `rusqlite` connection call it first.
 pub fn install() -> HookStatus {
   current(STATUS.get_or_init(install_once))
 }
 
+/// The installed hooks, or `None` before [`install`].
 pub fn installed() -> Option<HookStatus> {
   STATUS.get().map(current)
 }
@@ -556,6 +564,8 @@ fn install_once() -> HookStatus {
   }
 }
 
+/// How many lock requests the `fcntl` hook has turned into OFD requests so far (refused
+/// requests are not counted).
 pub fn lock_calls() -> u64 {
   FCNTL.calls()
 }
@@ -564,6 +574,7 @@ pub fn lock_calls() -> u64 {
 /// opened) and asks, with a classic `F_GETLK`, whether a write lock on the DMS byte (128)
 /// would conflict. The engine holds a shared lock there while connected: a classic query
 /// from the same process sees it only if it is not one of the process's own classic locks.
+/// `None` when it cannot be asked.
 pub fn probe_shm(db_path: &Path) -> Option<bool> {
   use std::os::unix::fs::MetadataExt;
   let mut shm = db_path.as_os_str().to_owned();
@@ -581,6 +592,9 @@ pub fn probe_shm(db_path: &Path) -> Option<bool> {
   Some(fl.l_type != libc::F_UNLCK as libc::c_short)
 }
 
+/// The open-time self-test: the hook ran since `calls_before` and the `-shm` probe sees the
+/// engine's lock. When it finds the locks not live, it also turns the memory path off for
+/// the process (and, when the hook runs but its locks are not seen, makes it refuse).
 pub fn self_test(db_path: &Path, calls_before: u64) -> LockCheck {
   let status = installed();
   let check = match &status {
@@ -615,10 +629,13 @@ pub fn self_test(db_path: &Path, calls_before: u64) -> LockCheck {
   check
 }
 
+/// Descriptors kept open by the close hook.
 pub fn parked_count() -> usize {
   lock_parked().len()
 }
 
+/// Closes parked descriptors whose file no other descriptor of the process refers to any
+/// more; returns how many were closed.
 pub fn sweep_parked() -> usize {
   let mut parked = lock_parked();
   let mut closed = 0;
