@@ -266,7 +266,7 @@ impl Config {
     message: impl FnOnce() -> String,
   ) -> Option<String> {
     let key = format!("{name}={raw}");
-    let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warned = super::relock(&self.warned);
     if warned.len() > 1000 {
       warned.clear();
     }

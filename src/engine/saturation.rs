@@ -1,15 +1,11 @@
 //! Saturation signals for the process (docs/contract.md §8): the 30 s cache, the registry
-//! of which providers have a saturation fetcher, the last rate-limit headers per
-//! connection, and the fallback. The fetchers themselves are the host's async JavaScript
-//! functions; the edge keeps them by the names this registry hands out, so the wildcard,
-//! the precedence and the fallback are decided here only.
-//!
-//! After a first value, no request waits for a fetcher (docs/contract.md §8, "Fetches
-//! are bounded"): an entry past its 30 s is still served, and the lookup that finds it
-//! asks for one background refresh — at most one in flight per entry in the process. A
-//! refresh asked for on a JS thread is handed to that thread's next enforce answer (or
-//! `takeSaturationRefreshes()`), which runs the fetcher there.
+//! of which providers have a fetcher, the last rate-limit headers per connection, and the
+//! fallback. The fetchers are the host's JavaScript functions, kept by the edge under the
+//! names this registry hands out, so the wildcard, precedence and fallback are decided here
+//! only. A stale entry's refresh is asked for on the JS thread that found it and handed to
+//! that thread's next enforce answer (or `takeSaturationRefreshes()`), which runs the fetcher.
 
+use super::relock;
 use super::telemetry::LogValue;
 use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
@@ -173,7 +169,7 @@ impl SaturationState {
       window,
     );
     {
-      let mut refreshing = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+      let mut refreshing = relock(&self.refreshing);
       match refreshing.get(&refresh) {
         Some(&asked) if now_ms.saturating_sub(asked) < REFRESH_LOST_MS => return,
         _ => {}
@@ -211,16 +207,12 @@ impl SaturationState {
     now_ms: i64,
   ) -> f64 {
     let answered = value.filter(|v| !v.is_nan());
-    self
-      .refreshing
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .remove(&(
-        provider.to_string(),
-        connection_id.to_string(),
-        unit,
-        window,
-      ));
+    relock(&self.refreshing).remove(&(
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    ));
     if answered.is_some() && !self.timed_out.is_empty() {
       self
         .timed_out
@@ -256,11 +248,7 @@ impl SaturationState {
   /// `_clearSaturationCache()`.
   pub fn clear_cache(&mut self) {
     self.cache.clear();
-    self
-      .refreshing
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .clear();
+    relock(&self.refreshing).clear();
     self.timed_out.clear();
   }
 

@@ -1,16 +1,10 @@
 //! The combo scheduler's process-wide state (docs/contract.md §10): in-flight leases,
-//! account buckets and DRR deficits, plus the symbol table that names them.
-//!
-//! Every name the scheduler keys on — connection ids, execution keys, combo names — is
-//! interned to a symbol, so a selection passes numbers in a typed array instead of
-//! strings. The table is bounded (`QUOTA_SCHEDULER_MAX_IDS`, docs/scheduler.md "A bound on
-//! names"): when a new name would exceed it, the least recently used eighth of the names is
-//! forgotten together with every piece of state keyed on them (in-flight slots, saturated
-//! buckets, DRR deficits and whole combos). A symbol is `generation << 32 | slot`: a slot
-//! freed by an eviction is reused with the next generation, so a symbol is never reused
-//! for another name. A JavaScript cache (one per isolate) that still holds an evicted
-//! symbol is told so by the selection (it selects nothing) and re-interns; state keyed on a stale
-//! symbol is simply not found. Request-supplied strings (the model) are never interned.
+//! account buckets and DRR deficits, plus the symbol table that names them
+//! (docs/scheduler.md, "A bound on names"). Every name the scheduler keys on is interned
+//! to a symbol, so a selection passes numbers in a typed array instead of strings. A
+//! symbol is `generation << 32 | slot`: a slot freed by an eviction is reused with the next
+//! generation, so a stale symbol (held by a JavaScript cache) is never another name's; a
+//! selection naming one selects nothing, and state keyed on it is simply not found.
 
 use crate::core::scheduler::account_buckets::QuotaReading;
 use crate::core::scheduler::select::{Scheduler, Target};
