@@ -46,9 +46,10 @@ pub enum Access {
 }
 
 /// How the path is given.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum PathSource {
   /// `$DATA_DIR/storage.sqlite`, or the host's default data dir.
+  #[default]
   Default,
   /// A fixed path.
   Fixed(PathBuf),
@@ -80,6 +81,7 @@ pub struct SweepReport {
 }
 
 /// The engine's database location, its connection, and what was said about them.
+#[derive(Default)]
 pub struct Database {
   /// The path, and the thread that installed it (`None`: nobody, the default).
   source: Mutex<(PathSource, Option<std::thread::ThreadId>)>,
@@ -103,12 +105,6 @@ pub struct Database {
   sweeping: AtomicBool,
 }
 
-impl Default for Database {
-  fn default() -> Self {
-    Database::with_options(OpenOptions::default())
-  }
-}
-
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
 pub fn default_path() -> PathBuf {
   default_db_path(&process_env)
@@ -118,16 +114,8 @@ impl Database {
   /// A database opened with `options` (the default path until [`Database::set_source`]).
   pub fn with_options(options: OpenOptions) -> Self {
     Database {
-      source: Mutex::new((PathSource::Default, None)),
-      resolver: AtomicBool::new(false),
-      reported: Mutex::new(Vec::new()),
-      conn: Mutex::new(None),
-      open: AtomicBool::new(false),
       options,
-      carried: Mutex::new(None),
-      changes: Mutex::new(Vec::new()),
-      has_changes: AtomicBool::new(false),
-      sweeping: AtomicBool::new(false),
+      ..Database::default()
     }
   }
 

@@ -374,11 +374,6 @@ impl Default for DriverChoice {
 }
 
 impl DriverChoice {
-  /// The SQLite driver.
-  fn sqlite(&self) -> Driver {
-    self.sqlite.clone()
-  }
-
   fn lock(&self) -> std::sync::MutexGuard<'_, ChoiceState> {
     super::relock(&self.state)
   }
@@ -408,7 +403,7 @@ impl Engine {
   /// The driver numbered `number` by [`Engine::driver_number`].
   pub fn numbered_driver(&self, number: i64) -> Result<Driver> {
     if number == 0 {
-      return Ok(self.drivers.sqlite());
+      return Ok(self.drivers.sqlite.clone());
     }
     let drivers = super::relock(&self.drivers.numbered);
     usize::try_from(number - 1)
@@ -426,11 +421,8 @@ impl Engine {
   /// password masked.
   pub fn redis_backend(&self, url: &str) -> Result<Arc<RedisBackend>> {
     self.drivers.backends.get(url, || {
-      let (totals, totals_warning) = self.config.pool_totals();
-      let (tls, tls_warning) = self.config.redis_tls_files();
-      for warning in [totals_warning, tls_warning].into_iter().flatten() {
-        self.logs.warn("quota:config", warning, None);
-      }
+      let totals = self.warned(self.config.pool_totals());
+      let tls = self.warned(self.config.redis_tls_files());
       RedisOptions {
         cluster: config::cluster_switch(self.config.raw(config::STORE_REDIS_CLUSTER).as_deref()),
         timeout: Duration::from_millis(self.number(&config::REDIS_TIMEOUT_MS).round() as u64),
@@ -540,7 +532,7 @@ impl Engine {
     let sequence = state.sequence;
     match redis {
       None => {
-        let sqlite = self.drivers.sqlite();
+        let sqlite = self.drivers.sqlite.clone();
         state.settle(sqlite.clone(), setting);
         Step::Now((sqlite, sequence))
       }
@@ -607,7 +599,7 @@ impl Engine {
             }
             Err(err) => {
               self.redis_unavailable(&url, &err);
-              self.drivers.sqlite()
+              self.drivers.sqlite.clone()
             }
           };
           self.settle_choice(sequence, driver, setting)

@@ -203,6 +203,7 @@ impl Engine {
         };
       }
       Err(err) => {
+        let ids = &call.ids;
         self.metrics.store_error(Operation::Enforce);
         self.faults.failed(
           &self.logs,
@@ -210,11 +211,8 @@ impl Engine {
           "quota enforcement failed; allowing the request",
           &err.to_string(),
           vec![
-            ("apiKeyId", LogValue::Text(call.ids.api_key_id.clone())),
-            (
-              "connectionId",
-              LogValue::Text(call.ids.connection_id.clone()),
-            ),
+            ("apiKeyId", LogValue::Text(ids.api_key_id.clone())),
+            ("connectionId", LogValue::Text(ids.connection_id.clone())),
           ],
         );
         (NOT_ENFORCED, Counted::Allow(AllowReason::FailOpen))
@@ -283,12 +281,10 @@ impl Engine {
     self.failed_in_glue(false, msg, &err.to_string(), api_key_id.map(str::to_string));
   }
 
-  /// Settles (`release: false`: adds `actual − reserved` per counter, into the
-  /// reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
-  /// a reservation, at most once; buckets never go below 0. A value that is not a
-  /// reservation token is an error and writes nothing. A token the store refuses —
-  /// unknown, already settled or released, expired, made for another `api_key_id` or pool
-  /// — is warned about and changes nothing (docs/admission.md); a store failure is a fault.
+  /// Settles (adds `actual − reserved` per counter) or releases (subtracts what was
+  /// reserved) a reservation, at most once (docs/admission.md). A value that is not a
+  /// reservation token is an error; one the store refuses is warned about and changes
+  /// nothing; a store failure is a fault.
   pub fn settle(
     &'static self,
     reservation: &str,

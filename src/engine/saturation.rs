@@ -279,19 +279,19 @@ impl super::Engine {
     };
     let mut state = self.saturation();
     let lookup = state.lookup(provider, connection_id, unit, window, now_ms);
-    match &lookup {
-      Lookup::Known { value, cached } => {
-        if !cached {
-          state.store(provider, connection_id, unit, window, Some(*value), now_ms);
-        }
-        drop(state);
-        self.metrics.saturation_lookup(*cached);
+    let hit = match lookup {
+      Lookup::Known {
+        value,
+        cached: false,
+      } => {
+        state.store(provider, connection_id, unit, window, Some(value), now_ms);
+        false
       }
-      Lookup::Fetch { .. } => {
-        drop(state);
-        self.metrics.saturation_lookup(false);
-      }
-    }
+      Lookup::Known { cached, .. } => cached,
+      Lookup::Fetch { .. } => false,
+    };
+    drop(state);
+    self.metrics.saturation_lookup(hit);
     lookup
   }
 
