@@ -107,14 +107,6 @@ pub struct Settle {
 }
 
 impl Settle {
-  fn message(&self) -> &'static str {
-    if self.release {
-      "releasing a quota reservation failed"
-    } else {
-      "settling a quota reservation failed"
-    }
-  }
-
   /// What the settle adds to each of the reservation's counters: `actual − reserved`,
   /// or — a release — `−reserved`.
   pub fn deltas(&self) -> impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static {
@@ -312,10 +304,11 @@ impl Engine {
 
   /// What a settle came to: done, refused (one warning, nothing changed) or a fault.
   fn settled(&self, result: Settled, settle: &Settle) {
-    let (msg, who) = (
-      settle.message(),
-      settle.api_key_id.as_deref().unwrap_or_default(),
-    );
+    let msg = match settle.release {
+      true => "releasing a quota reservation failed",
+      false => "settling a quota reservation failed",
+    };
+    let who = settle.api_key_id.as_deref().unwrap_or_default();
     match result {
       Ok(Ok(())) => self.faults.succeeded(&self.logs, Operation::Record),
       Ok(Err(why)) => {

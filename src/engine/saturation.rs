@@ -76,6 +76,12 @@ pub enum Lookup {
   Fetch { name: String },
 }
 
+impl Lookup {
+  fn known(value: f64, cached: bool) -> Self {
+    Lookup::Known { value, cached }
+  }
+}
+
 impl SaturationState {
   /// Replaces the fetchers of `tier` with `providers` (`"*"`: every provider).
   pub fn set_fetchers(&mut self, tier: FetcherTier, providers: impl IntoIterator<Item = String>) {
@@ -126,26 +132,17 @@ impl SaturationState {
     now_ms: i64,
   ) -> Lookup {
     if let Some(value) = (self.cache).get(provider, connection_id, unit, window, now_ms) {
-      return Lookup::Known {
-        value,
-        cached: true,
-      };
+      return Lookup::known(value, true);
     }
     let Some((tier, name)) = self.fetcher_for(provider) else {
       let value = self.fallback(provider, connection_id, now_ms);
-      return Lookup::Known {
-        value,
-        cached: false,
-      };
+      return Lookup::known(value, false);
     };
     let name = format!("{}:{name}", tier.as_str());
     match (self.cache).stale(provider, connection_id, unit, window, now_ms) {
       Some(value) => {
         self.ask_refresh(provider, connection_id, unit, window, name, now_ms);
-        Lookup::Known {
-          value,
-          cached: true,
-        }
+        Lookup::known(value, true)
       }
       None => Lookup::Fetch { name },
     }
@@ -196,7 +193,6 @@ impl SaturationState {
   /// Stores a fetcher's answer for 30 s and returns the stored value: clamped into
   /// 0..1; no answer (`None`, NaN) takes the fallback. Ends the entry's refresh, and an
   /// answer ends its timeout.
-  #[allow(clippy::too_many_arguments)]
   pub fn store(
     &mut self,
     provider: &str,
@@ -272,10 +268,7 @@ impl super::Engine {
     now_ms: i64,
   ) -> Lookup {
     let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
-      return Lookup::Known {
-        value: 0.0,
-        cached: true,
-      };
+      return Lookup::known(0.0, true);
     };
     let mut state = self.saturation();
     let lookup = state.lookup(provider, connection_id, unit, window, now_ms);
@@ -438,10 +431,7 @@ mod tests {
     let _ = take_refreshes();
     state.store("codex", "c", u, w, Some(0.4), NOW);
     let later = NOW + SATURATION_TTL_MS + 1;
-    let served = Lookup::Known {
-      value: 0.4,
-      cached: true,
-    };
+    let served = Lookup::known(0.4, true);
     assert_eq!(state.lookup("codex", "c", u, w, later), served);
     assert_eq!(state.lookup("codex", "c", u, w, later + 5), served);
     let view = DecisionLookup {
@@ -462,10 +452,7 @@ mod tests {
     let again = later + 10 + SATURATION_TTL_MS;
     assert_eq!(
       state.lookup("codex", "c", u, w, again).clone(),
-      Lookup::Known {
-        value: 0.6,
-        cached: true
-      }
+      Lookup::known(0.6, true)
     );
     assert_eq!(
       take_refreshes().map(|r| r.len()),
@@ -494,10 +481,7 @@ mod tests {
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW),
-      Lookup::Known {
-        value: 0.0,
-        cached: false
-      }
+      Lookup::known(0.0, false)
     );
     let headers = [
       ("x-ratelimit-limit-tokens", "1000"),
@@ -507,10 +491,7 @@ mod tests {
     state.store_headers("openai".into(), "c".into(), snapshot);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW),
-      Lookup::Known {
-        value: 0.75,
-        cached: false
-      }
+      Lookup::known(0.75, false)
     );
     state.set_fetcher(FetcherTier::Host, "openai", true);
     assert_eq!(
@@ -523,10 +504,7 @@ mod tests {
     assert_eq!(state.store("openai", "c", u, w, None, NOW), 0.75);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW + 1),
-      Lookup::Known {
-        value: 0.75,
-        cached: true
-      }
+      Lookup::known(0.75, true)
     );
     assert_eq!(state.store("openai", "c", u, w, Some(7.0), NOW), 1.0);
     let view = DecisionLookup {
