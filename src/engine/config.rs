@@ -53,12 +53,7 @@ pub const REDIS_TIMEOUT_MS: NumberSpec =
 /// `QUOTA_STORE_REDIS_THREADS`: worker threads of the addon's I/O runtime.
 pub const REDIS_THREADS: NumberSpec = spec("QUOTA_STORE_REDIS_THREADS", 1.0, 1.0, 16.0, false);
 /// `QUOTA_STORE_REDIS_VIEW_MS` (beyond the contract): the maximum staleness of the Redis
-/// counter view (docs/redis.md#the-counter-view) — a default-mode enforce whose counters
-/// were read less than this long ago, and changed by no one since (the server says so),
-/// is decided without a round trip; 0 turns the view off. The bound only matters when an
-/// invalidation is lost without the connection being seen to drop (a half-open socket):
-/// 100 ms keeps that loss within ten write-behind flush windows, while a busy counter is
-/// still read at most ten times a second per process.
+/// counter view, 0 for none (docs/redis.md#the-counter-view says why 100 ms).
 pub const REDIS_VIEW_MS: NumberSpec =
   spec("QUOTA_STORE_REDIS_VIEW_MS", 100.0, 0.0, 10_000.0, false);
 
@@ -129,30 +124,19 @@ pub struct Evaluated {
 
 /// The value a raw setting stands for (see [`Evaluated`]).
 pub fn evaluate(spec: &NumberSpec, raw: Option<&str>) -> Evaluated {
+  let evaluated = |value, valid, clamped| Evaluated {
+    value,
+    valid,
+    clamped,
+  };
   let trimmed = raw.map(str::trim).unwrap_or_default();
   if trimmed.is_empty() {
-    return Evaluated {
-      value: spec.default,
-      valid: true,
-      clamped: false,
-    };
+    return evaluated(spec.default, true, false);
   }
   match trimmed.parse::<f64>() {
-    Ok(v) if v.is_finite() && v >= spec.min && v <= spec.max => Evaluated {
-      value: v,
-      valid: true,
-      clamped: false,
-    },
-    Ok(v) if spec.clamp && v.is_finite() => Evaluated {
-      value: v.clamp(spec.min, spec.max),
-      valid: false,
-      clamped: true,
-    },
-    _ => Evaluated {
-      value: spec.default,
-      valid: false,
-      clamped: false,
-    },
+    Ok(v) if v.is_finite() && v >= spec.min && v <= spec.max => evaluated(v, true, false),
+    Ok(v) if spec.clamp && v.is_finite() => evaluated(v.clamp(spec.min, spec.max), false, true),
+    _ => evaluated(spec.default, false, false),
   }
 }
 
@@ -266,7 +250,7 @@ impl Config {
     message: impl FnOnce() -> String,
   ) -> Option<String> {
     let key = format!("{name}={raw}");
-    let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+    let mut warned = super::relock(&self.warned);
     if warned.len() > 1000 {
       warned.clear();
     }

@@ -1,37 +1,19 @@
-//! The engine's database (docs/contract.md §0, §4): where it is, and the engine's one
-//! connection to it, which both drivers use (the counters of the SQLite driver, the
-//! metadata of either).
-//!
-//! The path comes from `installHost({ dbPath })` — a string, or a function the edge calls
-//! when the database is about to be opened — else `$DATA_DIR/storage.sqlite` read at open
-//! time, else the host's default data dir. The setting is the engine's, so every thread: a
+//! The engine's database (docs/sqlite.md, "Which file", "One connection per process"):
+//! where it is, and the engine's one connection to it, which both drivers use (the SQLite
+//! driver's counters, either driver's metadata). The path setting is the engine's, so a
 //! worker thread that never called `installHost` opens the file the main thread configured
-//! (a resolver function can only run on the thread that gave it, so other threads use the
-//! path it last returned).
-//!
-//! The connection is one per engine — the process has one engine, so one per process,
-//! which keeps the host's locks safe (docs/two-sqlites.md) — behind a mutex, opened lazily
-//! on first use (the path is resolved then, not at load) and closed by [`Database::close`]
-//! — `closeQuotaDb`, the host's `registerDbStateResetter` hook — after which the next call
-//! reopens, resolving the path again. A path that no longer names the file the connection
-//! has open (the data directory was deleted, maybe recreated) is noticed on the next call
-//! (an `fstat` of the connection's descriptor, see `SqliteDb::file_replaced`) and the
-//! connection is replaced: the engine never keeps using a deleted file. Its buffered
-//! records follow the path (docs/reliability.md, "Durability of records"): when another
-//! file is at the path now (replaced, or renamed away and a new one put there), they are
-//! carried to the new connection and committed there; when nothing is at the path, they
-//! are committed to the old file (still there under its new name, or deleted) and the
-//! engine says how many left the path. Either way a [`FileChange`] is queued for the
-//! engine to log.
-//!
-//! [`SqliteDriver`], the `QuotaDriver` of the counters in this database, is here too.
+//! (a resolver function runs only on its own thread; others use the path it last returned).
+//! One connection per process keeps the host's locks safe (docs/two-sqlites.md). A
+//! connection whose file was deleted or replaced is retired, its buffered records following
+//! the path (docs/reliability.md, "Durability of records"), and a [`FileChange`] is queued
+//! for the engine to log. [`SqliteDriver`], the `QuotaDriver` of these counters, is here too.
 
-use super::config::{process_env, RECORD_FLUSH_MS};
+use super::config::process_env;
 use super::driver::{Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::telemetry::LogQueue;
-use super::{Engine, Step};
+use super::{relock, Engine, Step};
 use crate::core::admission::estimated_cost;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{consumption_writes, enforce};
@@ -47,7 +29,7 @@ use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How a call uses the connection (docs/sqlite.md#one-connection-per-process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +46,10 @@ pub enum Access {
 }
 
 /// How the path is given.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub enum PathSource {
   /// `$DATA_DIR/storage.sqlite`, or the host's default data dir.
+  #[default]
   Default,
   /// A fixed path.
   Fixed(PathBuf),
@@ -98,6 +81,7 @@ pub struct SweepReport {
 }
 
 /// The engine's database location, its connection, and what was said about them.
+#[derive(Default)]
 pub struct Database {
   /// The path, and the thread that installed it (`None`: nobody, the default).
   source: Mutex<(PathSource, Option<std::thread::ThreadId>)>,
@@ -121,35 +105,17 @@ pub struct Database {
   sweeping: AtomicBool,
 }
 
-impl Default for Database {
-  fn default() -> Self {
-    Database::with_options(OpenOptions::default())
-  }
-}
-
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
 pub fn default_path() -> PathBuf {
   default_db_path(&process_env)
-}
-
-fn relock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-  mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Database {
   /// A database opened with `options` (the default path until [`Database::set_source`]).
   pub fn with_options(options: OpenOptions) -> Self {
     Database {
-      source: Mutex::new((PathSource::Default, None)),
-      resolver: AtomicBool::new(false),
-      reported: Mutex::new(Vec::new()),
-      conn: Mutex::new(None),
-      open: AtomicBool::new(false),
       options,
-      carried: Mutex::new(None),
-      changes: Mutex::new(Vec::new()),
-      has_changes: AtomicBool::new(false),
-      sweeping: AtomicBool::new(false),
+      ..Database::default()
     }
   }
 
@@ -459,10 +425,7 @@ impl Database {
       .name("quota-retention".into())
       .spawn(move || loop {
         std::thread::sleep(interval);
-        let now_ms = SystemTime::now()
-          .duration_since(UNIX_EPOCH)
-          .map_or(0, |d| d.as_millis() as i64);
-        if let Some(outcome) = self.sweep(retention_days(), now_ms) {
+        if let Some(outcome) = self.sweep(retention_days(), super::now_ms()) {
           on_result(outcome);
         }
       });
@@ -486,18 +449,10 @@ impl Database {
 }
 
 /// The SQLite driver ([`QuotaDriver`]): the counters in the host's `storage.sqlite`, on the
-/// engine's connection ([`Database`]). It holds nothing itself: the connection is the
-/// engine's because the metadata of either driver lives there, reached through
-/// [`Engine::with_db`] and its variants. Every operation answers at once on the calling
-/// thread: enforce from memory while nothing was committed, else in one read transaction;
-/// records added to the connection's buffer (`store/sqlite/record_buffer.rs`).
+/// engine's connection (which it holds nothing of: either driver's metadata lives there).
+/// Every operation answers at once on the calling thread (docs/sqlite.md).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SqliteDriver;
-
-/// `QUOTA_RECORD_FLUSH_MS`: how long a buffered record may wait for its commit.
-fn flush_age(engine: &Engine) -> Duration {
-  Duration::from_secs_f64(engine.number(&RECORD_FLUSH_MS) / 1000.0)
-}
 
 impl QuotaDriver for SqliteDriver {
   fn name(&self) -> &'static str {
@@ -542,7 +497,7 @@ impl QuotaDriver for SqliteDriver {
   }
 
   fn record(&self, engine: &'static Engine, call: &RecordCall) -> Step<(Written, Buffered)> {
-    let max_age = flush_age(engine);
+    let max_age = engine.flush_age();
     let result = engine.with_buffer_db(|db| {
       let writes = db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
       db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)
@@ -573,7 +528,7 @@ impl QuotaDriver for SqliteDriver {
     cost: f64,
     now_ms: i64,
   ) -> Step<Result<f64>> {
-    let max_age = flush_age(engine);
+    let max_age = engine.flush_age();
     Step::Now(
       engine.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
     )

@@ -1,19 +1,10 @@
 //! The storage driver (docs/contract.md §4): one narrow trait, [`QuotaDriver`], that the
-//! engine calls for every counter operation of a request or a store call, implemented by
-//! [`SqliteDriver`] (`engine/database.rs`) and [`RedisDriver`]
-//! (`engine/redis_driver.rs`). The engine holds the chosen driver as a [`Driver`] (an
-//! `Arc<dyn QuotaDriver>`) and dispatches through it once per operation. The drivers hold
-//! no policy: the rules are `core`'s, which a driver applies to the counters it read, and
-//! counting the outcome, failing open and logging faults stay in the engine.
-//!
-//! The driver is chosen once for the process by precedence — the host's DB setting
-//! (`key_value`, namespace `settings`, key `quotaStore`, JSON `{ driver?, redisUrl? }`),
-//! then the environment (`QUOTA_STORE_DRIVER`, `QUOTA_STORE_REDIS_URL`), then SQLite — and
-//! chosen again when the host's setting changes. Redis that does not answer a PING within
-//! the timeout falls back to SQLite with a warning; choosing never fails.
-//!
-//! A driver answers at once on the calling thread ([`Step::Now`], SQLite) or with a future
-//! of one round trip (Redis).
+//! engine calls for every counter operation, implemented by [`SqliteDriver`]
+//! (`engine/database.rs`) and [`RedisDriver`] (`engine/redis_driver.rs`), and how the
+//! driver is chosen — by the precedence of §4, again when the host's setting changes; Redis
+//! that does not answer a PING within the timeout falls back to SQLite with a warning, so
+//! choosing never fails. The drivers hold no policy: `core`'s rules decide, and counting
+//! the outcome, failing open and logging faults stay in the engine.
 
 use super::config::{self, STORE_DRIVER, STORE_REDIS_URL};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
@@ -55,10 +46,8 @@ pub type Settled = Result<std::result::Result<(), &'static str>>;
 /// The counter store operations the engine needs, per request (`enforce`, `record`,
 /// `settle`) and per store call (`consume`, `peek`, …). SQLite answers with [`Step::Now`]
 /// on the calling thread; Redis with a future of one round trip, or at once from its
-/// counter view. `engine` gives a driver the configuration, the SQLite connection (the
-/// metadata of both drivers is in SQLite) and the buffers it works with. A driver applies
-/// `core`'s rules to what it read and hands the outcome back; the engine counts it, fails
-/// open on a fault and logs it.
+/// counter view. `engine` gives a driver the configuration, the SQLite connection (where
+/// both drivers' metadata is) and the buffers it works with.
 pub trait QuotaDriver: Send + Sync {
   /// `"sqlite"` or `"redis"`.
   fn name(&self) -> &'static str;
@@ -239,14 +228,9 @@ impl Problem {
   /// The warning the engine logs when it chooses.
   fn warn(&self, logs: &super::telemetry::LogQueue) {
     match self {
-      Problem::Setting(error) => logs.push(
-        "warn",
-        "quota:factory",
-        "could not read the quotaStore setting; using the environment",
-        vec![(
-          "error",
-          LogValue::Text(error.clone().unwrap_or_else(|| "not a JSON object".into())),
-        )],
+      Problem::Setting(error) => setting_unreadable(
+        logs,
+        error.clone().unwrap_or_else(|| "not a JSON object".into()),
       ),
       Problem::NoRedisUrl => logs.warn(
         "quota:factory",
@@ -260,6 +244,17 @@ impl Problem {
       ),
     }
   }
+}
+
+/// The warning for a `quotaStore` setting that cannot be read, or is not a JSON object.
+fn setting_unreadable(logs: &super::telemetry::LogQueue, error: String) {
+  let msg = "could not read the quotaStore setting; using the environment";
+  logs.push(
+    "warn",
+    "quota:factory",
+    msg,
+    vec![("error", LogValue::Text(error))],
+  );
 }
 
 /// The choice's inputs: the raw setting (`None`: no row) and the environment.
@@ -379,13 +374,8 @@ impl Default for DriverChoice {
 }
 
 impl DriverChoice {
-  /// The SQLite driver.
-  fn sqlite(&self) -> Driver {
-    self.sqlite.clone()
-  }
-
   fn lock(&self) -> std::sync::MutexGuard<'_, ChoiceState> {
-    self.state.lock().unwrap_or_else(|e| e.into_inner())
+    super::relock(&self.state)
   }
 }
 
@@ -413,7 +403,7 @@ impl Engine {
   /// The driver numbered `number` by [`Engine::driver_number`].
   pub fn numbered_driver(&self, number: i64) -> Result<Driver> {
     if number == 0 {
-      return Ok(self.drivers.sqlite());
+      return Ok(self.drivers.sqlite.clone());
     }
     let drivers = super::relock(&self.drivers.numbered);
     usize::try_from(number - 1)
@@ -431,11 +421,8 @@ impl Engine {
   /// password masked.
   pub fn redis_backend(&self, url: &str) -> Result<Arc<RedisBackend>> {
     self.drivers.backends.get(url, || {
-      let (totals, totals_warning) = self.config.pool_totals();
-      let (tls, tls_warning) = self.config.redis_tls_files();
-      for warning in [totals_warning, tls_warning].into_iter().flatten() {
-        self.logs.warn("quota:config", warning, None);
-      }
+      let totals = self.warned(self.config.pool_totals());
+      let tls = self.warned(self.config.redis_tls_files());
       RedisOptions {
         cluster: config::cluster_switch(self.config.raw(config::STORE_REDIS_CLUSTER).as_deref()),
         timeout: Duration::from_millis(self.number(&config::REDIS_TIMEOUT_MS).round() as u64),
@@ -449,21 +436,6 @@ impl Engine {
   /// next use connects anew.
   pub fn forget_redis(&self, url: Option<&str>) {
     self.drivers.backends.forget(url);
-  }
-
-  /// The driver `getQuotaStore()` chose, if it resolved since the last reset.
-  pub fn announced_driver(&self) -> Option<Driver> {
-    let state = self.drivers.lock();
-    state
-      .chosen
-      .as_ref()
-      .filter(|_| state.announced)
-      .map(|c| c.driver.clone())
-  }
-
-  /// The choice's sequence number (a reset or a new choice changes it).
-  pub fn choice_sequence(&self) -> u64 {
-    self.drivers.lock().sequence
   }
 
   /// `getQuotaStore()` resolved with choice `sequence`: announced, unless a reset or a
@@ -501,12 +473,7 @@ impl Engine {
           first
         };
         if first {
-          self.logs.push(
-            "warn",
-            "quota:factory",
-            "could not read the quotaStore setting; using the environment",
-            vec![("error", LogValue::Text(error))],
-          );
+          setting_unreadable(&self.logs, error);
         }
         Err(())
       }
@@ -524,13 +491,8 @@ impl Engine {
 
   /// `getQuotaStore()`'s choice: the chosen driver while the host's setting is the one it
   /// was chosen with, else a new choice — at once for SQLite, after one PING for Redis,
-  /// which every caller that needs the choice meanwhile shares.
-  pub fn choose_driver(&'static self) -> Step<Driver> {
-    self.choose_numbered().map(|(driver, _)| driver)
-  }
-
-  /// [`Engine::choose_driver`], with the number of the choice it settled (for
-  /// [`Engine::announce_driver`]).
+  /// which every caller that needs the choice meanwhile shares — with the number of the
+  /// choice it settled (for [`Engine::announce_driver`]).
   pub fn choose_numbered(&'static self) -> Step<(Driver, u64)> {
     // A setting that cannot be read counts as none: the environment decides.
     let setting = self.read_store_setting().unwrap_or(None);
@@ -570,7 +532,7 @@ impl Engine {
     let sequence = state.sequence;
     match redis {
       None => {
-        let sqlite = self.drivers.sqlite();
+        let sqlite = self.drivers.sqlite.clone();
         state.settle(sqlite.clone(), setting);
         Step::Now((sqlite, sequence))
       }
@@ -637,7 +599,7 @@ impl Engine {
             }
             Err(err) => {
               self.redis_unavailable(&url, &err);
-              self.drivers.sqlite()
+              self.drivers.sqlite.clone()
             }
           };
           self.settle_choice(sequence, driver, setting)
@@ -693,7 +655,7 @@ impl Engine {
       }
     };
     let Some((driver, chosen_with)) = current else {
-      return match self.choose_driver() {
+      return match self.choose_numbered().map(|(driver, _)| driver) {
         Step::Now(driver) => Ok(driver),
         later => Err(later),
       };
@@ -744,8 +706,9 @@ impl Engine {
   /// The driver `getQuotaStore()` chose, or `None` before it resolved (since the last
   /// reset), with the choice's sequence number.
   pub fn chosen_now(&self) -> Option<ChosenDriver> {
-    let driver = self.announced_driver()?;
-    Some(ChosenDriver::new(driver, self.choice_sequence()))
+    let state = self.drivers.lock();
+    let chosen = state.chosen.as_ref().filter(|_| state.announced)?;
+    Some(ChosenDriver::new(chosen.driver.clone(), state.sequence))
   }
 }
 

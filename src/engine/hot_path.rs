@@ -1,16 +1,9 @@
 //! The hot path (docs/contract.md §7) as one call each, on whichever driver was chosen:
-//! `enforceQuotaShare`, `recordConsumption`, and — in reserve admission mode (beyond the
-//! contract, docs/admission.md) — the reservation an allow carries and its settling or
-//! release. Decisions are values; the engine's own faults fail open here, counted and
-//! logged once per fault, so the edge never sees an error from these calls.
-//!
-//! Each call reaches its driver once, through the [`QuotaDriver`](super::driver::QuotaDriver)
-//! trait: SQLite (`engine/database.rs`) answers on the calling thread, from memory
-//! while nothing was committed, else in one read transaction, and its records are buffered
-//! (`store/sqlite/record_buffer.rs`); Redis (`engine/redis_driver.rs`) reads the metadata
-//! on the calling thread, then does one round trip, and its records are buffered too
-//! (write-behind, `engine/redis_writes.rs`). What the driver answers is decided, counted
-//! and logged here.
+//! `enforceQuotaShare`, `recordConsumption`, and — in reserve admission mode
+//! (docs/admission.md) — the reservation an allow carries and its settling or release.
+//! Each call reaches its driver once; what the driver answers is decided, counted and
+//! logged here. The engine's own faults fail open here, counted and logged once per fault,
+//! so the edge never sees an error from these calls.
 
 use super::config::{AdmissionMode, RECORD_FLUSH_MS, SATURATION_THRESHOLD};
 use super::database::{Access, FileChange};
@@ -114,14 +107,6 @@ pub struct Settle {
 }
 
 impl Settle {
-  fn message(&self) -> &'static str {
-    if self.release {
-      "releasing a quota reservation failed"
-    } else {
-      "settling a quota reservation failed"
-    }
-  }
-
   /// What the settle adds to each of the reservation's counters: `actual − reserved`,
   /// or — a release — `−reserved`.
   pub fn deltas(&self) -> impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static {
@@ -142,38 +127,28 @@ pub type Buffered = bool;
 impl Engine {
   /// `enforceQuotaShare`.
   pub fn enforce(&'static self, call: EnforceCall) -> Step<Decision> {
-    self.enforce_with(call, None)
-  }
-
-  /// [`Engine::enforce`] on `driver`, or — `None` — on the chosen one, after the choice
-  /// when one is in flight.
-  fn enforce_with(&'static self, mut call: EnforceCall, driver: Option<Driver>) -> Step<Decision> {
     let started = call.started_ms.unwrap_or_else(|| self.monotonic_ms());
     if call.ids.is_empty() {
-      return Step::Now(self.decided(
-        Ok((EnforceOutcome::Allow { deprioritize: None }, None)),
-        &call,
-        started,
-      ));
+      let allow = Ok((EnforceOutcome::Allow { deprioritize: None }, None));
+      return Step::Now(self.decided(allow, &call, started));
     }
-    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
-      Ok(driver) => driver,
-      Err(choosing) => {
-        call.started_ms = Some(started);
-        return Step::later(async move {
-          let driver = choosing.resolve().await;
-          self.enforce_with(call, Some(driver)).resolve().await
-        });
-      }
-    };
-    let threshold = self.number(&SATURATION_THRESHOLD);
-    let reserve = self.admission() == AdmissionMode::Reserve;
-    match driver.enforce(self, &call, threshold, reserve) {
-      Step::Now(outcome) => Step::Now(self.decided(outcome, &call, started)),
-      Step::Later(outcome) => Step::later(async move {
-        let outcome = outcome.await;
-        self.decided(outcome, &call, started)
-      }),
+    self.on_driver(move |driver| {
+      let threshold = self.number(&SATURATION_THRESHOLD);
+      let reserve = self.admission() == AdmissionMode::Reserve;
+      let outcome = driver.enforce(self, &call, threshold, reserve);
+      outcome.map(move |outcome| self.decided(outcome, &call, started))
+    })
+  }
+
+  /// `then` on the chosen driver, after the choice when one is in flight (see
+  /// [`Engine::driver_for_call`]; a re-choice runs in the background).
+  fn on_driver<T: Send + 'static>(
+    &'static self,
+    then: impl FnOnce(Driver) -> Step<T> + Send + 'static,
+  ) -> Step<T> {
+    match self.driver_for_call(&|choosing| self.in_background(choosing)) {
+      Ok(driver) => then(driver),
+      Err(choosing) => Step::later(async move { then(choosing.resolve().await).resolve().await }),
     }
   }
 
@@ -220,6 +195,7 @@ impl Engine {
         };
       }
       Err(err) => {
+        let ids = &call.ids;
         self.metrics.store_error(Operation::Enforce);
         self.faults.failed(
           &self.logs,
@@ -227,11 +203,8 @@ impl Engine {
           "quota enforcement failed; allowing the request",
           &err.to_string(),
           vec![
-            ("apiKeyId", LogValue::Text(call.ids.api_key_id.clone())),
-            (
-              "connectionId",
-              LogValue::Text(call.ids.connection_id.clone()),
-            ),
+            ("apiKeyId", LogValue::Text(ids.api_key_id.clone())),
+            ("connectionId", LogValue::Text(ids.connection_id.clone())),
           ],
         );
         (NOT_ENFORCED, Counted::Allow(AllowReason::FailOpen))
@@ -251,11 +224,6 @@ impl Engine {
   /// flushed in one script call per flush (`engine/redis_writes.rs`), or — flush window 0,
   /// or reserve admission — one script per record.
   pub fn record(&'static self, call: RecordCall) -> Step<Buffered> {
-    self.record_with(call, None)
-  }
-
-  /// [`Engine::record`] on `driver`, or on the chosen one (after a choice in flight).
-  fn record_with(&'static self, call: RecordCall, driver: Option<Driver>) -> Step<Buffered> {
     if call.ids.is_empty() {
       return Step::Now(false);
     }
@@ -283,51 +251,32 @@ impl Engine {
         }
       };
     }
-    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
-      Ok(driver) => driver,
-      Err(choosing) => {
-        return Step::later(async move {
-          let driver = choosing.resolve().await;
-          self.record_with(call, Some(driver)).resolve().await
-        })
-      }
-    };
-    driver.record(self, &call).map(move |(written, buffered)| {
-      match written {
-        Written::Done => self.faults.succeeded(&self.logs, Operation::Record),
-        Written::Nothing => {}
-        Written::Failed(err) => self.record_failed(
-          "recording quota consumption failed",
-          &err,
-          &call.ids.api_key_id,
-        ),
-      }
-      buffered
+    self.on_driver(move |driver| {
+      let step = driver.record(self, &call);
+      step.map(move |(written, buffered)| {
+        match written {
+          Written::Done => self.faults.succeeded(&self.logs, Operation::Record),
+          Written::Nothing => {}
+          Written::Failed(err) => self.record_failed(
+            "recording quota consumption failed",
+            &err,
+            &call.ids.api_key_id,
+          ),
+        }
+        buffered
+      })
     })
   }
 
   fn record_failed(&self, msg: &str, err: &QuotaError, api_key_id: &str) {
-    self.metrics.store_error(Operation::Record);
-    let context = if api_key_id.is_empty() {
-      Vec::new()
-    } else {
-      vec![("apiKeyId", LogValue::Text(api_key_id.to_string()))]
-    };
-    self.faults.failed(
-      &self.logs,
-      Operation::Record,
-      msg,
-      &err.to_string(),
-      context,
-    );
+    let api_key_id = Some(api_key_id).filter(|id| !id.is_empty());
+    self.failed_in_glue(false, msg, &err.to_string(), api_key_id.map(str::to_string));
   }
 
-  /// Settles (`release: false`: adds `actual − reserved` per counter, into the
-  /// reservation's own buckets) or releases (`release: true`: subtracts what was reserved)
-  /// a reservation, at most once; buckets never go below 0. A value that is not a
-  /// reservation token is an error and writes nothing. A token the store refuses —
-  /// unknown, already settled or released, expired, made for another `api_key_id` or pool
-  /// — is warned about and changes nothing (docs/admission.md); a store failure is a fault.
+  /// Settles (adds `actual − reserved` per counter) or releases (subtracts what was
+  /// reserved) a reservation, at most once (docs/admission.md). A value that is not a
+  /// reservation token is an error; one the store refuses is warned about and changes
+  /// nothing; a store failure is a fault.
   pub fn settle(
     &'static self,
     reservation: &str,
@@ -344,30 +293,22 @@ impl Engine {
       release,
       now_ms,
     };
-    Ok(self.settle_on(None, settle))
-  }
-
-  /// Runs a [`Settle`] on `driver`, or on the chosen one (after a choice in flight).
-  fn settle_on(&'static self, driver: Option<Driver>, settle: Settle) -> Step<Buffered> {
-    let driver = match driver.map_or_else(|| self.current_driver(), Ok) {
-      Ok(driver) => driver,
-      Err(choosing) => {
-        return Step::later(async move {
-          let driver = choosing.resolve().await;
-          self.settle_on(Some(driver), settle).resolve().await
-        })
-      }
-    };
-    let msg = settle.message();
-    let who = settle.api_key_id.clone().unwrap_or_default();
-    driver.settle(self, &settle).map(move |result| {
-      self.settled(result, &settle, msg, &who);
-      false
-    })
+    Ok(self.on_driver(move |driver| {
+      let step = driver.settle(self, &settle);
+      step.map(move |result| {
+        self.settled(result, &settle);
+        false
+      })
+    }))
   }
 
   /// What a settle came to: done, refused (one warning, nothing changed) or a fault.
-  fn settled(&self, result: Settled, settle: &Settle, msg: &str, who: &str) {
+  fn settled(&self, result: Settled, settle: &Settle) {
+    let msg = match settle.release {
+      true => "releasing a quota reservation failed",
+      false => "settling a quota reservation failed",
+    };
+    let who = settle.api_key_id.as_deref().unwrap_or_default();
     match result {
       Ok(Ok(())) => self.faults.succeeded(&self.logs, Operation::Record),
       Ok(Err(why)) => {
@@ -389,6 +330,11 @@ impl Engine {
     }
   }
 
+  /// `QUOTA_RECORD_FLUSH_MS`: how long a buffered record may wait for its commit.
+  pub(super) fn flush_age(&self) -> Duration {
+    Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0)
+  }
+
   /// A failure the JavaScript glue caught: one warning per fault; an enforce one is also
   /// counted as a fail-open decision.
   pub fn failed_in_glue(&self, enforce: bool, msg: &str, error: &str, api_key_id: Option<String>) {
@@ -408,12 +354,6 @@ impl Engine {
         .faults
         .failed(&self.logs, Operation::Record, msg, error, context);
     }
-  }
-
-  /// The driver for a hot-path call (see [`Engine::driver_for_call`]), a re-choice run in
-  /// the background.
-  fn current_driver(&'static self) -> std::result::Result<Driver, super::Step<Driver>> {
-    self.driver_for_call(&|choosing| self.in_background(choosing))
   }
 
   /// A JS thread that buffered records is torn down: the buffer is committed if the
@@ -467,7 +407,7 @@ impl Engine {
   /// again, or `-1` when nothing is buffered (no timer needed). A failed commit is a fault
   /// (logged once), and the answer is then the back-off of a second.
   pub fn flush_when_due(&'static self) -> f64 {
-    let max_age = Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0);
+    let max_age = self.flush_age();
     let mut wait = self
       .database
       .with_open(Access::Hot, |db| Ok(db.flush_wait(max_age)))

@@ -9,8 +9,8 @@ use crate::core::burn_rate::{
   compute_burn_rate, compute_burn_rate_from_window, window_length_ms, BurnRate,
 };
 use crate::core::dimensions::{
-  DimensionKey, PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit,
-  QuotaWindow,
+  named_enum, DimensionKey, PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension,
+  QuotaUnit, QuotaWindow,
 };
 use crate::core::fair_share::{
   decide_fair_share, AllocationInput, DimensionInput, FairShareDecision, FairShareInput,
@@ -24,37 +24,20 @@ use crate::store::{LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate};
 /// `Number.MAX_SAFE_INTEGER`.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-/// The type of a value, as `typeof` names it (`null` apart).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-  Undefined,
-  Null,
-  Boolean,
-  Number,
-  String,
-  Symbol,
-  Object,
-  Function,
-  External,
-  BigInt,
-  Unknown,
-}
-
-impl Kind {
-  fn name(self) -> &'static str {
-    match self {
-      Kind::Undefined => "undefined",
-      Kind::Null => "null",
-      Kind::Boolean => "boolean",
-      Kind::Number => "number",
-      Kind::String => "string",
-      Kind::Symbol => "symbol",
-      Kind::Object => "object",
-      Kind::Function => "function",
-      Kind::External => "external",
-      Kind::BigInt => "bigint",
-      Kind::Unknown => "unknown",
-    }
+named_enum! {
+  /// The type of a value, as `typeof` names it (`null` apart).
+  pub enum Kind {
+    Undefined = "undefined",
+    Null = "null",
+    Boolean = "boolean",
+    Number = "number",
+    String = "string",
+    Symbol = "symbol",
+    Object = "object",
+    Function = "function",
+    External = "external",
+    BigInt = "bigint",
+    Unknown = "unknown",
   }
 }
 
@@ -177,7 +160,7 @@ impl<'p, V: Source> Arg<'p, V> {
   fn expected(&self, what: &str) -> QuotaError {
     QuotaError::type_error(
       self.path.to_string(),
-      format!("expected {what}, got {}", self.kind.name()),
+      format!("expected {what}, got {}", self.kind),
     )
   }
 

@@ -165,20 +165,20 @@ impl Engine {
 
   /// A numeric setting, warning once per bad value.
   pub fn number(&self, spec: &config::NumberSpec) -> f64 {
-    let (value, warning) = self.config.number(spec);
-    if let Some(warning) = warning {
-      self.logs.warn("quota:config", warning, None);
-    }
-    value
+    self.warned(self.config.number(spec))
   }
 
   /// `QUOTA_ADMISSION`, warning once per bad value.
   pub fn admission(&self) -> config::AdmissionMode {
-    let (mode, warning) = self.config.admission();
+    self.warned(self.config.admission())
+  }
+
+  /// A setting's value, its warning (if any) logged.
+  fn warned<T>(&self, (value, warning): (T, Option<String>)) -> T {
     if let Some(warning) = warning {
       self.logs.warn("quota:config", warning, None);
     }
-    mode
+    value
   }
 
   /// `resolvePlan` (docs/contract.md §6), which never fails: the stored plan when it has

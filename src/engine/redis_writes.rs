@@ -37,12 +37,12 @@ pub struct RedisWrites {
 
 impl RedisWrites {
   fn lock(&self) -> MutexGuard<'_, HashMap<String, WriteBuffer>> {
-    self.buffers.lock().unwrap_or_else(|e| e.into_inner())
+    super::relock(&self.buffers)
   }
 
   /// The flush/read gate of `url` (see [`RedisWrites::gates`]).
   pub fn gate(&self, url: &str) -> Arc<tokio::sync::RwLock<()>> {
-    let mut gates = self.gates.lock().unwrap_or_else(|e| e.into_inner());
+    let mut gates = super::relock(&self.gates);
     if let Some(gate) = gates.get(url) {
       return gate.clone();
     }
@@ -113,7 +113,7 @@ impl Engine {
   fn flush_redis_after(&'static self, url: String, failed: bool) {
     let delay = match failed {
       true => RETRY,
-      false => Duration::from_secs_f64(self.number(&RECORD_FLUSH_MS) / 1000.0),
+      false => self.flush_age(),
     };
     self.in_background(Step::later(async move {
       tokio::time::sleep(delay).await;

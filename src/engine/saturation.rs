@@ -1,15 +1,11 @@
 //! Saturation signals for the process (docs/contract.md §8): the 30 s cache, the registry
-//! of which providers have a saturation fetcher, the last rate-limit headers per
-//! connection, and the fallback. The fetchers themselves are the host's async JavaScript
-//! functions; the edge keeps them by the names this registry hands out, so the wildcard,
-//! the precedence and the fallback are decided here only.
-//!
-//! After a first value, no request waits for a fetcher (docs/contract.md §8, "Fetches
-//! are bounded"): an entry past its 30 s is still served, and the lookup that finds it
-//! asks for one background refresh — at most one in flight per entry in the process. A
-//! refresh asked for on a JS thread is handed to that thread's next enforce answer (or
-//! `takeSaturationRefreshes()`), which runs the fetcher there.
+//! of which providers have a fetcher, the last rate-limit headers per connection, and the
+//! fallback. The fetchers are the host's JavaScript functions, kept by the edge under the
+//! names this registry hands out, so the wildcard, precedence and fallback are decided here
+//! only. A stale entry's refresh is asked for on the JS thread that found it and handed to
+//! that thread's next enforce answer (or `takeSaturationRefreshes()`), which runs the fetcher.
 
+use super::relock;
 use super::telemetry::LogValue;
 use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
@@ -80,6 +76,12 @@ pub enum Lookup {
   Fetch { name: String },
 }
 
+impl Lookup {
+  fn known(value: f64, cached: bool) -> Self {
+    Lookup::Known { value, cached }
+  }
+}
+
 impl SaturationState {
   /// Replaces the fetchers of `tier` with `providers` (`"*"`: every provider).
   pub fn set_fetchers(&mut self, tier: FetcherTier, providers: impl IntoIterator<Item = String>) {
@@ -130,26 +132,17 @@ impl SaturationState {
     now_ms: i64,
   ) -> Lookup {
     if let Some(value) = (self.cache).get(provider, connection_id, unit, window, now_ms) {
-      return Lookup::Known {
-        value,
-        cached: true,
-      };
+      return Lookup::known(value, true);
     }
     let Some((tier, name)) = self.fetcher_for(provider) else {
       let value = self.fallback(provider, connection_id, now_ms);
-      return Lookup::Known {
-        value,
-        cached: false,
-      };
+      return Lookup::known(value, false);
     };
     let name = format!("{}:{name}", tier.as_str());
     match (self.cache).stale(provider, connection_id, unit, window, now_ms) {
       Some(value) => {
         self.ask_refresh(provider, connection_id, unit, window, name, now_ms);
-        Lookup::Known {
-          value,
-          cached: true,
-        }
+        Lookup::known(value, true)
       }
       None => Lookup::Fetch { name },
     }
@@ -173,7 +166,7 @@ impl SaturationState {
       window,
     );
     {
-      let mut refreshing = self.refreshing.lock().unwrap_or_else(|e| e.into_inner());
+      let mut refreshing = relock(&self.refreshing);
       match refreshing.get(&refresh) {
         Some(&asked) if now_ms.saturating_sub(asked) < REFRESH_LOST_MS => return,
         _ => {}
@@ -200,7 +193,6 @@ impl SaturationState {
   /// Stores a fetcher's answer for 30 s and returns the stored value: clamped into
   /// 0..1; no answer (`None`, NaN) takes the fallback. Ends the entry's refresh, and an
   /// answer ends its timeout.
-  #[allow(clippy::too_many_arguments)]
   pub fn store(
     &mut self,
     provider: &str,
@@ -211,16 +203,12 @@ impl SaturationState {
     now_ms: i64,
   ) -> f64 {
     let answered = value.filter(|v| !v.is_nan());
-    self
-      .refreshing
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .remove(&(
-        provider.to_string(),
-        connection_id.to_string(),
-        unit,
-        window,
-      ));
+    relock(&self.refreshing).remove(&(
+      provider.to_string(),
+      connection_id.to_string(),
+      unit,
+      window,
+    ));
     if answered.is_some() && !self.timed_out.is_empty() {
       self
         .timed_out
@@ -256,11 +244,7 @@ impl SaturationState {
   /// `_clearSaturationCache()`.
   pub fn clear_cache(&mut self) {
     self.cache.clear();
-    self
-      .refreshing
-      .lock()
-      .unwrap_or_else(|e| e.into_inner())
-      .clear();
+    relock(&self.refreshing).clear();
     self.timed_out.clear();
   }
 
@@ -284,26 +268,23 @@ impl super::Engine {
     now_ms: i64,
   ) -> Lookup {
     let (Some(unit), Some(window)) = (QuotaUnit::parse(unit), QuotaWindow::parse(window)) else {
-      return Lookup::Known {
-        value: 0.0,
-        cached: true,
-      };
+      return Lookup::known(0.0, true);
     };
     let mut state = self.saturation();
     let lookup = state.lookup(provider, connection_id, unit, window, now_ms);
-    match &lookup {
-      Lookup::Known { value, cached } => {
-        if !cached {
-          state.store(provider, connection_id, unit, window, Some(*value), now_ms);
-        }
-        drop(state);
-        self.metrics.saturation_lookup(*cached);
+    let hit = match lookup {
+      Lookup::Known {
+        value,
+        cached: false,
+      } => {
+        state.store(provider, connection_id, unit, window, Some(value), now_ms);
+        false
       }
-      Lookup::Fetch { .. } => {
-        drop(state);
-        self.metrics.saturation_lookup(false);
-      }
-    }
+      Lookup::Known { cached, .. } => cached,
+      Lookup::Fetch { .. } => false,
+    };
+    drop(state);
+    self.metrics.saturation_lookup(hit);
     lookup
   }
 
@@ -450,10 +431,7 @@ mod tests {
     let _ = take_refreshes();
     state.store("codex", "c", u, w, Some(0.4), NOW);
     let later = NOW + SATURATION_TTL_MS + 1;
-    let served = Lookup::Known {
-      value: 0.4,
-      cached: true,
-    };
+    let served = Lookup::known(0.4, true);
     assert_eq!(state.lookup("codex", "c", u, w, later), served);
     assert_eq!(state.lookup("codex", "c", u, w, later + 5), served);
     let view = DecisionLookup {
@@ -474,10 +452,7 @@ mod tests {
     let again = later + 10 + SATURATION_TTL_MS;
     assert_eq!(
       state.lookup("codex", "c", u, w, again).clone(),
-      Lookup::Known {
-        value: 0.6,
-        cached: true
-      }
+      Lookup::known(0.6, true)
     );
     assert_eq!(
       take_refreshes().map(|r| r.len()),
@@ -506,10 +481,7 @@ mod tests {
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW),
-      Lookup::Known {
-        value: 0.0,
-        cached: false
-      }
+      Lookup::known(0.0, false)
     );
     let headers = [
       ("x-ratelimit-limit-tokens", "1000"),
@@ -519,10 +491,7 @@ mod tests {
     state.store_headers("openai".into(), "c".into(), snapshot);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW),
-      Lookup::Known {
-        value: 0.75,
-        cached: false
-      }
+      Lookup::known(0.75, false)
     );
     state.set_fetcher(FetcherTier::Host, "openai", true);
     assert_eq!(
@@ -535,10 +504,7 @@ mod tests {
     assert_eq!(state.store("openai", "c", u, w, None, NOW), 0.75);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW + 1),
-      Lookup::Known {
-        value: 0.75,
-        cached: true
-      }
+      Lookup::known(0.75, true)
     );
     assert_eq!(state.store("openai", "c", u, w, Some(7.0), NOW), 1.0);
     let view = DecisionLookup {

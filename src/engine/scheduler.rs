@@ -1,16 +1,10 @@
 //! The combo scheduler's process-wide state (docs/contract.md §10): in-flight leases,
-//! account buckets and DRR deficits, plus the symbol table that names them.
-//!
-//! Every name the scheduler keys on — connection ids, execution keys, combo names — is
-//! interned to a symbol, so a selection passes numbers in a typed array instead of
-//! strings. The table is bounded (`QUOTA_SCHEDULER_MAX_IDS`, docs/scheduler.md "A bound on
-//! names"): when a new name would exceed it, the least recently used eighth of the names is
-//! forgotten together with every piece of state keyed on them (in-flight slots, saturated
-//! buckets, DRR deficits and whole combos). A symbol is `generation << 32 | slot`: a slot
-//! freed by an eviction is reused with the next generation, so a symbol is never reused
-//! for another name. A JavaScript cache (one per isolate) that still holds an evicted
-//! symbol is told so by the selection (it selects nothing) and re-interns; state keyed on a stale
-//! symbol is simply not found. Request-supplied strings (the model) are never interned.
+//! account buckets and DRR deficits, plus the symbol table that names them
+//! (docs/scheduler.md, "A bound on names"). Every name the scheduler keys on is interned
+//! to a symbol, so a selection passes numbers in a typed array instead of strings. A
+//! symbol is `generation << 32 | slot`: a slot freed by an eviction is reused with the next
+//! generation, so a stale symbol (held by a JavaScript cache) is never another name's; a
+//! selection naming one selects nothing, and state keyed on it is simply not found.
 
 use crate::core::scheduler::account_buckets::QuotaReading;
 use crate::core::scheduler::select::{Scheduler, Target};
@@ -112,13 +106,8 @@ impl Symbols {
     self.ids.retain(|_, sym| !gone.contains(sym));
   }
 
-  /// Whether `sym` names a name still interned; if so marks it used.
-  pub fn touch(&mut self, sym: Sym) -> bool {
-    self.clock += 1;
-    self.touch_at(sym, self.clock)
-  }
-
-  /// [`Self::touch`] with the stamp given: a selection stamps all its names alike.
+  /// Whether `sym` names a name still interned; if so marks it used with `stamp` (a
+  /// selection stamps all its names alike).
   #[inline]
   fn touch_at(&mut self, sym: Sym, stamp: u64) -> bool {
     match self.slots.get_mut(slot_of(sym)) {
@@ -347,83 +336,5 @@ impl super::Engine {
       (Some(combo), Some(key)) => state.scheduler.drr.deficit(&combo, &key),
       _ => 0.0,
     }
-  }
-}
-
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  const MAX: usize = 1_000;
-
-  #[test]
-  fn symbols_are_dense_and_stable() {
-    let mut symbols = Symbols::default();
-    let mut evicted = Vec::new();
-    assert_eq!(symbols.intern("a", MAX, &mut evicted), 0);
-    assert_eq!(symbols.intern("b", MAX, &mut evicted), 1);
-    assert_eq!(symbols.intern("a", MAX, &mut evicted), 0);
-    assert_eq!(symbols.get("c"), None);
-    assert!(evicted.is_empty());
-  }
-
-  /// Issue 15 item 8: past the bound the least recently used names go, their slots come
-  /// back with a new generation (an old symbol never names a new name), and every piece
-  /// of state keyed on them is dropped.
-  #[test]
-  fn names_past_the_bound_evict_the_least_recently_used_with_their_state() {
-    let mut state = SchedulerState::default();
-    let combo = state.intern("combo", MAX);
-    let hot = state.intern("hot", MAX);
-    let conn = state.intern("conn", MAX);
-    let targets = [hot as f64, conn as f64, 1.0, f64::NAN];
-    assert_eq!(state.select(combo, None, 1_000, &targets), Some(&[0][..]));
-    assert_eq!(state.scheduler.inflight.get(&conn, 1_000), 1);
-    let cold = state.intern("cold", MAX);
-    state.scheduler.inflight.increment(&cold, 60_000, 1_000);
-    for i in 0..1_000_000 {
-      state.intern(&format!("id-{i}"), MAX);
-      if i % 100 == 0 {
-        // The selection keeps its names recent.
-        assert_eq!(state.select(combo, None, 1_000, &targets), Some(&[0][..]));
-        state.scheduler.inflight.decrement(&conn, 1_000);
-      }
-      assert!(state.symbols.len() <= MAX);
-    }
-    assert_eq!(state.symbols.get("hot"), Some(hot));
-    assert_eq!(state.symbols.get("cold"), None);
-    assert_eq!(state.scheduler.inflight.get(&cold, 1_000), 0);
-    assert_eq!(
-      state.scheduler.inflight.len(),
-      1,
-      "only conn's lease is left"
-    );
-    let again = state.intern("cold", MAX);
-    assert_ne!(again, cold, "a new generation");
-    assert!(!state.symbols.touch(cold));
-    // A stale symbol in a selection: nothing selected.
-    let stale = [cold as f64, NO_CONNECTION, 1.0, f64::NAN];
-    assert_eq!(state.select(combo, None, 1_000, &stale), None);
-  }
-
-  #[test]
-  fn a_selection_orders_every_target() {
-    let mut state = SchedulerState::default();
-    let combo = state.intern("combo", MAX);
-    let (a, b) = (state.intern("a", MAX), state.intern("b", MAX));
-    let conn = state.intern("conn", MAX);
-    let targets = [
-      a as f64,
-      conn as f64,
-      1.0,
-      f64::NAN,
-      b as f64,
-      NO_CONNECTION,
-      3.0,
-      f64::NAN,
-    ];
-    let mut order = state.select(combo, None, 1_000, &targets).unwrap().to_vec();
-    order.sort();
-    assert_eq!(order, [0, 1]);
   }
 }

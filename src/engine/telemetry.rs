@@ -1,19 +1,15 @@
-//! What the engine tells the host about itself. Log records produced in Rust (opening the database, background sweeps, the hot path's
-//! fail-open, configuration warnings) wait here until the next crossing hands them to the
-//! host's logger (docs/contract.md §12): Rust never calls into JavaScript to log.
+//! What the engine tells the host about itself. Log records made in Rust wait in the
+//! [`LogQueue`] until the next crossing hands them to the host's logger (docs/contract.md
+//! §12): Rust never calls into JavaScript to log.
 //!
-//! [`Faults`], the hot path's fault log (docs/contract.md §7, §12): the first failure of an
-//! operation warns, the ones after it are counted, and its next success logs, at info,
-//! that it recovered and how many calls failed open meanwhile — which re-arms the warning.
-//! One warning per fault, not one per call: a store that is down (locked past the busy
-//! timeout, its disk full, its Redis unreachable) fails every call the same way, and a
-//! warning per request would flood the host's log at request rate.
+//! [`Faults`] (docs/contract.md §7, §12): the first failure of an operation warns, later
+//! ones are counted, and its next success logs the recovery, which re-arms the warning — a
+//! store that is down fails every call alike, and a warning per call would flood the log.
 //!
-//! [`Metrics`], the counters behind `metrics()` (beyond the contract): decisions by kind
-//! and reason, the enforce latency histogram, store errors, fail-opens and saturation
-//! cache lookups, rendered in the Prometheus text exposition format, version 0.0.4. The
-//! hot path adds to plain numbers; the text is built only when scraped.
+//! [`Metrics`], the counters behind `metrics()`: plain atomics on the hot path, rendered
+//! in the Prometheus text format (0.0.4) only when scraped.
 
+use super::relock;
 use crate::core::dimensions::named_enum;
 use crate::core::enforce::BlockReason;
 use std::fmt::Write;
@@ -82,7 +78,7 @@ impl LogQueue {
     msg: impl Into<String>,
     fields: Vec<(&'static str, LogValue)>,
   ) {
-    let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+    let mut records = relock(&self.records);
     if records.len() < CAPACITY {
       records.push(LogRecord {
         level,
@@ -114,7 +110,7 @@ impl LogQueue {
     if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::AcqRel) {
       return None;
     }
-    let records = std::mem::take(&mut *self.records.lock().unwrap_or_else(|e| e.into_inner()));
+    let records = std::mem::take(&mut *relock(&self.records));
     (!records.is_empty()).then_some(records)
   }
 }
@@ -153,7 +149,7 @@ impl Faults {
     error: &str,
     mut context: Vec<(&'static str, LogValue)>,
   ) {
-    let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+    let mut open = relock(&self.open);
     match &mut open[operation as usize] {
       Some(fault) => fault.count += 1,
       slot @ None => {
@@ -180,7 +176,7 @@ impl Faults {
     if self.any_open.load(Ordering::Acquire) & (1 << (operation as usize)) == 0 {
       return;
     }
-    let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+    let mut open = relock(&self.open);
     self
       .any_open
       .fetch_and(!(1 << (operation as usize)), Ordering::Release);
