@@ -200,7 +200,7 @@ pub struct PoolAllocation {
 }
 
 /// A pool of API keys sharing the quota of one or more upstream connections.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct QuotaPool {
   pub id: String,
   /// The primary connection.

@@ -40,18 +40,6 @@ pub fn usage_saturation(
   }
 }
 
-#[cfg(test)]
-#[test]
-fn usage_saturation_prefers_the_remaining_percentage() {
-  assert_eq!(
-    usage_saturation(Some(25.0), Some(1.0), Some(2.0)),
-    Some(0.75)
-  );
-  assert_eq!(usage_saturation(None, Some(1.0), Some(4.0)), Some(0.25));
-  assert_eq!(usage_saturation(None, Some(1.0), Some(0.0)), None);
-  assert_eq!(usage_saturation(None, None, None), None);
-}
-
 /// One connection's entries: `(unit, window)` → `(value, expires_at)`.
 type ConnectionEntries = HashMap<(QuotaUnit, QuotaWindow), (f64, i64)>;
 
@@ -207,7 +195,7 @@ impl RateLimitSnapshot {
       self.output_tokens,
     ]
     .iter()
-    .all(|f| f.limit.is_none() && f.remaining.is_none() && f.reset_at_ms.is_none())
+    .all(|f| *f == RateLimitFamily::default())
   }
 }
 
@@ -228,24 +216,14 @@ fn parse_number(value: &str) -> Option<f64> {
 
 /// A Go-style duration as openai sends it: `6m0s`, `1s`, `20ms`, `1h2m3.5s`, `0.5s`.
 pub fn parse_duration_ms(value: &str) -> Option<f64> {
+  let is_number = |c: char| c.is_ascii_digit() || c == '.';
   let mut rest = value.trim();
-  if rest.is_empty() {
-    return None;
-  }
-  let mut total = 0.0;
+  let mut total = None;
   while !rest.is_empty() {
-    let digits = rest
-      .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-      .unwrap_or(rest.len());
-    if digits == 0 {
-      return None;
-    }
-    let number: f64 = rest[..digits].parse().ok()?;
-    rest = &rest[digits..];
-    let unit_len = rest
-      .find(|c: char| c.is_ascii_digit() || c == '.')
-      .unwrap_or(rest.len());
-    let scale = match &rest[..unit_len] {
+    // A number (never empty: "" does not parse), then its unit up to the next number.
+    let (number, tail) = rest.split_at(rest.find(|c| !is_number(c)).unwrap_or(rest.len()));
+    let (unit, tail) = tail.split_at(tail.find(is_number).unwrap_or(tail.len()));
+    let scale = match unit {
       "h" => 3_600_000.0,
       "m" => 60_000.0,
       "s" | "" => 1_000.0,
@@ -254,10 +232,10 @@ pub fn parse_duration_ms(value: &str) -> Option<f64> {
       "ns" => 0.000_001,
       _ => return None,
     };
-    total += number * scale;
-    rest = &rest[unit_len..];
+    total = Some(total.unwrap_or(0.0) + number.parse::<f64>().ok()? * scale);
+    rest = tail;
   }
-  Some(total)
+  total
 }
 
 /// An RFC 3339 instant (`2026-11-30T12:00:00Z`, `…T12:00:00.250+01:00`) in epoch ms: a
@@ -267,11 +245,9 @@ pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
   let has_time = bytes.len() >= 20 && matches!(bytes[10], b'T' | b't' | b' ');
   let has_zone = matches!(bytes.last(), Some(b'Z' | b'z'))
     || (bytes.len() >= 6 && matches!(bytes[bytes.len() - 6], b'+' | b'-'));
-  if has_time && has_zone {
-    parse_iso8601_ms(value)
-  } else {
-    None
-  }
+  (has_time && has_zone)
+    .then_some(value)
+    .and_then(parse_iso8601_ms)
 }
 
 /// The largest distance from the epoch a JavaScript `Date` can hold (±8.64 × 10¹⁵ ms).
@@ -356,7 +332,22 @@ pub fn token_header_saturation(
 
 #[cfg(test)]
 mod tests {
+  use super::*;
 
+  #[test]
+  fn usage_saturation_prefers_the_remaining_percentage() {
+    assert_eq!(
+      usage_saturation(Some(25.0), Some(1.0), Some(2.0)),
+      Some(0.75)
+    );
+    assert_eq!(usage_saturation(None, Some(1.0), Some(4.0)), Some(0.25));
+    assert_eq!(usage_saturation(None, Some(1.0), Some(0.0)), None);
+    assert_eq!(usage_saturation(None, None, None), None);
+  }
+
+  /// That an entry hits for 30 s, then not, is `an_expired_entry_is_served_while_one_refresh_runs`
+  /// of engine/saturation.rs; that it is kept per connection, its `a_lookup_is_a_hit_…`; per
+  /// window, __test__/enforce.test.mjs's "saturation: cached for 30 s per (…)".
   #[test]
   fn a_full_cache_drops_stale_entries_first_then_expired_ones() {
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
@@ -383,23 +374,6 @@ mod tests {
     assert_eq!(cache.len(), 1);
     cache.clear();
     assert!(cache.is_empty());
-  }
-
-  use super::*;
-
-  #[test]
-  fn cache_hits_for_30_seconds_then_misses() {
-    let mut cache = SaturationCache::default();
-    let (u, w) = (QuotaUnit::Percent, QuotaWindow::FiveHours);
-    assert_eq!(cache.get("codex", "c1", u, w, 1_000), None);
-    cache.put("codex", "c1", u, w, 0.4, 1_000);
-    assert_eq!(cache.get("codex", "c1", u, w, 1_000 + 29_999), Some(0.4));
-    assert_eq!(cache.get("codex", "c1", u, w, 1_000 + 30_000), None);
-    assert_eq!(cache.get("codex", "c2", u, w, 1_000), None);
-    assert_eq!(
-      cache.get("codex", "c1", u, QuotaWindow::Weekly, 1_000),
-      None
-    );
   }
 
   #[test]
@@ -447,8 +421,10 @@ mod tests {
     }
   }
 
+  /// The openai family (`x-ratelimit-<field>-tokens`, a `6m0s` reset) is __test__/
+  /// enforce.test.mjs's "saturation: cached for 30 s …; header fallback".
   #[test]
-  fn anthropic_and_openai_headers() {
+  fn anthropic_headers_in_any_case() {
     let now = 1_000_000;
     let anthropic = parse_rate_limit_headers(
       [
@@ -466,21 +442,6 @@ mod tests {
     assert_eq!(anthropic.requests.limit, Some(50.0));
     let saturation = token_header_saturation(&anthropic, now).unwrap();
     assert_eq!(saturation.saturation, 0.75);
-
-    let openai = parse_rate_limit_headers(
-      [
-        ("x-ratelimit-limit-tokens", "200"),
-        ("x-ratelimit-remaining-tokens", "150"),
-        ("x-ratelimit-reset-tokens", "6m0s"),
-      ],
-      now,
-    )
-    .unwrap();
-    assert_eq!(openai.tokens.reset_at_ms, Some(now + 360_000));
-    assert_eq!(
-      token_header_saturation(&openai, now).unwrap().saturation,
-      0.25
-    );
   }
 
   #[test]
