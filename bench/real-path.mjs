@@ -36,7 +36,7 @@ const CALL_LOG = `CREATE TABLE IF NOT EXISTS call_logs (id TEXT PRIMARY KEY, tim
 const SUMMARY = JSON.stringify({ messages: 3, stream: false, finish: 'stop' })
 /** The `dbPath` form: the host's function, or `--db-path string` for the comparison row. */
 const DB_PATH = arg('--db-path', 'function')
-/** HTTP rounds (off then on each): `--http-rounds R`. */
+/** HTTP rounds (off then on each): `--http-rounds R`; 0 skips the HTTP variant. */
 const HTTP_ROUNDS = Number(arg('--http-rounds', 5))
 
 const connectionId = 'real-conn'
@@ -296,6 +296,7 @@ async function main() {
 
   // One 5 s run swings by tens of points on a shared 2-core VM: rounds of off then on, each
   // row the round whose ratio is the median, and the lowest and highest ratio beside it.
+  if (HTTP_ROUNDS < 1) return
   const rounds = []
   for (let round = 0; round < HTTP_ROUNDS; round++) {
     const off = await httpRun(false, seconds)
