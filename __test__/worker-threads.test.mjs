@@ -80,4 +80,5 @@ test('a worker that never called installHost uses the database and configuration
   else process.env.DATA_DIR = saved.DATA_DIR
   if (saved.factor === undefined) delete process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR
   else process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = saved.factor
+  for (const dir of [installed, elsewhere]) fs.rmSync(dir, { recursive: true, force: true })
 })

@@ -91,8 +91,9 @@ async function waitFor(check, what, timeoutMs = 10_000) {
 }
 
 /**
- * A `redis-server` on `port` (a free one by default). `stop()` ends it by PID (SIGTERM),
- * `kill()` with SIGKILL, `start()` starts it again on the same port.
+ * A `redis-server` on `port` (a free one by default). `stop()` ends it by PID (SIGTERM) and
+ * removes its folder, `kill()` ends it with SIGKILL, `start()` starts it again on the same
+ * port.
  */
 export async function startRedis({ port, args = [] } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-redis-'))
@@ -107,6 +108,7 @@ export async function startRedis({ port, args = [] } = {}) {
       return this.child && this.child.pid
     },
     async start() {
+      fs.mkdirSync(dir, { recursive: true })
       const child = spawn(
         REDIS_SERVER,
         ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...args],
@@ -130,8 +132,9 @@ export async function startRedis({ port, args = [] } = {}) {
       process.kill(child.pid, signal)
       await child.exited
     },
-    stop() {
-      return this.kill('SIGTERM')
+    async stop() {
+      await this.kill('SIGTERM')
+      fs.rmSync(dir, { recursive: true, force: true })
     },
   }
   return server.start()
@@ -279,6 +282,7 @@ export async function startSentinels({ master = 'mymaster', downAfterMs = 1000 }
           process.kill(s.child.pid, 'SIGTERM')
           await s.child.exited
         }
+        fs.rmSync(s.dir, { recursive: true, force: true })
       }
       await Promise.all([primary.stop(), replica.stop()])
     },
