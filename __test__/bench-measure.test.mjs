@@ -4,7 +4,7 @@
 // pays for the commit of exactly its own calls (docs/benchmarks.md).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { measurer } from '../bench/measure.mjs'
+import { measurer, medianRound } from '../bench/measure.mjs'
 
 test('serial(fn, finish): warm-up, finish (not timed), the timed calls, finish (timed)', async () => {
   const seen = []
@@ -22,4 +22,14 @@ test('serial(fn) without finish measures as before', async () => {
   const { serial } = measurer({ maxOps: 2, maxMs: 60_000, warmup: 1, concurrency: 4 })
   await serial(async (i) => seen.push(i))
   assert.deepEqual(seen, [0, 0, 1])
+})
+
+test('medianRound reports the round of the median ratio and the spread, whatever the order', () => {
+  const rounds = [0.9, 0.7, 1.0, 0.8, 0.75].map((ratio, i) => ({ ratio, id: i }))
+  const { median, lowest, highest } = medianRound(rounds)
+  assert.equal(median.id, 3) // ratio 0.8
+  assert.equal(lowest, 0.7)
+  assert.equal(highest, 1.0)
+  assert.deepEqual(rounds.map((r) => r.id), [0, 1, 2, 3, 4]) // the caller's list is left as it was
+  assert.equal(medianRound([{ ratio: 0.5 }]).median.ratio, 0.5)
 })

@@ -11,6 +11,13 @@ export function summarize(latNs, count, totalNs) {
   return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
 }
 
+/** The round whose `ratio` is the median (the upper one of an even count), and the lowest
+ *  and highest ratio: how repeated runs on a noisy machine are reported. */
+export function medianRound(rounds) {
+  const sorted = [...rounds].sort((a, b) => a.ratio - b.ratio)
+  return { median: sorted[Math.floor(sorted.length / 2)], lowest: sorted[0].ratio, highest: sorted[sorted.length - 1].ratio }
+}
+
 /** A measurer for the given limits: `serial(fn, finish?)` and `concurrent(fn, finish?)`, `fn(i)` async. */
 export function measurer({ maxOps, maxMs, warmup, concurrency }) {
   // `finish` (optional): work `fn` defers (a buffered commit), run once after the warm-up,

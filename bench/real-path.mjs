@@ -23,7 +23,7 @@ import path from 'node:path'
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
 import { fileURLToPath } from 'node:url'
-import { summarize } from './measure.mjs'
+import { medianRound, summarize } from './measure.mjs'
 import { openBaseline } from './baseline/store.mjs'
 import { startHost } from './host.mjs'
 
@@ -303,8 +303,8 @@ async function main() {
     const on = await httpRun(true, seconds)
     rounds.push({ off, on, ratio: on.rps / off.rps })
   }
-  rounds.sort((a, b) => a.ratio - b.ratio)
-  const { off, on } = rounds[Math.floor(rounds.length / 2)]
+  const { median, lowest, highest } = medianRound(rounds)
+  const { off, on } = median
   console.log(
     `\nEnd to end over HTTP — node:http server (enforce → simulated upstream → record → the host's insert), autocannon 32 connections, ${seconds} s each, ` +
       `${HTTP_ROUNDS} rounds of off then on: the median round\n`,
@@ -314,9 +314,9 @@ async function main() {
   for (const [name, x] of [['off', off], ['on (the engine)', on]]) {
     console.log(`| ${name} | ${Math.round(x.rps).toLocaleString('en-US')} | ${x.p50} | ${x.p99} | ${f1(x.cpuPerRequest)} | ${x.non2xx} | ${x.errors} |`)
   }
-  const pct = (r) => `${(r.ratio * 100).toFixed(1)} %`
+  const pct = (ratio) => `${(ratio * 100).toFixed(1)} %`
   console.log(
-    `\n(quota on: ${pct({ ratio: on.rps / off.rps })} of the req/s with quota off, rounds ${pct(rounds[0])} – ${pct(rounds[rounds.length - 1])}; ` +
+    `\n(quota on: ${pct(median.ratio)} of the req/s with quota off, rounds ${pct(lowest)} – ${pct(highest)}; ` +
       `the server's CPU per request +${f1(on.cpuPerRequest - off.cpuPerRequest)} µs)`,
   )
 }
