@@ -5,7 +5,8 @@
 use crate::engine::input::{Fault, Kind, Source};
 use crate::error::Result;
 use napi::bindgen_prelude::{
-  Function, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object, Unknown,
+  FromNapiValue, Function, JsObjectValue, KeyCollectionMode, KeyConversion, KeyFilter, Object,
+  Unknown,
 };
 use napi::{Env, JsValue, ValueType};
 use std::ffi::CStr;
@@ -57,32 +58,23 @@ fn c_name<'b>(name: &str, buffer: &'b mut [u8; 64]) -> Option<&'b CStr> {
   CStr::from_bytes_with_nul(bytes).ok()
 }
 
-/// Each read is asked only of a value whose kind the engine checked, so the coercions
-/// below are identities that run no JavaScript.
+/// Each read is asked only of a value whose kind the engine checked, so each is one
+/// N-API call that converts without coercing (and runs no JavaScript).
 impl Source for Unknown<'_> {
   fn kind(&self) -> std::result::Result<Kind, Fault> {
     Ok(kind_of(self.get_type().map_err(reason)?))
   }
 
   fn number(&self) -> std::result::Result<f64, Fault> {
-    self
-      .coerce_to_number()
-      .and_then(|n| n.get_double())
-      .map_err(reason)
+    f64::from_unknown(*self).map_err(reason)
   }
 
   fn string(&self) -> std::result::Result<String, Fault> {
-    self.with_str(str::to_string)
-  }
-
-  fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
-    let text = self.coerce_to_string().and_then(|s| s.into_utf8());
-    let value = text.and_then(|text| text.as_str().map(f));
-    value.map_err(|_| "reading a string".to_string())
+    String::from_unknown(*self).map_err(|_| "reading a string".to_string())
   }
 
   fn boolean(&self) -> std::result::Result<bool, Fault> {
-    self.coerce_to_bool().map_err(reason)
+    bool::from_unknown(*self).map_err(reason)
   }
 
   fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault> {
