@@ -51,10 +51,6 @@ pub trait Source: Sized {
   fn kind(&self) -> std::result::Result<Kind, Fault>;
   fn number(&self) -> std::result::Result<f64, Fault>;
   fn string(&self) -> std::result::Result<String, Fault>;
-  /// `f` of the string, without making a `String` of it where the runtime can avoid it.
-  fn with_str<T>(&self, f: impl FnOnce(&str) -> T) -> std::result::Result<T, Fault> {
-    self.string().map(|text| f(&text))
-  }
   fn boolean(&self) -> std::result::Result<bool, Fault>;
   /// The property `name` of an object, with its kind; `None` for `undefined`.
   fn property(&self, name: &str) -> std::result::Result<Option<(Self, Kind)>, Fault>;
@@ -250,10 +246,8 @@ impl<'p, V: Source> Arg<'p, V> {
   /// A string parsed by `parse_field` (`QuotaUnit::parse_field`, …), whose error names
   /// this value's path: written out only then.
   pub fn parsed<T>(&self, parse_field: impl Fn(&str, &str) -> Result<T>) -> Result<T> {
-    let parsed = self.read(Kind::String, "a string", |v| {
-      v.with_str(|text| parse_field(text, "").map_err(|_| text.to_string()))
-    })?;
-    parsed.or_else(|text| parse_field(&text, &self.path.to_string()))
+    let text = self.string()?;
+    parse_field(&text, "").or_else(|_| parse_field(&text, &self.path.to_string()))
   }
 
   /// [`Arg::parsed`], or `None` for `undefined`/`null`.
