@@ -67,3 +67,69 @@ test('one request per turn on the host path: commits stay within 1000 / QUOTA_RE
   assert.equal(engine.flushQuotaWrites(), null)
   assert.equal(counted() - start, n, 'every record counted, as the host reads the table')
 })
+
+test('one file check per request on the host path: the decision makes it, the record none', async () => {
+  const native = require('../binding.js')
+  const checks = () => native.__fileChecksForTests()
+  // Within one turn no flush timer runs, so every check counted is a request's own.
+  const n = 100
+  const before = checks()
+  for (let i = 0; i < n; i++) {
+    const request = { apiKeyId: keys[i % 3], connectionId, provider }
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    host.logCall(request.apiKeyId, connectionId, provider)
+    await recordConsumption({ ...request, cost: { requests: 1 } })
+  }
+  assert.equal(checks() - before, n, 'one check (an fstat) per decision, none per record')
+  const recordsFrom = checks()
+  for (let i = 0; i < n; i++) await recordConsumption({ apiKeyId: keys[i % 3], connectionId, provider, cost: { requests: 1 } })
+  assert.equal(checks() - recordsFrom, 0, 'a record only adds to the buffer')
+  assert.equal(engine.flushQuotaWrites(), null)
+})
+
+test('a file renamed over the host file after a decision: the records made then are counted in it', async () => {
+  const Database = require('better-sqlite3')
+  const request = { apiKeyId: keys[0], connectionId, provider }
+  assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+  assert.equal(engine.flushQuotaWrites(), null)
+  // An operator's restore without the host's reset: a copy renamed over the file, the
+  // host's connection left on the old one.
+  host.db.pragma('wal_checkpoint(TRUNCATE)')
+  const copy = `${host.file}.copy`
+  fs.copyFileSync(host.file, copy)
+  fs.renameSync(copy, host.file)
+  const inCopy = (db) => db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
+  const reader = new Database(host.file, { readonly: true })
+  try {
+    const start = inCopy(reader)
+    for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+    assert.equal(engine.flushQuotaWrites(), null)
+    assert.equal(inCopy(reader) - start, 5, 'the records made after the rename are in the file now at the path')
+  } finally {
+    reader.close()
+  }
+})
+
+test('a file renamed over the host file: a record that commits at once commits to the new file', async () => {
+  const Database = require('better-sqlite3')
+  const request = { apiKeyId: keys[1], connectionId, provider }
+  assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+  assert.equal(engine.flushQuotaWrites(), null)
+  host.db.pragma('wal_checkpoint(TRUNCATE)')
+  const copy = `${host.file}.copy`
+  fs.copyFileSync(host.file, copy)
+  fs.renameSync(copy, host.file)
+  const inCopy = (db) => db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
+  const reader = new Database(host.file, { readonly: true })
+  // Each record is committed in its own call (what a record does when the buffer is due).
+  process.env.QUOTA_RECORD_FLUSH_MS = '0'
+  try {
+    const start = inCopy(reader)
+    for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+    assert.equal(engine.flushQuotaWrites(), null)
+    assert.equal(inCopy(reader) - start, 5, 'no record committed to the file renamed away')
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    reader.close()
+  }
+})

@@ -103,6 +103,13 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
   SchedulerSizes::from(&engine().scheduler_sizes_for_tests())
 }
 
+/// Tests only: how many times the engine has checked that its connection's file is still
+/// the one at the path (docs/sqlite.md#one-connection-per-process).
+#[napi(catch_unwind, js_name = "__fileChecksForTests")]
+pub fn file_checks_for_tests() -> f64 {
+  crate::engine::test_hooks::file_checks() as f64
+}
+
 /// The stable `err.code` of a panic turned into a JavaScript error.
 const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 

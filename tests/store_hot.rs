@@ -500,6 +500,38 @@ fn a_deleted_file_is_noticed_at_once_while_another_connection_commits() {
   drop((host, dir));
 }
 
+#[test]
+fn a_record_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
+  // A record checks no file (`Access::Buffer`), so its own commit must: write-through, or
+  // a buffer that is due, never commits to a file no longer at the path.
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
+  let write = [(key.clone(), 4.0)];
+  let due = Duration::from_millis(5);
+  assert_eq!(
+    db.record_writes("k", &write, NOW, due).unwrap(),
+    Recorded::Buffered
+  );
+  let copy = path.with_extension("copy");
+  std::fs::copy(&path, &copy).unwrap();
+  std::fs::rename(&copy, &path).unwrap();
+  std::thread::sleep(Duration::from_millis(10));
+  for max_age in [due, Duration::ZERO] {
+    assert_eq!(
+      db.record_writes("k", &write, NOW, max_age).unwrap(),
+      Recorded::Buffered
+    );
+  }
+  assert_eq!(db.pending_count(), 1, "all three wait, in one counter");
+  assert_eq!(db.peek("k", &key, NOW).unwrap(), 12.0);
+}
+
 /// `k` and `k2` in one pool (the setup's plan), each decided twice: both keys' counters cached.
 fn two_keys_warm(db: &SqliteDb) {
   let pool_id = enforce_setup(db, 1500.0);

@@ -60,13 +60,29 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
   Ok(())
 }
 
-/// Before a call that may open the database: asks this thread's resolver for the path.
-pub(crate) fn prepare_db(env: &Env) {
+/// Before a call that may open the database: asks this thread's resolver for the path when
+/// the connection is closed or its file was replaced (which closes it). Whether the open
+/// connection's file was checked and is still the one at the path.
+pub(crate) fn prepare_db(env: &Env) -> bool {
   let database = &engine().database;
-  if !database.has_resolver() || !database.needs_open() {
-    return;
+  if !database.has_resolver() {
+    return false;
   }
-  resolve_now(env, true);
+  if database.needs_open() {
+    resolve_now(env, true);
+    return false;
+  }
+  true
+}
+
+/// Before a record that only adds to the buffer: the path is asked for only when the
+/// connection is closed. A replaced file is seen before the buffer's commit
+/// (`Access::Buffer`), so the record costs no `fstat`.
+pub(crate) fn prepare_db_to_buffer(env: &Env) {
+  let database = &engine().database;
+  if database.has_resolver() && !database.is_open() {
+    resolve_now(env, true);
+  }
 }
 
 /// Asks this thread's resolver, if any, for the path; `report`: say what is wrong with it.

@@ -5,7 +5,7 @@
 //! [`EnforceStep`]. SQLite answers at once, Redis with a promise of the same.
 
 use super::crossing;
-use super::host::{prepare_db, take_logs, LogRecordJs};
+use super::host::{prepare_db, prepare_db_to_buffer, take_logs, LogRecordJs};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::clock;
@@ -131,7 +131,7 @@ pub fn enforce<'env>(
   after_fetch: Option<bool>,
   now_ms: Option<f64>,
 ) -> napi::Result<Either<Shaped, PromiseRaw<'env, Shaped>>> {
-  prepare_db(env);
+  let file_checked = prepare_db(env);
   let call = EnforceCall {
     ids: request_ids(api_key_id, connection_id, provider, model),
     estimated_usd,
@@ -139,6 +139,7 @@ pub fn enforce<'env>(
     now_ms: clock(now_ms),
     started_ms: started_ms.filter(|t| t.is_finite()),
     after_fetch: after_fetch.unwrap_or(false),
+    file_checked,
   };
   crossing(env, engine().enforce(call), shaped)
 }
@@ -178,7 +179,11 @@ pub fn record<'env>(
   reservation: Option<String>,
   now_ms: Option<f64>,
 ) -> napi::Result<Either<u32, PromiseRaw<'env, u32>>> {
-  prepare_db(env);
+  if reservation.is_some() {
+    prepare_db(env);
+  } else {
+    prepare_db_to_buffer(env);
+  }
   let finite = |v: Option<f64>| v.filter(|v| v.is_finite());
   let call = RecordCall {
     ids: request_ids(api_key_id, connection_id, provider, model),

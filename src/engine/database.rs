@@ -38,10 +38,15 @@ pub enum Access {
   Full,
   /// The hot path: it adds the buffer to its reads itself.
   Hot,
+  /// [`Access::Hot`] for a decision whose crossing has just checked the file
+  /// ([`Database::needs_open`], asked before each call when the path is a function): not
+  /// checked twice.
+  Checked,
   /// A record that only adds to the buffer: the file is not checked (an `fstat` per
-  /// record, docs/sqlite.md#file-replaced), since every commit of the buffer looks the
-  /// path up first ([`Database::recheck_file`]) and the next read checks it too. A record
-  /// made after the file vanished goes with the records already buffered for it.
+  /// record, docs/sqlite.md#one-connection-per-process), since every commit of the buffer
+  /// looks the path up first (the flush's [`Database::recheck_file`], a record's own in
+  /// `SqliteDb::record_writes`) and the next decision checks it too. A record made after
+  /// the file vanished goes with the records already buffered for it.
   Buffer,
 }
 
@@ -222,7 +227,7 @@ impl Database {
     f: impl FnOnce(&mut SqliteDb) -> Result<T>,
   ) -> (Result<T>, bool) {
     let mut slot = self.lock();
-    if access != Access::Buffer {
+    if matches!(access, Access::Full | Access::Hot) {
       self.retire_if(&mut slot, SqliteDb::file_replaced);
     }
     let opened = slot.is_none();
@@ -317,7 +322,12 @@ impl Database {
   /// Retires the connection in `slot` if `replaced` says its file is no longer the one at
   /// the path; whether it did.
   fn retire_if(&self, slot: &mut Option<SqliteDb>, replaced: fn(&SqliteDb) -> bool) -> bool {
-    match slot.take_if(|db| replaced(db)) {
+    let replaced = |db: &mut SqliteDb| {
+      #[cfg(feature = "test-hooks")]
+      super::test_hooks::FILE_CHECKS.fetch_add(1, Ordering::Relaxed);
+      replaced(db)
+    };
+    match slot.take_if(replaced) {
       Some(stale) => {
         self.retire(stale);
         true
@@ -470,7 +480,7 @@ impl QuotaDriver for SqliteDriver {
     threshold: f64,
     reserve: bool,
   ) -> Step<Enforced> {
-    let outcome = engine.with_hot_db(|db| {
+    let outcome = engine.with_decision_db(call, |db| {
       let request = call.ids.request();
       let saturation = engine.saturation();
       let lookup = DecisionLookup {

@@ -56,6 +56,9 @@ pub struct EnforceCall {
   pub started_ms: Option<f64>,
   /// The call is the one after a saturation fetch: do not ask for one again.
   pub after_fetch: bool,
+  /// The crossing has just checked that the connection's file is still the one at the path
+  /// (the binding's `prepare_db`): the decision does not `fstat` it again.
+  pub file_checked: bool,
 }
 
 /// What an enforce call decided.

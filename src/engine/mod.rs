@@ -42,6 +42,7 @@ use crate::core::plans::{resolve_plan, PlanOverrides};
 use crate::error::Result;
 use crate::store::sqlite::SqliteDb;
 use database::Access;
+use hot_path::EnforceCall;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
@@ -222,6 +223,21 @@ impl Engine {
   /// [`Engine::with_db`] for the hot path, which reads buffered records itself.
   pub fn with_hot_db<T>(&'static self, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
     self.run_db(Access::Hot, f)
+  }
+
+  /// [`Engine::with_hot_db`] for a decision: without the file check when its crossing has
+  /// just made it ([`EnforceCall::file_checked`]).
+  pub fn with_decision_db<T>(
+    &'static self,
+    call: &EnforceCall,
+    f: impl FnOnce(&mut SqliteDb) -> Result<T>,
+  ) -> Result<T> {
+    let access = if call.file_checked {
+      Access::Checked
+    } else {
+      Access::Hot
+    };
+    self.run_db(access, f)
   }
 
   /// [`Engine::with_hot_db`] for a record that only adds to the buffer (no file check).

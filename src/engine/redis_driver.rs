@@ -75,7 +75,7 @@ impl QuotaDriver for RedisDriver {
     let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
     // Metadata as on SQLite: from memory while nothing was committed, else in one read
     // transaction (store/sqlite/hot.rs; its counters are not read here).
-    let start = engine.with_hot_db(|db| {
+    let start = engine.with_decision_db(call, |db| {
       db.hot_scope(|db| {
         let request = call.ids.request();
         let saturation = engine.saturation();

@@ -312,6 +312,13 @@ impl SqliteDb {
       return Ok(Recorded::Nothing);
     }
     let write_through = max_age.is_zero();
+    // A record reaches this connection without a file check (`Access::Buffer`): it commits
+    // here only while the file is still the one at the path. Otherwise it waits in the
+    // buffer for the flush, which carries the buffer to the file now at the path.
+    if (write_through || self.buffer.borrow().due(max_age)) && self.file_replaced_now() {
+      self.buffer(api_key_id, writes, now_ms);
+      return Ok(Recorded::Buffered);
+    }
     if write_through && self.buffer.borrow().is_empty() {
       if let Err(err) = self.consume_many(api_key_id, writes, now_ms) {
         self.buffer(api_key_id, writes, now_ms);
