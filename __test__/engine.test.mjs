@@ -134,6 +134,79 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   closeQuotaDb()
 })
 
+test('records carried from a replaced file go to the file the dbPath function names at the flush', async () => {
+  const Database = (await import('better-sqlite3')).default
+  const first = path.join(dir, 'carry-first.sqlite')
+  const second = path.join(dir, 'carry-second.sqlite')
+  let current = first
+  installHost({ dbPath: () => current, logger })
+  closeQuotaDb()
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000' // the records stay buffered until the flush
+  try {
+    upsertProviderPlan({ connectionId: 'carry-conn', provider: 'carry', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }], source: 'manual' })
+    const pool = createPool({ connectionId: 'carry-conn', name: 'carry', allocations: [{ apiKeyId: 'carry-key', weight: 50 }] })
+    for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'carry-key', connectionId: 'carry-conn', provider: 'carry', cost: { requests: 1 } })
+    // A copy renamed over the file, and the function now names another one.
+    fs.copyFileSync(first, `${first}.copy`)
+    fs.renameSync(`${first}.copy`, first)
+    current = second
+    assert.equal(flushQuotaWrites(), null)
+    const sum = (file) => {
+      const db = new Database(file, { readonly: true })
+      try {
+        return db.prepare("SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE api_key_id = 'carry-key'").get().n
+      } catch {
+        return 0
+      } finally {
+        db.close()
+      }
+    }
+    assert.equal(sum(second), 3, `the records are in the file the function names now (pool ${pool.id})`)
+    assert.equal(sum(first), 0)
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    installHost({ dbPath, logger })
+    closeQuotaDb()
+  }
+})
+
+test('a decision made after an awaited driver choice checks the file again', { timeout: 20_000 }, async () => {
+  // The crossing checks the file before the call; a decision that waits for the driver
+  // choice (a Redis server that never answers) runs later and must look again.
+  const net = await import('node:net')
+  const silent = net.createServer(() => {})
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  const file = path.join(dir, 'choice.sqlite')
+  const snapshot = `${file}.snapshot`
+  installHost({ dbPath: () => file, logger })
+  closeQuotaDb()
+  const request = { apiKeyId: 'choice-key', connectionId: 'choice-conn', provider: 'choice' }
+  try {
+    upsertProviderPlan({ connectionId: 'choice-conn', provider: 'choice', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1 }], source: 'manual' })
+    createPool({ connectionId: 'choice-conn', name: 'choice', allocations: [{ apiKeyId: 'choice-key', weight: 100 }] })
+    closeQuotaDb() // the file self-contained: the snapshot has the pool and no consumption
+    fs.copyFileSync(file, snapshot)
+    await recordConsumption({ ...request, cost: { requests: 1 } })
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal((await enforceQuotaShare(request)).kind, 'block', 'the hour used up')
+    process.env.QUOTA_STORE_DRIVER = 'redis'
+    process.env.QUOTA_STORE_REDIS_URL = `redis://127.0.0.1:${silent.address().port}`
+    process.env.QUOTA_STORE_REDIS_TIMEOUT_MS = '300'
+    resetQuotaStoreSingleton()
+    const decision = enforceQuotaShare(request) // checked now; decided after the choice fails
+    fs.renameSync(snapshot, file) // the snapshot restored meanwhile
+    assert.equal((await decision).kind, 'allow', 'decided from the file now at the path')
+  } finally {
+    delete process.env.QUOTA_STORE_DRIVER
+    delete process.env.QUOTA_STORE_REDIS_URL
+    delete process.env.QUOTA_STORE_REDIS_TIMEOUT_MS
+    resetQuotaStoreSingleton()
+    silent.close()
+    installHost({ dbPath, logger })
+    closeQuotaDb()
+  }
+})
+
 test('installHost called from inside its own dbPath function throws there and changes nothing', () => {
   const inner = path.join(dir, 'from-inside.sqlite')
   let caught

@@ -71,8 +71,11 @@ test('one request per turn on the host path: commits stay within 1000 / QUOTA_RE
 test('one file check per request on the host path: the decision makes it, the record none', async () => {
   const native = require('../binding.js')
   const checks = () => native.__fileChecksForTests()
-  // Within one turn no flush timer runs, so every check counted is a request's own.
+  // Within one turn no flush timer runs, so every check counted is a request's own, or the
+  // store setting's re-read (once a second).
   const n = 100
+  const t0 = Date.now()
+  const setting = () => 1 + Math.floor((Date.now() - t0) / 1000)
   const before = checks()
   for (let i = 0; i < n; i++) {
     const request = { apiKeyId: keys[i % 3], connectionId, provider }
@@ -80,10 +83,11 @@ test('one file check per request on the host path: the decision makes it, the re
     host.logCall(request.apiKeyId, connectionId, provider)
     await recordConsumption({ ...request, cost: { requests: 1 } })
   }
-  assert.equal(checks() - before, n, 'one check (an fstat) per decision, none per record')
+  const made = checks() - before
+  assert.ok(made >= n && made <= n + setting(), `${made} checks for ${n} requests: one (an fstat) per decision, none per record`)
   const recordsFrom = checks()
   for (let i = 0; i < n; i++) await recordConsumption({ apiKeyId: keys[i % 3], connectionId, provider, cost: { requests: 1 } })
-  assert.equal(checks() - recordsFrom, 0, 'a record only adds to the buffer')
+  assert.ok(checks() - recordsFrom <= setting(), `${checks() - recordsFrom} checks for ${n} records, which only add to the buffer`)
   assert.equal(engine.flushQuotaWrites(), null)
 })
 

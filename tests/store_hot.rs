@@ -502,8 +502,8 @@ fn a_deleted_file_is_noticed_at_once_while_another_connection_commits() {
 
 #[test]
 fn a_record_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
-  // A record checks no file (`Access::Buffer`), so its own commit must: write-through, or
-  // a buffer that is due, never commits to a file no longer at the path.
+  // A record checks no file (`Access::Buffer`), so its own commit must: a buffer due by
+  // age or by size, or write-through, never commits to a file no longer at the path.
   let Warm {
     _serial,
     _dir,
@@ -513,23 +513,55 @@ fn a_record_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
     ..
   } = warm(10.0);
   let write = [(key.clone(), 4.0)];
-  let due = Duration::from_millis(5);
-  assert_eq!(
-    db.record_writes("k", &write, NOW, due).unwrap(),
-    Recorded::Buffered
-  );
+  for i in 0..FLUSH_AT - 1 {
+    let id = format!("full-{i}");
+    assert_eq!(
+      db.record_writes(&id, &write, NOW, BUFFERED).unwrap(),
+      Recorded::Buffered
+    );
+  }
   let copy = path.with_extension("copy");
   std::fs::copy(&path, &copy).unwrap();
   std::fs::rename(&copy, &path).unwrap();
+  assert_eq!(
+    db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
+    Recorded::Buffered,
+    "full: due by size"
+  );
   std::thread::sleep(Duration::from_millis(10));
-  for max_age in [due, Duration::ZERO] {
+  for max_age in [Duration::from_millis(5), Duration::ZERO] {
     assert_eq!(
       db.record_writes("k", &write, NOW, max_age).unwrap(),
       Recorded::Buffered
     );
   }
-  assert_eq!(db.pending_count(), 1, "all three wait, in one counter");
+  assert_eq!(db.pending_count(), FLUSH_AT, "every record waits");
   assert_eq!(db.peek("k", &key, NOW).unwrap(), 12.0);
+}
+
+#[test]
+fn a_file_renamed_away_is_seen_by_every_check_once_seen() {
+  // A record's commit looks the path up and finds another file there; the checks after it
+  // must not wait 100 ms for the next lookup (the old file keeps a name: its descriptor
+  // says nothing).
+  let Warm {
+    _serial,
+    _dir,
+    path,
+    db,
+    key,
+    ..
+  } = warm(10.0);
+  assert!(!db.file_replaced());
+  std::fs::rename(&path, path.with_extension("moved")).unwrap();
+  std::fs::write(&path, b"").unwrap();
+  let write = [(key.clone(), 1.0)];
+  assert_eq!(
+    db.record_writes("k", &write, NOW, Duration::ZERO).unwrap(),
+    Recorded::Buffered
+  );
+  assert!(db.file_replaced(), "seen again at once");
+  assert!(db.file_replaced());
 }
 
 /// `k` and `k2` in one pool (the setup's plan), each decided twice: both keys' counters cached.

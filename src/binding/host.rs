@@ -85,6 +85,16 @@ pub(crate) fn prepare_db_to_buffer(env: &Env) {
   }
 }
 
+/// Before a flush, which opens the database only to commit records carried from a replaced
+/// file to the file now at the path: the path is asked for when the file may have been
+/// replaced (the connection is open) or records were carried.
+pub(crate) fn prepare_db_to_flush(env: &Env) {
+  let database = &engine().database;
+  if database.is_open() || database.carried_count() > 0 {
+    prepare_db(env);
+  }
+}
+
 /// Asks this thread's resolver, if any, for the path; `report`: say what is wrong with it.
 fn resolve_now(env: &Env, report: bool) {
   let database = &engine().database;

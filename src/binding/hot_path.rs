@@ -5,7 +5,7 @@
 //! [`EnforceStep`]. SQLite answers at once, Redis with a promise of the same.
 
 use super::crossing;
-use super::host::{prepare_db, prepare_db_to_buffer, take_logs, LogRecordJs};
+use super::host::{prepare_db, prepare_db_to_buffer, prepare_db_to_flush, take_logs, LogRecordJs};
 use super::{engine, errors::or_throw};
 use crate::core::enforce::ConsumptionCost;
 use crate::engine::clock;
@@ -231,17 +231,19 @@ pub fn fail_open(operation: String, message: String, error: String, api_key_id: 
   engine().failed_in_glue(operation == "enforce", &message, &error, api_key_id);
 }
 
-/// Commits the buffered records now: `null`, or the error (they stay buffered). Never opens
-/// the database.
+/// Commits the buffered records now: `null`, or the error (they stay buffered). Opens the
+/// database only for records carried from a replaced file.
 #[napi(catch_unwind)]
-pub fn flush_quota_writes() -> Option<String> {
+pub fn flush_quota_writes(env: Env) -> Option<String> {
+  prepare_db_to_flush(&env);
   engine().flush(true)
 }
 
 /// The facade's flush timer: commits once the oldest record is `QUOTA_RECORD_FLUSH_MS` old;
 /// the milliseconds until the next call, or `-1` when nothing is buffered.
 #[napi(catch_unwind)]
-pub fn flush_due_quota_writes() -> f64 {
+pub fn flush_due_quota_writes(env: Env) -> f64 {
+  prepare_db_to_flush(&env);
   engine().flush_when_due()
 }
 

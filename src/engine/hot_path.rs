@@ -135,23 +135,31 @@ impl Engine {
       let allow = Ok((EnforceOutcome::Allow { deprioritize: None }, None));
       return Step::Now(self.decided(allow, &call, started));
     }
-    self.on_driver(move |driver| {
+    self.on_driver(move |driver, in_call| {
       let threshold = self.number(&SATURATION_THRESHOLD);
       let reserve = self.admission() == AdmissionMode::Reserve;
+      // After an awaited driver choice the crossing's file check is old: check again.
+      let call = EnforceCall {
+        file_checked: call.file_checked && in_call,
+        ..call
+      };
       let outcome = driver.enforce(self, &call, threshold, reserve);
       outcome.map(move |outcome| self.decided(outcome, &call, started))
     })
   }
 
   /// `then` on the chosen driver, after the choice when one is in flight (see
-  /// [`Engine::driver_for_call`]; a re-choice runs in the background).
+  /// [`Engine::driver_for_call`]; a re-choice runs in the background). `then`'s second
+  /// argument: whether it runs within this call (`false` after an awaited choice).
   fn on_driver<T: Send + 'static>(
     &'static self,
-    then: impl FnOnce(Driver) -> Step<T> + Send + 'static,
+    then: impl FnOnce(Driver, bool) -> Step<T> + Send + 'static,
   ) -> Step<T> {
     match self.driver_for_call(&|choosing| self.in_background(choosing)) {
-      Ok(driver) => then(driver),
-      Err(choosing) => Step::later(async move { then(choosing.resolve().await).resolve().await }),
+      Ok(driver) => then(driver, true),
+      Err(choosing) => {
+        Step::later(async move { then(choosing.resolve().await, false).resolve().await })
+      }
     }
   }
 
@@ -254,7 +262,7 @@ impl Engine {
         }
       };
     }
-    self.on_driver(move |driver| {
+    self.on_driver(move |driver, _| {
       let step = driver.record(self, &call);
       step.map(move |(written, buffered)| {
         match written {
@@ -296,7 +304,7 @@ impl Engine {
       release,
       now_ms,
     };
-    Ok(self.on_driver(move |driver| {
+    Ok(self.on_driver(move |driver, _| {
       let step = driver.settle(self, &settle);
       step.map(move |result| {
         self.settled(result, &settle);

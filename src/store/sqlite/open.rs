@@ -307,9 +307,13 @@ impl SqliteDb {
       if self.path_checked.get().elapsed() < PATH_CHECK_EVERY {
         return false;
       }
+    }
+    let replaced = file_id(&self.path) != Some(id);
+    // A replacement once seen is seen by every later check, until the connection is retired.
+    if !replaced {
       self.path_checked.set(std::time::Instant::now());
     }
-    file_id(&self.path) != Some(id)
+    replaced
   }
 
   /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of

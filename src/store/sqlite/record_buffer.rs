@@ -315,11 +315,7 @@ impl SqliteDb {
     // A record reaches this connection without a file check (`Access::Buffer`): it commits
     // here only while the file is still the one at the path. Otherwise it waits in the
     // buffer for the flush, which carries the buffer to the file now at the path.
-    if (write_through || self.buffer.borrow().due(max_age)) && self.file_replaced_now() {
-      self.buffer(api_key_id, writes, now_ms);
-      return Ok(Recorded::Buffered);
-    }
-    if write_through && self.buffer.borrow().is_empty() {
+    if write_through && self.buffer.borrow().is_empty() && !self.file_replaced_now() {
       if let Err(err) = self.consume_many(api_key_id, writes, now_ms) {
         self.buffer(api_key_id, writes, now_ms);
         return Err(err);
@@ -327,11 +323,14 @@ impl SqliteDb {
       return Ok(Recorded::Committed);
     }
     self.buffer(api_key_id, writes, now_ms);
+    if !(write_through || self.buffer.borrow().due(max_age)) || self.file_replaced_now() {
+      return Ok(Recorded::Buffered);
+    }
     if write_through {
       self.flush_pending(false)?;
       return Ok(Recorded::Committed);
     }
-    if self.buffer.borrow().due(max_age) && self.flush_pending(true).is_ok() {
+    if self.flush_pending(true).is_ok() {
       return Ok(Recorded::Committed);
     }
     Ok(Recorded::Buffered)
