@@ -33,3 +33,11 @@ test('medianRound reports the round of the median ratio and the spread, whatever
   assert.deepEqual(rounds.map((r) => r.id), [0, 1, 2, 3, 4]) // the caller's list is left as it was
   assert.equal(medianRound([{ ratio: 0.5 }]).median.ratio, 0.5)
 })
+
+test('medianRound(rounds, by) picks by the named field', () => {
+  const rounds = [7.5, 2.5, 12, 4].map((share, i) => ({ share, ratio: -i, id: i }))
+  const { median, lowest, highest } = medianRound(rounds, 'share')
+  assert.equal(median.id, 0) // 2.5 4 [7.5] 12: the upper of the two middle ones
+  assert.equal(lowest, 2.5)
+  assert.equal(highest, 12)
+})

@@ -11,11 +11,11 @@ export function summarize(latNs, count, totalNs) {
   return { opsPerSec: count / (Number(totalNs) / 1e9), p50: pct(50), p99: pct(99) }
 }
 
-/** The round whose `ratio` is the median (the upper one of an even count), and the lowest
- *  and highest ratio: how repeated runs on a noisy machine are reported. */
-export function medianRound(rounds) {
-  const sorted = [...rounds].sort((a, b) => a.ratio - b.ratio)
-  return { median: sorted[Math.floor(sorted.length / 2)], lowest: sorted[0].ratio, highest: sorted[sorted.length - 1].ratio }
+/** The round whose `by` (a field, `ratio` unless named) is the median (the upper one of an
+ *  even count), and the lowest and highest: how repeated runs on a noisy machine are reported. */
+export function medianRound(rounds, by = 'ratio') {
+  const sorted = [...rounds].sort((a, b) => a[by] - b[by])
+  return { median: sorted[Math.floor(sorted.length / 2)], lowest: sorted[0][by], highest: sorted[sorted.length - 1][by] }
 }
 
 /** A measurer for the given limits: `serial(fn, finish?)` and `concurrent(fn, finish?)`, `fn(i)` async. */

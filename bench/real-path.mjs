@@ -1,5 +1,5 @@
 // The host's real path (run by `npm run bench`; alone: `node scripts/with-hooks.js
-// bench/real-path.mjs [--requests N] [--http-seconds S] [--http-rounds R]`).
+// bench/real-path.mjs [--requests N] [--share-rounds R] [--http-seconds S] [--http-rounds R]`).
 //
 // On the host fixture (bench/host.mjs): installHost({ dbPath: () => file, … }), the host's
 // pragmas and schema first, its call-log row per request, a checkpoint now and then.
@@ -9,7 +9,8 @@
 //    entries the host imports; one request per event-loop turn (setImmediate between
 //    requests); 8 keys × 2 dimensions. p50/p99 per request for: no quota (the host's insert
 //    alone), the engine, and the JS baseline (bench/baseline: the old engine's way, on the
-//    host's connection). The engine's share = its p50 − the no-quota p50; beside it, the
+//    host's connection). The engine's share = its p50 − the no-quota p50, the two measured in
+//    alternating rounds (5 by default), the round of the median share shown; beside it, the
 //    time inside the quota calls themselves, timed around each. Also the record commits per
 //    second (group commit by time: docs/sqlite.md), and `SqliteQuotaStore.consume` on the
 //    same path: the host's insert, then a consume per dimension of the key.
@@ -38,6 +39,8 @@ const SUMMARY = JSON.stringify({ messages: 3, stream: false, finish: 'stop' })
 const DB_PATH = arg('--db-path', 'function')
 /** HTTP rounds (off then on each): `--http-rounds R`; 0 skips the HTTP variant. */
 const HTTP_ROUNDS = Number(arg('--http-rounds', 5))
+/** Rounds of no quota then the engine, `--requests` split among them: `--share-rounds R`. */
+const SHARE_ROUNDS = Math.max(1, Number(arg('--share-rounds', 5)))
 
 const connectionId = 'real-conn'
 const provider = 'real-provider' // no saturation fetcher: no fetch round
@@ -114,24 +117,36 @@ async function realPath(n) {
     const hostWrite = (i) => fixture.logCall(keys[i % 8], connectionId, provider)
     if ((await enforceQuotaShare(req(0))).kind !== 'allow') throw new Error('real path: the engine does not allow')
 
-    const noQuota = await perTurn(n, async (i) => { hostWrite(i) })
     // (NaN on a build without the counter: the bench also runs against older builds.)
     const commits = () => Number(/^quota_engine_record_commits_total (\d+)$/m.exec(engine.metrics())?.[1])
-    const before = commits()
-    const engineCalls = insideCalls(n)
-    const withEngine = await perTurn(n, async (i) => {
-      const decision = await engineCalls.timed(() => enforceQuotaShare(req(i)))
-      if (decision.kind !== 'allow') throw new Error('blocked')
-      hostWrite(i)
-      await engineCalls.timed(() => recordConsumption(rec(i)))
-      engineCalls.next()
-    })
-    const commitsPerSec = (commits() - before) / withEngine.seconds
+    // No quota and the engine in alternating rounds, so both see the same machine and the
+    // same growing files; the rows are the round of the median share.
+    let recorded = 0
+    const rounds = []
+    const perRound = Math.floor(n / SHARE_ROUNDS)
+    for (let round = 0; round < SHARE_ROUNDS; round++) {
+      const noQuota = await perTurn(perRound, async (i) => { hostWrite(i) })
+      const before = commits()
+      const engineCalls = insideCalls(perRound)
+      const withEngine = await perTurn(perRound, async (i) => {
+        const decision = await engineCalls.timed(() => enforceQuotaShare(req(i)))
+        if (decision.kind !== 'allow') throw new Error('blocked')
+        hostWrite(i)
+        await engineCalls.timed(() => recordConsumption(rec(i)))
+        recorded++
+        engineCalls.next()
+      })
+      const commitsPerSec = (commits() - before) / withEngine.seconds
+      rounds.push({ noQuota, withEngine, inside: engineCalls.summary(), commitsPerSec, share: withEngine.p50 - noQuota.p50 })
+    }
+    const shares = medianRound(rounds, 'share')
+    const { noQuota, withEngine, commitsPerSec } = shares.median
     // The same without the host's insert: what a commit by anyone costs the next decision.
     const quietHost = await perTurn(n, async (i) => {
       const decision = await enforceQuotaShare(req(i))
       if (decision.kind !== 'allow') throw new Error('blocked')
       await recordConsumption(rec(i))
+      recorded++
     })
     // SqliteQuotaStore.consume on the same path: the host's insert, then one consume per
     // dimension of the key.
@@ -143,16 +158,16 @@ async function realPath(n) {
       hostWrite(i)
       await consumeCalls.timed(() => store.consume(keys[i % 8], dims[0], 1))
       await consumeCalls.timed(() => store.consume(keys[i % 8], dims[1], 1200))
+      recorded++
       consumeCalls.next()
     })
     // The counters are exact: every record and consume of the three runs, as the host's own
     // connection reads the table.
     if (engine.flushQuotaWrites() !== null) throw new Error('real path: the buffered records did not commit')
     const total = host.prepare('SELECT sum(consumed) AS s FROM quota_consumption WHERE dimension_key = ?')
-    const made = 3 * (WARMUP_REQUESTS + n)
     for (const [dimension, each] of [['requests', 1], ['tokens', 1200]]) {
       const counted = total.get(`${pool.id}:${dimension}:hourly`).s
-      if (counted !== made * each) throw new Error(`real path: ${dimension} counted ${counted}, made ${made * each}`)
+      if (counted !== recorded * each) throw new Error(`real path: ${dimension} counted ${counted}, made ${recorded * each}`)
     }
     fixture.stop()
 
@@ -182,12 +197,12 @@ async function realPath(n) {
     })
     baseline.close()
     const inside = {
-      withEngine: engineCalls.summary(),
+      withEngine: shares.median.inside,
       withBaseline: baselineCalls.summary(),
       consumeOnPath: consumeCalls.summary(),
       consumeBaseline: baselineConsumeCalls.summary(),
     }
-    return { noQuota, withEngine, quietHost, withBaseline, commitsPerSec, consumeOnPath, consumeBaseline, inside }
+    return { noQuota, withEngine, shares, quietHost, withBaseline, commitsPerSec, consumeOnPath, consumeBaseline, inside }
   } finally {
     engine.closeQuotaDb()
     fs.rmSync(tmp, { recursive: true, force: true })
@@ -268,7 +283,10 @@ async function main() {
   const seconds = Number(arg('--http-seconds', 5))
   const r = await realPath(n)
   const f1 = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(1))
-  console.log(`\nThe host's real path — ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'}: ${n} requests, one per event-loop turn, 8 keys × 2 dims, the host committing a call-log row per request on its own connection to the same file\n`)
+  console.log(
+    `\nThe host's real path — ${process.version}, ${os.cpus()[0]?.model ?? 'cpu'}: ${n} requests, one per event-loop turn, 8 keys × 2 dims, the host committing a call-log row per request on its own connection to the same file; ` +
+      `no quota and the engine in ${SHARE_ROUNDS} alternating rounds, their rows the round of the median share\n`,
+  )
   console.log('| per request | p50 µs | p99 µs | the quota calls\' share, p50 µs | share, p99 µs | inside the quota calls, p50 µs | inside, p99 µs |')
   console.log('|---|---:|---:|---:|---:|---:|---:|')
   const share = (x) => `${f1(x.p50 - r.noQuota.p50)} | ${f1(Math.max(0, x.p99 - r.noQuota.p99))}`
@@ -279,15 +297,16 @@ async function main() {
   console.log(`| the engine, the host writes nothing (enforce → record) | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | ${f1(r.quietHost.p50)} | ${f1(r.quietHost.p99)} | – | – |`)
   console.log(`| insert → SqliteQuotaStore.consume × 2 dims, the engine | ${f1(r.consumeOnPath.p50)} | ${f1(r.consumeOnPath.p99)} | ${share(r.consumeOnPath)} | ${inside(r.inside.consumeOnPath)} |`)
   console.log(`| insert → SqliteQuotaStore.consume × 2 dims, the baseline | ${f1(r.consumeBaseline.p50)} | ${f1(r.consumeBaseline.p99)} | ${share(r.consumeBaseline)} | ${inside(r.inside.consumeBaseline)} |`)
+  console.log(`\n(the engine's share, p50, in the ${SHARE_ROUNDS} rounds: ${f1(r.shares.lowest)} – ${f1(r.shares.highest)} µs)`)
   const ratio = (b, e) => (b / Math.max(0.01, e)).toFixed(1)
   console.log(
     `\n(engine vs baseline, p50: enforce + record ${ratio(r.withBaseline.p50 - r.noQuota.p50, r.withEngine.p50 - r.noQuota.p50)}× by share, ` +
       `${ratio(r.inside.withBaseline.p50, r.inside.withEngine.p50)}× inside the calls; consume ${ratio(r.consumeBaseline.p50 - r.noQuota.p50, r.consumeOnPath.p50 - r.noQuota.p50)}× by share, ` +
-      `${ratio(r.inside.consumeBaseline.p50, r.inside.consumeOnPath.p50)}× inside the calls; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${(n / r.withEngine.seconds).toFixed(0)} requests/s)`,
+      `${ratio(r.inside.consumeBaseline.p50, r.inside.consumeOnPath.p50)}× inside the calls; record commits: ${r.commitsPerSec.toFixed(0)}/s at ${r.withEngine.opsPerSec.toFixed(0)} requests/s)`,
   )
   // The engine commits its buffered records from a timer, between requests, where neither
   // column above looks: the mean wall time of a request, every turn included, counts them.
-  const mean = (x) => (x.seconds * 1e6) / n
+  const mean = (x) => 1e6 / x.opsPerSec
   const more = (x) => `${f1(mean(x))} µs (+${f1(mean(x) - mean(r.noQuota))})`
   console.log(
     `(mean wall time per request, every turn and timer included: no quota ${f1(mean(r.noQuota))} µs; the engine ${more(r.withEngine)}, ` +
