@@ -91,49 +91,30 @@ test('one file check per request on the host path: the decision makes it, the re
   assert.equal(engine.flushQuotaWrites(), null)
 })
 
-test('a file renamed over the host file after a decision: the records made then are counted in it', async () => {
-  const Database = require('better-sqlite3')
-  const request = { apiKeyId: keys[0], connectionId, provider }
-  assert.equal((await enforceQuotaShare(request)).kind, 'allow')
-  assert.equal(engine.flushQuotaWrites(), null)
-  // An operator's restore without the host's reset: a copy renamed over the file, the
-  // host's connection left on the old one.
-  host.db.pragma('wal_checkpoint(TRUNCATE)')
-  const copy = `${host.file}.copy`
-  fs.copyFileSync(host.file, copy)
-  fs.renameSync(copy, host.file)
-  const inCopy = (db) => db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
-  const reader = new Database(host.file, { readonly: true })
-  try {
-    const start = inCopy(reader)
-    for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+// An operator's restore without the host's reset: a copy renamed over the file, the host's
+// connection left on the old one. Records made then, buffered or each committed in its own
+// call (what a record does when the buffer is due), are counted in the file now at the path.
+for (const [made, flushMs, apiKeyId] of [['buffered', undefined, keys[0]], ['committed in their own call', '0', keys[1]]]) {
+  test(`a file renamed over the host file after a decision: records ${made} then are counted in it`, async () => {
+    const Database = require('better-sqlite3')
+    const request = { apiKeyId, connectionId, provider }
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
     assert.equal(engine.flushQuotaWrites(), null)
-    assert.equal(inCopy(reader) - start, 5, 'the records made after the rename are in the file now at the path')
-  } finally {
-    reader.close()
-  }
-})
-
-test('a file renamed over the host file: a record that commits at once commits to the new file', async () => {
-  const Database = require('better-sqlite3')
-  const request = { apiKeyId: keys[1], connectionId, provider }
-  assert.equal((await enforceQuotaShare(request)).kind, 'allow')
-  assert.equal(engine.flushQuotaWrites(), null)
-  host.db.pragma('wal_checkpoint(TRUNCATE)')
-  const copy = `${host.file}.copy`
-  fs.copyFileSync(host.file, copy)
-  fs.renameSync(copy, host.file)
-  const inCopy = (db) => db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
-  const reader = new Database(host.file, { readonly: true })
-  // Each record is committed in its own call (what a record does when the buffer is due).
-  process.env.QUOTA_RECORD_FLUSH_MS = '0'
-  try {
-    const start = inCopy(reader)
-    for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
-    assert.equal(engine.flushQuotaWrites(), null)
-    assert.equal(inCopy(reader) - start, 5, 'no record committed to the file renamed away')
-  } finally {
-    delete process.env.QUOTA_RECORD_FLUSH_MS
-    reader.close()
-  }
-})
+    host.db.pragma('wal_checkpoint(TRUNCATE)')
+    const copy = `${host.file}.copy`
+    fs.copyFileSync(host.file, copy)
+    fs.renameSync(copy, host.file)
+    const inCopy = (db) => db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${pool.id}:requests:hourly`).n
+    const reader = new Database(host.file, { readonly: true })
+    if (flushMs !== undefined) process.env.QUOTA_RECORD_FLUSH_MS = flushMs
+    try {
+      const start = inCopy(reader)
+      for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+      assert.equal(engine.flushQuotaWrites(), null)
+      assert.equal(inCopy(reader) - start, 5, 'no record committed to the file renamed away')
+    } finally {
+      delete process.env.QUOTA_RECORD_FLUSH_MS
+      reader.close()
+    }
+  })
+}
