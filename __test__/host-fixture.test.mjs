@@ -110,6 +110,11 @@ for (const [made, flushMs, apiKeyId] of [['buffered', undefined, keys[0]], ['com
     try {
       const start = inCopy(reader)
       for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+      if (flushMs === '0') {
+        // The first record saw the rename and closed the old connection: the next ones
+        // opened the new file and committed there, before any flush.
+        assert.equal(inCopy(reader) - start, 5, 'committed in the new file as they were made')
+      }
       assert.equal(engine.flushQuotaWrites(), null)
       assert.equal(inCopy(reader) - start, 5, 'no record committed to the file renamed away')
     } finally {

@@ -525,14 +525,14 @@ fn a_record_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
   std::fs::rename(&copy, &path).unwrap();
   assert_eq!(
     db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
-    Recorded::Buffered,
+    Recorded::FileReplaced,
     "full: due by size"
   );
   std::thread::sleep(Duration::from_millis(10));
   for max_age in [Duration::from_millis(5), Duration::ZERO] {
     assert_eq!(
       db.record_writes("k", &write, NOW, max_age).unwrap(),
-      Recorded::Buffered
+      Recorded::FileReplaced
     );
   }
   assert_eq!(db.pending_count(), FLUSH_AT, "every record waits");
@@ -558,7 +558,7 @@ fn a_file_renamed_away_is_seen_by_every_check_once_seen() {
   let write = [(key.clone(), 1.0)];
   assert_eq!(
     db.record_writes("k", &write, NOW, Duration::ZERO).unwrap(),
-    Recorded::Buffered
+    Recorded::FileReplaced
   );
   assert!(db.file_replaced(), "seen again at once");
   assert!(db.file_replaced());

@@ -512,8 +512,16 @@ impl QuotaDriver for SqliteDriver {
       let writes = db.hot_scope(|db| consumption_writes(db, &call.ids.request(), &call.cost))?;
       db.record_writes(&call.ids.api_key_id, &writes, call.now_ms, max_age)
     });
+    if matches!(result, Ok(Recorded::FileReplaced)) {
+      // Retired at once, so the records after this one go to the file now at the path.
+      engine.database.recheck_file();
+      engine.report_file_changes();
+    }
     Step::Now(match result {
-      Ok(recorded) => (Written::Done, recorded == Recorded::Buffered),
+      Ok(recorded) => (
+        Written::Done,
+        matches!(recorded, Recorded::Buffered | Recorded::FileReplaced),
+      ),
       // A record that could not be committed stays buffered, for the next flush.
       Err(err) => (Written::Failed(err), true),
     })

@@ -309,7 +309,7 @@ impl SqliteDb {
       }
     }
     let replaced = file_id(&self.path) != Some(id);
-    // A replacement once seen is seen by every later check, until the connection is retired.
+    // A replacement seen is looked up again by every later check, not 100 ms later.
     if !replaced {
       self.path_checked.set(std::time::Instant::now());
     }

@@ -265,6 +265,9 @@ pub enum Recorded {
   /// thread's event loop — every buffering thread does, so a thread that stops turning
   /// (a worker terminated, a loop blocked) cannot hold records back.
   Buffered,
+  /// Buffered, because the connection's file is no longer the one at the path: the caller
+  /// retires the connection, which carries the buffer to the file now at the path.
+  FileReplaced,
 }
 
 impl SqliteDb {
@@ -315,7 +318,8 @@ impl SqliteDb {
     // A record reaches this connection without a file check (`Access::Buffer`): it commits
     // here only while the file is still the one at the path. Otherwise it waits in the
     // buffer for the flush, which carries the buffer to the file now at the path.
-    if write_through && self.buffer.borrow().is_empty() && !self.file_replaced_now() {
+    let replaced = || self.file_replaced_now();
+    if write_through && self.buffer.borrow().is_empty() && !replaced() {
       if let Err(err) = self.consume_many(api_key_id, writes, now_ms) {
         self.buffer(api_key_id, writes, now_ms);
         return Err(err);
@@ -323,8 +327,11 @@ impl SqliteDb {
       return Ok(Recorded::Committed);
     }
     self.buffer(api_key_id, writes, now_ms);
-    if !(write_through || self.buffer.borrow().due(max_age)) || self.file_replaced_now() {
+    if !(write_through || self.buffer.borrow().due(max_age)) {
       return Ok(Recorded::Buffered);
+    }
+    if replaced() {
+      return Ok(Recorded::FileReplaced);
     }
     if write_through {
       self.flush_pending(false)?;
