@@ -75,9 +75,9 @@ pub(crate) fn prepare_db(env: &Env) -> bool {
   true
 }
 
-/// Before a record that only adds to the buffer: the path is asked for only when the
-/// connection is closed. A replaced file is seen before the buffer's commit
-/// (`Access::Buffer`), so the record costs no `fstat`.
+/// Before a record: the path is asked for only when the connection is closed. A record
+/// that only adds to the buffer checks no file (`Access::Buffer`); a commit of the buffer,
+/// the record's own or the flush's, looks the path up first.
 pub(crate) fn prepare_db_to_buffer(env: &Env) {
   let database = &engine().database;
   if database.has_resolver() && !database.is_open() {
