@@ -36,6 +36,8 @@ process.on('exit', () => {
   // file checkpoints it and removes its WAL: the file at rest is self-contained
   // (docs/sqlite.md#the-file-at-rest). A worker's exit leaves it to the process.
   if (isMainThread) closeAtExit()
+  // What the engine logged while committing and closing (a fault, records it dropped).
+  host.drainLogs()
 })
 
 function closeAtExit() {

@@ -368,8 +368,11 @@ impl Engine {
   }
 
   /// A JS thread that buffered records is torn down: the buffer is committed if the
-  /// database is open (nothing is reported: no JavaScript runs any more).
+  /// database is open and its file is still the one at the path (else the records are
+  /// carried, for the process's next open); nothing is reported: no JavaScript runs any
+  /// more.
   pub fn commit_at_teardown(&self) {
+    self.database.recheck_file();
     let _ = self
       .database
       .with_open(Access::Hot, |db| db.flush_pending(false));

@@ -114,7 +114,8 @@ impl SqliteDb {
   /// buffered"): validates, adds `cost` to the buffer and answers the new effective value,
   /// which the buffered read already knows — no transaction of its own; the buffer is
   /// committed with the records, by time. With `max_age` zero (`QUOTA_RECORD_FLUSH_MS=0`)
-  /// it commits in its own call, as before, after what is buffered.
+  /// it commits in its own call, after what is buffered, unless the path (looked up now)
+  /// names another file: then it waits in the buffer, like a record.
   pub fn consume_buffered(
     &self,
     api_key_id: &str,
@@ -125,7 +126,7 @@ impl SqliteDb {
   ) -> Result<f64> {
     check_key(api_key_id, key)?;
     validate::cost(cost, "cost")?;
-    if max_age.is_zero() {
+    if max_age.is_zero() && !self.file_replaced_now() {
       self.flush_before_use();
       return self.consume(api_key_id, key, cost, now_ms);
     }

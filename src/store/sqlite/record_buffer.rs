@@ -343,8 +343,9 @@ impl SqliteDb {
     Ok(Recorded::Buffered)
   }
 
-  /// One validated amount into the buffer; commits the buffer when it is due (a failure
-  /// keeps it buffered, for the next flush).
+  /// One validated amount into the buffer; commits the buffer when it is due and the file
+  /// is still the one at the path, looked up now (a failure keeps it buffered, for the
+  /// next flush; a replaced file leaves it for the next check to carry).
   pub(super) fn buffer_one(
     &self,
     api_key_id: &str,
@@ -358,7 +359,7 @@ impl SqliteDb {
       .buffer
       .borrow_mut()
       .add(api_key_id, key, bucket, cost, now_ms);
-    if self.buffer.borrow().due(max_age) {
+    if self.buffer.borrow().due(max_age) && !self.file_replaced_now() {
       let _ = self.flush_pending(true);
     }
   }
