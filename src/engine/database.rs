@@ -633,66 +633,6 @@ mod tests {
     b.close_db().unwrap();
   }
 
-  /// Counter rows of `api_key_id` in the file at `path` (0 when it has no table yet).
-  fn rows_at(path: &Path, api_key_id: &str) -> f64 {
-    let sql = "SELECT coalesce(sum(consumed), 0) FROM quota_consumption WHERE api_key_id = ?1";
-    rusqlite::Connection::open(path)
-      .and_then(|conn| conn.query_row(sql, [api_key_id], |row| row.get(0)))
-      .unwrap_or(0.0)
-  }
-
-  #[test]
-  fn a_store_call_and_the_teardown_commit_no_record_to_a_file_renamed_away_a_moment_ago() {
-    // The per-call check looks the path up at most every 100 ms, so a file renamed away
-    // with another put in its place goes unseen for that long; the calls that commit the
-    // buffer look the path up first.
-    use crate::core::dimensions::{QuotaUnit, QuotaWindow};
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("storage.sqlite");
-    let key = DimensionKey::new("pool", QuotaUnit::Requests, QuotaWindow::Hourly);
-    let me = std::thread::current().id();
-    type Commit = fn(&'static Engine);
-    let store_call: Commit = |engine| engine.with_db(|_| Ok(())).unwrap();
-    let teardown: Commit = |engine| {
-      engine.commit_at_teardown();
-      assert_eq!(engine.flush(false), None, "the carried records committed");
-    };
-    for (i, (name, commit)) in [("store call", store_call), ("teardown", teardown)]
-      .into_iter()
-      .enumerate()
-    {
-      let engine: &'static Engine = Box::leak(Box::default());
-      engine
-        .database
-        .set_source(PathSource::Fixed(path.clone()), me);
-      // Opened first: the open's own follow-up commits what is buffered.
-      engine.with_hot_db(|_| Ok(())).unwrap();
-      let recorded = engine.with_hot_db(|db| {
-        let recorded = db.record_writes("k", &[(key.clone(), 1.0)], 0, Duration::from_secs(60));
-        // Looked up now: the next lookup of the per-call check is 100 ms away.
-        assert!(!db.file_replaced_now());
-        recorded
-      });
-      assert_eq!(recorded.unwrap(), Recorded::Buffered);
-      let moved = dir.path().join(format!("moved-{i}.sqlite"));
-      std::fs::rename(&path, &moved).unwrap();
-      std::fs::write(&path, b"").unwrap();
-      commit(engine);
-      engine.close_db().unwrap();
-      assert_eq!(
-        rows_at(&moved, "k"),
-        0.0,
-        "{name}: nothing in the file renamed away"
-      );
-      assert_eq!(
-        rows_at(&path, "k"),
-        1.0,
-        "{name}: the record in the file at the path"
-      );
-      std::fs::remove_file(&path).unwrap();
-    }
-  }
-
   #[test]
   fn a_resolver_problem_is_reported_once_and_names_the_fallback() {
     let logs = LogQueue::default();
