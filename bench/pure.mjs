@@ -1,7 +1,9 @@
-// npm run bench (its last part) — the pure calls as the host makes them: decideFairShare with
-// 1, 2 and 8 dimensions (256 distinct input objects, cycled), the engine (its one crossing:
-// every field read across N-API with its path) against the same rule in plain JavaScript
-// (bench/baseline/fairShare.mjs). Then the other pure calls — dimensionKeyToString,
+// npm run bench (its last part) — the pure calls: decideFairShare with 1, 2 and 8 dimensions
+// shaped as the host's enforce built them (each dimension { key, limit, consumedTotal,
+// globalUsedPercent }, the allocation its stored row with the weight set), and 2 with each
+// dimension's `buckets` (beyond the host); 256 distinct input objects, cycled; the engine
+// (its one crossing: every field read across N-API with its path) against the same rule in
+// plain JavaScript (bench/baseline/fairShare.mjs). Then the other pure calls — dimensionKeyToString,
 // computeBurnRate, computeBurnRateFromWindow, getKnownPlan, knownProviders — against plain
 // JavaScript (bench/baseline/pure.mjs), and, for the ones the glue remembers, the engine's
 // own entry.
@@ -22,20 +24,26 @@ const i = process.argv.indexOf('--ops')
 const OPS = i > 0 ? Number(process.argv[i + 1]) : 1_000_000
 const UNITS = ['requests', 'tokens']
 
-function inputs(dims, variant) {
+function inputs(dims, variant, buckets = false) {
   const dimensions = []
   const consumedByThisKey = {}
   for (let d = 0; d < dims; d++) {
     const key = { poolId: 'pool-1', unit: UNITS[d % 2], window: d < 2 ? 'hourly' : 'daily' }
-    dimensions.push({ key, limit: 1000, consumedTotal: 400 + variant, globalUsedPercent: 0.6, buckets: { nowMs: 1_700_000_000_000 + variant, keyPrev: 50, keyCurr: 60, poolPrev: 300, poolCurr: 100 + variant } })
+    const dimension = { key, limit: 1000, consumedTotal: 400 + variant, globalUsedPercent: 0.6 }
+    if (buckets) dimension.buckets = { nowMs: 1_700_000_000_000 + variant, keyPrev: 50, keyCurr: 60, poolPrev: 300, poolCurr: 100 + variant }
+    dimensions.push(dimension)
     consumedByThisKey[`pool-1:${key.unit}:${key.window}`] = 100 + (variant % 200)
   }
-  return { dimensions, allocation: { weight: 25, policy: 'hard' }, consumedByThisKey, saturationThreshold: 0.5 }
+  const allocation = { apiKeyId: `key-${variant % 3}`, weight: 25, policy: 'hard' }
+  return { dimensions, allocation, consumedByThisKey, saturationThreshold: 0.5 }
 }
 
+/** The decision table's rows: [label, dimensions, with buckets]. */
+const SHAPES = [['1', 1, false], ['2', 2, false], ['8', 8, false], ['2, with `buckets`', 2, true]]
+
 /** The decision calls' runner: ns per call of `fn` over 256 distinct inputs of `dims`. */
-function decisionRun(fn, dims) {
-  const pool = Array.from({ length: 256 }, (_, v) => inputs(dims, v))
+function decisionRun(fn, dims, buckets) {
+  const pool = Array.from({ length: 256 }, (_, v) => inputs(dims, v, buckets))
   let sink = 0
   return (n) => {
     const start = process.hrtime.bigint()
@@ -61,19 +69,19 @@ function alternatingRuns(js, engine, engineOps = OPS) {
 
 // The same answers before timing.
 for (let v = 0; v < 256; v++) {
-  for (const dims of [1, 2, 8]) {
-    const a = JSON.stringify(decideFairShare(inputs(dims, v)))
-    const b = JSON.stringify(baselineDecide(inputs(dims, v)))
-    if (a !== b) throw new Error(`decideFairShare(${dims} dims, ${v}): engine ${a} ≠ baseline ${b}`)
+  for (const [label, dims, buckets] of SHAPES) {
+    const a = JSON.stringify(decideFairShare(inputs(dims, v, buckets)))
+    const b = JSON.stringify(baselineDecide(inputs(dims, v, buckets)))
+    if (a !== b) throw new Error(`decideFairShare(${label} dims, ${v}): engine ${a} ≠ baseline ${b}`)
   }
 }
 
 console.log('\ndecideFairShare, ns per call (median of 5 runs over 256 distinct inputs, plain JS and engine alternating)\n')
 console.log('| dimensions | plain JS rule | engine | engine vs JS |')
 console.log('|---|---|---|---|')
-for (const dims of [1, 2, 8]) {
-  const { js, engine } = alternatingRuns(decisionRun(baselineDecide, dims), decisionRun(decideFairShare, dims), Math.ceil(OPS / 20))
-  console.log(`| ${dims} | ${js.toFixed(0)} | ${engine.toFixed(0)} | ${(js / engine).toFixed(3)}× |`)
+for (const [label, dims, buckets] of SHAPES) {
+  const { js, engine } = alternatingRuns(decisionRun(baselineDecide, dims, buckets), decisionRun(decideFairShare, dims, buckets), Math.ceil(OPS / 20))
+  console.log(`| ${label} | ${js.toFixed(0)} | ${engine.toFixed(0)} | ${(js / engine).toFixed(3)}× |`)
 }
 
 // --- the other pure calls ------------------------------------------------------------------
