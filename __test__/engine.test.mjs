@@ -134,13 +134,20 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   closeQuotaDb()
 })
 
+/** Two files in `dir` and a dbPath function answering `paths.current` (the first one),
+ *  installed on a closed connection. */
+function pathFunction(name) {
+  const paths = { first: path.join(dir, `${name}-first.sqlite`), second: path.join(dir, `${name}-second.sqlite`) }
+  paths.current = paths.first
+  installHost({ dbPath: () => paths.current, logger })
+  closeQuotaDb()
+  return paths
+}
+
 test('records carried from a replaced file go to the file the dbPath function names at the flush', async () => {
   const Database = (await import('better-sqlite3')).default
-  const first = path.join(dir, 'carry-first.sqlite')
-  const second = path.join(dir, 'carry-second.sqlite')
-  let current = first
-  installHost({ dbPath: () => current, logger })
-  closeQuotaDb()
+  const paths = pathFunction('carry')
+  const { first, second } = paths
   process.env.QUOTA_RECORD_FLUSH_MS = '60000' // the records stay buffered until the flush
   try {
     upsertProviderPlan({ connectionId: 'carry-conn', provider: 'carry', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }], source: 'manual' })
@@ -149,7 +156,7 @@ test('records carried from a replaced file go to the file the dbPath function na
     // A copy renamed over the file, and the function now names another one.
     fs.copyFileSync(first, `${first}.copy`)
     fs.renameSync(`${first}.copy`, first)
-    current = second
+    paths.current = second
     assert.equal(flushQuotaWrites(), null)
     const sum = (file) => {
       const db = new Database(file, { readonly: true })
@@ -165,6 +172,30 @@ test('records carried from a replaced file go to the file the dbPath function na
     assert.equal(sum(first), 0)
   } finally {
     delete process.env.QUOTA_RECORD_FLUSH_MS
+    installHost({ dbPath, logger })
+    closeQuotaDb()
+  }
+})
+
+test('a store call just after the file was renamed away opens the file the dbPath function names now', async () => {
+  const Database = (await import('better-sqlite3')).default
+  const paths = pathFunction('store')
+  const { first, second } = paths
+  try {
+    upsertProviderPlan({ connectionId: 'store-conn', provider: 'store', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
+    // Renamed away with another file put in its place, and the function names another path,
+    // all within the 100 ms the per-call check waits between path lookups.
+    fs.renameSync(first, `${first}.moved`)
+    fs.writeFileSync(first, '')
+    paths.current = second
+    const pool = createPool({ connectionId: 'store-conn', name: 'store', allocations: [{ apiKeyId: 'store-key', weight: 50 }] })
+    const db = new Database(second, { readonly: true })
+    try {
+      assert.equal(db.prepare('SELECT count(*) AS n FROM quota_pools WHERE id = ?').get(pool.id).n, 1)
+    } finally {
+      db.close()
+    }
+  } finally {
     installHost({ dbPath, logger })
     closeQuotaDb()
   }

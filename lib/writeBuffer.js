@@ -37,7 +37,11 @@ process.on('exit', () => {
   // (docs/sqlite.md#the-file-at-rest). A worker's exit leaves it to the process.
   if (isMainThread) closeAtExit()
   // What the engine logged while committing and closing (a fault, records it dropped).
-  host.drainLogs()
+  try {
+    host.drainLogs()
+  } catch {
+    // Leaving anyway: an exit handler must not turn the exit into a crash.
+  }
 })
 
 function closeAtExit() {

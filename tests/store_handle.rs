@@ -138,12 +138,11 @@ fn retention_sweep_uses_the_open_connection_only() {
   db.close().unwrap();
 }
 
-/// Counter rows of `api_key_id` in the file at `path` (0 when it has no table yet).
-fn rows_at(path: &Path, api_key_id: &str) -> f64 {
+/// Counter rows of `api_key_id` in the file at `path`; `None` when it has no such table.
+fn rows_at(path: &Path, api_key_id: &str) -> Option<f64> {
   let sql = "SELECT coalesce(sum(consumed), 0) FROM quota_consumption WHERE api_key_id = ?1";
-  rusqlite::Connection::open(path)
-    .and_then(|conn| conn.query_row(sql, [api_key_id], |row| row.get(0)))
-    .unwrap_or(0.0)
+  let conn = rusqlite::Connection::open(path).unwrap();
+  conn.query_row(sql, [api_key_id], |row| row.get(0)).ok()
 }
 
 #[test]
@@ -157,10 +156,9 @@ fn a_store_call_and_the_teardown_commit_no_record_to_a_file_renamed_away_a_momen
   let me = std::thread::current().id();
   type Commit = fn(&'static Engine);
   let store_call: Commit = |engine| engine.with_db(|_| Ok(())).unwrap();
-  let teardown: Commit = |engine| {
-    engine.commit_at_teardown();
-    assert_eq!(engine.flush(false), None, "the carried records committed");
-  };
+  // A worker's teardown commits the records carried to the file now at the path itself:
+  // no flush timer may be left to do it.
+  let teardown: Commit = |engine| engine.commit_at_teardown();
   for (i, (name, commit)) in [("store call", store_call), ("teardown", teardown)]
     .into_iter()
     .enumerate()
@@ -185,12 +183,12 @@ fn a_store_call_and_the_teardown_commit_no_record_to_a_file_renamed_away_a_momen
     engine.close_db().unwrap();
     assert_eq!(
       rows_at(&moved, "k"),
-      0.0,
+      Some(0.0),
       "{name}: nothing in the file renamed away"
     );
     assert_eq!(
       rows_at(&path, "k"),
-      1.0,
+      Some(1.0),
       "{name}: the record in the file at the path"
     );
     std::fs::remove_file(&path).unwrap();

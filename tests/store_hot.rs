@@ -568,28 +568,25 @@ fn a_file_renamed_away_is_seen_by_every_check_once_seen() {
 fn a_store_consume_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
   // `consume` checks the file at most every 100 ms (`Access::Hot`): its commit, of a
   // buffer due by age or write-through, looks the path up first.
-  let Warm {
-    _serial,
-    _dir,
-    path,
-    db,
-    key,
-    ..
-  } = warm(10.0);
+  let w = warm(10.0);
   assert_eq!(
-    db.consume_buffered("k", &key, 1.0, NOW, BUFFERED).unwrap(),
+    w.db
+      .consume_buffered("k", &w.key, 1.0, NOW, BUFFERED)
+      .unwrap(),
     1.0
   );
-  assert!(!db.file_replaced_now(), "the next lookup is 100 ms away");
-  std::fs::rename(&path, path.with_extension("moved")).unwrap();
-  std::fs::write(&path, b"").unwrap();
+  assert!(!w.db.file_replaced_now(), "the next lookup is 100 ms away");
+  std::fs::rename(&w.path, w.path.with_extension("moved")).unwrap();
+  std::fs::write(&w.path, b"").unwrap();
   std::thread::sleep(Duration::from_millis(2));
   for (max_age, total) in [(Duration::from_millis(1), 2.0), (Duration::ZERO, 3.0)] {
     assert_eq!(
-      db.consume_buffered("k", &key, 1.0, NOW, max_age).unwrap(),
+      w.db
+        .consume_buffered("k", &w.key, 1.0, NOW, max_age)
+        .unwrap(),
       total
     );
-    assert_eq!(db.pending_count(), 1, "{max_age:?}: still buffered");
+    assert_eq!(w.db.pending_count(), 1, "{max_age:?}: still buffered");
   }
 }
 

@@ -75,6 +75,16 @@ pub(crate) fn prepare_db(env: &Env) -> bool {
   true
 }
 
+/// Before a store call, which looks the path up itself (`Access::Full`): [`prepare_db`]
+/// with the path looked up now, so a file replaced a moment ago is reopened at the path
+/// the function answers now.
+pub(crate) fn prepare_db_for_store(env: &Env) {
+  let database = &engine().database;
+  if database.has_resolver() && database.needs_open_now() {
+    resolve_now(env, true);
+  }
+}
+
 /// Before a record: the path is asked for only when the connection is closed. A record
 /// that only adds to the buffer checks no file (`Access::Buffer`); a commit of the buffer,
 /// the record's own or the flush's, looks the path up first.

@@ -52,7 +52,7 @@ pub(crate) fn engine() -> &'static Engine {
 /// `f` on the engine's database (buffered records committed first), this thread's path
 /// resolver consulted when the database is about to be opened.
 pub(crate) fn with_db<T>(env: &Env, f: impl FnOnce(&mut SqliteDb) -> Result<T>) -> Result<T> {
-  host::prepare_db(env);
+  host::prepare_db_for_store(env);
   engine().with_db(f)
 }
 

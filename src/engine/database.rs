@@ -217,6 +217,13 @@ impl Database {
     !self.is_open() || (self.has_resolver() && self.with_open(Access::Hot, |_| Ok(())).is_none())
   }
 
+  /// [`Database::needs_open`] with the path looked up now, as the store call after it
+  /// does (`Access::Full`).
+  pub fn needs_open_now(&self) -> bool {
+    !self.is_open()
+      || (self.has_resolver() && self.retire_if(&mut self.lock(), SqliteDb::file_replaced_now))
+  }
+
   fn lock(&self) -> MutexGuard<'_, Option<SqliteDb>> {
     self.conn.lock().unwrap_or_else(|poisoned| {
       // A panic inside a caller's closure: any transaction guard rolled back on unwind;
@@ -542,7 +549,8 @@ impl QuotaDriver for SqliteDriver {
   }
 
   fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
-    Step::Now(engine.with_db(|db| {
+    // Checked as its reservation's decision was (`Access::Hot`): both go to one file.
+    Step::Now(engine.with_hot_db(|db| {
       db.settle_reservation(
         &settle.token,
         settle.api_key_id.as_deref(),

@@ -371,11 +371,22 @@ impl Engine {
   /// database is open and its file is still the one at the path (else the records are
   /// carried, for the process's next open); nothing is reported: no JavaScript runs any
   /// more.
-  pub fn commit_at_teardown(&self) {
+  pub fn commit_at_teardown(&'static self) {
+    let _ = self.commit_sqlite_buffer(false);
+  }
+
+  /// Commits the SQLite buffer if the database is open, after looking the path up: a
+  /// connection whose file was replaced is retired first, and records carried from it
+  /// are committed to the file now at the path, opening it. `None`: nothing to commit.
+  fn commit_sqlite_buffer(&'static self, automatic: bool) -> Option<Result<usize>> {
     self.database.recheck_file();
-    let _ = self
+    let result = self
       .database
-      .with_open(Access::Hot, |db| db.flush_pending(false));
+      .with_open(Access::Hot, |db| db.flush_pending(automatic));
+    if self.database.carried_count() > 0 {
+      return Some(self.with_hot_db(|db| db.flush_pending(automatic)));
+    }
+    result
   }
 
   /// Commits `recordConsumption`'s buffered records now (never opens the database).
@@ -386,14 +397,8 @@ impl Engine {
   pub fn flush(&'static self, automatic: bool) -> Option<String> {
     // Redis's buffer (docs/redis.md#write-behind), waited for; its faults are its own.
     let redis_error = self.flush_redis_blocking();
-    self.database.recheck_file();
-    let mut result = self
-      .database
-      .with_open(Access::Hot, |db| db.flush_pending(automatic));
-    if self.database.carried_count() > 0 {
-      result = Some(self.with_hot_db(|db| db.flush_pending(automatic)));
-    }
-    let error = result
+    let error = self
+      .commit_sqlite_buffer(automatic)
       .and_then(|result| result.err())
       .map(|e| e.to_string());
     self.report_file_changes();

@@ -68,7 +68,8 @@ pub struct SqliteDb {
   /// The connection's own descriptor of the file, when known (see `file_replaced`).
   fd: Option<c_int>,
   /// When `file_replaced` last looked the path up.
-  path_checked: std::cell::Cell<std::time::Instant>,
+  /// When the path was last looked up and named this file; `None`: look it up next time.
+  path_checked: std::cell::Cell<Option<std::time::Instant>>,
   report: OpenReport,
   busy_timeout: std::time::Duration,
   cache: RefCell<cache::MetadataCache>,

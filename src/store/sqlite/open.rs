@@ -247,7 +247,7 @@ impl SqliteDb {
         migrated,
       },
       fd,
-      path_checked: std::cell::Cell::new(std::time::Instant::now()),
+      path_checked: std::cell::Cell::new(Some(std::time::Instant::now())),
       busy_timeout: options.busy_timeout,
       cache: RefCell::new(MetadataCache::default()),
       hot: RefCell::new(Default::default()),
@@ -297,6 +297,16 @@ impl SqliteDb {
   /// up at most every [`PATH_CHECK_EVERY`], for a file renamed away with another put in
   /// its place. Without the descriptor, the path is looked up every time.
   pub fn file_replaced(&self) -> bool {
+    self.check_file(false)
+  }
+
+  /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of
+  /// buffered records, so none goes to a file renamed away a moment ago).
+  pub fn file_replaced_now(&self) -> bool {
+    self.check_file(true)
+  }
+
+  fn check_file(&self, look_up_path: bool) -> bool {
     let Some(id) = self.file_id else {
       return false;
     };
@@ -304,25 +314,16 @@ impl SqliteDb {
       if descriptor_unlinked(fd, id) {
         return true;
       }
-      if self.path_checked.get().elapsed() < PATH_CHECK_EVERY {
+      let recent = |checked: std::time::Instant| checked.elapsed() < PATH_CHECK_EVERY;
+      if !look_up_path && self.path_checked.get().is_some_and(recent) {
         return false;
       }
     }
     let replaced = file_id(&self.path) != Some(id);
     // A replacement seen is looked up again by every later check, not 100 ms later.
-    if !replaced {
-      self.path_checked.set(std::time::Instant::now());
-    }
+    let checked = (!replaced).then(std::time::Instant::now);
+    self.path_checked.set(checked);
     replaced
-  }
-
-  /// [`SqliteDb::file_replaced`] with the path always looked up (before a commit of
-  /// buffered records, so none goes to a file renamed away a moment ago).
-  pub fn file_replaced_now(&self) -> bool {
-    if let Some(due) = std::time::Instant::now().checked_sub(PATH_CHECK_EVERY) {
-      self.path_checked.set(due);
-    }
-    self.file_replaced()
   }
 
   /// Whether [`SqliteDb::file_replaced`] can `fstat` the connection's own descriptor
