@@ -504,39 +504,32 @@ fn a_deleted_file_is_noticed_at_once_while_another_connection_commits() {
 fn a_record_due_to_commit_waits_in_the_buffer_when_the_file_was_replaced() {
   // A record checks no file (`Access::Buffer`), so its own commit must: a buffer due by
   // age or by size, or write-through, never commits to a file no longer at the path.
-  let Warm {
-    _serial,
-    _dir,
-    path,
-    db,
-    key,
-    ..
-  } = warm(10.0);
-  let write = [(key.clone(), 4.0)];
+  let w = warm(10.0);
+  let write = [(w.key.clone(), 4.0)];
   for i in 0..FLUSH_AT - 1 {
     let id = format!("full-{i}");
     assert_eq!(
-      db.record_writes(&id, &write, NOW, BUFFERED).unwrap(),
+      w.db.record_writes(&id, &write, NOW, BUFFERED).unwrap(),
       Recorded::Buffered
     );
   }
-  let copy = path.with_extension("copy");
-  std::fs::copy(&path, &copy).unwrap();
-  std::fs::rename(&copy, &path).unwrap();
+  let copy = w.path.with_extension("copy");
+  std::fs::copy(&w.path, &copy).unwrap();
+  std::fs::rename(&copy, &w.path).unwrap();
   assert_eq!(
-    db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
+    w.db.record_writes("k", &write, NOW, BUFFERED).unwrap(),
     Recorded::FileReplaced,
     "full: due by size"
   );
   std::thread::sleep(Duration::from_millis(10));
   for max_age in [Duration::from_millis(5), Duration::ZERO] {
     assert_eq!(
-      db.record_writes("k", &write, NOW, max_age).unwrap(),
+      w.db.record_writes("k", &write, NOW, max_age).unwrap(),
       Recorded::FileReplaced
     );
   }
-  assert_eq!(db.pending_count(), FLUSH_AT, "every record waits");
-  assert_eq!(db.peek("k", &key, NOW).unwrap(), 12.0);
+  assert_eq!(w.db.pending_count(), FLUSH_AT, "every record waits");
+  assert_eq!(w.db.peek("k", &w.key, NOW).unwrap(), 12.0);
 }
 
 #[test]
@@ -544,24 +537,19 @@ fn a_file_renamed_away_is_seen_by_every_check_once_seen() {
   // A record's commit looks the path up and finds another file there; the checks after it
   // must not wait 100 ms for the next lookup (the old file keeps a name: its descriptor
   // says nothing).
-  let Warm {
-    _serial,
-    _dir,
-    path,
-    db,
-    key,
-    ..
-  } = warm(10.0);
-  assert!(!db.file_replaced());
-  std::fs::rename(&path, path.with_extension("moved")).unwrap();
-  std::fs::write(&path, b"").unwrap();
-  let write = [(key.clone(), 1.0)];
+  let w = warm(10.0);
+  assert!(!w.db.file_replaced());
+  std::fs::rename(&w.path, w.path.with_extension("moved")).unwrap();
+  std::fs::write(&w.path, b"").unwrap();
+  let write = [(w.key.clone(), 1.0)];
   assert_eq!(
-    db.record_writes("k", &write, NOW, Duration::ZERO).unwrap(),
+    w.db
+      .record_writes("k", &write, NOW, Duration::ZERO)
+      .unwrap(),
     Recorded::FileReplaced
   );
-  assert!(db.file_replaced(), "seen again at once");
-  assert!(db.file_replaced());
+  assert!(w.db.file_replaced(), "seen again at once");
+  assert!(w.db.file_replaced());
 }
 
 #[test]

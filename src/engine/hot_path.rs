@@ -368,9 +368,8 @@ impl Engine {
   }
 
   /// A JS thread that buffered records is torn down: the buffer is committed if the
-  /// database is open and its file is still the one at the path (else the records are
-  /// carried, for the process's next open); nothing is reported: no JavaScript runs any
-  /// more.
+  /// database is open, to the file now at the path (records carried from a replaced file
+  /// included, as the flush does); nothing is reported: no JavaScript runs any more.
   pub fn commit_at_teardown(&'static self) {
     let _ = self.commit_sqlite_buffer(false);
   }
