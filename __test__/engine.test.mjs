@@ -205,7 +205,10 @@ test('a decision made after an awaited driver choice checks the file again', { t
   // The crossing checks the file before the call; a decision that waits for the driver
   // choice (a Redis server that never answers) runs later and must look again.
   const net = await import('node:net')
-  const silent = net.createServer(() => {})
+  // Its connections are ended with it: an open one keeps this process alive after its
+  // tests (the engine's client may still hold one when the test ends).
+  const accepted = new Set()
+  const silent = net.createServer((socket) => accepted.add(socket))
   await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve))
   const file = path.join(dir, 'choice.sqlite')
   const snapshot = `${file}.snapshot`
@@ -233,6 +236,7 @@ test('a decision made after an awaited driver choice checks the file again', { t
     delete process.env.QUOTA_STORE_REDIS_TIMEOUT_MS
     resetQuotaStoreSingleton()
     silent.close()
+    for (const socket of accepted) socket.destroy()
     installHost({ dbPath, logger })
     closeQuotaDb()
   }
