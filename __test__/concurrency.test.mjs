@@ -137,6 +137,31 @@ test('a timeout fails open: null and one log.warn', async () => {
   release()
 })
 
+test('a queue timeout past setTimeout\'s range (2^31 ms and more) waits, not 1 ms', async () => {
+  // Real timers: Node runs a longer delay after 1 ms (with a TimeoutOverflowWarning).
+  const warnings = []
+  const onWarning = (warning) => warnings.push(warning.name)
+  process.on('warning', onWarning)
+  try {
+    for (const queueTimeoutMs of [2 ** 31, Number.MAX_VALUE]) {
+      const target = freshTarget()
+      const release = await acquire(target, 1, OPTS, recorder())
+      const log = recorder()
+      const waiter = watch(acquire(target, 1, { queueTimeoutMs, maxQueueSize: 10 }, log))
+      await new Promise((resolve) => setTimeout(resolve, 30))
+      assert.equal(waiter.done, false, `${queueTimeoutMs}: still waiting`)
+      release()
+      await settle()
+      assert.equal(typeof waiter.value, 'function', `${queueTimeoutMs}: the slot, handed over`)
+      waiter.value()
+      assert.equal(log.warns.length, 0)
+    }
+    assert.deepEqual(warnings, [])
+  } finally {
+    process.off('warning', onWarning)
+  }
+})
+
 test('a full queue fails open at once: null and one log.warn', async () => {
   const target = freshTarget()
   const release = await acquire(target, 1, OPTS, recorder())

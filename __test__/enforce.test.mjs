@@ -222,12 +222,16 @@ test('step 7: a soft key over its share is deprioritized; cap-absolute has its o
   install()
 })
 
-test('recordConsumption adds tokens/usd/requests per plan dimension, only when > 0', async () => {
+test('recordConsumption adds tokens/usd/requests per plan dimension, only when finite and > 0', async () => {
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'rec', weight: 100 }] })
   hostPlan(c, 'mixed', [{ unit: 'tokens', window: 'hourly', limit: 1e6 }, { unit: 'usd', window: 'daily', limit: 100 }, { unit: 'requests', window: 'hourly', limit: 100 }, { unit: 'percent', window: '5h', limit: 100 }])
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 120, usd: 0.25 } })
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 0, usd: 0, requests: 0 } })
+  // Absent counts 1 request; a number counts only when finite and > 0.
+  for (const amount of [NaN, Infinity, -Infinity]) {
+    await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: amount, usd: amount, requests: amount } })
+  }
   const now = Date.now()
   assert.equal(getBucket('rec', `${id}:tokens:hourly`, Math.floor(now / HOUR)), 120)
   assert.equal(getBucket('rec', `${id}:usd:daily`, Math.floor(now / 86_400_000)), 0.25)

@@ -22,6 +22,9 @@ function isPromise(value) {
 
 const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
+// `cost.requests` absent counts 1; a number counts only when finite and > 0, so NaN and
+// ±Infinity count nothing (the engine reads a non-finite amount as absent).
+const requests = (value) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : number(value))
 
 /** The step an answer is about to become: saturation entries the engine served past their
  * 30 s are refreshed in the background; the request does not wait for them. */
@@ -46,10 +49,10 @@ function enforceStep(input, provider, afterFetch, startedMs) {
 function failed(operation, msg, err, input) {
   try {
     const apiKeyId = input && typeof input.apiKeyId === 'string' ? input.apiKeyId : undefined
-    native.failOpen(operation, msg, String((err && err.message) || err), apiKeyId)
+    native.failOpen(operation, msg, host.errorText(err), apiKeyId)
     host.drainLogs()
   } catch {
-    host.log('warn', 'quota:enforce', msg, { error: String((err && err.message) || err) })
+    host.log('warn', 'quota:enforce', msg, { error: host.errorText(err) })
   }
 }
 
@@ -113,7 +116,7 @@ async function recordConsumption(input) {
       return
     }
     const provider = input.provider != null ? String(input.provider) : ''
-    let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), number(cost.requests), reservation)
+    let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), requests(cost.requests), reservation)
     if (isPromise(answer)) answer = await answer
     if (answer & BUFFERED) writes.scheduleFlush()
     if (answer & LOGS_WAITING) host.drainLogs()
@@ -141,13 +144,24 @@ async function releaseReservation(reservation) {
 }
 
 
+/**
+ * Warns through the caller's `log` (pino-like), or the host's logger when it has none or
+ * it throws: the helpers that never reject use it for their own failures.
+ */
+function warnVia(log, err, msg) {
+  const fields = { err: host.errorText(err) }
+  try {
+    if (log && typeof log.warn === 'function') return void log.warn(fields, msg)
+  } catch {
+    // A throwing logger: the host's instead.
+  }
+  host.log('warn', 'quota:enforce', msg, fields)
+}
+
 /** Runs `recordConsumption(input)` on the next turn of the event loop; returns at once. */
 function scheduleRecordConsumption(input, log) {
   setImmediate(() => {
-    recordConsumption(input).catch((err) => {
-      const logger = log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }
-      logger.warn({ err: String(err && err.message) }, 'scheduled quota record failed')
-    })
+    recordConsumption(input).catch((err) => warnVia(log, err, 'scheduled quota record failed'))
   })
 }
 
@@ -164,12 +178,9 @@ function buildConsumptionCost(usage, estimatedCost) {
  * mode (beyond the contract): `params.reservation` is settled with the stream's cost, or
  * released when `streamStatus !== 200`.
  */
-async function recordStreamingConsumption(params, deps = {}) {
-  const warn = (err) =>
-    (deps.log || { warn: (obj, msg) => host.log('warn', 'quota:enforce', msg, obj) }).warn(
-      { err: String(err && err.message) },
-      'streaming quota record failed',
-    )
+async function recordStreamingConsumption(params, deps) {
+  deps = deps ?? {}
+  const warn = (err) => warnVia(deps.log, err, 'streaming quota record failed')
   try {
     if (!params || !params.apiKeyId || !params.connectionId) return
     const reservation = typeof params.reservation === 'string' ? params.reservation : undefined

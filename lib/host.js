@@ -22,18 +22,37 @@ function writeStderr(level, record, msg) {
   process.stderr.write(`${maskSecrets(JSON.stringify(line))}\n`)
 }
 
+/** A thrown value as text, for a log record; never throws, whatever was thrown. */
+function errorText(err) {
+  try {
+    return String((err && err.message) || err)
+  } catch {
+    // No usable toString (`Object.create(null)`, a Symbol message, a throwing getter).
+    try {
+      return Object.prototype.toString.call(err)
+    } catch {
+      return 'an error that cannot be shown'
+    }
+  }
+}
+
 /** Logs one record with its `component`, through the host's logger or to stderr. */
 function log(level, component, msg, fields = {}) {
   const record = { component, ...fields }
   for (const key of Object.keys(record)) record[key] = maskSecrets(record[key])
   msg = maskSecrets(msg)
   const logger = state.logger
-  if (logger && typeof logger[level] === 'function') {
+  if (logger) {
+    // Reading the method is inside the try too: a getter or a Proxy may throw, and a
+    // logger must never break the caller (a fail-open path, the flush timer).
     try {
-      logger[level](record, msg)
-      return
+      const method = logger[level]
+      if (typeof method === 'function') {
+        method.call(logger, record, msg)
+        return
+      }
     } catch {
-      // A throwing logger must not break the caller; fall through to stderr.
+      // Fall through to stderr.
     }
   }
   if (level === 'warn' || level === 'error') writeStderr(level, record, msg)
@@ -63,10 +82,13 @@ function setQuotaEventListener(listener) {
 function emitQuotaEvent(event, payload) {
   const listener = state.onQuotaEvent
   if (!listener) return
+  const threw = (err) => log('warn', 'quota:enforce', 'quota event listener threw', { error: errorText(err) })
   try {
-    listener(event, payload)
+    const result = listener(event, payload)
+    // An async listener's rejection is its throw: logged, not an unhandled rejection.
+    if (result !== null && typeof result === 'object' && typeof result.then === 'function') result.then(undefined, threw)
   } catch (err) {
-    log('warn', 'quota:enforce', 'quota event listener threw', { error: String(err && err.message) })
+    threw(err)
   }
 }
 
@@ -107,6 +129,7 @@ function installHost(options = {}) {
 
 module.exports = {
   state,
+  errorText,
   log,
   forwardLogs,
   drainLogs,

@@ -18,6 +18,8 @@
 const { typeError, rangeError } = require('./invalidArg.js')
 
 const COMPONENT = 'quota:scheduler'
+/** setTimeout's longest delay: a longer one fires after 1 ms, so longer waits are cut to it. */
+const MAX_TIMER_MS = 2 ** 31 - 1
 
 /** `"qsconn:<id>"`: the key of a connection's queue. */
 function quotaShareConcurrencyKey(connectionId) {
@@ -126,7 +128,7 @@ async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
         resolve(null)
         // The waiter may have been the head blocking others with a larger cap.
         handOff(key, lane)
-      }, queueTimeoutMs)
+      }, Math.min(queueTimeoutMs, MAX_TIMER_MS))
       waiter.timer.unref?.()
     }
   })

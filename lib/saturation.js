@@ -99,7 +99,7 @@ async function fetchAndStore(name, connectionId, provider, p, c, unit, window) {
     host.log('warn', 'quota:saturation', 'saturation fetch failed; treating as 0', {
       provider,
       connectionId,
-      error: String(err && err.message),
+      error: host.errorText(err),
     })
     value = 0
   }

@@ -171,7 +171,7 @@ async function getQuotaStore() {
     native.announceStore(chosen.choice)
     return storeOf(chosen)
   } catch (err) {
-    host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: String(err && err.message) })
+    host.log('warn', 'quota:factory', 'choosing the quota store failed; using SQLite', { error: host.errorText(err) })
     return getSqliteQuotaStore()
   } finally {
     host.drainLogs()

@@ -59,7 +59,7 @@ function commitAtSignal(signal) {
     buffered = native.pendingQuotaWrites()
     if (buffered > 0) error = native.flushQuotaWrites()
   } catch (err) {
-    error = String((err && err.message) || err)
+    error = host.errorText(err)
   }
   if (error) host.log('warn', 'quota:enforce', `buffered quota records could not be committed at ${signal}`, { buffered, error })
   host.drainLogs()
@@ -126,7 +126,7 @@ function flushQuotaWrites() {
   try {
     error = native.flushQuotaWrites()
   } catch (err) {
-    error = String((err && err.message) || err)
+    error = host.errorText(err)
   }
   host.drainLogs()
   return error || null

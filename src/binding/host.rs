@@ -109,7 +109,10 @@ pub(crate) fn prepare_db_to_flush(env: &Env) {
 fn resolve_now(env: &Env, report: bool) {
   let database = &engine().database;
   let answer = RESOLVER.with(|slot| {
-    let slot = slot.borrow();
+    // Held while it runs: a call it makes into the engine is refused, not a recursion.
+    let Ok(slot) = slot.try_borrow_mut() else {
+      return Some(Err("called the engine from inside itself".into()));
+    };
     let resolver = slot.as_ref()?;
     let returned = resolver.borrow_back(env).and_then(|f| f.call(()));
     Some(match returned {

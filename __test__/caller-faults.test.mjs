@@ -1,0 +1,175 @@
+// A careless or hostile caller of the glue: values thrown without any text, a logger whose
+// method is a throwing getter, an async event listener that rejects, the spend recorder's
+// optional arguments left null, a dbPath function that calls the engine. Each call keeps
+// its promise (the hot path allows and resolves, nothing rejects unhandled) and the
+// process keeps running; what went wrong is logged.
+import { test, before, after, beforeEach } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
+import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
+import { installHost } from '@omniroute/quota-engine/compat/host'
+import { recordStreamingConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
+import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites } from '@omniroute/quota-engine'
+
+const { pendingQuotaWrites } = createRequire(import.meta.url)('../binding.js')
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-caller-'))
+const warnings = []
+const logger = { warn: (obj, msg) => warnings.push({ ...obj, msg }), info() {}, debug() {} }
+let seq = 0
+
+/** A database of its own for one test, installed with `host` options over the recording logger. */
+function install(host = {}) {
+  closeQuotaDb()
+  const dir = path.join(root, `case-${++seq}`)
+  fs.mkdirSync(dir)
+  const dbPath = path.join(dir, 'storage.sqlite')
+  installHost({ dbPath, logger, ...host })
+  return { dir, dbPath }
+}
+
+/** A pool on `connectionId` whose one key may make `limit` requests an hour. */
+function pool(connectionId, apiKeyId, limit = 1000) {
+  upsertProviderPlan({ connectionId, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit }], source: 'manual' })
+  createPool({ connectionId, name: connectionId, allocations: [{ apiKeyId, weight: 100 }] })
+}
+
+/** Runs `fn(written)` with process.stderr's writes collected instead of written; what was written. */
+async function capturingStderr(fn) {
+  const lines = []
+  const written = () => lines.join('')
+  const write = process.stderr.write
+  process.stderr.write = (chunk) => lines.push(String(chunk)) > 0
+  try {
+    await fn(written)
+  } finally {
+    process.stderr.write = write
+  }
+  return written()
+}
+
+/** Waits up to 5 s for `done()`. */
+async function until(done) {
+  for (let waited = 0; !done() && waited < 5000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
+before(() => install())
+beforeEach(() => {
+  warnings.length = 0
+})
+after(() => {
+  closeQuotaDb()
+  fs.rmSync(root, { recursive: true, force: true })
+})
+
+test('a value thrown with no text (a getter throwing Object.create(null)): enforce allows, record resolves, each warns', async () => {
+  install()
+  pool('c-thrown', 'k-thrown')
+  const noText = () => Object.create(null)
+  const decision = await enforceQuotaShare({ get apiKeyId() { throw noText() }, connectionId: 'c-thrown', provider: 'kimi' })
+  assert.deepEqual(decision, { kind: 'allow' })
+  await recordConsumption({ apiKeyId: 'k-thrown', connectionId: 'c-thrown', provider: 'kimi', get cost() { throw noText() } })
+  const said = warnings.map((w) => w.msg)
+  assert.ok(said.some((m) => m.startsWith('quota enforcement failed; allowing the request')), said.join(' | '))
+  assert.ok(said.some((m) => m.startsWith('recording quota consumption failed')), said.join(' | '))
+})
+
+const getterLogger = { get warn() { throw new Error('the logger getter threw') }, info() {}, debug() {} }
+
+test('a logger whose warn is a throwing getter: enforce still decides, and the warning goes to stderr instead', async () => {
+  install({ logger: getterLogger })
+  pool('c-getter', 'k-getter')
+  const before = process.env.QUOTA_SATURATION_THRESHOLD
+  const stderr = await capturingStderr(async () => {
+    process.env.QUOTA_SATURATION_THRESHOLD = 'not-a-number' // a warning, logged once, at the next decision
+    try {
+      assert.equal((await enforceQuotaShare({ apiKeyId: 'k-getter', connectionId: 'c-getter', provider: 'kimi' })).kind, 'allow')
+    } finally {
+      if (before === undefined) delete process.env.QUOTA_SATURATION_THRESHOLD
+      else process.env.QUOTA_SATURATION_THRESHOLD = before
+    }
+  })
+  assert.match(stderr, /"level":"warn".*QUOTA_SATURATION_THRESHOLD/)
+  install()
+})
+
+test('a logger whose warn is a throwing getter: the flush timer says on stderr what its commit found, and goes on', async () => {
+  const { dir } = install({ logger: getterLogger })
+  pool('c-timer', 'k-timer')
+  // Which one it says depends on when it finds the folder gone; either is a timer's warning.
+  const failed = /"level":"warn".*(committing buffered quota records failed|the database file was deleted or renamed away)/
+  const stderr = await capturingStderr(async (written) => {
+    // A record left for the timer, its file's folder replaced by a file: the timer's commit
+    // warns through the logger (before, the getter's throw escaped the timer).
+    await recordConsumption({ apiKeyId: 'k-timer', connectionId: 'c-timer', provider: 'kimi', cost: {} })
+    fs.rmSync(dir, { recursive: true, force: true })
+    fs.writeFileSync(dir, 'not a folder')
+    await until(() => failed.test(written()))
+    // The folder back: the timer's next try commits the record.
+    fs.rmSync(dir)
+    await until(() => pendingQuotaWrites() === 0)
+  })
+  assert.match(stderr, failed)
+  assert.equal(pendingQuotaWrites(), 0, 'the timer committed the record once it could')
+  install()
+})
+
+test('an async quota event listener that rejects: its rejection is logged as a throw, not left unhandled', async () => {
+  install({ onQuotaEvent: async () => { throw new Error('the listener failed') } })
+  pool('c-listener', 'k-listener', 1)
+  await recordConsumption({ apiKeyId: 'k-listener', connectionId: 'c-listener', provider: 'kimi', cost: {} })
+  const decision = await enforceQuotaShare({ apiKeyId: 'k-listener', connectionId: 'c-listener', provider: 'kimi' })
+  assert.equal(decision.kind, 'block')
+  await new Promise((resolve) => setImmediate(resolve))
+  const threw = warnings.filter((w) => w.msg === 'quota event listener threw')
+  assert.deepEqual(threw.map((w) => w.error), ['the listener failed'])
+})
+
+test('recordStreamingConsumption never rejects: deps null, or a log and a schedule that throw', async () => {
+  install()
+  const params = { apiKeyId: 'k-stream', connectionId: 'c-stream', model: 'm', streamUsage: {}, streamStatus: 200 }
+  for (const streamStatus of [200, 500]) assert.equal(await recordStreamingConsumption({ ...params, streamStatus }, null), undefined)
+  await new Promise((resolve) => setImmediate(resolve)) // the scheduled record ran
+  const deps = {
+    calculateCost: async () => 0,
+    schedule: () => {
+      throw new Error('the schedule threw')
+    },
+    log: {
+      warn: () => {
+        throw new Error('the log threw')
+      },
+    },
+  }
+  assert.equal(await recordStreamingConsumption(params, deps), undefined)
+  const failed = warnings.filter((w) => w.msg === 'streaming quota record failed')
+  assert.deepEqual(failed.map((w) => w.err), ['the schedule threw'])
+})
+
+test('a dbPath function that calls the engine: the inner call is refused and warned about, not a recursion that crashes the process', () => {
+  const dir = fs.mkdtempSync(path.join(root, 'reentrant-'))
+  const script = `
+    const qe = require(${JSON.stringify(path.join(here, '..', 'index.js'))})
+    const { enforceQuotaShare } = require(${JSON.stringify(path.join(here, '..', 'compat', 'enforce.js'))})
+    const file = ${JSON.stringify(path.join(dir, 'chosen.sqlite'))}
+    const logger = { warn: (obj, msg) => console.log('warn:', msg), info() {}, debug() {} }
+    qe.installHost({ dbPath: () => { qe.getPool('any'); return file }, logger })
+    qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'k', weight: 100 }] })
+    enforceQuotaShare({ apiKeyId: 'k', connectionId: 'c', provider: 'kimi' }).then((d) => console.log('decision:', d.kind))
+  `
+  const child = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, DATA_DIR: dir }, encoding: 'utf8', timeout: 30_000 })
+  assert.equal(child.signal, null, `killed by ${child.signal}: ${child.stderr}`)
+  assert.equal(child.status, 0, child.stderr)
+  assert.match(child.stdout, /warn: installHost dbPath resolver called the engine from inside itself; using /)
+  assert.match(child.stdout, /decision: allow/)
+})
+
+test('flushQuotaWrites after the cases: nothing is left buffered', () => {
+  assert.equal(flushQuotaWrites(), null)
+})
