@@ -91,6 +91,26 @@ test('a clean exit with host and engine writing leaves storage.sqlite self-conta
   }
 })
 
+test('records made after the exit\'s close (a later exit listener, a worker still running) land in storage.sqlite itself, no WAL left', () => {
+  for (const mode of ['late', 'worker']) {
+    const dir = tempDir(mode)
+    const run = spawnSync(process.execPath, [exitChild, dir, mode], { encoding: 'utf8', env: process.env })
+    assert.equal(run.status, 0, run.stderr)
+    const made = Number(/DONE(?: worker made at least (\d+))?/.exec(run.stdout)?.[1] ?? 1)
+    const file = path.join(dir, 'storage.sqlite')
+    const wal = fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0
+    const copy = copyAlone(file)
+    const alone = copy.prepare('SELECT sum(consumed) AS n FROM quota_consumption').get().n
+    copy.close()
+    const withWal = new Database(file, { readonly: true })
+    const all = withWal.prepare('SELECT sum(consumed) AS n FROM quota_consumption').get().n
+    withWal.close()
+    assert.equal(wal, 0, `${mode}: ${wal} bytes of WAL left at rest`)
+    assert.equal(alone, all, `${mode}: the file alone holds every record`)
+    assert.ok(mode === 'late' ? alone === 51 : alone >= 50 + made, `${mode}: ${alone} records`)
+  }
+})
+
 test('closeQuotaDb() as the last user leaves no WAL: another file renamed to the path reads as itself', async () => {
   const p = pool(100)
   await record(p.request, 4)

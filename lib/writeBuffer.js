@@ -46,7 +46,9 @@ process.on('exit', () => {
 
 function closeAtExit() {
   try {
-    native.closeQuotaDb()
+    // A record made after this (a later exit listener, a worker still running) reopens the
+    // file: its thread's teardown then closes it again, so no WAL is left at rest.
+    native.__closeQuotaDbAtExit()
   } catch {
     // Leaving anyway; what could not be committed was said above.
   }

@@ -190,6 +190,14 @@ pub fn close_quota_db(env: Env) -> napi::Result<()> {
   or_throw(&env, engine().close_db())
 }
 
+/// The exit's `closeQuotaDb()`: a later record reopens the file; its teardown closes it.
+#[napi(catch_unwind, js_name = "__closeQuotaDbAtExit", skip_typescript)]
+pub fn close_quota_db_at_exit(env: Env) -> napi::Result<()> {
+  let exiting = &engine().database.exiting;
+  exiting.store(true, std::sync::atomic::Ordering::Release);
+  close_quota_db(env)
+}
+
 /// Sends one command (`args[0]` its name) within the timeout; resolves to the reply. Server
 /// errors reject with `ERR_QUOTA_STORE`, the rest with `ERR_QUOTA_REDIS_UNAVAILABLE`.
 #[edge(ts_return_type = "Promise<unknown>")]

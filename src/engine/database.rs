@@ -44,10 +44,9 @@ pub enum Access {
   /// ([`Database::needs_open`], asked before each call when the path is a function): not
   /// checked twice.
   Checked,
-  /// A record that only adds to the buffer: the file is not checked (an `fstat` per
-  /// record, docs/sqlite.md#one-connection-per-process), since every commit of the buffer
-  /// looks the path up first (the flush's [`Database::recheck_file`], a record's own in
-  /// `SqliteDb::record_writes`) and the next decision checks it too. A record made after
+  /// A record that only adds to the buffer: no file check (an `fstat` per record), since
+  /// every commit of the buffer looks the path up first ([`Database::recheck_file`],
+  /// `SqliteDb::record_writes`) and the next decision checks it too; a record made after
   /// the file vanished goes with the records already buffered for it.
   Buffer,
 }
@@ -121,6 +120,8 @@ pub struct Database {
   has_changes: AtomicBool,
   /// Whether the retention sweep's thread was started.
   sweeping: AtomicBool,
+  /// Set by the exit's close: a connection opened after it is closed at teardown too.
+  pub exiting: AtomicBool,
 }
 
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
@@ -208,11 +209,9 @@ impl Database {
     self.open.load(Ordering::Acquire)
   }
 
-  /// Whether the next call opens the database: it is closed, or — checked only with a
-  /// resolver, the one case where the path must be known before the connection's lock is
-  /// taken — the file it has open was deleted or replaced (`with_open` then closes it).
-  /// The check commits nothing: buffered records wait for their commit by time, as with a
-  /// string path.
+  /// Whether the next call opens the database: it is closed, or (checked only with a
+  /// resolver, whose path must be known before the connection's lock is taken) its file was
+  /// deleted or replaced (`with_open` then closes it). The check commits nothing.
   pub fn needs_open(&self) -> bool {
     !self.is_open() || (self.has_resolver() && self.with_open(Access::Hot, |_| Ok(())).is_none())
   }
@@ -299,11 +298,9 @@ impl Database {
     self.retire_if(&mut self.lock(), SqliteDb::file_replaced_now);
   }
 
-  /// `closeQuotaDb()`: closes the connection (prepared statements and cached rows go with
-  /// it); the next call reopens. Closing while the host still has the file open is safe
-  /// on Linux (the close hook parks the descriptors); the host's reset order closes its
-  /// own connection first anyway. Returns what it could not commit of the buffered
-  /// records.
+  /// `closeQuotaDb()`: closes the connection (statements and cached rows go with it; the
+  /// next call reopens), safe while the host still has the file open (the close hook parks
+  /// the descriptors). Returns what it could not commit of the buffered records.
   pub fn close(&self) -> Result<Option<Dropped>> {
     let closed = {
       let mut slot = self.lock();
@@ -392,11 +389,9 @@ impl Database {
     }
   }
 
-  /// One retention pass over the open connection (docs/contract.md §4): deletes counter
-  /// rows older than `retention_days` and reconciles the pool totals. `None` when the
-  /// connection is not open: the sweep never opens the database. Each chunk of deletes and
-  /// each reconciliation batch takes the connection's mutex separately, so requests
-  /// interleave with a long pass.
+  /// One retention pass (docs/contract.md §4): deletes counter rows older than
+  /// `retention_days`, reconciles the pool totals; `None` when the connection is closed
+  /// (the sweep never opens it). Each chunk takes the mutex separately: requests interleave.
   pub fn sweep(&self, retention_days: f64, now_ms: i64) -> Option<Result<SweepReport>> {
     self.sweep_open(retention_days, now_ms).transpose()
   }
@@ -438,11 +433,9 @@ impl Database {
     self.with_open(Access::Full, f).transpose()
   }
 
-  /// Starts the retention sweep's thread once (later calls return `false` and change
-  /// nothing): a plain detached thread, which never keeps Node's event loop alive, that
-  /// runs [`Database::sweep`] every `interval` with `retention_days()` (read each pass,
-  /// so configuration changes apply) and hands the outcome of each pass that ran to
-  /// `on_result` (for logging).
+  /// Starts the retention sweep's thread once (`false` after): a detached thread, which
+  /// never keeps Node's event loop alive, running [`Database::sweep`] every `interval` with
+  /// `retention_days()` read each pass, each pass's outcome to `on_result` (for logging).
   pub fn spawn_sweeper(
     &'static self,
     interval: Duration,

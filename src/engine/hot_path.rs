@@ -15,6 +15,7 @@ use crate::core::admission::{BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{QuotaUnit, QuotaWindow};
 use crate::core::enforce::{BlockReason, ConsumptionCost, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Who a hot-path call is for: the request's API key, connection, provider and model.
@@ -372,6 +373,9 @@ impl Engine {
   /// included, as the flush does); nothing is reported: no JavaScript runs any more.
   pub fn commit_at_teardown(&'static self) {
     let _ = self.commit_sqlite_buffer(false);
+    if self.database.exiting.load(Ordering::Acquire) {
+      let _ = self.close_db(); // a record after the exit's close reopened it: no WAL at rest
+    }
   }
 
   /// Commits the SQLite buffer if the database is open, after looking the path up: a
@@ -388,11 +392,9 @@ impl Engine {
     result
   }
 
-  /// Commits `recordConsumption`'s buffered records now (never opens the database).
-  /// Returns the error message, or `None`; the records stay buffered on an error, and
-  /// the failure is a fault (logged once).
-  /// Records carried from a file that was replaced are committed to the file now at the
-  /// path, opening it (docs/reliability.md, "Durability of records").
+  /// Commits `recordConsumption`'s buffered records now: the error message (the records
+  /// stay buffered, a fault logged once), or `None`. Opens the database only for records
+  /// carried from a replaced file (docs/reliability.md, "Durability of records").
   pub fn flush(&'static self, automatic: bool) -> Option<String> {
     // Redis's buffer (docs/redis.md#write-behind), waited for; its faults are its own.
     let redis_error = self.flush_redis_blocking();

@@ -13,8 +13,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-/// Transactions that committed buffered records, process-wide (`metrics()`): a counter
-/// only, which no connection's life cycle resets.
+/// Transactions that committed buffered records, process-wide (no connection resets it).
 static COMMITS: AtomicU64 = AtomicU64::new(0);
 
 /// How many transactions have committed buffered records in this process.
@@ -25,9 +24,8 @@ pub fn record_commits() -> u64 {
 /// Counters committed per flush transaction: a transaction this size holds the write lock
 /// for about a millisecond, so another writer never waits longer between two of them.
 pub const FLUSH_BATCH: usize = 256;
-/// The buffer size that makes a recording call flush at once: a cap on memory and on one
-/// flush's work, well above a batch so that records spread over many keys still share a
-/// flush (docs/sqlite.md, "Records are buffered").
+/// The buffer size that makes a recording call flush at once: a cap on memory and work,
+/// well above a batch so records spread over many keys still share a flush.
 pub const FLUSH_AT: usize = 4096;
 /// After a failed automatic flush, the recording calls wait this long before trying
 /// again themselves (the facade's scheduled retry keeps its own pace).
@@ -261,9 +259,8 @@ pub enum Recorded {
   Nothing,
   /// Committed (write-through, or the buffer was due and flushed).
   Committed,
-  /// Buffered: the caller arranges a flush soon ([`SqliteDb::flush_pending`]) on its own
-  /// thread's event loop — every buffering thread does, so a thread that stops turning
-  /// (a worker terminated, a loop blocked) cannot hold records back.
+  /// Buffered: the caller arranges a flush soon on its own thread's event loop (every
+  /// buffering thread does: one that stops turning cannot hold records back).
   Buffered,
   /// Buffered, because the connection's file is no longer the one at the path: the caller
   /// retires the connection, which carries the buffer to the file now at the path.
