@@ -16,7 +16,8 @@ import { installHost } from '@omniroute/quota-engine/compat/host'
 import { recordStreamingConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
 import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites } from '@omniroute/quota-engine'
 
-const { pendingQuotaWrites } = createRequire(import.meta.url)('../binding.js')
+const binding = createRequire(import.meta.url)('../binding.js')
+const { pendingQuotaWrites } = binding
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-caller-'))
@@ -118,6 +119,28 @@ test('a logger whose warn is a throwing getter: the flush timer says on stderr w
   assert.match(stderr, failed)
   assert.equal(pendingQuotaWrites(), 0, 'the timer committed the record once it could')
   install()
+})
+
+test('a scheduled commit that throws (a fault of the engine itself) is said once and retried, not an uncaught exception', async () => {
+  install()
+  pool('c-throws', 'k-throws')
+  const original = binding.flushDueQuotaWrites
+  let calls = 0
+  binding.flushDueQuotaWrites = () => {
+    calls++
+    throw new Error('the engine threw')
+  }
+  try {
+    await recordConsumption({ apiKeyId: 'k-throws', connectionId: 'c-throws', provider: 'kimi', cost: {} })
+    await until(() => calls >= 2) // the first timer and its retry a second later
+  } finally {
+    binding.flushDueQuotaWrites = original
+  }
+  assert.ok(calls >= 2)
+  await until(() => pendingQuotaWrites() === 0)
+  assert.equal(pendingQuotaWrites(), 0, 'the next retry committed the record')
+  const said = warnings.filter((w) => w.msg.startsWith('the scheduled commit of buffered quota records failed'))
+  assert.deepEqual(said.map((w) => w.error), ['the engine threw'])
 })
 
 test('an async quota event listener that rejects: its rejection is logged as a throw, not left unhandled', async () => {

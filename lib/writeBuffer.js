@@ -24,7 +24,7 @@ const host = require('./host.js')
 //   is buffered, and signal listeners do not keep the event loop alive;
 // - a worker that is terminated skips 'exit': the native side commits at the
 //   environment's teardown.
-const flush = { timer: null, signals: false }
+const flush = { timer: null, signals: false, failing: false }
 const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 process.on('exit', () => {
@@ -114,7 +114,18 @@ function arm(wait) {
 
 function runTimer() {
   flush.timer = null
-  arm(askEngine())
+  let wait
+  try {
+    wait = askEngine()
+    flush.failing = false
+  } catch (err) {
+    // The engine's own fault (a caught panic): not an uncaught exception in the host's
+    // process. Said once until a commit works again; retried every second meanwhile.
+    if (!flush.failing) host.log('warn', 'quota:enforce', 'the scheduled commit of buffered quota records failed; retrying every second', { error: host.errorText(err) })
+    flush.failing = true
+    wait = 1000
+  }
+  arm(wait)
 }
 
 /**
