@@ -265,6 +265,20 @@ test('metadata validation: right class, field named, nothing written', () => {
   assert.equal(qe.getPool(base.id).allocations[0].weight, 10)
 })
 
+test('listPools reads limit and offset as the host does: a limit not > 0 lists every pool, an offset counts only with a limit', () => {
+  for (let i = 0; i < 3; i++) qe.createPool({ connectionId: `page-conn-${i}`, name: `page ${i}` })
+  const all = qe.listPools().items.map((p) => p.id)
+  assert.ok(all.length >= 3)
+  const ids = (options) => qe.listPools(options).items.map((p) => p.id)
+  for (const limit of [-1, 0, Number.NaN, undefined, null]) {
+    assert.deepEqual(ids({ limit }), all, `limit ${limit}`)
+    assert.deepEqual(ids({ limit, offset: 1 }), all, `limit ${limit} with an offset`)
+  }
+  assert.deepEqual(ids({ limit: 1, offset: 1 }), [all[1]])
+  assert.deepEqual(ids({ limit: 2, offset: -5 }), all.slice(0, 2))
+  assert.equal(qe.listPools({ limit: 1 }).total, all.length)
+})
+
 test('importLegacyPools refuses a pool id with a \':\' (it would make counter keys ambiguous), writing nothing', () => {
   const n = count('quota_pools')
   assert.throws(

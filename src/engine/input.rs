@@ -327,16 +327,16 @@ pub fn row_limit<V: Source>(arg: &Arg<V>) -> Result<i64> {
   Ok(if limit.is_finite() { limit as i64 } else { 500 })
 }
 
-/// `{ limit?, offset? }` of `listPools`, each clamped to `0..=u32::MAX`.
+/// `{ limit?, offset? }` of `listPools`, as the host reads them: a limit not > 0 lists every
+/// pool (the offset then ignored); each number clamped to `0..=u32::MAX`.
 pub fn page<V: Source>(options: &Arg<V>) -> Result<(Option<u32>, Option<u32>)> {
-  let clamp = |n: Option<f64>| n.map(|n| n.clamp(0.0, u32::MAX as f64) as u32);
+  let clamp = |n: f64| n.clamp(0.0, u32::MAX as f64) as u32;
   if options.is_nullish() {
     return Ok((None, None));
   }
-  Ok((
-    clamp(options.field("limit")?.opt_number()?),
-    clamp(options.field("offset")?.opt_number()?),
-  ))
+  let limit = options.field("limit")?.opt_number()?.filter(|n| *n > 0.0);
+  let offset = options.field("offset")?.opt_number()?;
+  Ok((limit.map(clamp), limit.and(offset).map(clamp)))
 }
 
 /// An allocation as written: unknown policy/unit and bad numbers are rejected here or by
@@ -893,7 +893,7 @@ mod tests {
     let none = Arg::<Fake>::maybe(None, "planDims").unwrap();
     assert_eq!(plan_dimensions(&none), Ok(Vec::new()));
     let options = Arg::new(Fake::Obj(vec![("limit", Fake::Num(-3.0))]), "options").unwrap();
-    assert_eq!(page(&options), Ok((Some(0), None)));
+    assert_eq!(page(&options), Ok((None, None)));
     let words = Fake::List(vec![Fake::Str("SET"), Fake::Num(3.0), Fake::Num(0.5)]);
     let words = command_words(&Arg::new(words, "args").unwrap()).unwrap();
     assert_eq!(words, ["SET", "3", "0.5"]);
