@@ -67,7 +67,6 @@ pub struct SqliteDb {
   file_id: Option<open::FileId>,
   /// The connection's own descriptor of the file, when known (see `file_replaced`).
   fd: Option<c_int>,
-  /// When `file_replaced` last looked the path up.
   /// When the path was last looked up and named this file; `None`: look it up next time.
   path_checked: std::cell::Cell<Option<std::time::Instant>>,
   report: OpenReport,
