@@ -6,7 +6,7 @@ import assert from 'node:assert/strict'
 import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
-import { Worker } from 'node:worker_threads'
+import { SHARE_ENV, Worker } from 'node:worker_threads'
 import { createRequire } from 'node:module'
 
 const require = createRequire(import.meta.url)
@@ -81,4 +81,67 @@ test('a worker that never called installHost uses the database and configuration
   if (saved.factor === undefined) delete process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR
   else process.env.QUOTA_SOFT_DEPRIORITIZE_FACTOR = saved.factor
   for (const dir of [installed, elsewhere]) fs.rmSync(dir, { recursive: true, force: true })
+})
+
+test("log records go to the logger of the thread that installed the host, not to a worker's stderr", async () => {
+  const engine = require('@omniroute/quota-engine')
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-worker-logs-'))
+  const got = []
+  const logger = { warn: (_, msg) => got.push(msg), info() {}, debug() {}, error() {} }
+  engine.installHost({ dbPath: path.join(dir, 'storage.sqlite'), logger })
+  const entry = JSON.stringify(require.resolve('@omniroute/quota-engine'))
+  const saved = process.env.QUOTA_SCHEDULER_MAX_IDS
+  // A bad setting is warned about once per value, when a new scheduler name is interned (a
+  // record made on the calling thread); the scheduler's calls hand no records over,
+  // enforceQuotaShare's do.
+  const badSetting = (value) =>
+    `process.env.QUOTA_SCHEDULER_MAX_IDS = '${value}'
+    engine.selectQuotaShareTarget([{ executionKey: '${value}', connectionId: 'c' }], 'logs', 'm').decrementInflight();`
+  const handOver = `engine.enforceQuotaShare({ apiKeyId: 'k', connectionId: 'c', provider: 'p' }).then(() => process.exit(0));`
+  /** A worker (sharing the environment variables) running `body` with `engine`. */
+  const onWorker = (body) => {
+    const worker = new Worker(`const engine = require(${entry}); ${body}`, { eval: true, stdout: true, stderr: true, env: SHARE_ENV })
+    const output = { stdout: '', stderr: '' }
+    worker.stdout.on('data', (chunk) => (output.stdout += chunk))
+    worker.stderr.on('data', (chunk) => (output.stderr += chunk))
+    const ended = new Promise((resolve, reject) => {
+      worker.once('error', reject)
+      worker.once('exit', () => resolve(output))
+    })
+    return { worker, ended }
+  }
+  try {
+    // Made on the host's thread, handed over first by a worker without a host of its own.
+    new Function('engine', badSetting('made-on-the-host-thread'))(engine)
+    const outputs = [await onWorker(handOver).ended]
+    // Made on a worker without a host of its own.
+    outputs.push(await onWorker(badSetting('made-on-a-worker') + handOver).ended)
+    // A worker with a host of its own keeps its own records; the others' still go to the
+    // first host's logger, while that worker is there and after it has ended.
+    const own = onWorker(`engine.installHost({ logger: { warn: (_, msg) => console.log(msg) } })
+      ${badSetting('made-on-a-host-worker')}
+      require('node:worker_threads').parentPort.once('message', () => { ${handOver} }).postMessage('made')`)
+    await new Promise((resolve) => own.worker.once('message', resolve))
+    outputs.push(await onWorker(badSetting('made-beside-a-host-worker') + handOver).ended)
+    own.worker.postMessage('go')
+    const ownOutput = await own.ended
+    assert.match(ownOutput.stdout, /made-on-a-host-worker/)
+    outputs.push(await onWorker(badSetting('made-after-a-host-worker-ended') + handOver).ended)
+    for (const { stdout, stderr } of [...outputs, ownOutput]) {
+      assert.doesNotMatch(stderr, /QUOTA_SCHEDULER_MAX_IDS/)
+      assert.doesNotMatch(stdout, /made-(on-the|on-a-worker|beside|after)/)
+    }
+    await engine.enforceQuotaShare({ apiKeyId: 'k', connectionId: 'c', provider: 'p' })
+    const made = ['on-the-host-thread', 'on-a-worker', 'beside-a-host-worker', 'after-a-host-worker-ended']
+    assert.deepEqual(
+      got.filter((msg) => msg.startsWith('QUOTA_SCHEDULER_MAX_IDS=')).map((msg) => msg.split('"')[1]),
+      made.map((where) => `made-${where}`),
+    )
+  } finally {
+    if (saved === undefined) delete process.env.QUOTA_SCHEDULER_MAX_IDS
+    else process.env.QUOTA_SCHEDULER_MAX_IDS = saved
+    engine.closeQuotaDb()
+    engine.installHost({})
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
 })

@@ -17,6 +17,8 @@ use std::cell::RefCell;
 thread_local! {
   /// The `dbPath` resolver, on the JS thread that installed it.
   static RESOLVER: RefCell<Option<FunctionRef<(), Unknown<'static>>>> = const { RefCell::new(None) };
+  /// Whether this thread's teardown forgets it as a host thread.
+  static HOST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Sets where the database is, for every thread, from the next open: a path, a function
@@ -44,6 +46,7 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
       "installHost cannot be called from inside its own dbPath function",
     ));
   }
+  host_thread(&env)?;
   let has_resolver = resolver.is_some();
   if !engine()
     .database
@@ -56,6 +59,17 @@ pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()>
   if has_resolver {
     // A problem now is said at the open (the host may not be ready yet).
     resolve_now(&env, false);
+  }
+  Ok(())
+}
+
+/// This thread installed the host: the log records made on it are its own
+/// ([`LogQueue`](crate::engine::telemetry::LogQueue)) until its environment is torn down.
+fn host_thread(env: &Env) -> napi::Result<()> {
+  let thread = std::thread::current().id();
+  engine().logs.host_thread(thread, true);
+  if !HOST_THREAD.with(|hooked| hooked.replace(true)) {
+    env.add_env_cleanup_hook(thread, |thread| engine().logs.host_thread(thread, false))?;
   }
   Ok(())
 }

@@ -15,11 +15,12 @@ use crate::core::enforce::BlockReason;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
+use std::thread::ThreadId;
 use std::time::Instant;
 
 /// How many records wait at most; past it new records are dropped (a flood would only
 /// repeat itself).
-const CAPACITY: usize = 1000;
+pub const CAPACITY: usize = 1000;
 
 /// A structured field's value.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,11 +63,21 @@ impl LogRecord {
   }
 }
 
-/// The queue.
+/// The queue. A record goes to the JS thread it was made on when that thread installed the
+/// host (its logger), else to the first thread that did and is still there: a worker
+/// without a logger of its own, or a background thread, must not take the host's records
+/// to its stderr.
 #[derive(Default)]
 pub struct LogQueue {
   pending: AtomicBool,
-  records: Mutex<Vec<LogRecord>>,
+  queue: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+  records: Vec<(ThreadId, LogRecord)>,
+  /// The threads that installed the host, first first.
+  hosts: Vec<ThreadId>,
 }
 
 impl LogQueue {
@@ -78,14 +89,15 @@ impl LogQueue {
     msg: impl Into<String>,
     fields: Vec<(&'static str, LogValue)>,
   ) {
-    let mut records = relock(&self.records);
-    if records.len() < CAPACITY {
-      records.push(LogRecord {
+    let mut queue = relock(&self.queue);
+    if queue.records.len() < CAPACITY {
+      let record = LogRecord {
         level,
         component,
         msg: msg.into(),
         fields,
-      });
+      };
+      queue.records.push((std::thread::current().id(), record));
     }
     self.pending.store(true, Ordering::Release);
   }
@@ -99,19 +111,47 @@ impl LogQueue {
     self.push("warn", component, msg, fields);
   }
 
-  /// Whether records wait (one atomic load).
+  /// Whether records wait (one atomic load), for this thread or another.
   pub fn pending(&self) -> bool {
     self.pending.load(Ordering::Acquire)
   }
 
-  /// The waiting records, if any (cheap when there are none).
+  /// `thread` installed the host (`true`) or is gone (`false`, its records go to the first).
+  pub fn host_thread(&self, thread: ThreadId, installed: bool) {
+    let hosts = &mut relock(&self.queue).hosts;
+    if !installed {
+      hosts.retain(|&t| t != thread);
+    } else if !hosts.contains(&thread) {
+      hosts.push(thread);
+    }
+  }
+
+  /// The records waiting for this thread, if any (cheap when none wait).
   pub fn take(&self) -> Option<Vec<LogRecord>> {
-    // A load first: the common case (nothing waits) writes nothing.
-    if !self.pending.load(Ordering::Acquire) || !self.pending.swap(false, Ordering::AcqRel) {
+    // A load first: the common case (nothing waits) locks nothing.
+    if !self.pending.load(Ordering::Acquire) {
       return None;
     }
-    let records = std::mem::take(&mut *relock(&self.records));
-    (!records.is_empty()).then_some(records)
+    let me = std::thread::current().id();
+    let mut queue = relock(&self.queue);
+    let Queue { records, hosts } = &mut *queue;
+    let owner = |made_on: &ThreadId| {
+      if hosts.contains(made_on) {
+        *made_on
+      } else {
+        hosts.first().copied().unwrap_or(me)
+      }
+    };
+    // Records waiting for another thread (its next call) are left as they are.
+    if !records.iter().any(|(t, _)| owner(t) == me) {
+      return None;
+    }
+    let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(records)
+      .into_iter()
+      .partition(|(t, _)| owner(t) == me);
+    *records = others;
+    self.pending.store(!records.is_empty(), Ordering::Release);
+    Some(mine.into_iter().map(|(_, record)| record).collect())
   }
 }
 
@@ -418,100 +458,4 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
   let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-#[cfg(test)]
-mod tests {
-  use super::*;
-
-  #[test]
-  fn field_values_as_json_keep_text_and_numbers_and_null_a_non_finite_one() {
-    let json = |v: LogValue| v.into_json().to_string();
-    assert_eq!(json(LogValue::Text("a\"b".into())), r#""a\"b""#);
-    assert_eq!(json(LogValue::Number(1.5)), "1.5");
-    assert_eq!(json(LogValue::Number(f64::NAN)), "null");
-    assert_eq!(json(LogValue::Number(f64::INFINITY)), "null");
-  }
-
-  #[test]
-  fn records_wait_until_taken() {
-    let queue = LogQueue::default();
-    assert!(queue.take().is_none());
-    queue.warn("quota:store", "a", None);
-    queue.push(
-      "info",
-      "quota:enforce",
-      "b",
-      vec![("error", LogValue::Text("d".into()))],
-    );
-    assert!(queue.pending());
-    let taken = queue.take().unwrap();
-    assert_eq!(taken.len(), 2);
-    assert_eq!(taken[1].text("error"), Some("d"));
-    assert_eq!(taken[0].fields, []);
-    assert!(!queue.pending() && queue.take().is_none());
-  }
-
-  #[test]
-  fn a_flood_is_bounded() {
-    let queue = LogQueue::default();
-    for i in 0..(CAPACITY + 10) {
-      queue.warn("quota:store", format!("{i}"), None);
-    }
-    assert_eq!(queue.take().unwrap().len(), CAPACITY);
-  }
-
-  #[test]
-  fn one_warning_per_fault_then_a_recovery() {
-    let logs = LogQueue::default();
-    let faults = Faults::default();
-    faults.succeeded(&logs, Operation::Record);
-    assert!(logs.take().is_none());
-    for _ in 0..3 {
-      faults.failed(
-        &logs,
-        Operation::Record,
-        "recording failed",
-        "locked",
-        vec![],
-      );
-    }
-    let warned = logs.take().unwrap();
-    assert_eq!(warned.len(), 1);
-    assert_eq!(warned[0].level, "warn");
-    assert_eq!(warned[0].text("error"), Some("locked"));
-    faults.succeeded(&logs, Operation::Record);
-    let recovered = logs.take().unwrap();
-    assert_eq!(
-      recovered[0].fields[0],
-      ("failedCalls", LogValue::Number(3.0))
-    );
-    faults.failed(
-      &logs,
-      Operation::Record,
-      "recording failed",
-      "locked",
-      vec![],
-    );
-    assert_eq!(logs.take().unwrap().len(), 1, "re-armed");
-  }
-
-  #[test]
-  fn decisions_land_in_their_reason_and_latency_bucket() {
-    let metrics = Metrics::default();
-    metrics.decision(Counted::Allow(AllowReason::Ok), 0.000003);
-    metrics.decision(Counted::Block(BlockReason::ModelCap), 0.2);
-    metrics.decision(Counted::Allow(AllowReason::FailOpen), 5.0);
-    metrics.store_error(Operation::Record);
-    metrics.saturation_lookup(false);
-    let text = metrics.render();
-    assert!(text.contains("quota_engine_decisions_total{kind=\"allow\",reason=\"ok\"} 1\n"));
-    assert!(text.contains("quota_engine_decisions_total{kind=\"block\",reason=\"model-cap\"} 1\n"));
-    assert!(text.contains("quota_engine_decisions_total{kind=\"block\",reason=\"fair-share\"} 0\n"));
-    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"0.00001\"} 1\n"));
-    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"0.25\"} 2\n"));
-    assert!(text.contains("quota_engine_enforce_duration_seconds_bucket{le=\"+Inf\"} 3\n"));
-    assert!(text.contains("quota_engine_enforce_duration_seconds_count 3\n"));
-    assert!(text.contains("quota_engine_fail_open_total 1\n"));
-    assert!(text.contains("quota_engine_store_errors_total{operation=\"record\"} 1\n"));
-    assert!(text.contains("quota_engine_saturation_cache_misses_total 1\n"));
-  }
-}
+// The queue, the faults and the metrics have their cases in tests/telemetry.rs.
