@@ -10,6 +10,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { spawn, execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { createRequire } from 'node:module'
 import Database from 'better-sqlite3'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
 import { installHost } from '@omniroute/quota-engine/compat/host'
@@ -27,6 +28,7 @@ import {
 } from '@omniroute/quota-engine'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
+const require = createRequire(import.meta.url)
 const holdLock = path.join(here, 'support', 'hold-lock.mjs')
 const root = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-faults-'))
 const HOUR = 3_600_000
@@ -154,6 +156,41 @@ test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, r
     ['quota flush recovered'],
   )
   assert.equal(enforceWarnings().length, 1)
+})
+
+test('the hourly retention sweep meets another process\'s write lock: it waits briefly and retries, enforce is never held up behind it', async (t) => {
+  const { dbPath } = freshDb()
+  const p = poolWithPlan('sweep', 1000)
+  await enforceQuotaShare(p.request)
+  // A row past the retention (14 days), written as another writer would.
+  const db = new Database(dbPath)
+  db.prepare('INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?, ?, 1, 1, 0)').run('old-key', p.dimensionKey)
+  db.close()
+  const oldRows = () => {
+    const reader = new Database(dbPath, { readonly: true })
+    try {
+      return reader.prepare("SELECT COUNT(*) AS n FROM quota_consumption WHERE api_key_id = 'old-key'").get().n
+    } finally {
+      reader.close()
+    }
+  }
+  const holder = holdLockFor(dbPath, 'transaction', 3000)
+  await holder.locked
+  require('../binding.js').__sweepOnAThreadForTests()
+  let slowest = 0
+  for (const until = Date.now() + 2500; Date.now() < until; ) {
+    const [, ms] = await timed(() => enforceQuotaShare(p.request))
+    slowest = Math.max(slowest, ms)
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  // Each of the sweep's steps waits at most 100 ms for the lock before it lets go.
+  assert.ok(slowest < 600, `the slowest enforce took ${slowest} ms`)
+  t.diagnostic(`the slowest enforce while the sweep met the lock: ${slowest.toFixed(1)} ms`)
+  await holder.released()
+  for (const until = Date.now() + 5000; oldRows() > 0 && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 100))
+  assert.equal(oldRows(), 0, 'the sweep got through once the lock was let go')
+  await enforceQuotaShare(p.request)
+  assert.deepEqual(warnings.filter((w) => w.msg === 'retention sweep failed'), [])
 })
 
 test('locked, with QUOTA_RECORD_FLUSH_MS=0 (write-through): each record waits out the busy timeout and warns once; the records are kept and land later', async () => {

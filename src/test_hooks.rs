@@ -110,6 +110,13 @@ pub fn file_checks_for_tests() -> f64 {
   crate::engine::test_hooks::file_checks() as f64
 }
 
+/// Tests only: one pass of the retention sweep on a thread of its own, as its thread runs it
+/// every hour.
+#[napi(catch_unwind, js_name = "__sweepOnAThreadForTests")]
+pub fn sweep_on_a_thread_for_tests() {
+  std::thread::spawn(|| engine().sweep_in_background());
+}
+
 /// The stable `err.code` of a panic turned into a JavaScript error.
 const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
 

@@ -133,8 +133,8 @@ fn retention_sweep_uses_the_open_connection_only() {
   });
   assert!(db.sweep(0.0, now).unwrap().is_err());
   // The sweeper thread starts once; it sleeps a long interval and never blocks a test.
-  assert!(db.spawn_sweeper(Duration::from_secs(3600), || 14.0, |_| {}));
-  assert!(!db.spawn_sweeper(Duration::from_secs(1), || 14.0, |_| {}));
+  assert!(db.spawn_sweeper(Duration::from_secs(3600), || {}));
+  assert!(!db.spawn_sweeper(Duration::from_secs(1), || {}));
   db.close().unwrap();
 }
 

@@ -88,6 +88,9 @@ pub enum FileChange {
   },
 }
 
+/// How many times the background sweep tries a step, a second apart.
+const SWEEP_TRIES: u32 = 60;
+
 /// What one retention pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SweepReport {
@@ -393,19 +396,37 @@ impl Database {
   /// `retention_days`, reconciles the pool totals; `None` when the connection is closed
   /// (the sweep never opens it). Each chunk takes the mutex separately: requests interleave.
   pub fn sweep(&self, retention_days: f64, now_ms: i64) -> Option<Result<SweepReport>> {
-    self.sweep_open(retention_days, now_ms).transpose()
+    self.sweep_open(retention_days, now_ms, false).transpose()
   }
 
-  /// [`Database::sweep`], `Ok(None)` when the connection is not open.
-  fn sweep_open(&self, retention_days: f64, now_ms: i64) -> Result<Option<SweepReport>> {
+  /// [`Database::sweep`], `Ok(None)` when the connection is not open. `brief` (the
+  /// background sweep): each step waits only briefly for another connection's write lock
+  /// and is retried a second later, up to a minute, so no call of the host's waits long
+  /// behind it for the connection.
+  fn sweep_open(
+    &self,
+    retention_days: f64,
+    now_ms: i64,
+    brief: bool,
+  ) -> Result<Option<SweepReport>> {
     let cutoff = retention_cutoff(retention_days, now_ms)?;
+    let step = |f: &dyn Fn(&SqliteDb) -> Result<usize>| {
+      let mut tries = 1;
+      loop {
+        match self.on_open(|db| if brief { db.briefly(|db| f(db)) } else { f(db) }) {
+          Err(_) if brief && tries < SWEEP_TRIES => std::thread::sleep(Duration::from_secs(1)),
+          outcome => return outcome,
+        }
+        tries += 1;
+      }
+    };
     let mut report = SweepReport::default();
     // Reserve admission's reservations past their expiry (docs/admission.md).
-    if self.on_open(|db| db.gc_reservations(now_ms))?.is_none() {
+    if step(&|db| db.gc_reservations(now_ms))?.is_none() {
       return Ok(None);
     }
     loop {
-      let Some(deleted) = self.on_open(|db| db.gc_chunk(cutoff, GC_CHUNK))? else {
+      let Some(deleted) = step(&|db| db.gc_chunk(cutoff, GC_CHUNK))? else {
         return Ok(None);
       };
       report.deleted += deleted;
@@ -413,15 +434,15 @@ impl Database {
         break;
       }
     }
-    let mut cursor: Option<TotalsCursor> = None;
-    loop {
-      let batch = self.on_open(|db| db.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH))?;
-      let Some((fixed, next)) = batch else {
-        break;
-      };
+    let cursor = std::cell::RefCell::new(None::<TotalsCursor>);
+    let reconcile = |db: &SqliteDb| {
+      let (fixed, next) = db.reconcile_totals_batch(cursor.borrow().as_ref(), RECONCILE_BATCH)?;
+      *cursor.borrow_mut() = next;
+      Ok(fixed)
+    };
+    while let Some(fixed) = step(&reconcile)? {
       report.totals_fixed += fixed;
-      cursor = next;
-      if cursor.is_none() {
+      if cursor.borrow().is_none() {
         break;
       }
     }
@@ -434,13 +455,11 @@ impl Database {
   }
 
   /// Starts the retention sweep's thread once (`false` after): a detached thread, which
-  /// never keeps Node's event loop alive, running [`Database::sweep`] every `interval` with
-  /// `retention_days()` read each pass, each pass's outcome to `on_result` (for logging).
+  /// never keeps Node's event loop alive, running `pass` every `interval`.
   pub fn spawn_sweeper(
     &'static self,
     interval: Duration,
-    retention_days: impl Fn() -> f64 + Send + 'static,
-    on_result: impl Fn(Result<SweepReport>) + Send + 'static,
+    pass: impl Fn() + Send + 'static,
   ) -> bool {
     if self.sweeping.swap(true, Ordering::SeqCst) {
       return false;
@@ -449,15 +468,18 @@ impl Database {
       .name("quota-retention".into())
       .spawn(move || loop {
         std::thread::sleep(interval);
-        if let Some(outcome) = self.sweep(retention_days(), super::now_ms()) {
-          on_result(outcome);
-        }
+        pass();
       });
     if spawned.is_err() {
       self.sweeping.store(false, Ordering::SeqCst);
       return false;
     }
     true
+  }
+
+  /// One pass of the background retention sweep ([`Database::sweep_open`], `brief`).
+  pub fn sweep_briefly(&self, retention_days: f64, now_ms: i64) -> Option<Result<SweepReport>> {
+    self.sweep_open(retention_days, now_ms, true).transpose()
   }
 
   /// `quota-engine doctor`'s read-only look at the database at `path`: through the open

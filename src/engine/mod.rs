@@ -264,22 +264,25 @@ impl Engine {
     given.unwrap_or_else(|| self.number(&config::RETENTION_DAYS))
   }
 
+  /// A pass of the retention sweep as its thread runs it, its failure logged.
+  pub fn sweep_in_background(&self) {
+    let outcome = self
+      .database
+      .sweep_briefly(self.retention_days(None), now_ms());
+    if let Some(Err(err)) = outcome {
+      let detail = Some(err.to_string());
+      self
+        .logs
+        .warn("quota:store", "retention sweep failed", detail);
+    }
+  }
+
   /// Once per open: start the retention sweep, and say what the lock self-test or the
   /// pragmas found wrong.
   fn after_open(&'static self) {
-    self.database.spawn_sweeper(
-      self.sweeper_interval,
-      || self.retention_days(None),
-      |result| {
-        if let Err(err) = result {
-          self.logs.warn(
-            "quota:store",
-            "retention sweep failed",
-            Some(err.to_string()),
-          );
-        }
-      },
-    );
+    self
+      .database
+      .spawn_sweeper(self.sweeper_interval, || self.sweep_in_background());
     if let Some(Ok(warnings)) = self
       .database
       .with_open(Access::Full, |db| Ok(db.open_report().warnings()))

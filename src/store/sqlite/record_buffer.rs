@@ -404,11 +404,20 @@ impl SqliteDb {
       let since = pending.since.take();
       (pending.counters.drain().map(|(_, e)| e).collect(), since)
     };
-    let short_wait = automatic && self.busy_timeout > AUTOMATIC_BUSY_TIMEOUT;
+    match automatic {
+      true => self.briefly(|db| db.commit_entries(entries, since, automatic)),
+      false => self.commit_entries(entries, since, automatic),
+    }
+  }
+
+  /// `f` with the busy timeout of an automatic flush: failing costs the caller nothing (it
+  /// tries again later), waiting blocks every thread that needs the connection.
+  pub fn briefly<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
+    let short_wait = self.busy_timeout > AUTOMATIC_BUSY_TIMEOUT;
     if short_wait {
       let _ = self.conn.busy_timeout(AUTOMATIC_BUSY_TIMEOUT);
     }
-    let result = self.commit_entries(entries, since, automatic);
+    let result = f(self);
     if short_wait {
       let _ = self.conn.busy_timeout(self.busy_timeout);
     }
