@@ -145,15 +145,14 @@ impl Engine {
       .unwrap_or_default();
     let mut error = None;
     for flush in taken {
-      let result = backend
-        .run_script(&flush.call(backend.layout()), Retry::Write)
-        .await;
-      match result {
-        Ok(_) => {
+      let call = flush.call(backend.layout());
+      match backend.run_script(&call, Retry::Write).await {
+        Ok(skipped) => {
           if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
             buffer.written(flush.id);
           }
           self.faults.succeeded(&self.logs, Operation::Flush);
+          self.redis_flush_skipped(&call.keys, &skipped);
         }
         Err(err) => {
           let message = err.to_string();
@@ -163,6 +162,27 @@ impl Engine {
       }
     }
     error
+  }
+
+  /// The counters `flush.lua` skipped (their indices): a key of theirs holds a value of
+  /// another type or not a number, which no retry would change. Dropped, said every time.
+  fn redis_flush_skipped(&self, keys: &[String], skipped: &[Option<String>]) {
+    if skipped.is_empty() {
+      return;
+    }
+    let buckets: Vec<&str> = (skipped.iter().flatten())
+      .filter_map(|i| keys.get(3 * i.parse::<usize>().ok()?).map(String::as_str))
+      .collect();
+    self.metrics.store_error(Operation::Record);
+    let msg = format!(
+      "dropped {} buffered quota counters: a Redis key of theirs holds another type or not a number",
+      skipped.len()
+    );
+    let fields = vec![
+      ("dropped", LogValue::Number(skipped.len() as f64)),
+      ("keys", LogValue::Text(buckets.join(" "))),
+    ];
+    self.logs.push("warn", "quota:enforce", msg, fields);
   }
 
   /// A failed flush: its counters are kept for the next one (a fault, logged once) —

@@ -4,22 +4,43 @@
 --
 -- KEYS, three per counter: its bucket, that bucket's members set, that bucket's total.
 -- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id.
--- Returns an empty array (the engine reads script replies as arrays).
+-- Returns the indices (0-based, as strings) of the counters it skipped because a key of
+-- theirs holds something INCRBYFLOAT or SADD would refuse: Redis does not undo a script
+-- that fails half-way, so every key is checked before anything is written, and the others
+-- are added once (a failed flush is sent again).
 local cap = 1e15
-for w = 0, #KEYS / 3 - 1 do
-  local curr, members, total = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
-  local amount, ttl, id = ARGV[3 * w + 1], ARGV[3 * w + 2], ARGV[3 * w + 3]
-  local old = tonumber(redis.call('GET', curr)) or 0
-  if old + tonumber(amount) < cap then
-    redis.call('INCRBYFLOAT', curr, amount)
-    redis.call('INCRBYFLOAT', total, amount)
-  else
-    redis.call('SET', curr, '1e15')
-    redis.call('INCRBYFLOAT', total, string.format('%.17g', cap - old))
-  end
-  redis.call('EXPIRE', curr, ttl)
-  redis.call('EXPIRE', total, ttl)
-  redis.call('SADD', members, id)
-  redis.call('EXPIRE', members, ttl)
+local function holds(key, wanted)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'none' then return true end
+  if kind ~= wanted then return false end
+  if wanted == 'set' then return true end
+  -- INCRBYFLOAT's own reading: a finite number, no surrounding space.
+  local text = redis.call('GET', key)
+  local n = tonumber(text)
+  return n ~= nil and n == n and n > -math.huge and n < math.huge and not text:find('^%s') and not text:find('%s$')
 end
-return {}
+local skipped = {}
+local ok = {}
+for w = 0, #KEYS / 3 - 1 do
+  ok[w] = holds(KEYS[3 * w + 1], 'string') and holds(KEYS[3 * w + 2], 'set') and holds(KEYS[3 * w + 3], 'string')
+  if not ok[w] then skipped[#skipped + 1] = tostring(w) end
+end
+for w = 0, #KEYS / 3 - 1 do
+  if ok[w] then
+    local curr, members, total = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
+    local amount, ttl, id = ARGV[3 * w + 1], ARGV[3 * w + 2], ARGV[3 * w + 3]
+    local old = tonumber(redis.call('GET', curr)) or 0
+    if old + tonumber(amount) < cap then
+      redis.call('INCRBYFLOAT', curr, amount)
+      redis.call('INCRBYFLOAT', total, amount)
+    else
+      redis.call('SET', curr, '1e15')
+      redis.call('INCRBYFLOAT', total, string.format('%.17g', cap - old))
+    end
+    redis.call('EXPIRE', curr, ttl)
+    redis.call('EXPIRE', total, ttl)
+    redis.call('SADD', members, id)
+    redis.call('EXPIRE', members, ttl)
+  end
+end
+return skipped
