@@ -150,6 +150,40 @@ test('a key of another type in Redis costs only its own counter: the rest land o
   assert.equal(dropped[0].keys, bucket('wb-bad', bad.id, 'requests'))
 })
 
+test('enforce and peek wait at most the Redis timeout (1 s) on a stalled server, also behind a flush that is out', { skip }, async (t) => {
+  const { id, connection } = hostPool('wb-stall', 1e6)
+  const request = { apiKeyId: 'wb-stall', connectionId: connection, provider: 'wb' }
+  await enforceQuotaShare(request)
+  const saved = { flush: process.env.QUOTA_RECORD_FLUSH_MS, view: process.env.QUOTA_STORE_REDIS_VIEW_MS }
+  process.env.QUOTA_STORE_REDIS_VIEW_MS = '0' // every enforce reads Redis
+  try {
+    await plain.call('CLIENT', 'PAUSE', '3000', 'ALL')
+    // A record arms a flush 1 ms later: it stalls, holding back reads until it settles.
+    process.env.QUOTA_RECORD_FLUSH_MS = '1'
+    await recordConsumption({ ...request, cost: {} })
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    const started = performance.now()
+    const decision = await enforceQuotaShare(request)
+    const ms = performance.now() - started
+    t.diagnostic(`enforce on the stalled server: ${ms.toFixed(0)} ms`)
+    assert.deepEqual(decision, { kind: 'allow' }, 'fails open')
+    assert.ok(ms < 1400, `enforce took ${ms} ms`)
+    // peek flushes the buffer first: that and its read share the one timeout.
+    const store = await getQuotaStore()
+    const peekStarted = performance.now()
+    await assert.rejects(store.peek('wb-stall', { poolId: id, unit: 'requests', window: 'hourly' }), /did not answer within 1000 ms/)
+    const peekMs = performance.now() - peekStarted
+    t.diagnostic(`peek on the stalled server: ${peekMs.toFixed(0)} ms`)
+    assert.ok(peekMs < 1400, `peek took ${peekMs} ms`)
+  } finally {
+    process.env.QUOTA_RECORD_FLUSH_MS = saved.flush
+    process.env.QUOTA_STORE_REDIS_VIEW_MS = saved.view
+    if (saved.view === undefined) delete process.env.QUOTA_STORE_REDIS_VIEW_MS
+    await new Promise((resolve) => setTimeout(resolve, 3000))
+    assert.equal(flushQuotaWrites(), null)
+  }
+})
+
 test('what is buffered reaches Redis when the process exits', { skip }, async () => {
   const { id, connection } = hostPool('wb-e', 1e6)
   const child = `

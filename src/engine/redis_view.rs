@@ -66,18 +66,23 @@ impl Engine {
     now_ms: i64,
   ) -> Result<Vec<Buckets>> {
     // Under the read gate: no flush is out while the read is, so the buffer added below
-    // is what Redis did not count, each record once (engine/redis_writes.rs).
+    // is what Redis did not count, each record once (engine/redis_writes.rs). The wait
+    // for a flush that is out counts against the timeout too.
     let gate = self.redis_writes.gate(backend.url());
-    let _shared = gate.read().await;
-    let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
-    let mut values = counters::read(backend, &batch).await?;
-    if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
-      view.keep(batch.clone(), &values, stamp, now_ms);
-    }
-    self
-      .redis_writes
-      .overlay(backend.url(), &batch, &mut values);
-    Ok(values)
+    backend
+      .within(async {
+        let _shared = gate.read().await;
+        let stamp = view.as_ref().and_then(|(view, _)| view.stamp(&batch));
+        let mut values = counters::read(backend, &batch).await?;
+        if let (Some((view, _)), Some(stamp)) = (&view, stamp) {
+          view.keep(batch.clone(), &values, stamp, now_ms);
+        }
+        self
+          .redis_writes
+          .overlay(backend.url(), &batch, &mut values);
+        Ok(values)
+      })
+      .await
   }
 
   /// `peek` and `poolConsumedTotal` on Redis (`read`: the backend and batch, or why not):

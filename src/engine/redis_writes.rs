@@ -221,19 +221,27 @@ impl Engine {
   }
 
   /// `step` after `url`'s buffer is flushed, when it holds anything (a read that must see
-  /// this process's records, or a write that must come after them).
+  /// this process's records, or a write that must come after them); both within one
+  /// timeout. The flush runs to its end on its own task whatever the step's wait does.
   pub(super) fn after_redis_flush<T: Send + 'static>(
     &'static self,
     url: &str,
-    step: Step<T>,
-  ) -> Step<T> {
-    if !self.redis_writes.holds(url) {
+    step: Step<Result<T>>,
+  ) -> Step<Result<T>> {
+    let Some(backend) = (self.redis_writes.holds(url))
+      .then(|| self.redis_backend(url).ok())
+      .flatten()
+    else {
       return step;
-    }
+    };
     let url = url.to_string();
     Step::later(async move {
-      self.flush_redis(url).await;
-      step.resolve().await
+      let flush = tokio::spawn(self.flush_redis(url));
+      let step = async {
+        let _ = flush.await;
+        step.resolve().await
+      };
+      backend.within(step).await
     })
   }
 

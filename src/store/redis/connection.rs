@@ -383,15 +383,23 @@ impl RedisBackend {
         }
       }
     };
-    match tokio::time::timeout(self.timeout(), run).await {
-      Ok(Ok(value)) => Ok(value),
-      Ok(Err(err)) => Err(self.classify(&err)),
-      Err(_) => Err(QuotaError::Unavailable(format!(
-        "Redis at {} did not answer within {} ms (connection down or server stalled)",
-        self.target.display,
-        self.timeout().as_millis()
-      ))),
-    }
+    self
+      .within(async { run.await.map_err(|err| self.classify(&err)) })
+      .await
+  }
+
+  /// `operation`, given up (dropped) when it takes longer than the timeout: the bound on
+  /// everything one call waits for, a flush it must come after or a read included.
+  pub async fn within<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(self.timeout(), operation)
+      .await
+      .unwrap_or_else(|_| {
+        Err(QuotaError::Unavailable(format!(
+          "Redis at {} did not answer within {} ms (connection down or server stalled)",
+          self.target.display,
+          self.timeout().as_millis()
+        )))
+      })
   }
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
