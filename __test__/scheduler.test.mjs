@@ -487,6 +487,50 @@ test("each selection reads each target's fields once, whether the array is new, 
   }
 })
 
+test("a kept array whose values change between selections still has each field read once", () => {
+  const reads = { executionKey: 0, connectionId: 0, weight: 0 }
+  let round = 0
+  const counted = (name) => ({
+    get executionKey() {
+      reads.executionKey++
+      return `${name}-${round % 2}`
+    },
+    get connectionId() {
+      reads.connectionId++
+      return `conn-${name}-${round % 3}`
+    },
+    get weight() {
+      reads.weight++
+      return round
+    },
+  })
+  const list = [counted('A'), counted('B')]
+  for (round = 1; round <= 6; round++) {
+    selectQuotaShareTarget(list, COMBO, MODEL, T0 + round).decrementInflight()
+    assert.deepEqual(reads, { executionKey: 2 * round, connectionId: 2 * round, weight: 2 * round }, `round ${round}`)
+  }
+})
+
+test("an array seen once is not held after its selection: a later, smaller one lets the host's objects go", async () => {
+  const v8 = await import('node:v8')
+  const vm = await import('node:vm')
+  v8.setFlagsFromString('--expose-gc')
+  const gc = vm.runInNewContext('gc')
+  const refs = (() => {
+    const big = Array.from({ length: 200 }, (_, i) => ({ executionKey: `big-${i}`, connectionId: `big-conn-${i % 4}`, weight: 1 }))
+    selectQuotaShareTarget(big, 'big-combo', MODEL, T0).decrementInflight()
+    return big.map((target) => new WeakRef(target))
+  })()
+  for (let i = 0; i < 3; i++) {
+    selectQuotaShareTarget([{ executionKey: 'a', connectionId: 'x' }, { executionKey: 'b', connectionId: 'y' }], 'small', MODEL, T0 + i + 1).decrementInflight()
+  }
+  for (let i = 0; i < 3; i++) {
+    gc()
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+  assert.equal(refs.filter((ref) => ref.deref() !== undefined).length, 0)
+})
+
 test('each element of the targets array is read once per selection, so the answer holds the objects checked and a lease is never left behind', () => {
   const list = targets('A', 'B', 'C')
   let reads = 0

@@ -94,15 +94,21 @@ function symbolsOf(executionKey, connectionId) {
  * these, never a second read of the host's objects.
  */
 function readTarget(record, i, target) {
+  checkObject(i, target)
+  writeTarget(record, i, target, target.executionKey, target.connectionId, target.weight)
+}
+
+function checkObject(i, target) {
   if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
-  const executionKey = target.executionKey
+}
+
+/** Validates the fields read from target `i` and writes them into `record`. */
+function writeTarget(record, i, target, executionKey, connectionId, weight) {
   if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
-  const connectionId = target.connectionId
   if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
     throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
   }
   const { symbol, connection } = symbolsOf(executionKey, connectionId)
-  const weight = target.weight
   const buffer = record.buffer
   const at = i * STRIDE
   buffer[at] = symbol
@@ -145,20 +151,25 @@ class Extraction {
     for (let i = 0; i < this.count; i++) this.read(i, targets[i])
   }
 
-  /** Brings the record up to date, reading the targets that changed. */
+  /** Brings the record up to date: each field read once, the targets that changed rewritten. */
   refresh(targets) {
     const { objects, keys, connections, weights } = this
     for (let i = 0; i < this.count; i++) {
       const target = targets[i]
-      if (
-        target !== objects[i] ||
-        target.executionKey !== keys[i] ||
-        target.connectionId !== connections[i] ||
-        target.weight !== weights[i]
-      ) {
-        this.read(i, target)
+      checkObject(i, target)
+      const executionKey = target.executionKey
+      const connectionId = target.connectionId
+      const weight = target.weight
+      if (target !== objects[i] || executionKey !== keys[i] || connectionId !== connections[i] || weight !== weights[i]) {
+        writeTarget(this, i, target, executionKey, connectionId, weight)
       }
     }
+  }
+
+  /** Lets go of the host's objects (an extraction that is not kept past the selection). */
+  release() {
+    this.objects.fill(null, 0, this.count)
+    this.weights.fill(null, 0, this.count)
   }
 }
 
@@ -280,11 +291,14 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const objects = extraction.objects
   const orderedTargets = new Array(count)
   for (let i = 0; i < count; i++) orderedTargets[i] = objects[buffer[base + i]]
-  // Done with the extraction: the next selection may have it.
+  // Done with the extraction: the next selection may have it. An array seen once is not
+  // kept, nor are its objects: a spare that once read a large array would otherwise hold
+  // its objects past the calls that overwrite only the first few.
   extraction.busy = false
-  // The spare keeps the last objects it read until the next selection overwrites them, as a
-  // kept extraction keeps its array's.
-  if (kept === null && (spare === null || spare.capacity < extraction.capacity)) spare = extraction
+  if (kept === null) {
+    extraction.release()
+    if (spare === null || spare.capacity < extraction.capacity) spare = extraction
+  }
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {
