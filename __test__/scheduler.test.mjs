@@ -511,7 +511,7 @@ test("a kept array whose values change between selections still has each field r
   }
 })
 
-test("an array seen once is not held after its selection: a later, smaller one lets the host's objects go", async () => {
+test("a large array seen once is let go by the next, smaller selection: the spare keeps no objects beyond those it just read", async () => {
   const v8 = await import('node:v8')
   const vm = await import('node:vm')
   v8.setFlagsFromString('--expose-gc')

@@ -166,10 +166,10 @@ class Extraction {
     }
   }
 
-  /** Lets go of the host's objects (an extraction that is not kept past the selection). */
-  release() {
-    this.objects.fill(null, 0, this.count)
-    this.weights.fill(null, 0, this.count)
+  /** Lets go of the host's values from target `from` on (before reading fewer targets). */
+  forget(from) {
+    this.objects.fill(null, from, this.count)
+    this.weights.fill(null, from, this.count)
   }
 }
 
@@ -212,6 +212,7 @@ function readOnce(targets, count) {
   let extraction = spare
   spare = null
   if (extraction === null || extraction.capacity < count) extraction = new Extraction(count, Math.max(count, 64))
+  else if (extraction.count > count) extraction.forget(count) // a larger array's objects, read before
   extraction.count = count
   extraction.busy = true
   extraction.readAll(targets)
@@ -291,14 +292,11 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const objects = extraction.objects
   const orderedTargets = new Array(count)
   for (let i = 0; i < count; i++) orderedTargets[i] = objects[buffer[base + i]]
-  // Done with the extraction: the next selection may have it. An array seen once is not
-  // kept, nor are its objects: a spare that once read a large array would otherwise hold
-  // its objects past the calls that overwrite only the first few.
+  // Done with the extraction: the next selection may have it.
   extraction.busy = false
-  if (kept === null) {
-    extraction.release()
-    if (spare === null || spare.capacity < extraction.capacity) spare = extraction
-  }
+  // The spare keeps the last objects it read until the next selection overwrites them (or
+  // forgets those it does not), as a kept extraction keeps its array's.
+  if (kept === null && (spare === null || spare.capacity < extraction.capacity)) spare = extraction
 
   let decrementInflight = noop
   if (winnerConnection !== NO_CONNECTION) {
