@@ -21,7 +21,7 @@ pub const SELECT_STRIDE: usize = 4;
 /// The stand-in for "no connection" in a selection's targets.
 pub const NO_CONNECTION: f64 = -1.0;
 
-/// Generations wrap below 2²¹ so that every symbol stays exact in an `f64`.
+/// Generations stay below 2²¹ so that every symbol is exact in an `f64`.
 const GENERATIONS: u32 = 1 << 21;
 
 /// Set in a free slot's `current` (a symbol never has it).
@@ -98,9 +98,13 @@ impl Symbols {
     for &(_, slot) in &ages[..count] {
       let entry = &mut self.slots[slot as usize];
       evicted.push(entry.current);
-      let generation = ((entry.current >> 32) as u32 + 1) % GENERATIONS;
+      let generation = (entry.current >> 32) as u32 + 1;
       entry.current = FREE | (u64::from(generation) << 32) | u64::from(slot);
-      self.free.push(slot);
+      // A slot whose generations ran out is never handed out again: wrapping would give an
+      // old symbol (a cached array's, a release's) to another name.
+      if generation < GENERATIONS {
+        self.free.push(slot);
+      }
     }
     let gone: FxHashSet<Sym> = evicted[start..].iter().copied().collect();
     self.ids.retain(|_, sym| !gone.contains(sym));
