@@ -184,6 +184,20 @@ test('getRedisClient: an ioredis-like client on the shared connection', { skip }
   await assert.rejects(getRedisClient(42), (e) => e instanceof TypeError)
 })
 
+test('getRedisClient refuses the commands that would change or hold the connection every quota call shares', { skip }, async () => {
+  const client = await getRedisClient(server.url)
+  for (const words of [['SELECT', 1], ['multi'], ['EXEC'], ['WATCH', 'k'], ['SUBSCRIBE', 'ch'], ['psubscribe', 'c*'], ['CLIENT', 'REPLY', 'SKIP'], ['BLPOP', 'q', 0], ['BZPOPMIN', 'z', 0], ['XREAD', 'BLOCK', 0, 'STREAMS', 's', '$'], ['WAIT', 1, 0], ['MONITOR'], ['HELLO', 3], ['AUTH', 'x']]) {
+    await assert.rejects(client.call(...words), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^args\[0\]: /.test(e.message), words.join(' '))
+  }
+  // Nothing reached the connection: counters still land where every replica reads them.
+  const store = new RedisQuotaStore(server.url)
+  const d = { poolId: 'client-guard', unit: 'requests', window: 'hourly' }
+  assert.equal(await store.consume('k', d, 2), 2)
+  assert.equal(await store.peek('k', d), 2)
+  assert.equal(await client.call('CLIENT', 'INFO').then((info) => /db=0/.test(info)), true)
+  assert.deepEqual(await client.call('XREAD', 'COUNT', 1, 'STREAMS', 'none', '0'), null)
+})
+
 test('an unreachable server: calls reject with a connection error within a few seconds', { skip }, async () => {
   const port = await freePort()
   const url = `redis://user:secret@127.0.0.1:${port}`

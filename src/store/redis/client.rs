@@ -11,9 +11,49 @@ fn retry_of(args: &[String]) -> Retry {
   }
 }
 
+/// Whether `args` would change the state of the shared connection, or hold it, for every
+/// other call on it: another database, a transaction, a subscription, replies switched
+/// off, a blocking wait.
+fn holds_the_connection(args: &[String]) -> bool {
+  let word = |i: usize| args.get(i).map(|w| w.to_ascii_uppercase());
+  let Some(name) = word(0) else {
+    return false;
+  };
+  let blocking = [
+    "BLPOP",
+    "BRPOP",
+    "BRPOPLPUSH",
+    "BLMOVE",
+    "BLMPOP",
+    "BZPOPMIN",
+    "BZPOPMAX",
+  ];
+  let stateful = [
+    "SELECT", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "MONITOR", "HELLO",
+  ];
+  let subscribe = name.ends_with("SUBSCRIBE");
+  let client = name == "CLIENT" && matches!(word(1).as_deref(), Some("REPLY" | "TRACKING"));
+  let xread = name.starts_with("XREAD") && args.iter().any(|a| a.eq_ignore_ascii_case("BLOCK"));
+  let waits = matches!(name.as_str(), "WAIT" | "WAITAOF" | "BZMPOP" | "AUTH");
+  blocking.contains(&name.as_str())
+    || stateful.contains(&name.as_str())
+    || subscribe
+    || client
+    || xread
+    || waits
+}
+
 /// Sends one command (`args[0]` is its name) within the timeout and answers its reply as
 /// JSON. Reads are retried after a dropped connection; everything else only when refused.
+/// A command that would change or hold the shared connection is refused.
 pub async fn client_command(backend: &RedisBackend, args: &[String]) -> Result<serde_json::Value> {
+  if holds_the_connection(args) {
+    let message = format!(
+      "{} would change or hold the connection every quota call shares; use a Redis client of your own",
+      args[0]
+    );
+    return Err(crate::error::QuotaError::range_error("args[0]", message));
+  }
   backend.command(args, retry_of(args)).await.map(reply_json)
 }
 
