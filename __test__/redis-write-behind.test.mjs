@@ -112,6 +112,21 @@ test('QUOTA_RECORD_FLUSH_MS=0: one script per record, written before it resolves
   }
 })
 
+test('QUOTA_RECORD_FLUSH_MS=0 and a key that is not a number: the record writes none of its dimensions', { skip }, async () => {
+  const { id, connection } = hostPool('wb-nan', 1e6)
+  await plain.set(bucket('wb-nan', id, 'tokens'), 'not-a-number')
+  process.env.QUOTA_RECORD_FLUSH_MS = '0'
+  warnings.length = 0
+  try {
+    await recordConsumption({ apiKeyId: 'wb-nan', connectionId: connection, provider: 'wb', cost: { tokens: 10 } })
+    assert.equal(await plain.get(bucket('wb-nan', id, 'requests')), null, 'nothing written, not half')
+    assert.equal(await plain.get(bucket('wb-nan', id, 'tokens')), 'not-a-number')
+    assert.ok(warnings.some((w) => /holds another type or not a finite number/.test(`${w.error}`)), JSON.stringify(warnings))
+  } finally {
+    process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  }
+})
+
 test('a failed flush keeps the records, says so once, and sends them when Redis is back', { skip }, async () => {
   const { id, connection } = hostPool('wb-d', 1e6)
   warnings.length = 0
