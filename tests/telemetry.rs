@@ -47,14 +47,17 @@ fn one_warning_per_fault_then_a_recovery() {
   let faults = Faults::default();
   faults.succeeded(&logs, Operation::Record);
   assert!(logs.take().is_none());
-  for _ in 0..3 {
+  let fail = || {
     faults.failed(
       &logs,
       Operation::Record,
       "recording failed",
       "locked",
       vec![],
-    );
+    )
+  };
+  for _ in 0..3 {
+    fail();
   }
   let warned = logs.take().unwrap();
   assert_eq!(warned.len(), 1);
@@ -66,13 +69,7 @@ fn one_warning_per_fault_then_a_recovery() {
     recovered[0].fields[0],
     ("failedCalls", LogValue::Number(3.0))
   );
-  faults.failed(
-    &logs,
-    Operation::Record,
-    "recording failed",
-    "locked",
-    vec![],
-  );
+  fail();
   assert_eq!(logs.take().unwrap().len(), 1, "re-armed");
 }
 

@@ -31,13 +31,14 @@ impl ScriptName {
     // In the order of the variants, which index it.
     static SCRIPTS: LazyLock<[Script; 6]> = LazyLock::new(|| {
       let groups = include_str!("lua/groups.lua");
+      let checks = include_str!("lua/checks.lua");
       [
-        Script::new(include_str!("lua/write.lua")),
+        Script::new(&format!("{checks}{}", include_str!("lua/write.lua"))),
         Script::new(&format!("{groups}{}", include_str!("lua/read.lua"))),
         Script::new(&format!("{groups}{}", include_str!("lua/reserve.lua"))),
         Script::new(include_str!("lua/settle.lua")),
         Script::new(include_str!("lua/clear.lua")),
-        Script::new(include_str!("lua/flush.lua")),
+        Script::new(&format!("{checks}{}", include_str!("lua/flush.lua"))),
       ]
     });
     &SCRIPTS[self as usize]

@@ -6,19 +6,9 @@
 -- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id.
 -- Returns the indices (0-based, as strings) of the counters it skipped because a key of
 -- theirs holds something INCRBYFLOAT or SADD would refuse: Redis does not undo a script
--- that fails half-way, so every key is checked before anything is written, and the others
+-- that fails half-way, so every key is checked (checks.lua) before anything is written, and the others
 -- are added once (a failed flush is sent again).
 local cap = 1e15
-local function holds(key, wanted)
-  local kind = redis.call('TYPE', key).ok
-  if kind == 'none' then return true end
-  if kind ~= wanted then return false end
-  if wanted == 'set' then return true end
-  -- INCRBYFLOAT's own reading: a finite number, no surrounding space.
-  local text = redis.call('GET', key)
-  local n = tonumber(text)
-  return n ~= nil and n == n and n > -math.huge and n < math.huge and not text:find('^%s') and not text:find('%s$')
-end
 local skipped = {}
 local ok = {}
 for w = 0, #KEYS / 3 - 1 do

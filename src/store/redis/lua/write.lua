@@ -10,18 +10,8 @@
 -- A bucket saturates at 1e15 (COUNTER_MAX, docs/reliability.md): INCRBYFLOAT would refuse
 -- an infinite result and fail the script half-way; the cap is SET instead.
 local cap = 1e15
--- Redis does not undo a script that fails half-way: every key is checked before anything is
--- written (as flush.lua does), and a key that INCRBYFLOAT, SADD or GET would refuse fails
--- the whole write, naming it.
-local function holds(key, wanted)
-  local kind = redis.call('TYPE', key).ok
-  if kind == 'none' then return true end
-  if kind ~= wanted then return false end
-  if wanted == 'set' then return true end
-  local text = redis.call('GET', key)
-  local n = tonumber(text)
-  return n ~= nil and n == n and n > -math.huge and n < math.huge and not text:find('^%s') and not text:find('%s$')
-end
+-- Every key is checked before anything is written (checks.lua): a key that INCRBYFLOAT,
+-- SADD or GET would refuse fails the whole write, naming it.
 for i, key in ipairs(KEYS) do
   if not holds(key, i % 4 == 2 and 'set' or 'string') then
     return redis.error_reply('quota key ' .. key .. ' holds another type or not a finite number')

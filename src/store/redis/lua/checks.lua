@@ -1,0 +1,13 @@
+-- Prepended to write.lua and flush.lua. Redis does not undo a script that fails half-way,
+-- so a script that writes counters checks every key first: `holds(key, 'string')` when the
+-- key is absent or holds what INCRBYFLOAT accepts (a finite number, no surrounding space),
+-- `holds(key, 'set')` when it is absent or a set.
+local function holds(key, wanted)
+  local kind = redis.call('TYPE', key).ok
+  if kind == 'none' then return true end
+  if kind ~= wanted then return false end
+  if wanted == 'set' then return true end
+  local text = redis.call('GET', key)
+  local n = tonumber(text)
+  return n ~= nil and n == n and n > -math.huge and n < math.huge and not text:find('^%s') and not text:find('%s$')
+end
