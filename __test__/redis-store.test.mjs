@@ -186,7 +186,7 @@ test('getRedisClient: an ioredis-like client on the shared connection', { skip }
 
 test('getRedisClient refuses the commands that would change or hold the connection every quota call shares', { skip }, async () => {
   const client = await getRedisClient(server.url)
-  for (const words of [['SELECT', 1], ['multi'], ['EXEC'], ['WATCH', 'k'], ['SUBSCRIBE', 'ch'], ['psubscribe', 'c*'], ['CLIENT', 'REPLY', 'SKIP'], ['BLPOP', 'q', 0], ['BZPOPMIN', 'z', 0], ['XREAD', 'BLOCK', 0, 'STREAMS', 's', '$'], ['WAIT', 1, 0], ['MONITOR'], ['HELLO', 3], ['AUTH', 'x']]) {
+  for (const words of [['SELECT', 1], ['multi'], ['EXEC'], ['WATCH', 'k'], ['SUBSCRIBE', 'ch'], ['psubscribe', 'c*'], ['CLIENT', 'REPLY', 'SKIP'], ['BLPOP', 'q', 0], ['BZPOPMIN', 'z', 0], ['XREAD', 'BLOCK', 0, 'STREAMS', 's', '$'], ['WAIT', 1, 0], ['MONITOR'], ['HELLO', 3], ['AUTH', 'x'], ['RESET'], ['QUIT'], ['WAITAOF', 1, 0, 0], ['BZMPOP', 0, 1, 'z', 'MIN']]) {
     await assert.rejects(client.call(...words), (e) => e instanceof RangeError && e.code === 'ERR_QUOTA_INVALID_ARG' && /^args\[0\]: /.test(e.message), words.join(' '))
   }
   // Nothing reached the connection: counters still land where every replica reads them.

@@ -11,36 +11,44 @@ fn retry_of(args: &[String]) -> Retry {
   }
 }
 
-/// Whether `args` would change the state of the shared connection, or hold it, for every
-/// other call on it: another database, a transaction, a subscription, replies switched
-/// off, a blocking wait.
+/// The commands that change the state of the connection they are sent on (its database,
+/// a transaction, its user, its replies) or hold it (a blocking wait).
+const REFUSED: [&str; 21] = [
+  "SELECT",
+  "MULTI",
+  "EXEC",
+  "DISCARD",
+  "WATCH",
+  "UNWATCH",
+  "MONITOR",
+  "HELLO",
+  "AUTH",
+  "RESET",
+  "QUIT",
+  "BLPOP",
+  "BRPOP",
+  "BRPOPLPUSH",
+  "BLMOVE",
+  "BLMPOP",
+  "BZPOPMIN",
+  "BZPOPMAX",
+  "BZMPOP",
+  "WAIT",
+  "WAITAOF",
+];
+
+/// Whether `args` would change or hold the shared connection for every other call on it:
+/// the [`REFUSED`] commands, the `SUBSCRIBE` family, `CLIENT REPLY`/`TRACKING` and `XREAD …
+/// BLOCK`.
 fn holds_the_connection(args: &[String]) -> bool {
   let word = |i: usize| args.get(i).map(|w| w.to_ascii_uppercase());
   let Some(name) = word(0) else {
     return false;
   };
-  let blocking = [
-    "BLPOP",
-    "BRPOP",
-    "BRPOPLPUSH",
-    "BLMOVE",
-    "BLMPOP",
-    "BZPOPMIN",
-    "BZPOPMAX",
-  ];
-  let stateful = [
-    "SELECT", "MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "MONITOR", "HELLO",
-  ];
-  let subscribe = name.ends_with("SUBSCRIBE");
-  let client = name == "CLIENT" && matches!(word(1).as_deref(), Some("REPLY" | "TRACKING"));
-  let xread = name.starts_with("XREAD") && args.iter().any(|a| a.eq_ignore_ascii_case("BLOCK"));
-  let waits = matches!(name.as_str(), "WAIT" | "WAITAOF" | "BZMPOP" | "AUTH");
-  blocking.contains(&name.as_str())
-    || stateful.contains(&name.as_str())
-    || subscribe
-    || client
-    || xread
-    || waits
+  REFUSED.contains(&name.as_str())
+    || name.ends_with("SUBSCRIBE")
+    || (name == "CLIENT" && matches!(word(1).as_deref(), Some("REPLY" | "TRACKING")))
+    || (name.starts_with("XREAD") && args.iter().any(|a| a.eq_ignore_ascii_case("BLOCK")))
 }
 
 /// Sends one command (`args[0]` is its name) within the timeout and answers its reply as
