@@ -410,23 +410,16 @@ impl Database {
     brief: bool,
   ) -> Result<Option<SweepReport>> {
     let cutoff = retention_cutoff(retention_days, now_ms)?;
-    let step = |f: &dyn Fn(&SqliteDb) -> Result<usize>| {
-      let mut tries = 1;
-      loop {
-        match self.on_open(|db| if brief { db.briefly(|db| f(db)) } else { f(db) }) {
-          Err(_) if brief && tries < SWEEP_TRIES => std::thread::sleep(Duration::from_secs(1)),
-          outcome => return outcome,
-        }
-        tries += 1;
-      }
-    };
     let mut report = SweepReport::default();
     // Reserve admission's reservations past their expiry (docs/admission.md).
-    if step(&|db| db.gc_reservations(now_ms))?.is_none() {
+    if self
+      .sweep_step(brief, |db| db.gc_reservations(now_ms))?
+      .is_none()
+    {
       return Ok(None);
     }
     loop {
-      let Some(deleted) = step(&|db| db.gc_chunk(cutoff, GC_CHUNK))? else {
+      let Some(deleted) = self.sweep_step(brief, |db| db.gc_chunk(cutoff, GC_CHUNK))? else {
         return Ok(None);
       };
       report.deleted += deleted;
@@ -434,19 +427,34 @@ impl Database {
         break;
       }
     }
-    let cursor = std::cell::RefCell::new(None::<TotalsCursor>);
-    let reconcile = |db: &SqliteDb| {
-      let (fixed, next) = db.reconcile_totals_batch(cursor.borrow().as_ref(), RECONCILE_BATCH)?;
-      *cursor.borrow_mut() = next;
-      Ok(fixed)
-    };
-    while let Some(fixed) = step(&reconcile)? {
+    let mut cursor: Option<TotalsCursor> = None;
+    loop {
+      let batch = self.sweep_step(brief, |db| {
+        db.reconcile_totals_batch(cursor.as_ref(), RECONCILE_BATCH)
+      })?;
+      let Some((fixed, next)) = batch else {
+        break;
+      };
       report.totals_fixed += fixed;
-      if cursor.borrow().is_none() {
+      cursor = next;
+      if cursor.is_none() {
         break;
       }
     }
     Ok(Some(report))
+  }
+
+  /// One step of the sweep on the open connection; `brief`: with a short wait for the
+  /// write lock, tried again a second later up to [`SWEEP_TRIES`] times.
+  fn sweep_step<T>(&self, brief: bool, f: impl Fn(&SqliteDb) -> Result<T>) -> Result<Option<T>> {
+    let mut tries = 1;
+    loop {
+      match self.on_open(|db| if brief { db.briefly(&f) } else { f(db) }) {
+        Err(_) if brief && tries < SWEEP_TRIES => std::thread::sleep(Duration::from_secs(1)),
+        outcome => return outcome,
+      }
+      tries += 1;
+    }
   }
 
   /// `f` on the open connection, buffered records committed first; `Ok(None)` when closed.

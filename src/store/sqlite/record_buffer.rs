@@ -404,9 +404,10 @@ impl SqliteDb {
       let since = pending.since.take();
       (pending.counters.drain().map(|(_, e)| e).collect(), since)
     };
-    match automatic {
-      true => self.briefly(|db| db.commit_entries(entries, since, automatic)),
-      false => self.commit_entries(entries, since, automatic),
+    if automatic {
+      self.briefly(|db| db.commit_entries(entries, since, automatic))
+    } else {
+      self.commit_entries(entries, since, automatic)
     }
   }
 
