@@ -35,8 +35,11 @@ impl ScriptName {
       [
         Script::new(&format!("{checks}{}", include_str!("lua/write.lua"))),
         Script::new(&format!("{groups}{}", include_str!("lua/read.lua"))),
-        Script::new(&format!("{groups}{}", include_str!("lua/reserve.lua"))),
-        Script::new(include_str!("lua/settle.lua")),
+        Script::new(&format!(
+          "{checks}{groups}{}",
+          include_str!("lua/reserve.lua")
+        )),
+        Script::new(&format!("{checks}{}", include_str!("lua/settle.lua"))),
         Script::new(include_str!("lua/clear.lua")),
         Script::new(&format!("{checks}{}", include_str!("lua/flush.lua"))),
       ]

@@ -1,7 +1,7 @@
--- Prepended to write.lua and flush.lua. Redis does not undo a script that fails half-way,
--- so a script that writes counters checks every key first: `holds(key, 'string')` when the
--- key is absent or holds what INCRBYFLOAT accepts (a finite number, no surrounding space),
--- `holds(key, 'set')` when it is absent or a set.
+-- Prepended to the scripts that write counters (write, flush, reserve, settle). Redis does
+-- not undo a script that fails half-way, so each checks every key first: `holds(key,
+-- 'string')` when the key is absent or holds what INCRBYFLOAT accepts (a finite number, no
+-- surrounding space), `holds(key, 'set')` when it is absent or a set.
 local function holds(key, wanted)
   local kind = redis.call('TYPE', key).ok
   if kind == 'none' then return true end

@@ -36,6 +36,12 @@ if blocked == 0 then
   local w = s + 2
   local id = ARGV[w]
   local first = #KEYS - kept - 3 * ((#ARGV - w) / 2)
+  -- Every key is checked before anything is written (checks.lua).
+  for k = first + 1, #KEYS - kept do
+    if not holds(KEYS[k], (k - first) % 3 == 2 and 'set' or 'string') then
+      return redis.error_reply('ERR quota key ' .. KEYS[k] .. ' holds another type or not a finite number')
+    end
+  end
   for k = 0, (#ARGV - w) / 2 - 1 do
     local bucket, members, total = KEYS[first + 1 + 3 * k], KEYS[first + 2 + 3 * k], KEYS[first + 3 + 3 * k]
     local ttl = ARGV[w + 2 + 2 * k]

@@ -10,6 +10,12 @@
 -- decimal string), the TTL (s).
 -- A bucket keeps its TTL; one without (created here, or floored by SET) gets the TTL.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return { '0' } end
+-- Every key is checked before anything is written (checks.lua).
+for k = 2, #KEYS do
+  if not holds(KEYS[k], k % 3 == 0 and 'set' or 'string') then
+    return redis.error_reply('ERR quota key ' .. KEYS[k] .. ' holds another type or not a finite number')
+  end
+end
 redis.call('DEL', KEYS[1])
 for d = 0, (#KEYS - 1) / 3 - 1 do
   local bucket, members, total = KEYS[3 * d + 2], KEYS[3 * d + 3], KEYS[3 * d + 4]

@@ -14,7 +14,7 @@ local cap = 1e15
 -- SADD or GET would refuse fails the whole write, naming it.
 for i, key in ipairs(KEYS) do
   if not holds(key, i % 4 == 2 and 'set' or 'string') then
-    return redis.error_reply('quota key ' .. key .. ' holds another type or not a finite number')
+    return redis.error_reply('ERR quota key ' .. key .. ' holds another type or not a finite number')
   end
 end
 local out = {}
