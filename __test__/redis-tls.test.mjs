@@ -100,6 +100,21 @@ test('without the CA the server is not trusted: the call rejects, naming the URL
   assert.equal(await plain.exists('omniroute:quota:k:tls-untrusted:requests:hourly:' + Math.floor(Date.now() / 3_600_000)), 0)
 })
 
+test('rediss:// to a server that does not speak TLS: the error says the URL asks for TLS', { skip }, async () => {
+  process.env.QUOTA_STORE_REDIS_TIMEOUT_MS = '500'
+  try {
+    const store = new RedisQuotaStore(tlsUrl(server.port))
+    await assert.rejects(store.consume('k', dim('tls-to-plain'), 1), (err) => {
+      assert.equal(err.code, 'ERR_QUOTA_REDIS_UNAVAILABLE', err.message)
+      assert.match(err.message, /rediss:\/\/ URL: does the server speak TLS on this port\?/)
+      assert.ok(!err.message.includes(PASSWORD))
+      return true
+    })
+  } finally {
+    process.env.QUOTA_STORE_REDIS_TIMEOUT_MS = '10000'
+  }
+})
+
 test('a CA file that cannot be read fails the connection with a message naming the setting', { skip }, async () => {
   process.env.QUOTA_STORE_REDIS_CA_FILE = path.join(certs.dir, 'missing.pem')
   const store = new RedisQuotaStore(tlsUrl(server.tlsPort))

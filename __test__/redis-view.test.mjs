@@ -3,9 +3,9 @@
 // is decided without a round trip; a change by another client (the server's RESP3
 // invalidation), a disconnect of the tracking connection and the bound each send the next
 // decision back to the read script; reserve mode never uses the view; a server that
-// refuses tracking gives no view and one warning. Redis commands are counted with
-// INFO commandstats; the staleness bound is shown with the native crossing's nowMs
-// (injected time), never with a timer.
+// refuses tracking gives no view and one warning, a server error that may pass is
+// retried. Redis commands are counted with INFO commandstats; the staleness bound is shown
+// with the native crossing's nowMs (injected time), never with a timer.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createRequire } from 'node:module'
@@ -260,35 +260,78 @@ test('peek in reserve mode, or with QUOTA_STORE_REDIS_VIEW_MS=0, reads Redis eve
   }
 })
 
-test('a server that refuses client tracking: no view, one warning, enforce still reads', { skip }, async () => {
-  // CLIENT renamed away: HELLO 3 works, CLIENT TRACKING does not (as on a proxy that
-  // does not pass it; Redis < 6 refuses HELLO itself).
-  const refusing = await startRedis({ args: ['--rename-command', 'CLIENT', ''] })
-  const probe = new Redis(refusing.url, { maxRetriesPerRequest: 1 })
+// CLIENT renamed away: HELLO 3 works, CLIENT TRACKING is an unknown command (as on a proxy
+// that does not pass it; Redis < 6 refuses HELLO itself). An ACL without CLIENT: NOPERM.
+for (const [how, args, setup] of [
+  ['CLIENT renamed away', ['--rename-command', 'CLIENT', ''], async () => {}],
+  ['an ACL without CLIENT', [], (probe) => probe.call('ACL', 'SETUSER', 'default', '-client')],
+]) {
+  test(`a server that refuses client tracking (${how}): no view, one warning, enforce still reads`, { skip }, async () => {
+    const refusing = await startRedis({ args })
+    const probe = new Redis(refusing.url, { maxRetriesPerRequest: 1 })
+    try {
+      await setup(probe)
+      process.env.QUOTA_STORE_REDIS_URL = refusing.url
+      resetQuotaStoreSingleton()
+      assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+      await clearOfTheHour()
+      const { request } = hostPool('v-refused', 10)
+      warnings.length = 0
+      const hits = metric('quota_engine_redis_view_hits_total')
+      await until(async () => {
+        assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+        return warnings.some((w) => /refused client tracking/.test(w.msg))
+      }, 'the warning')
+      const before = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
+      for (let i = 0; i < 5; i++) assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+      const after = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
+      assert.equal(after - before, 5, 'every enforce read')
+      assert.equal(metric('quota_engine_redis_view_hits_total'), hits)
+      assert.equal(warnings.filter((w) => /refused client tracking/.test(w.msg)).length, 1, 'one warning')
+    } finally {
+      probe.disconnect()
+      process.env.QUOTA_STORE_REDIS_URL = server.url
+      resetQuotaStoreSingleton()
+      await getQuotaStore()
+      await refusing.stop()
+    }
+  })
+}
+
+test('a server error that may pass (NOAUTH while a password is set) keeps the view off only until it passes', { skip }, async () => {
+  const server2 = await startRedis()
+  const probe = new Redis(server2.url, { maxRetriesPerRequest: 1 })
   try {
-    process.env.QUOTA_STORE_REDIS_URL = refusing.url
+    process.env.QUOTA_STORE_REDIS_URL = server2.url
     resetQuotaStoreSingleton()
-    assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+    const store = await getQuotaStore()
+    assert.ok(store instanceof RedisQuotaStore)
     await clearOfTheHour()
-    const { request } = hostPool('v-refused', 10)
+    const { id, request } = hostPool('v-noauth', 10)
+    // The command connection is made first (a write does not start the view); connections
+    // already authenticated stay so when a password is set.
+    assert.equal(await store.consume('v-noauth', { poolId: id, unit: 'requests', window: 'hourly' }, 1), 1)
+    const tracking = metric('quota_engine_redis_view_tracking') // the suite server's view
+    await probe.config('SET', 'requirepass', 'set-meanwhile')
     warnings.length = 0
-    const hits = metric('quota_engine_redis_view_hits_total')
+    const misses = metric('quota_engine_redis_view_misses_total')
     await until(async () => {
       assert.equal((await enforceQuotaShare(request)).kind, 'allow')
-      return warnings.some((w) => /refused client tracking/.test(w.msg))
-    }, 'the warning')
-    const before = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
-    for (let i = 0; i < 5; i++) assert.equal((await enforceQuotaShare(request)).kind, 'allow')
-    const after = Number((await probe.info('commandstats')).match(/cmdstat_evalsha:calls=(\d+)/)[1])
-    assert.equal(after - before, 5, 'every enforce read')
-    assert.equal(metric('quota_engine_redis_view_hits_total'), hits)
-    assert.equal(warnings.filter((w) => /refused client tracking/.test(w.msg)).length, 1, 'one warning')
+      return metric('quota_engine_redis_view_misses_total') - misses >= 3
+    }, 'enforces that read')
+    // The tracking connection met NOAUTH: the view is off, not given up.
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    assert.equal(metric('quota_engine_redis_view_tracking'), tracking)
+    await probe.config('SET', 'requirepass', '')
+    await warm(request)
+    assert.equal(metric('quota_engine_redis_view_tracking'), tracking + 1)
+    assert.deepEqual(warnings.filter((w) => /client tracking/.test(w.msg)), [])
   } finally {
     probe.disconnect()
     process.env.QUOTA_STORE_REDIS_URL = server.url
     resetQuotaStoreSingleton()
     await getQuotaStore()
-    await refusing.stop()
+    await server2.stop()
   }
 })
 

@@ -1,8 +1,8 @@
 //! When the hot path may use the Redis counter view (docs/redis.md#the-counter-view), the
 //! reads that fill it, and the task that keeps its tracking connection: subscribed at the
 //! first default-mode enforce on a URL, reconnected after a drop (the view is empty and
-//! unused meanwhile), given up — with one warning — when the server refuses RESP3 or
-//! tracking, ended when the backend is forgotten.
+//! unused meanwhile, also after a server error that may pass), given up — with one
+//! warning — when the server has no RESP3 or tracking, ended when the backend is forgotten.
 
 use super::config::{AdmissionMode, REDIS_VIEW_MS};
 use super::{Engine, Step};
@@ -154,13 +154,13 @@ impl Engine {
           view.set_up(false);
           self.logs.warn(
             "quota:store",
-            "Redis refused client tracking (RESP3 and CLIENT TRACKING need Redis 6 or later); enforce reads its counters on every call",
+            "Redis refused client tracking (RESP3 and CLIENT TRACKING need Redis 6 or later, and an ACL that allows CLIENT); enforce reads its counters on every call",
             Some(error),
           );
           return;
         }
-        Err(TrackingError::Unreachable) => {
-          // The command connection reports the outage; the view stays off meanwhile.
+        Err(TrackingError::NotNow) => {
+          // The command connection reports an outage; the view stays off meanwhile.
         }
       }
       tokio::time::sleep(retry).await;

@@ -394,8 +394,13 @@ impl RedisBackend {
     tokio::time::timeout(self.timeout(), operation)
       .await
       .unwrap_or_else(|_| {
+        // A plaintext server takes a TLS handshake for a command that never ends.
+        let tls = match self.target.tls {
+          true => "; a rediss:// URL: does the server speak TLS on this port?",
+          false => "",
+        };
         Err(QuotaError::Unavailable(format!(
-          "Redis at {} did not answer within {} ms (connection down or server stalled)",
+          "Redis at {} did not answer within {} ms (connection down or server stalled{tls})",
           self.target.display,
           self.timeout().as_millis()
         )))

@@ -21,7 +21,7 @@ use super::keys::{BUCKET_PREFIX, TOTAL_PREFIX};
 use super::scripts::ReadBatch;
 use crate::core::enforce::Buckets;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, PushInfo, RedisError};
+use redis::{AsyncConnectionConfig, ErrorKind, PushInfo, RedisError, ServerErrorKind};
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -265,18 +265,29 @@ impl CounterView {
 /// Why a tracking connection could not be had.
 #[derive(Debug)]
 pub enum TrackingError {
-  /// The server answered and refused (no `HELLO 3` or no `CLIENT TRACKING`: Redis < 6,
-  /// or a proxy that does not pass them): there will be no view on this URL.
+  /// The server has no such feature (no `HELLO 3` or no `CLIENT TRACKING`: Redis < 6, a
+  /// proxy that does not pass them, an ACL that forbids them): there will be no view on
+  /// this URL.
   Refused(String),
-  /// The server could not be reached: try again later.
-  Unreachable,
+  /// Not now: the server could not be reached, or answered with an error that may pass (a
+  /// password being changed, a dataset loading, a failover): try again later.
+  NotNow,
 }
 
 impl From<RedisError> for TrackingError {
   fn from(err: RedisError) -> Self {
-    match is_connection_failure(&err) {
-      true => TrackingError::Unreachable,
-      false => TrackingError::Refused(err.to_string()),
+    let unknown = || {
+      let detail = err.detail().unwrap_or_default().to_ascii_lowercase();
+      detail.contains("unknown command") || detail.contains("unknown subcommand")
+    };
+    let refused = match err.kind() {
+      ErrorKind::RESP3NotSupported | ErrorKind::Server(ServerErrorKind::NoPerm) => true,
+      ErrorKind::Server(ServerErrorKind::ResponseError) => unknown(),
+      _ => err.code() == Some("NOPROTO"),
+    };
+    match refused && !is_connection_failure(&err) {
+      true => TrackingError::Refused(err.to_string()),
+      false => TrackingError::NotNow,
     }
   }
 }
@@ -308,7 +319,7 @@ pub async fn subscribe(
   };
   tokio::time::timeout(backend.timeout() * 2, work)
     .await
-    .unwrap_or(Err(TrackingError::Unreachable))
+    .unwrap_or(Err(TrackingError::NotNow))
 }
 
 #[cfg(test)]
