@@ -236,7 +236,7 @@ test('closeQuotaDb() waits out the busy timeout to commit the buffer; what it mu
   await holder.released()
 })
 
-test('a process that exits while another holds the write lock says its buffered records could not be committed', async () => {
+test('a process that exits while another holds the write lock says its buffered records could not be committed, and nothing about retrying', async () => {
   const { dataDir, dbPath } = freshDb()
   const p = poolWithPlan('exit-locked', 1e9)
   closeQuotaDb() // the child opens the file through DATA_DIR
@@ -257,6 +257,8 @@ test('a process that exits while another holds the write lock says its buffered 
   // The engine's own records of the exit reach the logger too: the close that drops them.
   const dropped = lines.filter((l) => /closing the database dropped 1 buffered quota counters/.test(l.msg))
   assert.equal(dropped.length, 1, stderr)
+  // Nothing is retried after an exit, and no line says it is.
+  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], stderr)
   await holder.released()
 })
 

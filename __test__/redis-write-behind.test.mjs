@@ -253,3 +253,36 @@ test('what is buffered reaches Redis when the process exits', { skip }, async ()
   assert.equal(code, 0, err)
   assert.equal(await plain.get(bucket('wb-e', id, 'requests')), '7')
 })
+
+test('a process that exits while Redis stalls says once what it could not send, and nothing about retrying', { skip }, async () => {
+  const { id, connection } = hostPool('wb-x', 1e6)
+  const child = `
+    const { installHost } = require('@omniroute/quota-engine/compat/host')
+    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
+    const Redis = require('ioredis')
+    installHost({ dbPath: ${JSON.stringify(dbPath)} })
+    getQuotaStore().then(async () => {
+      for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'wb-x', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+      const pauser = new Redis(${JSON.stringify(server.url)})
+      await pauser.call('CLIENT', 'PAUSE', '3000', 'ALL')
+      pauser.disconnect()
+      process.exit(0)
+    })`
+  const started = Date.now()
+  const env = { ...process.env, QUOTA_STORE_REDIS_TIMEOUT_MS: '300' }
+  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let err = ''
+  proc.stderr.on('data', (d) => (err += d))
+  const code = await new Promise((resolve) => proc.on('exit', resolve))
+  assert.equal(code, 0, err)
+  const lines = err.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const lost = lines.filter((l) => l.msg === 'buffered quota records could not be committed at exit')
+  assert.equal(lost.length, 1, err)
+  assert.equal(lost[0].buffered, 1, 'the requests counter (the records had no tokens)')
+  assert.match(lost[0].error, /Redis/)
+  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], err)
+  // The pause ends; nothing of the child's reached Redis.
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, 3100 - (Date.now() - started))))
+  assert.equal(await plain.get(bucket('wb-x', id, 'requests')), null)
+})

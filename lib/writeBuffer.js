@@ -28,6 +28,8 @@ const flush = { timer: null, signals: false, failing: false }
 const SIGNALS = ['SIGTERM', 'SIGINT', 'SIGHUP']
 
 process.on('exit', () => {
+  // The process is leaving: a failed commit is said below, not logged as a fault to retry.
+  if (isMainThread) native.__exiting()
   const buffered = native.pendingQuotaWrites()
   const error = buffered === 0 ? null : native.flushQuotaWrites()
   // Said every time, not once per fault: the process is leaving with these records.
@@ -48,7 +50,8 @@ function closeAtExit() {
   try {
     // A record made after this (a later exit listener, a worker still running) reopens the
     // file: its thread's teardown then closes it again, so no WAL is left at rest.
-    native.__closeQuotaDbAtExit()
+    native.__exiting()
+    native.closeQuotaDb()
   } catch {
     // Leaving anyway; what could not be committed was said above.
   }

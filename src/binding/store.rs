@@ -190,12 +190,13 @@ pub fn close_quota_db(env: Env) -> napi::Result<()> {
   or_throw(&env, engine().close_db())
 }
 
-/// The exit's `closeQuotaDb()`: a later record reopens the file; its teardown closes it.
-#[napi(catch_unwind, js_name = "__closeQuotaDbAtExit", skip_typescript)]
-pub fn close_quota_db_at_exit(env: Env) -> napi::Result<()> {
+/// The process is exiting (its main thread's `exit` event): a failed commit is no longer
+/// retried, so it is not logged as a fault (the exit handler says what is left), and a
+/// record after the exit's close is committed and closed at its thread's teardown.
+#[napi(catch_unwind, js_name = "__exiting", skip_typescript)]
+pub fn exiting() {
   let exiting = &engine().database.exiting;
   exiting.store(true, std::sync::atomic::Ordering::Release);
-  close_quota_db(env)
 }
 
 /// Sends one command (`args[0]` its name) within the timeout; resolves to the reply. Server

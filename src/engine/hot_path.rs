@@ -404,6 +404,10 @@ impl Engine {
       .map(|e| e.to_string());
     self.report_file_changes();
     match &error {
+      // At exit there is no retry: the exit handler says what is left.
+      Some(_) if self.database.exiting.load(Ordering::Acquire) => {
+        self.metrics.store_error(Operation::Record)
+      }
       Some(message) => {
         self.metrics.store_error(Operation::Record);
         let buffered = self.pending_writes();

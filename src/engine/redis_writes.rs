@@ -13,6 +13,7 @@ use crate::error::Result;
 use crate::store::redis::write_buffer::WriteBuffer;
 use crate::store::redis::{counters, ReadBatch, Retry};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -185,8 +186,9 @@ impl Engine {
     self.logs.push("warn", "quota:enforce", msg, fields);
   }
 
-  /// A failed flush: its counters are kept for the next one (a fault, logged once) —
-  /// unless the buffer would then hold more than [`MAX_BUFFERED`]: dropped, said every time.
+  /// A failed flush: its counters are kept for the next one (a fault, logged once; at
+  /// exit there is none, and the exit handler says what is left) — unless the buffer would
+  /// then hold more than [`MAX_BUFFERED`]: dropped, said every time.
   fn redis_flush_failed(&self, url: &str, id: u64, message: &str) {
     self.metrics.store_error(Operation::Record);
     let (kept, count, buffered) = {
@@ -197,7 +199,7 @@ impl Engine {
       let (kept, count) = buffer.failed(id, MAX_BUFFERED);
       (kept, count, buffer.len())
     };
-    if kept {
+    if kept && !self.database.exiting.load(Ordering::Acquire) {
       self.faults.failed(
         &self.logs,
         Operation::Flush,
