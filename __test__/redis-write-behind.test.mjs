@@ -112,52 +112,63 @@ test('QUOTA_RECORD_FLUSH_MS=0: one script per record, written before it resolves
   }
 })
 
-test('QUOTA_RECORD_FLUSH_MS=0 and a key that is not a number: the record writes none of its dimensions', { skip }, async () => {
-  const { id, connection } = hostPool('wb-nan', 1e6)
-  await plain.set(bucket('wb-nan', id, 'tokens'), 'not-a-number')
-  process.env.QUOTA_RECORD_FLUSH_MS = '0'
-  warnings.length = 0
-  try {
-    await recordConsumption({ apiKeyId: 'wb-nan', connectionId: connection, provider: 'wb', cost: { tokens: 10 } })
-    assert.equal(await plain.get(bucket('wb-nan', id, 'requests')), null, 'nothing written, not half')
-    assert.equal(await plain.get(bucket('wb-nan', id, 'tokens')), 'not-a-number')
-    assert.ok(warnings.some((w) => /holds another type or not a finite number/.test(`${w.error}`)), JSON.stringify(warnings))
-  } finally {
-    process.env.QUOTA_RECORD_FLUSH_MS = '60000'
-  }
-})
+// What Lua's tonumber reads as a number but INCRBYFLOAT refuses is not a number either: a
+// NUL (tonumber stops there) and 5,120 bytes or more.
+for (const [what, value] of [['not-a-number', 'not-a-number'], ['"1\\0"', '1\0'], ['a 6,003-byte number', `0.${'0'.repeat(6000)}1`]]) {
+  test(`QUOTA_RECORD_FLUSH_MS=0 and a key holding ${what}: the record writes none of its dimensions`, { skip }, async () => {
+    const { id, connection } = hostPool('wb-nan', 1e6)
+    const good = hostPool('wb-nan-good', 1e6)
+    await plain.set(bucket('wb-nan', id, 'tokens'), value)
+    process.env.QUOTA_RECORD_FLUSH_MS = '0'
+    try {
+      // A record that lands first: the fault below is a new one, so it is logged.
+      await recordConsumption({ apiKeyId: 'wb-nan-good', connectionId: good.connection, provider: 'wb', cost: { tokens: 10 } })
+      warnings.length = 0
+      await recordConsumption({ apiKeyId: 'wb-nan', connectionId: connection, provider: 'wb', cost: { tokens: 10 } })
+      assert.equal(await plain.get(bucket('wb-nan', id, 'requests')), null, 'nothing written, not half')
+      assert.equal(await plain.get(bucket('wb-nan', id, 'tokens')), value)
+      assert.ok(warnings.some((w) => /holds another type or not a finite number/.test(`${w.error}`)), JSON.stringify(warnings))
+    } finally {
+      process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+    }
+  })
+}
 
-test('reserve mode and a key that is not a number: neither the reservation nor its release writes half', { skip }, async () => {
-  const { id, connection } = hostPool('wb-rsv', 1e6)
-  const request = { apiKeyId: 'wb-rsv', connectionId: connection, provider: 'wb' }
+test('reserve mode and a key that is not a number: that counter is skipped and said, the others count', { skip }, async () => {
+  const { id, connection } = hostPool('wb-rsv', 3)
+  const request = { apiKeyId: 'wb-rsv', connectionId: connection, provider: 'wb', estimatedTokens: 100 }
   const requests = bucket('wb-rsv', id, 'requests')
   const tokens = bucket('wb-rsv', id, 'tokens')
   process.env.QUOTA_ADMISSION = 'reserve'
-  warnings.length = 0
+  const skippedOf = (what) => warnings.filter((w) => w.msg === `skipped 1 quota counters of a ${what}: a Redis key of theirs holds another type or not a number`)
   try {
-    // Redis does not undo a script that fails half-way: the requests counter came first.
-    await plain.set(tokens, 'not-a-number')
-    assert.equal((await enforceQuotaShare({ ...request, estimatedTokens: 100 })).reservation, undefined, 'fails open')
-    assert.equal(await plain.get(requests), null, 'the reservation wrote nothing')
-    assert.ok(warnings.some((w) => new RegExp(`quota key ${tokens} holds another type`).test(`${w.error}`)), JSON.stringify(warnings))
-
-    await plain.del(tokens)
-    const first = await enforceQuotaShare({ ...request, estimatedTokens: 100 })
-    const { reservation } = await enforceQuotaShare({ ...request, estimatedTokens: 100 })
-    assert.equal(await plain.get(requests), '2')
-    await releaseReservation(first.reservation) // a success: the next store fault is logged
-    assert.equal(await plain.get(requests), '1')
-    const held = await plain.get(tokens)
+    // Known saturation first: reserve mode's script decides from then on.
+    const first = await enforceQuotaShare(request)
+    if (first.reservation) await releaseReservation(first.reservation)
+    // Redis does not undo a script that fails half-way: the scripts check each counter's
+    // keys before writing it, skip the bad one and write the rest.
     await plain.set(tokens, 'not-a-number')
     warnings.length = 0
-    await releaseReservation(reservation)
-    assert.equal(await plain.get(requests), '1', 'the release wrote nothing')
-    assert.ok(warnings.some((w) => /releasing a quota reservation failed/.test(w.msg) && /holds another type/.test(`${w.error}`)), JSON.stringify(warnings))
-    // The reservation is still there to release once the key is a number again.
-    await plain.set(tokens, held)
-    await releaseReservation(reservation)
-    assert.equal(Number(await plain.get(requests)), 0)
-    assert.equal(Number(await plain.get(tokens)), 0)
+    const reservations = []
+    for (let i = 0; i < 3; i++) {
+      const decision = await enforceQuotaShare(request)
+      assert.equal(decision.kind, 'allow')
+      assert.ok(decision.reservation, 'reserved')
+      reservations.push(decision.reservation)
+    }
+    assert.equal(Number(await plain.get(requests)), 3, 'the requests counter counts')
+    assert.equal(await plain.get(tokens), 'not-a-number', 'left as it was')
+    assert.equal((await enforceQuotaShare(request)).kind, 'block', 'the limit of 3 requests holds')
+    assert.equal(skippedOf('reservation').length, 3, JSON.stringify(warnings))
+    assert.equal(skippedOf('reservation')[0].keys, tokens)
+
+    warnings.length = 0
+    await releaseReservation(reservations[0])
+    assert.equal(Number(await plain.get(requests)), 2, 'released once')
+    assert.equal(await plain.get(tokens), 'not-a-number')
+    assert.equal(skippedOf('settle').length, 1, JSON.stringify(warnings))
+    await releaseReservation(reservations[0])
+    assert.equal(Number(await plain.get(requests)), 2, 'not twice')
   } finally {
     delete process.env.QUOTA_ADMISSION
   }

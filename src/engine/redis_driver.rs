@@ -17,7 +17,7 @@ use crate::core::enforce::{
 use crate::error::Result;
 use crate::store::ids::new_reservation_id;
 use crate::store::redis::keys::base_pool_id;
-use crate::store::redis::{counters, PoolTotals, RedisBackend};
+use crate::store::redis::{counters, PoolTotals, RedisBackend, Reserved};
 use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::sync::Arc;
 
@@ -134,12 +134,20 @@ impl QuotaDriver for RedisDriver {
         let reserve = Step::later(async move {
           let checks = &compiled.checks;
           let read = counters::reserve(&backend, &batch, checks, reservation.as_ref(), now).await;
-          read.map(|(blocked, values)| {
-            let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
-            let reservation =
-              reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
-            (outcome, reservation.map(|r| r.token()))
-          })
+          read.map(
+            |Reserved {
+               blocked,
+               values,
+               skipped,
+             }| {
+              let skipped: Vec<&str> = skipped.iter().map(String::as_str).collect();
+              engine.redis_counters_skipped("skipped {} quota counters of a reservation", &skipped);
+              let outcome = reserved_outcome(&plan, &compiled, &ids.request(), blocked, &values);
+              let reservation =
+                reservation.filter(|_| matches!(outcome, EnforceOutcome::Allow { .. }));
+              (outcome, reservation.map(|r| r.token()))
+            },
+          )
         });
         engine.after_redis_flush(&url, reserve)
       }
@@ -178,10 +186,14 @@ impl QuotaDriver for RedisDriver {
   fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled> {
     let (token, api_key_id) = (settle.token.clone(), settle.api_key_id.clone());
     let deltas = settle.deltas();
-    later(
-      (self.backend(engine))
-        .map(|backend| counters::settle_reservation(backend, token, api_key_id, deltas)),
-    )
+    let settle = self.backend(engine).map(|backend| async move {
+      let settled = counters::settle_reservation(backend, token, api_key_id, deltas).await?;
+      Ok(settled.map(|skipped| {
+        let skipped: Vec<&str> = skipped.iter().map(String::as_str).collect();
+        engine.redis_counters_skipped("skipped {} quota counters of a settle", &skipped);
+      }))
+    });
+    later(settle)
   }
 
   fn consume(

@@ -168,19 +168,26 @@ impl Engine {
   /// The counters `flush.lua` skipped (their indices): a key of theirs holds a value of
   /// another type or not a number, which no retry would change. Dropped, said every time.
   fn redis_flush_skipped(&self, keys: &[String], skipped: &[Option<String>]) {
-    if skipped.is_empty() {
-      return;
-    }
     let buckets: Vec<&str> = (skipped.iter().flatten())
       .filter_map(|i| keys.get(3 * i.parse::<usize>().ok()?).map(String::as_str))
       .collect();
+    self.redis_counters_skipped("dropped {} buffered quota counters", &buckets);
+  }
+
+  /// Counters a script skipped, named by their buckets (`what`: how many, at `{}`): a key
+  /// of theirs holds another type or not a number. Said every time, as nothing repairs it.
+  pub(super) fn redis_counters_skipped(&self, what: &str, buckets: &[&str]) {
+    if buckets.is_empty() {
+      return;
+    }
     self.metrics.store_error(Operation::Record);
+    let count = buckets.len().to_string();
     let msg = format!(
-      "dropped {} buffered quota counters: a Redis key of theirs holds another type or not a number",
-      skipped.len()
+      "{}: a Redis key of theirs holds another type or not a number",
+      what.replacen("{}", &count, 1)
     );
     let fields = vec![
-      ("dropped", LogValue::Number(skipped.len() as f64)),
+      ("dropped", LogValue::Number(buckets.len() as f64)),
       ("keys", LogValue::Text(buckets.join(" "))),
     ];
     self.logs.push("warn", "quota:enforce", msg, fields);

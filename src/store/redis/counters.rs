@@ -5,6 +5,7 @@
 use super::connection::{RedisBackend, Retry};
 use super::scripts::{
   clear_call, parse_pairs, parse_reserve, reserve_call, settle_call, write_call, ReadBatch,
+  Reserved,
 };
 use crate::core::admission::{AdmissionCheck, BucketDelta, Reservation, ReservationToken};
 use crate::core::dimensions::{bucket_index, DimensionKey, PoolAllocation, QuotaUnit, QuotaWindow};
@@ -91,7 +92,7 @@ pub async fn reserve(
   checks: &[AdmissionCheck],
   reservation: Option<&Reservation>,
   now_ms: i64,
-) -> Result<(Option<usize>, Vec<Buckets>)> {
+) -> Result<Reserved> {
   let call = reserve_call(batch, checks, reservation, now_ms);
   let reply = backend.run_script(&call, Retry::Write).await?;
   parse_reserve(&reply, batch.len())
@@ -100,14 +101,15 @@ pub async fn reserve(
 /// Settling or releasing the reservation `token` names, at most once: its state is read,
 /// checked (made for `api_key_id` when given, in the token's pool), and `settle.lua`
 /// deletes it and adds `deltas(state)` — only if the state is still there, so two
-/// settles racing on two replicas take effect once. Resolves to `Err(why)` for a refused
+/// settles racing on two replicas take effect once. Resolves to the buckets of the deltas
+/// it skipped (a key holds another type or not a number), or `Err(why)` for a refused
 /// reservation (unknown, used, expired, another key or pool): nothing changed.
 pub async fn settle_reservation(
   backend: Arc<RedisBackend>,
   token: ReservationToken,
   api_key_id: Option<String>,
   deltas: impl FnOnce(&Reservation) -> Vec<BucketDelta> + Send + 'static,
-) -> Result<std::result::Result<(), &'static str>> {
+) -> Result<std::result::Result<Vec<String>, &'static str>> {
   const GONE: &str = "unknown, already settled or released, or expired";
   let layout = backend.layout();
   let key = layout.reservation_key(&token.pool_id, &token.id);
@@ -132,8 +134,8 @@ pub async fn settle_reservation(
   }
   let call = settle_call(layout, &key, &state, &reservation.api_key_id, &deltas);
   let reply = backend.run_script(&call, Retry::Write).await?;
-  Ok(match reply.first().and_then(|v| v.as_deref()) {
-    Some("1") => Ok(()),
+  Ok(match reply.split_first() {
+    Some((Some(done), skipped)) if done == "1" => Ok(skipped.iter().flatten().cloned().collect()),
     _ => Err(GONE),
   })
 }

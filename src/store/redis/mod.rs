@@ -36,5 +36,5 @@ pub mod write_buffer;
 pub use client::client_command;
 pub use connection::{Backends, RedisBackend, RedisOptions, Retry};
 pub use keys::{KeyLayout, PoolTotals};
-pub use scripts::ReadBatch;
+pub use scripts::{ReadBatch, Reserved};
 pub use target::{mask_secrets, mask_url};

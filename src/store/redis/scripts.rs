@@ -384,10 +384,7 @@ pub fn reserve_call(
 
 /// `reserve.lua`'s reply: the index of the first blocking check (`None` when admitted and
 /// written), and one `Buckets` per group.
-pub fn parse_reserve(
-  reply: &[Option<String>],
-  groups: usize,
-) -> Result<(Option<usize>, Vec<Buckets>)> {
+pub fn parse_reserve(reply: &[Option<String>], groups: usize) -> Result<Reserved> {
   let Some((first, rest)) = reply.split_first() else {
     return Err(QuotaError::Store(
       "Redis reserve script returned nothing".into(),
@@ -397,10 +394,23 @@ pub fn parse_reserve(
     .as_deref()
     .and_then(|t| t.parse::<usize>().ok())
     .ok_or_else(|| QuotaError::Store(format!("Redis reserve script returned {first:?}")))?;
-  Ok((
-    (blocked > 0).then(|| blocked - 1),
-    parse_pairs(rest, groups)?,
-  ))
+  let (pairs, skipped) = rest.split_at(rest.len().min(2 * groups));
+  Ok(Reserved {
+    blocked: (blocked > 0).then(|| blocked - 1),
+    values: parse_pairs(pairs, groups)?,
+    skipped: skipped.iter().flatten().cloned().collect(),
+  })
+}
+
+/// What `reserve.lua` answered.
+#[derive(Debug)]
+pub struct Reserved {
+  /// The first blocking check, when one blocked.
+  pub blocked: Option<usize>,
+  /// Each group's summed buckets.
+  pub values: Vec<Buckets>,
+  /// The buckets of the counters it skipped (a key holds another type or not a number).
+  pub skipped: Vec<String>,
 }
 
 /// `settle.lua`: when the reservation key `reservation` still holds `state`, deletes it
@@ -635,9 +645,15 @@ mod tests {
     assert_eq!(call.keys, keys);
     assert_eq!(call.args, ["{}", "k", "-0.5", "172800"]);
     let reply = [Some("2".to_string()), Some("4".to_string()), None];
-    let (blocked, values) = parse_reserve(&reply, 1).unwrap();
-    assert_eq!((blocked, values[0].curr), (Some(1), 4.0));
-    assert_eq!(parse_reserve(&[Some("0".to_string())], 0).unwrap().0, None);
+    let reserved = parse_reserve(&reply, 1).unwrap();
+    assert_eq!((reserved.blocked, reserved.values[0].curr), (Some(1), 4.0));
+    let reply = ["0", "1", "0", "omniroute:quota:k:p:tokens:daily:3"].map(|t| Some(t.to_string()));
+    let reserved = parse_reserve(&reply, 1).unwrap();
+    assert_eq!(reserved.skipped, ["omniroute:quota:k:p:tokens:daily:3"]);
+    assert_eq!(
+      parse_reserve(&[Some("0".to_string())], 0).unwrap().blocked,
+      None
+    );
     assert!(parse_reserve(&[], 0).is_err());
     assert!(parse_reserve(&[Some("x".to_string())], 0).is_err());
   }

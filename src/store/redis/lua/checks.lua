@@ -9,5 +9,7 @@ local function holds(key, wanted)
   if wanted == 'set' then return true end
   local text = redis.call('GET', key)
   local n = tonumber(text)
-  return n ~= nil and n == n and n > -math.huge and n < math.huge and not text:find('^%s') and not text:find('%s$')
+  -- Redis's own parser also refuses a NUL (Lua's tonumber stops there) and 5,120 bytes or more.
+  return n ~= nil and n == n and n > -math.huge and n < math.huge and #text < 5120
+    and not text:find('%z') and not text:find('^%s') and not text:find('%s$')
 end

@@ -13,13 +13,15 @@
 --   settle.lua can take it once (docs/admission.md); then the API key id, and two per
 --   write: the amount (a decimal string), the TTL (s).
 -- Returns: the first blocking check (1-based, "0" when admitted and written), then two
--- per group, the summed current and previous buckets as "%.17g" strings.
+-- per group, the summed current and previous buckets as "%.17g" strings, then the bucket
+-- of each counter skipped because a key of its holds another type or not a number.
 local r = tonumber(ARGV[1])
 local currs, prevs = read_groups(2, 1 + r)
 
 local at = 2 + r
 local checks = tonumber(ARGV[at])
 local blocked = 0
+local skipped = {}
 for c = 1, checks do
   local base = at + 3 * (c - 1)
   local group = tonumber(ARGV[base + 1])
@@ -36,28 +38,28 @@ if blocked == 0 then
   local w = s + 2
   local id = ARGV[w]
   local first = #KEYS - kept - 3 * ((#ARGV - w) / 2)
-  -- Every key is checked before anything is written (checks.lua).
-  for k = first + 1, #KEYS - kept do
-    if not holds(KEYS[k], (k - first) % 3 == 2 and 'set' or 'string') then
-      return redis.error_reply('ERR quota key ' .. KEYS[k] .. ' holds another type or not a finite number')
-    end
-  end
   for k = 0, (#ARGV - w) / 2 - 1 do
     local bucket, members, total = KEYS[first + 1 + 3 * k], KEYS[first + 2 + 3 * k], KEYS[first + 3 + 3 * k]
     local ttl = ARGV[w + 2 + 2 * k]
-    -- Saturating at 1e15 (COUNTER_MAX), as write.lua does.
-    local old = tonumber(redis.call('GET', bucket)) or 0
-    if old + tonumber(ARGV[w + 1 + 2 * k]) < 1e15 then
-      redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
-      redis.call('INCRBYFLOAT', total, ARGV[w + 1 + 2 * k])
+    -- A counter whose keys INCRBYFLOAT or SADD would refuse is skipped (checks.lua), the
+    -- others written: as a flush does, and the script never fails half-way.
+    if not (holds(bucket, 'string') and holds(members, 'set') and holds(total, 'string')) then
+      skipped[#skipped + 1] = bucket
     else
-      redis.call('SET', bucket, '1e15')
-      redis.call('INCRBYFLOAT', total, string.format('%.17g', 1e15 - old))
+      -- Saturating at 1e15 (COUNTER_MAX), as write.lua does.
+      local old = tonumber(redis.call('GET', bucket)) or 0
+      if old + tonumber(ARGV[w + 1 + 2 * k]) < 1e15 then
+        redis.call('INCRBYFLOAT', bucket, ARGV[w + 1 + 2 * k])
+        redis.call('INCRBYFLOAT', total, ARGV[w + 1 + 2 * k])
+      else
+        redis.call('SET', bucket, '1e15')
+        redis.call('INCRBYFLOAT', total, string.format('%.17g', 1e15 - old))
+      end
+      redis.call('EXPIRE', bucket, ttl)
+      redis.call('EXPIRE', total, ttl)
+      redis.call('SADD', members, id)
+      redis.call('EXPIRE', members, ttl)
     end
-    redis.call('EXPIRE', bucket, ttl)
-    redis.call('EXPIRE', total, ttl)
-    redis.call('SADD', members, id)
-    redis.call('EXPIRE', members, ttl)
   end
   if kept == 1 then redis.call('SET', KEYS[#KEYS], state, 'PX', state_ttl) end
 end
@@ -67,4 +69,5 @@ for g = 1, #currs do
   out[#out + 1] = string.format('%.17g', currs[g])
   out[#out + 1] = string.format('%.17g', prevs[g])
 end
+for i = 1, #skipped do out[#out + 1] = skipped[i] end
 return out
