@@ -1,8 +1,9 @@
 //! When the hot path may use the Redis counter view (docs/redis.md#the-counter-view), the
 //! reads that fill it, and the task that keeps its tracking connection: subscribed at the
 //! first default-mode enforce on a URL, reconnected after a drop (the view is empty and
-//! unused meanwhile, also after a server error that may pass), given up — with one
-//! warning — when the server has no RESP3 or tracking, ended when the backend is forgotten.
+//! unused meanwhile; after a server error that may pass too, said once when it keeps
+//! coming), given up — with one warning — when the server has no RESP3 or tracking, ended
+//! when the backend is forgotten.
 
 use super::config::{AdmissionMode, REDIS_VIEW_MS};
 use super::{Engine, Step};
@@ -16,8 +17,13 @@ use std::time::Duration;
 
 /// The first wait before a lost tracking connection is opened again; doubled per failure.
 const FIRST_RETRY: Duration = Duration::from_millis(50);
-/// The longest wait between two attempts.
+/// The longest wait between two attempts after a drop.
 const LAST_RETRY: Duration = Duration::from_secs(2);
+/// The longest wait after the server answered with an error: it may last (a proxy's own
+/// refusal, a password that stays changed), so the attempts thin out.
+const LAST_ANSWERED_RETRY: Duration = Duration::from_secs(30);
+/// Server-answered failures in a row before they are said (once per run of them).
+const ANSWERED_TO_WARN: u32 = 3;
 
 /// A URL's counter view and its maximum staleness (ms).
 pub(super) type View = (Arc<CounterView>, i64);
@@ -121,6 +127,7 @@ impl Engine {
   /// Keeps `view`'s tracking connection until the backend goes away or the server refuses.
   async fn track(&'static self, backend: Weak<RedisBackend>, view: Arc<CounterView>) {
     let mut retry = FIRST_RETRY;
+    let mut answered = 0;
     loop {
       let (sender, mut pushes) = tokio::sync::mpsc::unbounded_channel();
       // Gone once the backend is dropped (which closes the view).
@@ -133,6 +140,7 @@ impl Engine {
           view.set_up(true);
           self.metrics.redis_view_tracking(true);
           retry = FIRST_RETRY;
+          answered = 0;
           loop {
             tokio::select! {
               push = pushes.recv() => match push {
@@ -159,12 +167,27 @@ impl Engine {
           );
           return;
         }
-        Err(TrackingError::NotNow) => {
+        Err(TrackingError::NotNow(None)) => {
           // The command connection reports an outage; the view stays off meanwhile.
+        }
+        Err(TrackingError::NotNow(Some(error))) => {
+          answered += 1;
+          if answered == ANSWERED_TO_WARN {
+            self.logs.warn(
+              "quota:store",
+              "Redis keeps refusing the counter view's tracking connection; enforce reads its counters on every call until it is accepted",
+              Some(error),
+            );
+          }
         }
       }
       tokio::time::sleep(retry).await;
-      retry = (retry * 2).min(LAST_RETRY);
+      let last = if answered > 0 {
+        LAST_ANSWERED_RETRY
+      } else {
+        LAST_RETRY
+      };
+      retry = (retry * 2).min(last);
     }
   }
 }

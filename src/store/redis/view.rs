@@ -269,9 +269,9 @@ pub enum TrackingError {
   /// proxy that does not pass them, an ACL that forbids them): there will be no view on
   /// this URL.
   Refused(String),
-  /// Not now: the server could not be reached, or answered with an error that may pass (a
-  /// password being changed, a dataset loading, a failover): try again later.
-  NotNow,
+  /// Not now: the server could not be reached (`None`), or answered with an error that may
+  /// pass (a password being changed, a failover, a proxy's own refusal): try again later.
+  NotNow(Option<String>),
 }
 
 impl From<RedisError> for TrackingError {
@@ -285,9 +285,10 @@ impl From<RedisError> for TrackingError {
       ErrorKind::Server(ServerErrorKind::ResponseError) => unknown(),
       _ => err.code() == Some("NOPROTO"),
     };
-    match refused && !is_connection_failure(&err) {
-      true => TrackingError::Refused(err.to_string()),
-      false => TrackingError::NotNow,
+    match (is_connection_failure(&err), refused) {
+      (true, _) => TrackingError::NotNow(None),
+      (false, true) => TrackingError::Refused(err.to_string()),
+      (false, false) => TrackingError::NotNow(Some(err.to_string())),
     }
   }
 }
@@ -319,7 +320,7 @@ pub async fn subscribe(
   };
   tokio::time::timeout(backend.timeout() * 2, work)
     .await
-    .unwrap_or(Err(TrackingError::NotNow))
+    .unwrap_or(Err(TrackingError::NotNow(None)))
 }
 
 #[cfg(test)]
