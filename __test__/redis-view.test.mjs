@@ -260,6 +260,23 @@ test('peek in reserve mode, or with QUOTA_STORE_REDIS_VIEW_MS=0, reads Redis eve
   }
 })
 
+/** Runs `body` with the engine on `other` (a server of the test's own, `probe` its client), then back on the suite's. */
+async function onServer(other, probe, body) {
+  process.env.QUOTA_STORE_REDIS_URL = other.url
+  resetQuotaStoreSingleton()
+  try {
+    const store = await getQuotaStore()
+    assert.ok(store instanceof RedisQuotaStore)
+    await body(store)
+  } finally {
+    probe.disconnect()
+    process.env.QUOTA_STORE_REDIS_URL = server.url
+    resetQuotaStoreSingleton()
+    await getQuotaStore()
+    await other.stop()
+  }
+}
+
 // CLIENT renamed away: HELLO 3 works, CLIENT TRACKING is an unknown command (as on a proxy
 // that does not pass it; Redis < 6 refuses HELLO itself). An ACL without CLIENT: NOPERM.
 for (const [how, args, setup] of [
@@ -269,11 +286,8 @@ for (const [how, args, setup] of [
   test(`a server that refuses client tracking (${how}): no view, one warning, enforce still reads`, { skip }, async () => {
     const refusing = await startRedis({ args })
     const probe = new Redis(refusing.url, { maxRetriesPerRequest: 1 })
-    try {
-      await setup(probe)
-      process.env.QUOTA_STORE_REDIS_URL = refusing.url
-      resetQuotaStoreSingleton()
-      assert.ok((await getQuotaStore()) instanceof RedisQuotaStore)
+    await onServer(refusing, probe, async () => {
+      await setup(probe) // before the first enforce starts the tracking connection
       await clearOfTheHour()
       const { request } = hostPool('v-refused', 10)
       warnings.length = 0
@@ -288,24 +302,14 @@ for (const [how, args, setup] of [
       assert.equal(after - before, 5, 'every enforce read')
       assert.equal(metric('quota_engine_redis_view_hits_total'), hits)
       assert.equal(warnings.filter((w) => /refused client tracking/.test(w.msg)).length, 1, 'one warning')
-    } finally {
-      probe.disconnect()
-      process.env.QUOTA_STORE_REDIS_URL = server.url
-      resetQuotaStoreSingleton()
-      await getQuotaStore()
-      await refusing.stop()
-    }
+    })
   })
 }
 
 test('a server error that may pass (NOAUTH while a password is set) keeps the view off, said once, until it passes', { skip }, async () => {
-  const server2 = await startRedis()
-  const probe = new Redis(server2.url, { maxRetriesPerRequest: 1 })
-  try {
-    process.env.QUOTA_STORE_REDIS_URL = server2.url
-    resetQuotaStoreSingleton()
-    const store = await getQuotaStore()
-    assert.ok(store instanceof RedisQuotaStore)
+  const other = await startRedis()
+  const probe = new Redis(other.url, { maxRetriesPerRequest: 1 })
+  await onServer(other, probe, async (store) => {
     await clearOfTheHour()
     const { id, request } = hostPool('v-noauth', 10)
     // The command connection is made first (a write does not start the view); connections
@@ -333,13 +337,7 @@ test('a server error that may pass (NOAUTH while a password is set) keeps the vi
     assert.equal(metric('quota_engine_redis_view_tracking'), tracking + 1)
     assert.equal(keeps().length, 1)
     assert.deepEqual(warnings.filter((w) => /refused client tracking/.test(w.msg)), [])
-  } finally {
-    probe.disconnect()
-    process.env.QUOTA_STORE_REDIS_URL = server.url
-    resetQuotaStoreSingleton()
-    await getQuotaStore()
-    await server2.stop()
-  }
+  })
 })
 
 test('poolConsumedTotal from the view: no Redis command, this process\'s buffered records counted, another client\'s write seen', { skip }, async () => {
