@@ -113,8 +113,8 @@ test('QUOTA_RECORD_FLUSH_MS=0: one script per record, written before it resolves
 })
 
 // What Lua's tonumber reads as a number but INCRBYFLOAT refuses is not a number either: a
-// NUL (tonumber stops there) and 5,120 bytes or more.
-for (const [what, value] of [['not-a-number', 'not-a-number'], ['"1\\0"', '1\0'], ['a 6,003-byte number', `0.${'0'.repeat(6000)}1`]]) {
+// NUL (tonumber stops there), 5,120 bytes or more, an underflow (tonumber reads 0).
+for (const [what, value] of [['not-a-number', 'not-a-number'], ['"1\\0"', '1\0'], ['a 6,003-byte number', `0.${'0'.repeat(6000)}1`], ['1e-5000', '1e-5000']]) {
   test(`QUOTA_RECORD_FLUSH_MS=0 and a key holding ${what}: the record writes none of its dimensions`, { skip }, async () => {
     const { id, connection } = hostPool('wb-nan', 1e6)
     const good = hostPool('wb-nan-good', 1e6)
@@ -159,16 +159,35 @@ test('reserve mode and a key that is not a number: that counter is skipped and s
     assert.equal(Number(await plain.get(requests)), 3, 'the requests counter counts')
     assert.equal(await plain.get(tokens), 'not-a-number', 'left as it was')
     assert.equal((await enforceQuotaShare(request)).kind, 'block', 'the limit of 3 requests holds')
-    assert.equal(skippedOf('reservation').length, 3, JSON.stringify(warnings))
+    // Said once per bucket, not per request.
+    assert.equal(skippedOf('reservation').length, 1, JSON.stringify(warnings))
     assert.equal(skippedOf('reservation')[0].keys, tokens)
 
+    // A reservation made while the key was bad holds nothing in it (the state says so):
+    // its release takes the request back and touches nothing else.
     warnings.length = 0
     await releaseReservation(reservations[0])
     assert.equal(Number(await plain.get(requests)), 2, 'released once')
     assert.equal(await plain.get(tokens), 'not-a-number')
-    assert.equal(skippedOf('settle').length, 1, JSON.stringify(warnings))
     await releaseReservation(reservations[0])
     assert.equal(Number(await plain.get(requests)), 2, 'not twice')
+
+    // The key repaired: a release takes nothing from it, a settle adds the whole cost.
+    await plain.del(tokens)
+    const live = await enforceQuotaShare(request)
+    assert.ok(live.reservation)
+    assert.equal(Number(await plain.get(tokens)), 100)
+    await releaseReservation(reservations[1])
+    assert.equal(Number(await plain.get(tokens)), 100, "the live reservation's tokens stay")
+    await recordConsumption({ ...request, cost: { tokens: 40 }, reservation: reservations[2] })
+    assert.equal(Number(await plain.get(tokens)), 140)
+    // A settle that meets a bad key skips that counter, applies the rest and says so.
+    await plain.set(tokens, 'bad-again')
+    assert.deepEqual(skippedOf('settle'), [])
+    await releaseReservation(live.reservation)
+    assert.equal(Number(await plain.get(requests)), 1)
+    assert.equal(await plain.get(tokens), 'bad-again')
+    assert.equal(skippedOf('settle').length, 1, JSON.stringify(warnings))
   } finally {
     delete process.env.QUOTA_ADMISSION
   }
@@ -292,7 +311,7 @@ test('a process that exits while Redis stalls says once what it could not send, 
   assert.equal(lost.length, 1, err)
   assert.equal(lost[0].buffered, 1, 'the requests counter (the records had no tokens)')
   assert.match(lost[0].error, /Redis/)
-  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], err)
+  assert.deepEqual(lines.filter((l) => /retried|dropped/.test(l.msg)), [], err)
   // The pause ends; nothing of the child's reached Redis.
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, 3100 - (Date.now() - started))))
   assert.equal(await plain.get(bucket('wb-x', id, 'requests')), null)

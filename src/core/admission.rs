@@ -336,9 +336,12 @@ impl Reservation {
     serde_json::json!({ "k": self.api_key_id, "e": entries }).to_string()
   }
 
-  /// A store's state of reservation `id` back; an error says what is wrong with it.
+  /// A store's state of reservation `id` back; an error says what is wrong with it. After
+  /// a newline, the store may list additions it did not make (indices among
+  /// [`additions`](Self::additions), comma-separated): those entries reserved nothing.
   pub fn from_state(id: &str, text: &str) -> Result<Self> {
     let bad = |why: &str| QuotaError::Store(format!("stored reservation {id} is corrupt: {why}"));
+    let (text, unreserved) = text.split_once('\n').unwrap_or((text, ""));
     let json: serde_json::Value = serde_json::from_str(text).map_err(|_| bad("not JSON"))?;
     let api_key_id = json
       .get("k")
@@ -369,7 +372,15 @@ impl Reservation {
           .ok_or_else(|| bad("an amount is not a finite number >= 0"))?,
       })
     };
-    let entries = list.iter().map(entry).collect::<Result<_>>()?;
+    let mut entries: Vec<ReservedEntry> = list.iter().map(entry).collect::<Result<_>>()?;
+    let added: Vec<usize> = (0..entries.len())
+      .filter(|&i| entries[i].amount > 0.0)
+      .collect();
+    for index in unreserved.split(',').filter(|i| !i.is_empty()) {
+      let at = index.parse::<usize>().ok().and_then(|i| added.get(i));
+      entries[*at.ok_or_else(|| bad("an unreserved index is not one of its additions"))?].amount =
+        0.0;
+    }
     Ok(Reservation {
       id: id.to_string(),
       api_key_id: api_key_id.to_string(),

@@ -34,6 +34,8 @@ pub struct RedisWrites {
   /// twice), nor misses one (counted never): reads and flushes wait at most one round trip
   /// for each other.
   gates: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
+  /// The skips said, as `"<what> <bucket>"` (`redis_counters_skipped`).
+  said_skipped: Mutex<std::collections::HashSet<String>>,
 }
 
 impl RedisWrites {
@@ -175,12 +177,28 @@ impl Engine {
   }
 
   /// Counters a script skipped, named by their buckets (`what`: how many, at `{}`): a key
-  /// of theirs holds another type or not a number. Said every time, as nothing repairs it.
+  /// of theirs holds another type or not a number. Each bucket is said once per `what` (a
+  /// bucket is one window of one key, so a key that stays bad is said again each window),
+  /// so a bad key in reserve mode is not a warning per request.
   pub(super) fn redis_counters_skipped(&self, what: &str, buckets: &[&str]) {
     if buckets.is_empty() {
       return;
     }
     self.metrics.store_error(Operation::Record);
+    let buckets: Vec<&str> = {
+      let mut said = super::relock(&self.redis_writes.said_skipped);
+      if said.len() >= MAX_BUFFERED {
+        said.clear();
+      }
+      buckets
+        .iter()
+        .copied()
+        .filter(|b| said.insert(format!("{what} {b}")))
+        .collect()
+    };
+    if buckets.is_empty() {
+      return;
+    }
     let count = buckets.len().to_string();
     let msg = format!(
       "{}: a Redis key of theirs holds another type or not a number",
@@ -206,7 +224,10 @@ impl Engine {
       let (kept, count) = buffer.failed(id, MAX_BUFFERED);
       (kept, count, buffer.len())
     };
-    if kept && !self.database.exiting.load(Ordering::Acquire) {
+    let exiting = self.database.exiting.load(Ordering::Acquire);
+    if kept && exiting {
+      // Nothing is retried after an exit: the exit handler says what is left.
+    } else if kept {
       self.faults.failed(
         &self.logs,
         Operation::Flush,

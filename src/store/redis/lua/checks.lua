@@ -9,7 +9,9 @@ local function holds(key, wanted)
   if wanted == 'set' then return true end
   local text = redis.call('GET', key)
   local n = tonumber(text)
-  -- Redis's own parser also refuses a NUL (Lua's tonumber stops there) and 5,120 bytes or more.
+  -- Redis's own parser also refuses a NUL (Lua's tonumber stops there), 5,120 bytes or
+  -- more, and a number so small it underflows (a non-zero digit read as 0, as 1e-5000).
   return n ~= nil and n == n and n > -math.huge and n < math.huge and #text < 5120
     and not text:find('%z') and not text:find('^%s') and not text:find('%s$')
+    and not (n == 0 and text:find('^[^eE]*[1-9]'))
 end

@@ -11,7 +11,8 @@
 --   when prev × weight + curr >= threshold.
 -- Then the reservation's state ('' for none) and its TTL (ms), kept on an admit so that
 --   settle.lua can take it once (docs/admission.md); then the API key id, and two per
---   write: the amount (a decimal string), the TTL (s).
+--   write: the amount (a decimal string), the TTL (s). The writes are the reservation's
+--   additions, in order.
 -- Returns: the first blocking check (1-based, "0" when admitted and written), then two
 -- per group, the summed current and previous buckets as "%.17g" strings, then the bucket
 -- of each counter skipped because a key of its holds another type or not a number.
@@ -21,7 +22,7 @@ local currs, prevs = read_groups(2, 1 + r)
 local at = 2 + r
 local checks = tonumber(ARGV[at])
 local blocked = 0
-local skipped = {}
+local skipped, unreserved = {}, {}
 for c = 1, checks do
   local base = at + 3 * (c - 1)
   local group = tonumber(ARGV[base + 1])
@@ -45,6 +46,7 @@ if blocked == 0 then
     -- others written: as a flush does, and the script never fails half-way.
     if not (holds(bucket, 'string') and holds(members, 'set') and holds(total, 'string')) then
       skipped[#skipped + 1] = bucket
+      unreserved[#unreserved + 1] = k
     else
       -- Saturating at 1e15 (COUNTER_MAX), as write.lua does.
       local old = tonumber(redis.call('GET', bucket)) or 0
@@ -61,6 +63,10 @@ if blocked == 0 then
       redis.call('EXPIRE', members, ttl)
     end
   end
+  -- A skipped counter holds nothing of the reservation: its index (among the additions)
+  -- follows the state after a newline, so a settle adds the whole cost there and a
+  -- release takes nothing away.
+  if #unreserved > 0 then state = state .. '\n' .. table.concat(unreserved, ',') end
   if kept == 1 then redis.call('SET', KEYS[#KEYS], state, 'PX', state_ttl) end
 end
 
