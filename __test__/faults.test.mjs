@@ -262,6 +262,31 @@ test('a process that exits while another holds the write lock says its buffered 
   await holder.released()
 })
 
+test('SIGTERM with nobody else listening while another holds the write lock: the loss is said, nothing about retrying', async () => {
+  const { dataDir, dbPath } = freshDb()
+  const p = poolWithPlan('sigterm-locked', 1e9)
+  closeQuotaDb() // the child opens the file through DATA_DIR
+  const holder = holdLockFor(dbPath, 'transaction', 8000)
+  await holder.locked
+  const worker = path.join(here, 'support', 'record-worker.mjs')
+  const { apiKeyId, connectionId, provider } = p.request
+  const child = spawn(process.execPath, [worker, dataDir, '3', apiKeyId, connectionId, provider, 'hold'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (b) => {
+    stdout += b
+    if (stdout.includes('DONE')) child.kill('SIGTERM')
+  })
+  child.stderr.on('data', (b) => { stderr += b })
+  const signal = await new Promise((resolve) => child.on('exit', (_, signal) => resolve(signal)))
+  assert.equal(signal, 'SIGTERM', stderr)
+  const lines = stderr.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  assert.equal(lines.filter((l) => l.msg === 'buffered quota records could not be committed at SIGTERM').length, 1, stderr)
+  assert.equal(lines.filter((l) => /closing the database dropped 1 buffered quota counters/.test(l.msg)).length, 1, stderr)
+  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], stderr)
+  await holder.released()
+})
+
 test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
   const { dataDir, dbPath } = freshDb()
   const p = poolWithPlan('deleted', 2)

@@ -74,10 +74,18 @@ const onSignal = Object.fromEntries(
   SIGNALS.map((signal) => [
     signal,
     function quotaEngineCommitAtSignal() {
+      const hostHandles = process.listenerCount(signal) > 1
+      // Nobody else: the process dies by the signal, so nothing will be retried.
+      if (!hostHandles) native.__exiting()
       commitAtSignal(signal)
-      if (process.listenerCount(signal) > 1) return // the host handles it
-      // Nobody else: restore the default (dying by the signal) and raise it again.
+      if (hostHandles) return
+      // Restore the default (dying by the signal) and raise it again.
       closeAtExit()
+      try {
+        host.drainLogs() // what the close dropped
+      } catch {
+        // Dying anyway.
+      }
       for (const s of SIGNALS) process.removeListener(s, onSignal[s])
       flush.signals = false
       process.kill(process.pid, signal)

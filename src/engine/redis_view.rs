@@ -168,7 +168,9 @@ impl Engine {
           return;
         }
         Err(TrackingError::NotNow(None)) => {
-          // The command connection reports an outage; the view stays off meanwhile.
+          // The command connection reports an outage; the view stays off meanwhile. A
+          // drop ends a run of answered errors: it is retried as drops are.
+          answered = 0;
         }
         Err(TrackingError::NotNow(Some(error))) => {
           answered += 1;
