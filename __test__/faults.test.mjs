@@ -236,56 +236,45 @@ test('closeQuotaDb() waits out the busy timeout to commit the buffer; what it mu
   await holder.released()
 })
 
-test('a process that exits while another holds the write lock says its buffered records could not be committed, and nothing about retrying', async () => {
+/** A child that records once, then ends by `ending` ('exit', or 'SIGTERM' with nobody else listening) while another process holds the write lock: its log lines and how it ended. */
+async function leaveWithTheFileLocked(tag, ending) {
   const { dataDir, dbPath } = freshDb()
-  const p = poolWithPlan('exit-locked', 1e9)
-  closeQuotaDb() // the child opens the file through DATA_DIR
-  const holder = holdLockFor(dbPath, 'transaction', 6000)
-  await holder.locked
-  const worker = path.join(here, 'support', 'record-worker.mjs')
-  const { apiKeyId, connectionId, provider } = p.request
-  const child = spawn(process.execPath, [worker, dataDir, '3', apiKeyId, connectionId, provider, 'exit'], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let stderr = ''
-  child.stderr.on('data', (b) => { stderr += b })
-  const code = await new Promise((resolve) => child.on('exit', resolve))
-  assert.equal(code, 0, stderr)
-  const lines = stderr.split('\n').filter(Boolean).map((l) => JSON.parse(l))
-  const lost = lines.filter((l) => l.msg === 'buffered quota records could not be committed at exit')
-  assert.equal(lost.length, 1, stderr)
-  assert.equal(lost[0].buffered, 1)
-  assert.match(lost[0].error, /locked/)
-  // The engine's own records of the exit reach the logger too: the close that drops them.
-  const dropped = lines.filter((l) => /closing the database dropped 1 buffered quota counters/.test(l.msg))
-  assert.equal(dropped.length, 1, stderr)
-  // Nothing is retried after an exit, and no line says it is.
-  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], stderr)
-  await holder.released()
-})
-
-test('SIGTERM with nobody else listening while another holds the write lock: the loss is said, nothing about retrying', async () => {
-  const { dataDir, dbPath } = freshDb()
-  const p = poolWithPlan('sigterm-locked', 1e9)
+  const p = poolWithPlan(tag, 1e9)
   closeQuotaDb() // the child opens the file through DATA_DIR
   const holder = holdLockFor(dbPath, 'transaction', 8000)
   await holder.locked
   const worker = path.join(here, 'support', 'record-worker.mjs')
   const { apiKeyId, connectionId, provider } = p.request
-  const child = spawn(process.execPath, [worker, dataDir, '3', apiKeyId, connectionId, provider, 'hold'], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const args = [worker, dataDir, '3', apiKeyId, connectionId, provider, ending === 'exit' ? 'exit' : 'hold']
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (b) => {
     stdout += b
-    if (stdout.includes('DONE')) child.kill('SIGTERM')
+    if (ending !== 'exit' && stdout.includes('DONE')) child.kill(ending)
   })
   child.stderr.on('data', (b) => { stderr += b })
-  const signal = await new Promise((resolve) => child.on('exit', (_, signal) => resolve(signal)))
-  assert.equal(signal, 'SIGTERM', stderr)
-  const lines = stderr.split('\n').filter(Boolean).map((l) => JSON.parse(l))
-  assert.equal(lines.filter((l) => l.msg === 'buffered quota records could not be committed at SIGTERM').length, 1, stderr)
-  assert.equal(lines.filter((l) => /closing the database dropped 1 buffered quota counters/.test(l.msg)).length, 1, stderr)
-  assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], stderr)
+  const [code, signal] = await new Promise((resolve) => child.on('exit', (...end) => resolve(end)))
   await holder.released()
-})
+  return { code, signal, stderr, lines: stderr.split('\n').filter(Boolean).map((l) => JSON.parse(l)) }
+}
+
+for (const ending of ['exit', 'SIGTERM']) {
+  test(`a process that ends (${ending}) while another holds the write lock says its records could not be committed, and nothing about retrying`, async () => {
+    const { code, signal, stderr, lines } = await leaveWithTheFileLocked(`${ending}-locked`, ending)
+    const expected = ending === 'exit' ? { code: 0, signal: null } : { code: null, signal: 'SIGTERM' }
+    assert.deepEqual({ code, signal }, expected, stderr)
+    const lost = lines.filter((l) => l.msg === `buffered quota records could not be committed at ${ending}`)
+    assert.equal(lost.length, 1, stderr)
+    assert.equal(lost[0].buffered, 1)
+    assert.match(lost[0].error, /locked/)
+    // The engine's own records of the end reach the logger too: the close that drops them.
+    const dropped = lines.filter((l) => /closing the database dropped 1 buffered quota counters/.test(l.msg))
+    assert.equal(dropped.length, 1, stderr)
+    // Nothing is retried after the process ends, and no line says it is.
+    assert.deepEqual(lines.filter((l) => /retried/.test(l.msg)), [], stderr)
+  })
+}
 
 test('the database folder deleted under a running engine: the next calls work on a new file, then it fills up again', async () => {
   const { dataDir, dbPath } = freshDb()
