@@ -46,11 +46,11 @@ process.on('exit', () => {
   }
 })
 
+/** Closes the database; the caller has marked the process exiting (`__exiting`). */
 function closeAtExit() {
   try {
     // A record made after this (a later exit listener, a worker still running) reopens the
     // file: its thread's teardown then closes it again, so no WAL is left at rest.
-    native.__exiting()
     native.closeQuotaDb()
   } catch {
     // Leaving anyway; what could not be committed was said above.

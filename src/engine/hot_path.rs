@@ -404,20 +404,19 @@ impl Engine {
       .map(|e| e.to_string());
     self.report_file_changes();
     match &error {
-      // At exit there is no retry: the exit handler says what is left.
-      Some(_) if self.database.exiting.load(Ordering::Acquire) => {
-        self.metrics.store_error(Operation::Record)
-      }
       Some(message) => {
         self.metrics.store_error(Operation::Record);
-        let buffered = self.pending_writes();
-        self.faults.failed(
-          &self.logs,
-          Operation::Flush,
-          "committing buffered quota records failed; they stay buffered and are retried",
-          message,
-          vec![("buffered", LogValue::Number(buffered as f64))],
-        );
+        // At exit there is no retry: the exit handler says what is left.
+        if !self.database.exiting.load(Ordering::Acquire) {
+          let buffered = self.pending_writes();
+          self.faults.failed(
+            &self.logs,
+            Operation::Flush,
+            "committing buffered quota records failed; they stay buffered and are retried",
+            message,
+            vec![("buffered", LogValue::Number(buffered as f64))],
+          );
+        }
       }
       None if redis_error.is_none() => self.faults.succeeded(&self.logs, Operation::Flush),
       None => {}
