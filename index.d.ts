@@ -127,7 +127,7 @@ export type SaturationFetcher = (connectionId: string, dim: { unit: QuotaUnit; w
 export declare function getSaturation(connectionId: string, provider: string, dim: { unit: QuotaUnit; window: QuotaWindow }): Promise<number>
 export declare function registerSaturationFetcher(provider: string, fetcher: SaturationFetcher | null): void
 export declare function storeRateLimitHeaders(connectionId: string, provider: string, headers: Record<string, string | string[] | undefined> | Headers): void
-export declare function getTokenHeaderSaturation(provider: string, connectionId: string): { saturation: number; resetAt: string | null } | null
+export declare function getTokenHeaderSaturation(provider: string, connectionId: string): { saturation: number; resetAt: number | null } | null
 
 export interface Logger { warn(obj: object, msg?: string): void; info?(obj: object, msg?: string): void; debug?(obj: object, msg?: string): void }
 export interface HostOptions {

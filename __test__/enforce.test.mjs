@@ -11,7 +11,15 @@ import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/co
 import { installHost } from '@omniroute/quota-engine/compat/host'
 import { buildConsumptionCost, recordStreamingConsumption, scheduleRecordConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
 import { getQuotaStore, getQuotaStoreSync, resetQuotaStoreSingleton } from '@omniroute/quota-engine/compat/storeFactory'
-import { _clearSaturationCache, getSaturation, storeRateLimitHeaders, getTokenHeaderSaturation } from '@omniroute/quota-engine/compat/saturationSignals'
+import {
+  _clearSaturationCache,
+  getSaturation,
+  storeRateLimitHeaders,
+  getTokenHeaderSaturation,
+  __setAnthropicSaturationDepsForTests,
+  __setGenericUsageFetcherForTests,
+} from '@omniroute/quota-engine/compat/saturationSignals'
+import { isBucketSaturated } from '@omniroute/quota-engine/compat/accountBuckets'
 import { resolvePlan } from '@omniroute/quota-engine/compat/planResolver'
 import { getBucket } from '@omniroute/quota-engine/compat/quotaConsumption'
 import { closeQuotaDb, softPenaltyFactor, getSqliteQuotaStore, createPool } from '@omniroute/quota-engine'
@@ -353,22 +361,125 @@ test('100 concurrent cold enforces on one connection call the fetcher once per d
 })
 
 test('seam usage fetches: one usage call serves every window of a connection, shared by concurrent requests', async () => {
-  const { __setGenericUsageFetcherForTests } = await import('@omniroute/quota-engine/compat/saturationSignals')
   let calls = 0
   __setGenericUsageFetcherForTests(async () => {
     calls++
     await new Promise((resolve) => setTimeout(resolve, 5))
-    return { quotas: { 'session (5h)': { remainingPercentage: 40 }, 'weekly (7d)': { used: 1, total: 4 } } }
+    return { percentUsed: 0.6 }
   })
   try {
     const answers = await Promise.all(
       Array.from({ length: 20 }, (_, i) => getSaturation('seam-conn', 'someprovider', { unit: 'percent', window: i % 2 ? '5h' : 'weekly' })),
     )
     assert.equal(calls, 1)
-    assert.deepEqual([...new Set(answers)].sort(), [0.25, 0.6])
+    assert.deepEqual([...new Set(answers)], [0.6])
   } finally {
     __setGenericUsageFetcherForTests(null)
   }
+})
+
+test('the generic seam: percentUsed, else used_percent, over the token headers; a failed fetch or neither takes the headers', async () => {
+  const headers = { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '100' } // 0.9
+  const cases = [
+    [async () => ({ percentUsed: 0.5, used_percent: 0.2 }), 0.5],
+    [async () => ({ used_percent: 0.2 }), 0.2],
+    [async () => ({ percentUsed: 1.7 }), 1],
+    [async () => ({ percentUsed: Number.NaN, used_percent: 0.2 }), 0.9],
+    [async () => ({ percentUsed: '0.5' }), 0.9],
+    [async () => ({ quotas: { 'session (5h)': { used: 50 } } }), 0.9],
+    [async () => null, 0.9],
+    [async () => { throw new Error('usage down') }, 0.9],
+  ]
+  try {
+    for (const [i, [fetcher, expected]] of cases.entries()) {
+      _clearSaturationCache()
+      storeRateLimitHeaders(`gen-${i}`, 'openai', headers)
+      __setGenericUsageFetcherForTests(fetcher)
+      assert.equal(await getSaturation(`gen-${i}`, 'openai', { unit: 'tokens', window: 'hourly' }), expected, `case ${i}`)
+    }
+    _clearSaturationCache()
+    __setGenericUsageFetcherForTests(async () => null)
+    assert.equal(await getSaturation('gen-none', 'openai', { unit: 'tokens', window: 'hourly' }), 0)
+  } finally {
+    __setGenericUsageFetcherForTests(null)
+  }
+})
+
+test('the anthropic seam: an OAuth connection\'s plan window, else the anthropic requests headers, else 0', async () => {
+  const oauth = { id: 'claude-1', provider: 'claude', authType: 'oauth', accessToken: 'token' }
+  const usage = (fiveHour, weekly) => ({
+    quotas: {
+      'session (5h)': { used: fiveHour, total: 100, remainingPercentage: Math.max(0, 100 - fiveHour), resetAt: null },
+      'weekly (7d)': { used: weekly, total: 100, remainingPercentage: Math.max(0, 100 - weekly), resetAt: null },
+    },
+  })
+  const seam = (connection, fetched) => {
+    let calls = 0
+    __setAnthropicSaturationDepsForTests({
+      loadConnection: async () => connection,
+      fetchUsage: async () => {
+        calls++
+        return fetched()
+      },
+    })
+    _clearSaturationCache()
+    return () => calls
+  }
+  const saturation = (id, provider, window) => getSaturation(id, provider, { unit: 'percent', window })
+  try {
+    // The plan window's `used`, in percent; monthly reads the week.
+    const calls = seam(oauth, () => usage(80, 40))
+    assert.equal(await saturation('claude-1', 'claude', '5h'), 0.8)
+    assert.equal(await saturation('claude-1', 'claude', 'weekly'), 0.4)
+    assert.equal(await saturation('claude-1', 'anthropic', 'monthly'), 0.4)
+    assert.equal(await saturation('claude-1', 'claude', '5h'), 0.8)
+    assert.equal(calls(), 3, 'a usage fetch per cold entry, then the cache')
+    seam({ ...oauth, authType: undefined }, () => usage(140, 0))
+    assert.equal(await saturation('claude-1', 'claude', '5h'), 1)
+
+    // The usage feeds the connection's account buckets.
+    seam(oauth, () => usage(100, 10))
+    await saturation('claude-buckets', 'claude', '5h')
+    assert.equal(isBucketSaturated('claude-buckets', '5h'), true)
+    assert.equal(isBucketSaturated('claude-buckets', '7d'), false)
+
+    // An API-key connection has no plan window: the requests headers kept under `anthropic`.
+    storeRateLimitHeaders('apikey-1', 'anthropic', { 'anthropic-ratelimit-requests-limit': '100', 'anthropic-ratelimit-requests-remaining': '30' })
+    const apiKeyCalls = seam({ id: 'apikey-1', authType: 'apikey', apiKey: 'sk' }, () => usage(90, 90))
+    assert.equal(await saturation('apikey-1', 'claude', '5h'), 0.7)
+    assert.equal(apiKeyCalls(), 0)
+    // No connection: nothing fetched, no headers, 0.
+    const noCalls = seam(null, () => usage(90, 90))
+    assert.equal(await saturation('missing', 'claude', '5h'), 0)
+    assert.equal(noCalls(), 0)
+    // A window the plan has no entry for, and a failing fetch, take the headers too (and say so).
+    seam(oauth, () => usage(90, 90))
+    assert.equal(await saturation('apikey-1', 'claude', 'hourly'), 0.7)
+    seam(oauth, () => { throw new Error('429 rate limited') })
+    warnings.length = 0
+    assert.equal(await saturation('apikey-1', 'claude', '5h'), 0.7)
+    assert.equal(await saturation('claude-1', 'claude', 'weekly'), 0)
+    assert.ok(warnings.some((w) => /anthropic usage saturation failed/.test(w.msg) && /429/.test(w.error)), JSON.stringify(warnings))
+  } finally {
+    __setAnthropicSaturationDepsForTests(null)
+  }
+})
+
+test('getTokenHeaderSaturation: resetAt in epoch ms, from an RFC 3339 time or a duration', () => {
+  storeRateLimitHeaders('reset-1', 'anthropic', {
+    'anthropic-ratelimit-tokens-limit': '1000',
+    'anthropic-ratelimit-tokens-remaining': '0',
+    'anthropic-ratelimit-tokens-reset': '2026-01-01T00:00:30Z',
+  })
+  assert.deepEqual(getTokenHeaderSaturation('anthropic', 'reset-1'), { saturation: 1, resetAt: Date.parse('2026-01-01T00:00:30Z') })
+  const before = Date.now()
+  storeRateLimitHeaders('reset-2', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '10', 'x-ratelimit-reset-tokens': '1h30m15s' })
+  const after = Date.now()
+  const { resetAt } = getTokenHeaderSaturation('openai', 'reset-2')
+  assert.equal(typeof resetAt, 'number')
+  assert.ok(resetAt >= before + 5_415_000 && resetAt <= after + 5_415_000, String(resetAt))
+  storeRateLimitHeaders('reset-3', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '250' })
+  assert.deepEqual(getTokenHeaderSaturation('openai', 'reset-3'), { saturation: 0.75, resetAt: null })
 })
 
 test('stale-while-revalidate: an expired entry is served at once while one background refresh runs', { timeout: 10_000 }, async () => {
@@ -404,7 +515,7 @@ test('saturation: cached for 30 s per (provider, connection, unit, window); head
   storeRateLimitHeaders('h1', 'openai', { 'x-ratelimit-limit-tokens': '1000', 'x-ratelimit-remaining-tokens': '100', 'x-ratelimit-reset-tokens': '6m0s' })
   const fallback = getTokenHeaderSaturation('openai', 'h1')
   assert.equal(fallback.saturation, 0.9)
-  assert.ok(Date.parse(fallback.resetAt) > Date.now() + 350_000)
+  assert.ok(fallback.resetAt > Date.now() + 350_000)
   assert.equal(await getSaturation('h1', 'openai', { unit: 'tokens', window: 'hourly' }), 0.9)
   assert.equal(getTokenHeaderSaturation('openai', 'nobody'), null)
 })
@@ -447,6 +558,9 @@ test('configuration: invalid values fall back to defaults with one warning each'
 test('spend recorder: buildConsumptionCost, scheduling on the next turn, streaming rules', async () => {
   assert.deepEqual(buildConsumptionCost({ prompt_tokens: 10, completion_tokens: 'x' }, -3), { tokens: 10, usd: 0, requests: 1 })
   assert.deepEqual(buildConsumptionCost(null, 0.5), { tokens: 0, usd: 0.5, requests: 1 })
+  // Numeric strings count, as the host reads a usage.
+  assert.deepEqual(buildConsumptionCost({ prompt_tokens: '10', completion_tokens: ' 5 ' }, 0), { tokens: 15, usd: 0, requests: 1 })
+  assert.deepEqual(buildConsumptionCost({ prompt_tokens: 'Infinity', completion_tokens: null }, Infinity), { tokens: 0, usd: 0, requests: 1 })
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'sched', weight: 100 }] })
   const result = scheduleRecordConsumption({ apiKeyId: 'sched', connectionId: c, provider: 'kimi', cost: {} })
@@ -462,4 +576,10 @@ test('spend recorder: buildConsumptionCost, scheduling on the next turn, streami
   await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, model: 'm', streamUsage: {}, streamStatus: 500 }, deps)
   await recordStreamingConsumption({ connectionId: c, model: 'm', streamUsage: {}, streamStatus: 200 }, deps)
   assert.equal(scheduled.length, 1)
+  // No usage: no price asked for, the request still counted.
+  let priced = 0
+  const pricing = { calculateCost: async () => { priced++; return 1 }, schedule: (input) => scheduled.push(input) }
+  await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, model: 'm', streamUsage: null, streamStatus: 200 }, pricing)
+  assert.equal(priced, 0)
+  assert.deepEqual(scheduled[1].cost, { tokens: 0, usd: 0, requests: 1 })
 })

@@ -168,7 +168,9 @@ function scheduleRecordConsumption(input, log) {
 /** `{ tokens: prompt + completion (non-numeric → 0), usd: max(estimatedCost, 0), requests: 1 }`. */
 function buildConsumptionCost(usage, estimatedCost) {
   const finite = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
-  const tokens = finite(usage && usage.prompt_tokens) + finite(usage && usage.completion_tokens)
+  // As the host reads a usage: numeric strings count ("10" is 10); anything else is 0.
+  const count = (v) => finite(Number(v ?? 0))
+  const tokens = usage && typeof usage === 'object' ? count(usage.prompt_tokens) + count(usage.completion_tokens) : 0
   return { tokens, usd: Math.max(finite(estimatedCost), 0), requests: 1 }
 }
 
@@ -190,10 +192,13 @@ async function recordStreamingConsumption(params, deps) {
     }
     const provider = params.provider || 'unknown'
     let usd = 0
-    try {
-      usd = await deps.calculateCost(provider, params.model, params.streamUsage, { serviceTier: params.serviceTier })
-    } catch {
-      usd = 0
+    // No usage, no price to ask for: the stream still counts its request.
+    if (params.streamUsage && typeof params.streamUsage === 'object') {
+      try {
+        usd = await deps.calculateCost(provider, params.model, params.streamUsage, { serviceTier: params.serviceTier })
+      } catch {
+        usd = 0
+      }
     }
     const schedule = typeof deps.schedule === 'function' ? deps.schedule : scheduleRecordConsumption
     schedule(

@@ -25,14 +25,11 @@ function storeRateLimitHeaders(connectionId, provider, headers) {
   native.storeRateLimitHeaderPairs(String(connectionId), String(provider), headerPairs(headers))
 }
 
-/** `{ saturation, resetAt }` from token headers at most 5 min old, or `null`. */
+/** `{ saturation, resetAt }` (epoch ms, or `null`) from token headers at most 5 min old, or `null`. */
 function getTokenHeaderSaturation(provider, connectionId) {
   const value = native.tokenHeaderSaturationOf(String(provider), String(connectionId))
   if (!value) return null
-  return {
-    saturation: value.saturation,
-    resetAt: value.resetAtMs === undefined ? null : new Date(value.resetAtMs).toISOString(),
-  }
+  return { saturation: value.saturation, resetAt: value.resetAtMs ?? null }
 }
 
 // Fetches in flight in this isolate, shared by every need of the same entry (single
@@ -52,20 +49,63 @@ function shared(map, key, start) {
   return flight
 }
 
-/** Calls the fetcher the engine named (`host:<provider>` or `seam:<provider>`). */
+/**
+ * Calls the fetcher the engine named (`host:<provider>` or `seam:<provider>`): a number, or
+ * `null` for the engine's token-header fallback. The seams read usage as the host's own
+ * module does, one usage fetch answering every window of a connection: any provider's
+ * `percentUsed` (a failed fetch takes the fallback); anthropic's plan window, else its
+ * requests headers.
+ */
 async function callFetcher(name, connectionId, provider, dim) {
   const [tier, key] = [name.slice(0, 4), name.slice(5)]
   if (tier === 'host') {
     const fetcher = host.state.fetchers.get(key)
     return fetcher ? Number(await fetcher(connectionId, dim)) : null
   }
-  // One usage fetch answers every window of a connection.
-  const usage = await shared(usageFlights, `${name}\0${provider}\0${connectionId}`, async () =>
-    key === '*'
-      ? seams.generic(connectionId, provider)
-      : seams.anthropic.fetchUsage(await seams.anthropic.loadConnection(connectionId)),
+  const usage = () => shared(usageFlights, `${name}\0${provider}\0${connectionId}`, () =>
+    key === '*' ? seams.generic(connectionId, provider) : anthropicUsage(connectionId),
   )
-  return native.usageSaturation(usage, dim.window)
+  if (key === '*') {
+    try {
+      return native.usageSaturation(await usage(), dim.window, false)
+    } catch {
+      return null
+    }
+  }
+  try {
+    const share = native.usageSaturation(await usage(), dim.window, true)
+    if (share !== null) return share
+  } catch (err) {
+    host.log('warn', 'quota:saturation', 'anthropic usage saturation failed; using its rate-limit headers', {
+      provider,
+      connectionId,
+      error: host.errorText(err),
+    })
+  }
+  return native.anthropicHeaderSaturation(String(connectionId))
+}
+
+/**
+ * The anthropic seam's usage of a connection: fetched only for an OAuth connection (an
+ * API-key one has no plan window), and fed to its account buckets, which never gate the
+ * signal; `null` for any other.
+ */
+async function anthropicUsage(connectionId) {
+  const { loadConnection, fetchUsage } = seams.anthropic
+  const connection = await loadConnection(connectionId)
+  const oauth =
+    connection &&
+    typeof connection.accessToken === 'string' &&
+    connection.accessToken.length > 0 &&
+    (connection.authType === undefined || connection.authType === 'oauth')
+  if (!oauth) return null
+  const usage = await fetchUsage(connection)
+  try {
+    native.updateAccountBuckets(connectionId, usage, Date.now())
+  } catch {
+    // Additive: a malformed usage leaves the buckets as they were.
+  }
+  return usage
 }
 
 /**

@@ -213,10 +213,24 @@ pub fn put_saturation(
   engine().put_saturation(&provider, &connection_id, &unit, &window, value, now)
 }
 
-/// The used share (0..1) of a usage result's quota for `window`, or `null`.
-#[napi(catch_unwind, ts_args_type = "usage: unknown, window: string")]
-pub fn usage_saturation(usage: Unknown, window: String) -> Option<f64> {
-  input::usage_saturation(&super::args::arg(usage, "usage").ok()?, &window)
+/// The saturation a test seam's usage reading gives `window` (its plan window's for
+/// anthropic), or `null`.
+#[napi(
+  catch_unwind,
+  ts_args_type = "usage: unknown, window: string, planWindow: boolean"
+)]
+pub fn usage_saturation(usage: Unknown, window: String, plan_window: bool) -> Option<f64> {
+  input::usage_saturation(
+    &super::args::arg(usage, "usage").ok()?,
+    &window,
+    plan_window,
+  )
+}
+
+/// Anthropic's fallback: its requests headers' `used / limit`, fresh, else 0.
+#[napi(catch_unwind)]
+pub fn anthropic_header_saturation(connection_id: String, now_ms: Option<f64>) -> f64 {
+  engine().anthropic_header_saturation(&connection_id, clock(now_ms))
 }
 
 /// `_clearSaturationCache()`.

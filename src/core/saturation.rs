@@ -24,22 +24,6 @@ pub fn clamp_saturation(value: f64) -> f64 {
   }
 }
 
-/// The used share (0..1) a usage result's quota entry reports: `100 − remainingPercentage`
-/// (as a share), else `used / total` when `total > 0`; `None` when it says neither.
-pub fn usage_saturation(
-  remaining_percentage: Option<f64>,
-  used: Option<f64>,
-  total: Option<f64>,
-) -> Option<f64> {
-  if let Some(remaining) = remaining_percentage {
-    return Some((100.0 - remaining) / 100.0);
-  }
-  match (used, total) {
-    (Some(used), Some(total)) if total > 0.0 => Some(used / total),
-    _ => None,
-  }
-}
-
 /// One connection's entries: `(unit, window)` → `(value, expires_at)`.
 type ConnectionEntries = HashMap<(QuotaUnit, QuotaWindow), (f64, i64)>;
 
@@ -330,20 +314,19 @@ pub fn token_header_saturation(
   })
 }
 
+/// Anthropic's weak last resort when its plan window is unknown: the requests family's
+/// `used / limit` (clamped) from headers at most 5 min old; `None` when stale or incomplete.
+pub fn request_header_saturation(snapshot: &RateLimitSnapshot, now_ms: i64) -> Option<f64> {
+  if now_ms - snapshot.observed_at_ms > HEADER_FRESHNESS_MS {
+    return None;
+  }
+  let (limit, remaining) = (snapshot.requests.limit?, snapshot.requests.remaining?);
+  (limit > 0.0).then(|| clamp_saturation((limit - remaining) / limit))
+}
+
 #[cfg(test)]
 mod tests {
   use super::*;
-
-  #[test]
-  fn usage_saturation_prefers_the_remaining_percentage() {
-    assert_eq!(
-      usage_saturation(Some(25.0), Some(1.0), Some(2.0)),
-      Some(0.75)
-    );
-    assert_eq!(usage_saturation(None, Some(1.0), Some(4.0)), Some(0.25));
-    assert_eq!(usage_saturation(None, Some(1.0), Some(0.0)), None);
-    assert_eq!(usage_saturation(None, None, None), None);
-  }
 
   /// That an entry hits for 30 s, then not, is `an_expired_entry_is_served_while_one_refresh_runs`
   /// of engine/saturation.rs; that it is kept per connection, its `a_lookup_is_a_hit_…`; per

@@ -704,25 +704,25 @@ pub fn quota_readings<V: Source>(usage: &Arg<V>) -> Result<Option<Vec<(String, Q
   Ok(Some(readings))
 }
 
-/// The used share (0..1) of a usage result's quota for `window` (`quotas["session (5h)"]`
-/// for 5h, `quotas["weekly (7d)"]` for weekly), read leniently: `None` when the usage
-/// says nothing about it.
-pub fn usage_saturation<V: Source>(usage: &Arg<V>, window: &str) -> Option<f64> {
-  let name = match window {
-    "5h" => "session (5h)",
-    "weekly" => "weekly (7d)",
-    _ => return None,
+/// The saturation (0..1) a test seam's usage reading gives `window`, read as the host's
+/// module reads it: for anthropic (`plan_window`), the plan window's
+/// `quotas["session (5h)"]` (`5h`) or `quotas["weekly (7d)"]` (`weekly`, `monthly`)
+/// `.used`, in percent; for any other provider, `percentUsed`, else `used_percent`, as a
+/// share. `None` when it gives none (then the caller's fallback applies).
+pub fn usage_saturation<V: Source>(usage: &Arg<V>, window: &str, plan_window: bool) -> Option<f64> {
+  let share = if plan_window {
+    let name = match window {
+      "5h" => "session (5h)",
+      "weekly" | "monthly" => "weekly (7d)",
+      _ => return None,
+    };
+    let quotas = usage.field("quotas").ok()?;
+    let entry = quotas.field(name).ok()?;
+    lenient_number(&entry, "used")? / 100.0
+  } else {
+    lenient_number(usage, "percentUsed").or_else(|| lenient_number(usage, "used_percent"))?
   };
-  let quotas = usage.field("quotas").ok()?;
-  let quotas = quotas.is_object().then_some(quotas)?;
-  let entry = quotas.field(name).ok()?;
-  let entry = entry.is_object().then_some(&entry)?;
-  let number = |key| lenient_number(entry, key).filter(|v| v.is_finite());
-  crate::core::saturation::usage_saturation(
-    number("remainingPercentage"),
-    number("used"),
-    number("total"),
-  )
+  share.is_finite().then(|| share.clamp(0.0, 1.0))
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@ use super::relock;
 use super::telemetry::LogValue;
 use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
-use crate::core::saturation::{token_header_saturation, RateLimitSnapshot, SaturationCache};
+use crate::core::saturation::{
+  request_header_saturation, token_header_saturation, RateLimitSnapshot, SaturationCache,
+};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::sync::Mutex;
@@ -322,6 +324,15 @@ impl super::Engine {
         .saturation()
         .store_headers(provider, connection_id, snapshot);
     }
+  }
+
+  /// Anthropic's fallback when its plan window is unknown: the requests family of the
+  /// headers kept under the provider `anthropic` (whichever alias asks), else 0.
+  pub fn anthropic_header_saturation(&self, connection_id: &str, now_ms: i64) -> f64 {
+    let state = self.saturation();
+    (state.headers("anthropic", connection_id))
+      .and_then(|snapshot| request_header_saturation(snapshot, now_ms))
+      .unwrap_or(0.0)
   }
 
   /// The token-header fallback signal of a connection: `used / limit` from headers at
