@@ -198,6 +198,55 @@ test("the host's restore flow while the engine's connection stays open: the rest
   assert.equal(host.db.pragma('integrity_check', { simple: true }), 'ok')
 })
 
+for (const gap of ['after the file', 'after the file and its sidecars']) {
+  test(`a request in the restore's pauses (${gap} unlinked): no file is made there, the backup is restored whole and counts`, async () => {
+    const p = pool(100)
+    await record(p.request, 3)
+    host.logCall(p.request.apiKeyId)
+    assert.equal(engine.flushQuotaWrites(), null)
+    const backup = path.join(tempDir('pause'), 'db_backup.sqlite')
+    await host.backup(backup)
+    const hostRows = host.db.prepare('SELECT count(*) AS n FROM call_logs').get().n
+    await record(p.request, 4) // 7 in the live file, 3 in the backup
+    assert.equal(engine.flushQuotaWrites(), null)
+    // The host's restore awaits between its unlinks: a request may come in each pause.
+    host.close()
+    const sidecars = gap === 'after the file' ? [] : ['-wal', '-shm', '-journal']
+    for (const suffix of ['', ...sidecars]) fs.rmSync(host.file + suffix, { force: true })
+    const logged = host.logs.length
+    assert.equal((await enforceQuotaShare(p.request)).kind, 'allow', 'fails open while the file is missing')
+    await record(p.request, 2) // no file to resolve it against: not counted, as the restore drops what came after the backup
+    engine.flushQuotaWrites()
+    assert.equal(fs.existsSync(host.file), false, 'the engine made no file at the path')
+    assert.ok(
+      host.logs.slice(logged).some((l) => /missing where the engine had it open/.test(JSON.stringify(l))),
+      JSON.stringify(host.logs.slice(logged)),
+    )
+    for (const suffix of ['-wal', '-shm', '-journal']) fs.rmSync(host.file + suffix, { force: true })
+    fs.copyFileSync(backup, host.file)
+    host.open()
+    assert.equal(host.db.prepare('SELECT count(*) AS n FROM call_logs').get().n, hostRows, "the host's rows restored")
+    assert.equal((await enforceQuotaShare(p.request)).kind, 'allow')
+    assert.equal(engine.flushQuotaWrites(), null)
+    assert.equal(consumedIn(host.db, p), 3, "the backup's 3")
+    // Stopped (the engine's close, then the host's): the file alone is whole.
+    engine.closeQuotaDb()
+    host.close()
+    const alone = copyAlone(host.file)
+    host.open()
+    try {
+      assert.equal(alone.pragma('integrity_check', { simple: true }), 'ok')
+      assert.equal(alone.prepare('SELECT count(*) AS n FROM call_logs').get().n, hostRows)
+      assert.equal(consumedIn(alone, p), 3)
+    } finally {
+      alone.close()
+    }
+    await record(p.request, 2)
+    assert.equal(engine.flushQuotaWrites(), null)
+    assert.equal(consumedIn(host.db, p), 5, 'records after the restore count')
+  })
+}
+
 /** This process's descriptors on the host file and its -wal/-shm. */
 function descriptorsOn(file) {
   const names = new Set([file, `${file}-wal`, `${file}-shm`].map((f) => fs.realpathSync(path.dirname(f)) + path.sep + path.basename(f)))

@@ -17,14 +17,14 @@ use super::{relock, Engine, Step};
 use crate::core::admission::estimated_cost;
 use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::{consumption_writes, enforce};
-use crate::error::Result;
+use crate::error::{QuotaError, Result};
 use crate::store::ids::new_reservation_id;
-use crate::store::sqlite::Recorded;
 use crate::store::sqlite::{
   default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff,
   DatabaseInspection, Dropped, OpenOptions, PendingWrites, SqliteDb, TotalsCursor, GC_CHUNK,
   RECONCILE_BATCH,
 };
+use crate::store::sqlite::{FileId, Recorded};
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,6 +125,18 @@ pub struct Database {
   sweeping: AtomicBool,
   /// Set by the exit's close: a connection opened after it is closed at teardown too.
   pub exiting: AtomicBool,
+  /// Each path the connection was opened at, with the folder that held the file.
+  opened_in: Mutex<std::collections::HashMap<PathBuf, FileId>>,
+}
+
+/// The folder holding `path`, as a file id.
+fn folder_id(path: &Path) -> Option<FileId> {
+  file_id(
+    path
+      .parent()
+      .filter(|p| !p.as_os_str().is_empty())
+      .unwrap_or(Path::new(".")),
+  )
 }
 
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
@@ -255,10 +267,18 @@ impl Database {
     let opened = slot.is_none();
     if opened {
       locks::sweep_parked();
-      let db = match SqliteDb::open(&self.path(), &self.options) {
+      let path = self.path();
+      let db = match self.refuse_mid_restore(&path) {
+        Ok(()) => SqliteDb::open(&path, &self.options),
+        Err(err) => Err(err),
+      };
+      let db = match db {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
+      if let Some(folder) = folder_id(&path) {
+        relock(&self.opened_in).insert(path, folder);
+      }
       if let Some(carried) = relock(&self.carried).take() {
         db.adopt_pending(carried);
       }
@@ -272,6 +292,26 @@ impl Database {
       db.flush_before_use();
     }
     (f(db), opened)
+  }
+
+  /// Refuses to open `path` while its file is missing or empty in the folder where the
+  /// connection had it: the host's restore unlinks the file and its sidecars, then copies a
+  /// backup in, and a file (and a WAL) made in between would be replayed onto the backup.
+  /// Until the file is back a call fails (a decision allows; records stay buffered, and
+  /// are carried to it). A new folder at the path (a test's reset recreates DATA_DIR) is a
+  /// fresh start.
+  fn refuse_mid_restore(&self, path: &Path) -> Result<()> {
+    let folder = folder_id(path);
+    let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder.as_ref();
+    let missing = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    if had_it_here && missing {
+      return Err(QuotaError::Store(format!(
+        "{} is missing where the engine had it open; no new one is made there (a restore \
+         puts the file back): decisions allow and records stay buffered until it is back",
+        path.display()
+      )));
+    }
+    Ok(())
   }
 
   /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For
