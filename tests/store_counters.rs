@@ -547,6 +547,59 @@ fn poisoned_rows_from_an_older_version_can_be_cleared_collected_and_repaired() {
 }
 
 #[test]
+fn negative_rows_another_writer_left_read_as_zero_and_the_next_write_starts_from_zero() {
+  let (_dir, path, db) = temp_db();
+  let host = host_conn(&path);
+  let k = key("negative", Tokens, Hourly);
+  let dk = k.to_string();
+  let t = 7 * H + 10;
+  // -9e999 is SQLite's -Infinity; -39 what the old incrementBucket could leave.
+  for (id, value) in [("a", "-39"), ("b", "-9e999"), ("c", "-1e308"), ("d", "-2")] {
+    host
+      .execute(
+        &format!("INSERT INTO quota_consumption VALUES (?1, ?2, 7, {value}, 5)"),
+        params![id, dk],
+      )
+      .unwrap();
+  }
+  for id in ["a", "b", "c"] {
+    assert_eq!(db.peek(id, &k, t).unwrap(), 0.0, "{id}");
+    assert_eq!(db.get_bucket(id, &dk, 7).unwrap(), 0.0, "{id}");
+  }
+  assert_eq!(db.per_key_effective(&k, t).unwrap().len(), 4);
+  assert!(db
+    .per_key_effective(&k, t)
+    .unwrap()
+    .iter()
+    .all(|(_, v)| *v == 0.0));
+  // Each write path heals the row: consume, incrementBucket, a buffered record's flush.
+  assert_eq!(db.consume("a", &k, 1.0, t).unwrap(), 1.0);
+  db.increment_bucket("b", &dk, 7, 2.0, t).unwrap();
+  db.record_writes(
+    "c",
+    &[(k.clone(), 3.0)],
+    t,
+    std::time::Duration::from_secs(60),
+  )
+  .unwrap();
+  db.flush_pending(false).unwrap();
+  for (id, expected) in [("a", 1.0), ("b", 2.0), ("c", 3.0)] {
+    let stored: f64 = host
+      .query_row(
+        "SELECT consumed FROM quota_consumption WHERE api_key_id = ?1",
+        [id],
+        |r| r.get(0),
+      )
+      .unwrap();
+    assert_eq!(stored, expected, "{id}");
+  }
+  // The pool total follows each row; the one negative row left still reads as 0.
+  assert_totals_exact(&host, 0.0);
+  assert_eq!(db.sum_pool_dimension(&dk, 7).unwrap().0, 6.0 - 2.0);
+  assert_eq!(db.peek("d", &k, t).unwrap(), 0.0);
+}
+
+#[test]
 fn increment_bucket_rejects_negative_and_non_finite_deltas() {
   let (_dir, _path, db) = temp_db();
   db.increment_bucket("a", "p:tokens:hourly", 1, 40.0, 0)

@@ -21,7 +21,7 @@ macro_rules! upsert {
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
   VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
+    consumed = min(max(coalesce(consumed, 0), 0) + excluded.consumed, 1e15),
     updated_at = excluded.updated_at"
   };
 }
@@ -49,14 +49,20 @@ const SELECT_TOTALS_PAIR: &str = "
 
 const SELECT_PER_KEY: &str = "
   SELECT api_key_id,
-    SUM(CASE WHEN bucket_index = ?2 THEN coalesce(consumed, 0) ELSE 0 END),
-    SUM(CASE WHEN bucket_index = ?2 - 1 THEN coalesce(consumed, 0) ELSE 0 END)
+    SUM(CASE WHEN bucket_index = ?2 THEN max(coalesce(consumed, 0), 0) ELSE 0 END),
+    SUM(CASE WHEN bucket_index = ?2 - 1 THEN max(coalesce(consumed, 0), 0) ELSE 0 END)
   FROM quota_consumption
   WHERE dimension_key = ?1 AND bucket_index IN (?2, ?2 - 1)
   GROUP BY api_key_id
   ORDER BY api_key_id";
 
-/// The two numbers of the one-row statement `sql` (NULL as 0).
+/// Column `i` as a counter: a number, never below 0 (a row an older version or another
+/// writer left negative reads as 0; the next write to it starts from 0 too).
+fn counter(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<f64> {
+  Ok(number(row, i)?.max(0.0))
+}
+
+/// The two counters of the one-row statement `sql` (NULL as 0).
 fn two_numbers(
   conn: &Connection,
   sql: &str,
@@ -64,7 +70,7 @@ fn two_numbers(
 ) -> rusqlite::Result<(f64, f64)> {
   conn
     .prepare_cached(sql)?
-    .query_row(params, |row| Ok((number(row, 0)?, number(row, 1)?)))
+    .query_row(params, |row| Ok((counter(row, 0)?, counter(row, 1)?)))
 }
 
 /// `(curr, prev)` of one key and dimension key string, as committed.
@@ -151,8 +157,8 @@ impl CounterStore for SqliteDb {
       .ctx("consuming")?;
     let (curr, prev) = match rows.next().ctx("consuming")? {
       Some(row) => (
-        number(row, 0).ctx("consuming")?,
-        number(row, 1).ctx("consuming")?,
+        counter(row, 0).ctx("consuming")?,
+        counter(row, 1).ctx("consuming")?,
       ),
       None => {
         return Err(QuotaError::Store(
@@ -211,7 +217,7 @@ impl SqliteDb {
     let sql = "SELECT consumed FROM quota_consumption
       WHERE api_key_id = ?1 AND dimension_key = ?2 AND bucket_index = ?3";
     let params = params![api_key_id, dimension_key, bucket];
-    let value = first(&self.conn, sql, params, |row| number(row, 0)).ctx("reading a bucket")?;
+    let value = first(&self.conn, sql, params, |row| counter(row, 0)).ctx("reading a bucket")?;
     let stored = (value.unwrap_or(0.0), 0.0);
     let (curr, _) = self.with_pending_key(api_key_id, dimension_key, bucket, stored);
     Ok(curr)

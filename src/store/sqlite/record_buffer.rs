@@ -37,7 +37,7 @@ const UPSERT: &str = "
   INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at)
   VALUES (?1, ?2, ?3, min(?4, 1e15), ?5)
   ON CONFLICT (api_key_id, dimension_key, bucket_index) DO UPDATE SET
-    consumed = min(coalesce(consumed, 0) + excluded.consumed, 1e15),
+    consumed = min(max(coalesce(consumed, 0), 0) + excluded.consumed, 1e15),
     updated_at = max(coalesce(updated_at, 0), excluded.updated_at)";
 
 /// One buffered counter: the amount to add to one bucket.
