@@ -81,6 +81,15 @@ test("2. the request model's 7d bucket gates (model = modelStr after its first '
   assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, 'claude/opus-4', T0).orderedTargets), 'BA')
 })
 
+test('2. an empty model (no name after the slash, or none at all) names no model bucket', () => {
+  saturate('conn-A', '7d:')
+  for (const model of ['', 'claude/', '/']) {
+    _clearInflightForTest()
+    _clearDrrStateForTest()
+    assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, model, T0).orderedTargets), 'AB', JSON.stringify(model))
+  }
+})
+
 test("2. another model's saturation does not gate", () => {
   saturate('conn-A', '7d:sonnet-4')
   assert.equal(keys(selectQuotaShareTarget(targets('A', 'B'), COMBO, 'claude/opus-4', T0).orderedTargets), 'AB')
@@ -297,6 +306,7 @@ test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming th
   const cases = [
     [() => selectQuotaShareTarget('A', COMBO, MODEL, T0), TypeError, 'targets'],
     [() => selectQuotaShareTarget(undefined, COMBO, MODEL, T0), TypeError, 'targets'],
+    [() => { const { proxy, revoke } = Proxy.revocable([], {}); revoke(); return selectQuotaShareTarget(proxy, COMBO, MODEL, T0) }, TypeError, 'targets'],
     [() => selectQuotaShareTarget([null], COMBO, MODEL, T0), TypeError, 'targets[0]'],
     [() => selectQuotaShareTarget([...ok, { connectionId: 'c' }], COMBO, MODEL, T0), TypeError, 'targets[1].executionKey'],
     [() => selectQuotaShareTarget([{ executionKey: 'X', connectionId: 7 }], COMBO, MODEL, T0), TypeError, 'targets[0].connectionId'],

@@ -237,6 +237,15 @@ function fillCaps(extraction, caps) {
 
 const noop = () => {}
 
+/** `Array.isArray`, with a revoked Proxy (which makes it throw) no array, as the engine reads one. */
+function isArray(value) {
+  try {
+    return Array.isArray(value)
+  } catch {
+    return false
+  }
+}
+
 function readCaps(options) {
   if (options === undefined || options === null) return undefined
   if (typeof options !== 'object') throw typeError('options', 'an object', options)
@@ -250,7 +259,7 @@ function readCaps(options) {
  * Chooses among a pool combo's targets: see lib/quotaShareStrategy.d.ts (docs/contract.md §10).
  */
 function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now(), options = undefined) {
-  if (!Array.isArray(targets)) throw typeError('targets', 'an array', targets)
+  if (!isArray(targets)) throw typeError('targets', 'an array', targets)
   if (typeof comboName !== 'string') throw typeError('comboName', 'a string', comboName)
   if (modelStr !== undefined && modelStr !== null && typeof modelStr !== 'string') {
     throw typeError('modelStr', 'a string', modelStr)

@@ -37,7 +37,10 @@ fn is_gating_window(window: &str, which: usize, model: Option<&str>) -> bool {
   match which {
     0 => window == WINDOW_5H,
     1 => window == WINDOW_7D,
-    _ => model.is_some_and(|model| window.strip_prefix(WINDOW_7D_MODEL_PREFIX) == Some(model)),
+    // An empty model names no model window (`"7d:"` is not one).
+    _ => model.is_some_and(|model| {
+      !model.is_empty() && window.strip_prefix(WINDOW_7D_MODEL_PREFIX) == Some(model)
+    }),
   }
 }
 
