@@ -126,17 +126,19 @@ pub struct Database {
   /// Set by the exit's close: a connection opened after it is closed at teardown too.
   pub exiting: AtomicBool,
   /// Each path the connection was opened at, with the folder that held the file.
-  opened_in: Mutex<std::collections::HashMap<PathBuf, FileId>>,
+  opened_in: Mutex<std::collections::HashMap<PathBuf, FolderId>>,
 }
 
-/// The folder holding `path`, as a file id.
-fn folder_id(path: &Path) -> Option<FileId> {
-  file_id(
-    path
-      .parent()
-      .filter(|p| !p.as_os_str().is_empty())
-      .unwrap_or(Path::new(".")),
-  )
+/// A folder: its file id and, where the file system keeps one, its birth time (a folder
+/// removed and made again often gets the same inode number back).
+type FolderId = (FileId, Option<std::time::SystemTime>);
+
+/// The folder holding `path`.
+fn folder_id(path: &Path) -> Option<FolderId> {
+  let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+  let folder = folder.unwrap_or(Path::new("."));
+  let born = std::fs::metadata(folder).and_then(|m| m.created()).ok();
+  Some((file_id(folder)?, born))
 }
 
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
