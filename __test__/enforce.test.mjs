@@ -460,6 +460,12 @@ test('the anthropic seam: an OAuth connection\'s plan window, else the anthropic
     assert.equal(await saturation('apikey-1', 'claude', '5h'), 0.7)
     assert.equal(await saturation('claude-1', 'claude', 'weekly'), 0)
     assert.ok(warnings.some((w) => /anthropic usage saturation failed/.test(w.msg) && /429/.test(w.error)), JSON.stringify(warnings))
+    // No seam and no fetcher: the same fallback for anthropic; another provider's is its token headers.
+    __setAnthropicSaturationDepsForTests(null)
+    _clearSaturationCache()
+    assert.equal(await saturation('apikey-1', 'anthropic', '5h'), 0.7)
+    storeRateLimitHeaders('requests-only', 'openai', { 'x-ratelimit-limit-requests': '100', 'x-ratelimit-remaining-requests': '30' })
+    assert.equal(await saturation('requests-only', 'openai', '5h'), 0)
   } finally {
     __setAnthropicSaturationDepsForTests(null)
   }

@@ -51,10 +51,10 @@ function shared(map, key, start) {
 
 /**
  * Calls the fetcher the engine named (`host:<provider>` or `seam:<provider>`): a number, or
- * `null` for the engine's token-header fallback. The seams read usage as the host's own
- * module does, one usage fetch answering every window of a connection: any provider's
- * `percentUsed` (a failed fetch takes the fallback); anthropic's plan window, else its
- * requests headers.
+ * `null` for the engine's fallback (anthropic's requests headers, any other provider's
+ * token headers). The seams read usage as the host's own module does, one usage fetch
+ * answering every window of a connection: any provider's `percentUsed`, anthropic's plan
+ * window; a failed fetch takes the fallback.
  */
 async function callFetcher(name, connectionId, provider, dim) {
   const [tier, key] = [name.slice(0, 4), name.slice(5)]
@@ -73,16 +73,15 @@ async function callFetcher(name, connectionId, provider, dim) {
     }
   }
   try {
-    const share = native.usageSaturation(await usage(), dim.window, true)
-    if (share !== null) return share
+    return native.usageSaturation(await usage(), dim.window, true)
   } catch (err) {
     host.log('warn', 'quota:saturation', 'anthropic usage saturation failed; using its rate-limit headers', {
       provider,
       connectionId,
       error: host.errorText(err),
     })
+    return null
   }
-  return native.anthropicHeaderSaturation(String(connectionId))
 }
 
 /**

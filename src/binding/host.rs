@@ -227,12 +227,6 @@ pub fn usage_saturation(usage: Unknown, window: String, plan_window: bool) -> Op
   )
 }
 
-/// Anthropic's fallback: its requests headers' `used / limit`, fresh, else 0.
-#[napi(catch_unwind)]
-pub fn anthropic_header_saturation(connection_id: String, now_ms: Option<f64>) -> f64 {
-  engine().anthropic_header_saturation(&connection_id, clock(now_ms))
-}
-
 /// `_clearSaturationCache()`.
 #[napi(catch_unwind, js_name = "_clearSaturationCache")]
 pub fn clear_saturation_cache() {

@@ -116,8 +116,15 @@ impl SaturationState {
       })
   }
 
-  /// The fallback when no fetcher answers: the token headers at most 5 min old, else 0.
+  /// The fallback when no fetcher answers, as the host's module falls back: for anthropic
+  /// (`anthropic`, `claude`), the requests headers kept under `anthropic`; for any other
+  /// provider, its token headers; at most 5 min old, else 0.
   pub fn fallback(&self, provider: &str, connection_id: &str, now_ms: i64) -> f64 {
+    if matches!(provider, "anthropic" | "claude") {
+      return (self.headers("anthropic", connection_id))
+        .and_then(|snapshot| request_header_saturation(snapshot, now_ms))
+        .unwrap_or(0.0);
+    }
     self
       .headers(provider, connection_id)
       .and_then(|snapshot| token_header_saturation(snapshot, now_ms))
@@ -324,15 +331,6 @@ impl super::Engine {
         .saturation()
         .store_headers(provider, connection_id, snapshot);
     }
-  }
-
-  /// Anthropic's fallback when its plan window is unknown: the requests family of the
-  /// headers kept under the provider `anthropic` (whichever alias asks), else 0.
-  pub fn anthropic_header_saturation(&self, connection_id: &str, now_ms: i64) -> f64 {
-    let state = self.saturation();
-    (state.headers("anthropic", connection_id))
-      .and_then(|snapshot| request_header_saturation(snapshot, now_ms))
-      .unwrap_or(0.0)
   }
 
   /// The token-header fallback signal of a connection: `used / limit` from headers at
