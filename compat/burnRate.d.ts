@@ -1,1 +1,3 @@
 export { computeBurnRateFromWindow, computeBurnRate } from '../binding'
+export type { BurnRate as BurnRateResult } from '../binding'
+export interface BurnRateSample { ts: number; consumed: number }

@@ -1,1 +1,2 @@
 export { decideFairShare } from '../binding'
+export type { FairShareDimension, FairShareAllocation, FairShareInput, FairShareDecision } from '../binding'

@@ -1,1 +1,2 @@
 export { resolvePlan } from '../binding'
+export interface RuntimeSignals { headers?: Record<string, string> }

@@ -1,1 +1,2 @@
 export { getBucket, incrementBucket, getPair, listConsumptionForPool, sumPoolDimension, gcOlderThan } from '../binding'
+export type { ConsumptionRow as ConsumptionEvent } from '../binding'

@@ -21,11 +21,30 @@ const DECLARED_IN = {
   quotaShareStrategy: '../lib/quotaShareStrategy',
   quotaShareConcurrency: '../lib/quotaShareConcurrency',
 }
-// The types a compat entry exports beside its names (the host's modules export them too).
+// The types a compat entry exports beside its names: every type the host's module exports,
+// under its name there (the host's own files import them), and the package's own names.
 const TYPES = {
-  accountBuckets: `export type { AccountQuota } from '../binding'`,
-  quotaShareStrategy: `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'`,
-  quotaShareConcurrency: `export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'`,
+  fairShare: `export type { FairShareDimension, FairShareAllocation, FairShareInput, FairShareDecision } from '../binding'`,
+  dimensions: `export type { QuotaUnit, QuotaWindow, Policy, QuotaDimension, PoolAllocation, ProviderPlan, QuotaPool, DimensionKey } from '../binding'`,
+  burnRate: [
+    `export type { BurnRate as BurnRateResult } from '../binding'`,
+    'export interface BurnRateSample { ts: number; consumed: number }',
+  ].join('\n'),
+  planResolver: 'export interface RuntimeSignals { headers?: Record<string, string> }',
+  accountBuckets: [
+    `export type { AccountQuota, AccountQuota as UsageQuotaSlim } from '../binding'`,
+    `export interface ClaudeUsageResult { quotas?: Record<string, import('../binding').AccountQuota | undefined> }`,
+  ].join('\n'),
+  quotaConsumption: `export type { ConsumptionRow as ConsumptionEvent } from '../binding'`,
+  quotaShareStrategy: [
+    `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'`,
+    `export type { QuotaShareSelectOptions as QuotaShareOptions } from '../lib/quotaShareStrategy'`,
+    `export type QuotaShareResult<T extends import('../lib/quotaShareStrategy').QuotaShareTarget = import('../lib/quotaShareStrategy').QuotaShareTarget> = import('../lib/quotaShareStrategy').QuotaShareSelection<T>`,
+  ].join('\n'),
+  quotaShareConcurrency: [
+    `export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'`,
+    `export type { QuotaShareQueueOptions as QuotaShareSlotOptions } from '../lib/quotaShareConcurrency'`,
+  ].join('\n'),
 }
 // Test seams the main entry does not export: declared in their compat entry.
 const SEAM_DECLARATIONS = {
