@@ -90,11 +90,15 @@ test('a Proxy of an array is an array, to every pure call', () => {
   }
 })
 
-test('computeBurnRateFromWindow: a window of 1 ms is clock-free; a bad window is a RangeError', () => {
+test('computeBurnRateFromWindow: a window of 1 ms is clock-free; no window gives zeros; a bad window is a RangeError', () => {
   // now mod 1 is always 0, counted as 1 ms.
   assert.deepEqual(computeBurnRateFromWindow(3, 1, 6000), { tokensPerSecond: 3000, timeToExhaustionMs: 2000 })
   assert.deepEqual(computeBurnRateFromWindow(0, 1, 6000), { tokensPerSecond: 0, timeToExhaustionMs: null })
-  for (const windowMs of [0, 0.5, -1, NaN, Infinity]) {
+  // A window of 0 or less is a zero input, as the host's module has it.
+  for (const windowMs of [0, -0, -1, -Infinity]) {
+    assert.deepEqual(computeBurnRateFromWindow(10, windowMs, 5), { tokensPerSecond: 0, timeToExhaustionMs: null }, String(windowMs))
+  }
+  for (const windowMs of [0.5, NaN, Infinity]) {
     assert.throws(() => computeBurnRateFromWindow(10, windowMs), (err) => err instanceof RangeError && err.code === 'ERR_QUOTA_INVALID_ARG' && err.message.startsWith('windowMs'), String(windowMs))
   }
   assert.throws(() => computeBurnRateFromWindow('10', 1000), (err) => err instanceof TypeError && /consumedTotal/.test(err.message))

@@ -579,13 +579,17 @@ pub fn burn_rate_from_window<V: Source>(
 ) -> Result<BurnRate> {
   let consumed_total = consumed_total.number()?;
   let window_ms = window_ms.number()?;
+  let remaining = remaining.opt_number()?;
+  // No window (0 or less) is a zero input, as the host's module has it.
+  if window_ms <= 0.0 {
+    return Ok(BurnRate::ZERO);
+  }
   let window_ms = window_length_ms(window_ms).ok_or_else(|| {
     QuotaError::range_error(
       "windowMs",
-      format!("must be a finite number >= 1, got {window_ms}"),
+      format!("must be 0 or less (no window) or a finite number >= 1, got {window_ms}"),
     )
   })?;
-  let remaining = remaining.opt_number()?;
   Ok(compute_burn_rate_from_window(
     consumed_total,
     window_ms,
