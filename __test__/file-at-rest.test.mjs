@@ -173,8 +173,9 @@ test('a backup renamed over the open file is followed at once: decisions and rec
   assert.equal(consumedIn(host.db, p), 13)
 })
 
-test("the host's restore flow while the engine's connection stays open: the restored counters count at once", async () => {
-  const p = pool(8)
+/** A pool of `limit` with 3 recorded and a host row in a backup, then 4 more in the live file only. */
+async function backedUp(limit) {
+  const p = pool(limit)
   await record(p.request, 3)
   host.logCall(p.request.apiKeyId)
   assert.equal(engine.flushQuotaWrites(), null)
@@ -182,6 +183,11 @@ test("the host's restore flow while the engine's connection stays open: the rest
   await host.backup(backup)
   await record(p.request, 4) // 7 in the live file, 3 in the backup
   assert.equal(engine.flushQuotaWrites(), null)
+  return { p, backup }
+}
+
+test("the host's restore flow while the engine's connection stays open: the restored counters count at once", async () => {
+  const { p, backup } = await backedUp(8)
   // restoreDbBackup(): close (resetters run), a request in the pause reopens the engine's
   // connection, then unlink the four files, copy the backup in, reopen.
   host.close()
@@ -200,15 +206,8 @@ test("the host's restore flow while the engine's connection stays open: the rest
 
 for (const gap of ['after the file', 'after the file and its sidecars']) {
   test(`a request in the restore's pauses (${gap} unlinked): no file is made there, the backup is restored whole and counts`, async () => {
-    const p = pool(100)
-    await record(p.request, 3)
-    host.logCall(p.request.apiKeyId)
-    assert.equal(engine.flushQuotaWrites(), null)
-    const backup = path.join(tempDir('pause'), 'db_backup.sqlite')
-    await host.backup(backup)
+    const { p, backup } = await backedUp(100)
     const hostRows = host.db.prepare('SELECT count(*) AS n FROM call_logs').get().n
-    await record(p.request, 4) // 7 in the live file, 3 in the backup
-    assert.equal(engine.flushQuotaWrites(), null)
     // The host's restore awaits between its unlinks: a request may come in each pause.
     host.close()
     const sidecars = gap === 'after the file' ? [] : ['-wal', '-shm', '-journal']
