@@ -270,11 +270,8 @@ impl Database {
     if opened {
       locks::sweep_parked();
       let path = self.path();
-      let db = match self.refuse_mid_restore(&path) {
-        Ok(()) => SqliteDb::open(&path, &self.options),
-        Err(err) => Err(err),
-      };
-      let db = match db {
+      let opening = self.refuse_mid_restore(&path);
+      let db = match opening.and_then(|()| SqliteDb::open(&path, &self.options)) {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
@@ -299,9 +296,9 @@ impl Database {
   /// Refuses to open `path` while its file is missing or empty in the folder where the
   /// connection had it: the host's restore unlinks the file and its sidecars, then copies a
   /// backup in, and a file (and a WAL) made in between would be replayed onto the backup.
-  /// Until the file is back a call fails (a decision allows; records stay buffered, and
-  /// are carried to it). A new folder at the path (a test's reset recreates DATA_DIR) is a
-  /// fresh start.
+  /// Until the file is back a call fails: a decision allows, records already buffered are
+  /// carried to it, and one made meanwhile is not counted (it has no file to find its pool
+  /// in). A new folder at the path (a test's reset recreates DATA_DIR) is a fresh start.
   fn refuse_mid_restore(&self, path: &Path) -> Result<()> {
     let folder = folder_id(path);
     let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder.as_ref();
@@ -309,7 +306,8 @@ impl Database {
     if had_it_here && missing {
       return Err(QuotaError::Store(format!(
         "{} is missing where the engine had it open; no new one is made there (a restore \
-         puts the file back): decisions allow and records stay buffered until it is back",
+         puts the file back): decisions allow, and records made meanwhile are not counted, \
+         until it is back",
         path.display()
       )));
     }
