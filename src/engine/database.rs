@@ -293,7 +293,7 @@ impl Database {
     (f(db), opened)
   }
 
-  /// Refuses to open `path` while its file is missing or empty in the folder where the
+  /// Refuses to open `path` while its file is missing in the folder where the
   /// connection had it: the host's restore unlinks the file and its sidecars, then copies a
   /// backup in, and a file (and a WAL) made in between would be replayed onto the backup.
   /// Until the file is back a call fails: a decision allows, records already buffered are
@@ -302,8 +302,7 @@ impl Database {
   fn refuse_mid_restore(&self, path: &Path) -> Result<()> {
     let folder = folder_id(path);
     let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder.as_ref();
-    let missing = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
-    if had_it_here && missing {
+    if had_it_here && std::fs::metadata(path).is_err() {
       return Err(QuotaError::Store(format!(
         "{} is missing where the engine had it open; no new one is made there (a restore \
          puts the file back): decisions allow, and records made meanwhile are not counted, \
