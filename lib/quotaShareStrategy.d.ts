@@ -27,7 +27,7 @@ export interface QuotaShareSelectOptions {
 }
 
 /** The outcome of `selectQuotaShareTarget`: the host's own target objects. */
-export interface QuotaShareSelection<T> {
+export interface QuotaShareSelection<T = QuotaShareTarget> {
   /** The target to try first; `null` only for no targets. */
   target: T | null
   /**

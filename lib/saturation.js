@@ -62,24 +62,20 @@ async function callFetcher(name, connectionId, provider, dim) {
     const fetcher = host.state.fetchers.get(key)
     return fetcher ? Number(await fetcher(connectionId, dim)) : null
   }
-  const usage = () => shared(usageFlights, `${name}\0${provider}\0${connectionId}`, () =>
-    key === '*' ? seams.generic(connectionId, provider) : anthropicUsage(connectionId),
-  )
-  if (key === '*') {
-    try {
-      return native.usageSaturation(await usage(), dim.window, false)
-    } catch {
-      return null
-    }
-  }
+  const anthropic = key !== '*'
   try {
-    return native.usageSaturation(await usage(), dim.window, true)
+    const usage = await shared(usageFlights, `${name}\0${provider}\0${connectionId}`, () =>
+      anthropic ? anthropicUsage(connectionId) : seams.generic(connectionId, provider),
+    )
+    return native.usageSaturation(usage, dim.window, anthropic)
   } catch (err) {
-    host.log('warn', 'quota:saturation', 'anthropic usage saturation failed; using its rate-limit headers', {
-      provider,
-      connectionId,
-      error: host.errorText(err),
-    })
+    if (anthropic) {
+      host.log('warn', 'quota:saturation', 'anthropic usage saturation failed; using its rate-limit headers', {
+        provider,
+        connectionId,
+        error: host.errorText(err),
+      })
+    }
     return null
   }
 }

@@ -38,8 +38,7 @@ const TYPES = {
   quotaConsumption: `export type { ConsumptionRow as ConsumptionEvent } from '../binding'`,
   quotaShareStrategy: [
     `export type { QuotaShareTarget, QuotaShareSelectOptions, QuotaShareSelection } from '../lib/quotaShareStrategy'`,
-    `export type { QuotaShareSelectOptions as QuotaShareOptions } from '../lib/quotaShareStrategy'`,
-    `export type QuotaShareResult<T extends import('../lib/quotaShareStrategy').QuotaShareTarget = import('../lib/quotaShareStrategy').QuotaShareTarget> = import('../lib/quotaShareStrategy').QuotaShareSelection<T>`,
+    `export type { QuotaShareSelectOptions as QuotaShareOptions, QuotaShareSelection as QuotaShareResult } from '../lib/quotaShareStrategy'`,
   ].join('\n'),
   quotaShareConcurrency: [
     `export type { QuotaShareQueueOptions, QuotaShareLogger } from '../lib/quotaShareConcurrency'`,

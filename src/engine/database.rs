@@ -21,10 +21,9 @@ use crate::error::{QuotaError, Result};
 use crate::store::ids::new_reservation_id;
 use crate::store::sqlite::{
   default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff,
-  DatabaseInspection, Dropped, OpenOptions, PendingWrites, SqliteDb, TotalsCursor, GC_CHUNK,
-  RECONCILE_BATCH,
+  DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
+  TotalsCursor, GC_CHUNK, RECONCILE_BATCH,
 };
-use crate::store::sqlite::{FileId, Recorded};
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -270,12 +269,13 @@ impl Database {
     if opened {
       locks::sweep_parked();
       let path = self.path();
-      let opening = self.refuse_mid_restore(&path);
+      let folder = folder_id(&path);
+      let opening = self.refuse_mid_restore(&path, folder.as_ref());
       let db = match opening.and_then(|()| SqliteDb::open(&path, &self.options)) {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
-      if let Some(folder) = folder_id(&path) {
+      if let Some(folder) = folder {
         relock(&self.opened_in).insert(path, folder);
       }
       if let Some(carried) = relock(&self.carried).take() {
@@ -293,15 +293,14 @@ impl Database {
     (f(db), opened)
   }
 
-  /// Refuses to open `path` while its file is missing in the folder where the
-  /// connection had it: the host's restore unlinks the file and its sidecars, then copies a
+  /// Refuses to open `path` while its file is missing in `folder`, where the connection
+  /// had it: the host's restore unlinks the file and its sidecars, then copies a
   /// backup in, and a file (and a WAL) made in between would be replayed onto the backup.
   /// Until the file is back a call fails: a decision allows, records already buffered are
   /// carried to it, and one made meanwhile is not counted (it has no file to find its pool
   /// in). A new folder at the path (a test's reset recreates DATA_DIR) is a fresh start.
-  fn refuse_mid_restore(&self, path: &Path) -> Result<()> {
-    let folder = folder_id(path);
-    let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder.as_ref();
+  fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<()> {
+    let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
     if had_it_here && std::fs::metadata(path).is_err() {
       return Err(QuotaError::Store(format!(
         "{} is missing where the engine had it open; no new one is made there (a restore \
