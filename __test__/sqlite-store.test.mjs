@@ -136,7 +136,10 @@ test('counter functions: a bucket index that is NaN, ±Infinity, a fraction or u
 
 test('gcOlderThan(NaN or ±Infinity) is a RangeError and deletes nothing', () => {
   qe.incrementBucket('gk', 'gc-bad:tokens:daily', 3, 1, 5)
-  for (const t of [NaN, Infinity, -Infinity]) assert.throws(() => qe.gcOlderThan(t), isRange('maxUpdatedAtMs'))
+  for (const t of [NaN, Infinity, -Infinity]) {
+    // The value as JavaScript writes it.
+    assert.throws(() => qe.gcOlderThan(t), (err) => isRange('maxUpdatedAtMs')(err) && err.message.endsWith(`got ${t}`))
+  }
   assert.equal(qe.getBucket('gk', 'gc-bad:tokens:daily', 3), 1)
   assert.equal(qe.gcOlderThan(6), 1)
 })
@@ -260,6 +263,13 @@ test('metadata validation: right class, field named, nothing written', () => {
   })
   // exact classes for the headline cases
   assert.throws(cases[0], (e) => e instanceof RangeError)
+  // Every check names the value from the argument, as the argument readers do.
+  assert.throws(cases[0], { message: 'input.allocations[0].weight: must be a finite number from 0 to 100, got 150' })
+  assert.throws(cases[2], { message: /^input\.allocations\[0\]\.capUnit: / })
+  assert.throws(cases[6], { message: /^allocations\[0\]\.weight: / })
+  assert.throws(cases[8], { message: /^patch\.allocations\[0\]\.weight: / })
+  assert.throws(cases[9], { message: /^plan\.dimensions\[0\]\.limit: / })
+  assert.throws(cases[12], { message: /^cap\.capValue: / })
   assert.throws(cases[12], (e) => e instanceof RangeError)
   assert.deepEqual(snapshot(), before)
   assert.equal(qe.getPool(base.id).allocations[0].weight, 10)

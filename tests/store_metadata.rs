@@ -168,7 +168,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
   let cases: Vec<(Result<(), QuotaError>, &str)> = vec![
     (
       db.create_pool(&new_pool("", vec![]), NOW).map(drop),
-      "connectionId",
+      "input.connectionId",
     ),
     (
       db.create_pool(
@@ -179,7 +179,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "name",
+      "input.name",
     ),
     (
       db.create_pool(
@@ -187,22 +187,22 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "allocations[1].weight",
+      "input.allocations[1].weight",
     ),
     (
       db.create_pool(&new_pool("c", vec![alloc("a", f64::NAN)]), NOW)
         .map(drop),
-      "allocations[0].weight",
+      "input.allocations[0].weight",
     ),
     (
       db.create_pool(&new_pool("c", vec![alloc("a", 1.0), cap_zero.clone()]), NOW)
         .map(drop),
-      "allocations[1].capValue",
+      "input.allocations[1].capValue",
     ),
     (
       db.create_pool(&new_pool("c", vec![alloc("a", 1.0), alloc("a", 2.0)]), NOW)
         .map(drop),
-      "allocations[1].apiKeyId",
+      "input.allocations[1].apiKeyId",
     ),
     (
       db.create_pool(
@@ -213,7 +213,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "connectionIds[1]",
+      "input.connectionIds[1]",
     ),
     (
       db.update_pool(
@@ -225,7 +225,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "allocations[0].weight",
+      "patch.allocations[0].weight",
     ),
     (
       db.upsert_allocations(&pool.id, &[cap_zero.clone()])
@@ -254,7 +254,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "dimensions[1].limit",
+      "plan.dimensions[1].limit",
     ),
     (
       db.upsert_provider_plan(
@@ -267,7 +267,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         NOW,
       )
       .map(drop),
-      "connectionId",
+      "plan.connectionId",
     ),
     (
       db.set_model_cap(&ModelCap {
@@ -278,7 +278,7 @@ fn invalid_writes_name_the_field_and_write_nothing() {
         cap_unit: QuotaUnit::Tokens,
       })
       .map(drop),
-      "capValue",
+      "cap.capValue",
     ),
     (
       db.import_legacy_pools(

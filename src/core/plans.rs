@@ -3,7 +3,7 @@
 //! `provider_plans.dimensions_json` column.
 
 use crate::core::dimensions::{PlanSource, ProviderPlan, QuotaDimension, QuotaUnit, QuotaWindow};
-use crate::error::{QuotaError, Result};
+use crate::error::{JsNumber, QuotaError, Result};
 use serde_json::Value;
 use QuotaUnit::{Percent, Requests, Tokens, Usd};
 use QuotaWindow::{Daily, FiveHours, Hourly, Monthly, Weekly};
@@ -154,7 +154,10 @@ fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
   if !(limit.is_finite() && limit > 0.0) {
     return Err(QuotaError::range_error(
       &limit_path,
-      format!("must be a finite number greater than 0, got {limit}"),
+      format!(
+        "must be a finite number greater than 0, got {}",
+        JsNumber(limit)
+      ),
     ));
   }
   Ok(QuotaDimension {

@@ -18,7 +18,7 @@ use crate::core::fair_share::{
 };
 use crate::core::iso8601::parse_iso8601_ms;
 use crate::core::scheduler::account_buckets::QuotaReading;
-use crate::error::{QuotaError, Result};
+use crate::error::{JsNumber, QuotaError, Result};
 use crate::store::{LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate};
 
 /// `Number.MAX_SAFE_INTEGER`.
@@ -216,7 +216,7 @@ impl<'p, V: Source> Arg<'p, V> {
     if ok {
       return Ok(());
     }
-    let message = format!("must be {must}, got {n}");
+    let message = format!("must be {must}, got {}", JsNumber(n));
     Err(QuotaError::range_error(self.path.to_string(), message))
   }
 
@@ -587,7 +587,10 @@ pub fn burn_rate_from_window<V: Source>(
   let window_ms = window_length_ms(window_ms).ok_or_else(|| {
     QuotaError::range_error(
       "windowMs",
-      format!("must be 0 or less (no window) or a finite number >= 1, got {window_ms}"),
+      format!(
+        "must be 0 or less (no window) or a finite number >= 1, got {}",
+        JsNumber(window_ms)
+      ),
     )
   })?;
   Ok(compute_burn_rate_from_window(
@@ -618,7 +621,10 @@ pub fn time_from_f64(ms: f64, field: &str) -> Result<i64> {
   } else {
     Err(QuotaError::range_error(
       field,
-      format!("must be a finite number of milliseconds, got {ms}"),
+      format!(
+        "must be a finite number of milliseconds, got {}",
+        JsNumber(ms)
+      ),
     ))
   }
 }
@@ -642,7 +648,7 @@ pub fn lease<V: Source>(arg: &Arg<V>) -> Result<i64> {
     Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms.floor() as i64),
     Some(ms) => Err(QuotaError::range_error(
       "leaseMs",
-      format!("must be a finite number >= 0, got {ms}"),
+      format!("must be a finite number >= 0, got {}", JsNumber(ms)),
     )),
   }
 }

@@ -1,9 +1,10 @@
 //! Checks of every metadata and counter write, done in full before a transaction starts so
-//! that invalid input writes nothing. Errors name the input path JavaScript passed
-//! (`allocations[1].weight`, `dimensions[0].limit`, `connectionId`).
+//! that invalid input writes nothing. Errors name the value's path from the argument
+//! JavaScript passed, as the argument readers do (`input.allocations[1].weight`,
+//! `plan.dimensions[0].limit`, `cap.capValue`).
 
 use crate::core::dimensions::{PoolAllocation, QuotaDimension};
-use crate::error::{QuotaError, Result};
+use crate::error::{JsNumber, QuotaError, Result};
 use std::collections::HashSet;
 
 /// `value` must not be empty: a `RangeError` naming `field`.
@@ -38,7 +39,7 @@ fn must_be(ok: bool, value: f64, field: &str, must: &str) -> Result<()> {
   } else {
     Err(QuotaError::range_error(
       field,
-      format!("must be {must}, got {value}"),
+      format!("must be {must}, got {}", JsNumber(value)),
     ))
   }
 }

@@ -256,10 +256,10 @@ impl SqliteDb {
   /// `createPool(...)`: a new pool with a random UUID, `createdAt` = `now_ms` as ISO-8601,
   /// its allocations and its membership (primary first) in one transaction.
   pub fn create_pool(&self, input: &NewPool, now_ms: i64) -> Result<QuotaPool> {
-    validate::non_empty(&input.connection_id, "connectionId")?;
-    validate::non_empty(&input.name, "name")?;
-    validate::allocations(&input.allocations, "allocations")?;
-    validate::connection_ids(&input.connection_ids, "connectionIds")?;
+    validate::non_empty(&input.connection_id, "input.connectionId")?;
+    validate::non_empty(&input.name, "input.name")?;
+    validate::allocations(&input.allocations, "input.allocations")?;
+    validate::connection_ids(&input.connection_ids, "input.connectionIds")?;
     let pool = LegacyPool {
       id: new_uuid_v4(),
       connection_id: input.connection_id.clone(),
@@ -311,13 +311,13 @@ impl SqliteDb {
     now_ms: i64,
   ) -> Result<Option<QuotaPool>> {
     if let Some(name) = &patch.name {
-      validate::non_empty(name, "name")?;
+      validate::non_empty(name, "patch.name")?;
     }
     if let Some(list) = &patch.allocations {
-      validate::allocations(list, "allocations")?;
+      validate::allocations(list, "patch.allocations")?;
     }
     if let Some(list) = &patch.connection_ids {
-      validate::connection_ids(list, "connectionIds")?;
+      validate::connection_ids(list, "patch.connectionIds")?;
     }
     self.write(|tx| {
       let Some(primary) = pool_primary(tx, id)? else {
@@ -401,9 +401,9 @@ impl SqliteDb {
   /// replaces the connection's plan; returns it as stored.
   pub fn upsert_provider_plan(&self, plan: &ProviderPlan, now_ms: i64) -> Result<ProviderPlan> {
     let connection_id = plan.connection_id.as_deref().unwrap_or("");
-    validate::non_empty(connection_id, "connectionId")?;
-    validate::non_empty(&plan.provider, "provider")?;
-    validate::dimensions(&plan.dimensions, "dimensions")?;
+    validate::non_empty(connection_id, "plan.connectionId")?;
+    validate::non_empty(&plan.provider, "plan.provider")?;
+    validate::dimensions(&plan.dimensions, "plan.dimensions")?;
     let json = dimensions_json(&plan.dimensions);
     let (source, updated_at) = (plan.source.as_str(), iso_from_ms(now_ms));
     self.write(|tx| {
@@ -439,10 +439,10 @@ impl SqliteDb {
 
   /// `setModelCap(cap)`: inserts or replaces the cap of `(pool, key, model)`.
   pub fn set_model_cap(&self, cap: &ModelCap) -> Result<ModelCap> {
-    validate::non_empty(&cap.pool_id, "poolId")?;
-    validate::non_empty(&cap.api_key_id, "apiKeyId")?;
-    validate::non_empty(&cap.model, "model")?;
-    validate::positive(cap.cap_value, "capValue")?;
+    validate::non_empty(&cap.pool_id, "cap.poolId")?;
+    validate::non_empty(&cap.api_key_id, "cap.apiKeyId")?;
+    validate::non_empty(&cap.model, "cap.model")?;
+    validate::positive(cap.cap_value, "cap.capValue")?;
     let ModelCap {
       pool_id,
       api_key_id,
