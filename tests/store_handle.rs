@@ -99,6 +99,7 @@ fn retention_sweep_uses_the_open_connection_only() {
   // The sweeper's thread borrows its database for the process's life, as the engine's.
   let db: &'static Database = Box::leak(Box::new(Database::with_options(OpenOptions {
     busy_timeout: Duration::from_millis(1500),
+    ..OpenOptions::default()
   })));
   assert!(db.sweep(14.0, 100 * DAY).is_none());
   let dir = tempfile::tempdir().unwrap();
@@ -178,7 +179,12 @@ fn a_store_call_and_the_teardown_commit_no_record_to_a_file_renamed_away_a_momen
     assert_eq!(recorded.unwrap(), Recorded::Buffered);
     let moved = dir.path().join(format!("moved-{i}.sqlite"));
     std::fs::rename(&path, &moved).unwrap();
-    std::fs::write(&path, b"").unwrap();
+    // Another database put in its place (an empty file is one still being copied in).
+    let other = dir.path().join(format!("other-{i}.sqlite"));
+    rusqlite::Connection::open(&other)
+      .and_then(|conn| conn.execute_batch("PRAGMA user_version = 7"))
+      .unwrap();
+    std::fs::rename(&other, &path).unwrap();
     commit(engine);
     engine.close_db().unwrap();
     assert_eq!(

@@ -125,6 +125,7 @@ fn a_classic_write_lock_of_the_host_excludes_the_engine() {
     &path,
     &OpenOptions {
       busy_timeout: std::time::Duration::from_millis(30),
+      ..OpenOptions::default()
     },
   )
   .unwrap();
@@ -195,4 +196,43 @@ fn closing_without_a_host_closes_for_real() {
   let parked_before = locks::parked_count();
   db.close().unwrap();
   assert_eq!(locks::parked_count(), parked_before);
+}
+
+/// The host's restore (its files unlinked, the backup copied in, its connection reopened)
+/// landing while the engine's connection is being opened: the self-test's probe then finds
+/// only the host's descriptor on the new `-shm`, where the engine holds no lock. That says
+/// nothing about the hook, so it must not make the hook refuse every lock for the rest of
+/// the process (the engine's SQLite calls would fail open until a restart).
+#[test]
+fn a_restore_under_the_open_does_not_make_the_hook_refuse() {
+  let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+  let (_dir, path, db) = temp_db();
+  assert_eq!(db.self_test_locks(0), LockCheck::Live);
+  for suffix in ["", "-wal", "-shm"] {
+    let mut file = path.as_os_str().to_owned();
+    file.push(suffix);
+    let _ = std::fs::remove_file(std::path::PathBuf::from(file));
+  }
+  std::fs::write(&path, b"").unwrap();
+  std::fs::write(shm_path(&path), [0u8; 32768]).unwrap();
+  let host_shm = HostFd::open(&shm_path(&path));
+  // What misled the probe: no lock is seen on the -shm at the path.
+  assert_eq!(locks::probe_shm(&path), Some(false));
+
+  assert_eq!(db.self_test_locks(0), LockCheck::LiveUnprobed);
+  assert_eq!(locks::installed().unwrap().detail, None, "the hook refuses");
+  // The next open, on the restored file, holds and shows its locks. (The host's
+  // descriptor goes first, so no descriptor of the engine's is left parked.)
+  drop(host_shm);
+  db.close().unwrap();
+  let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
+  assert_eq!(db.open_report().locks, LockCheck::Live);
+  db.consume(
+    "k",
+    &key("p", QuotaUnit::Requests, QuotaWindow::Hourly),
+    1.0,
+    0,
+  )
+  .unwrap();
+  db.close().unwrap();
 }

@@ -71,6 +71,7 @@ fn a_fresh_file_gets_the_schema_and_the_pragmas() {
     &path,
     &OpenOptions {
       busy_timeout: std::time::Duration::from_millis(250),
+      ..OpenOptions::default()
     },
   )
   .unwrap();
@@ -189,4 +190,76 @@ fn a_host_migrated_file_keeps_its_rows_and_gets_exact_totals() {
   db.close().unwrap();
   let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
   assert!(!db.open_report().migrated);
+}
+
+/// A file still being copied in (the host's restore copies its backup over the path while
+/// the engine may open it): shorter than a header, or than the pages its header vouches
+/// for. The engine neither opens nor writes it (no WAL to be replayed over the copy), and
+/// opens it once it is whole.
+#[test]
+fn a_file_still_being_copied_in_is_not_opened() {
+  let dir = tempfile::tempdir().unwrap();
+  let backup = dir.path().join("backup.sqlite");
+  {
+    let conn = Connection::open(&backup).unwrap();
+    conn
+      .execute_batch(
+        "CREATE TABLE host_rows(v BLOB);
+         INSERT INTO host_rows VALUES (zeroblob(20000)), (zeroblob(20000));",
+      )
+      .unwrap();
+  }
+  let whole = std::fs::read(&backup).unwrap();
+  assert!(whole.len() >= 8 * 4096, "{} bytes", whole.len());
+  let path = dir.path().join("storage.sqlite");
+  for copied in [50, 4096, whole.len() / 2, whole.len() - 4096] {
+    std::fs::write(&path, &whole[..copied]).unwrap();
+    let err = SqliteDb::open(&path, &OpenOptions::default()).err();
+    let err = err.map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+      err.contains("still being written"),
+      "{copied} bytes: {err:?}"
+    );
+    assert_eq!(
+      std::fs::read(&path).unwrap(),
+      &whole[..copied],
+      "{copied} bytes"
+    );
+    assert!(
+      !dir.path().join("storage.sqlite-wal").exists(),
+      "{copied} bytes"
+    );
+  }
+  std::fs::write(&path, &whole).unwrap();
+  let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
+  let rows: i64 = db
+    .connection()
+    .query_row("SELECT count(*) FROM host_rows", [], |r| r.get(0))
+    .unwrap();
+  assert_eq!(rows, 2);
+}
+
+/// Where the engine had the file before (`existing`), a missing or empty file is a restore
+/// under way: no database is made there, and the file is opened once it is back.
+#[test]
+fn where_the_file_was_a_missing_or_empty_one_is_left_alone() {
+  let dir = tempfile::tempdir().unwrap();
+  let path = dir.path().join("storage.sqlite");
+  let existing = OpenOptions {
+    existing: true,
+    ..OpenOptions::default()
+  };
+  assert!(SqliteDb::open(&path, &existing).is_err());
+  assert!(!path.exists());
+  std::fs::write(&path, b"").unwrap();
+  let err = SqliteDb::open(&path, &existing)
+    .err()
+    .map(|e| e.to_string());
+  assert!(err.unwrap_or_default().contains("still being written"));
+  assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+  assert!(!dir.path().join("storage.sqlite-wal").exists());
+  // A first open makes its database in an empty file.
+  let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
+  db.close().unwrap();
+  SqliteDb::open(&path, &existing).unwrap();
 }

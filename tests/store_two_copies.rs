@@ -200,6 +200,7 @@ fn host_and_engine_writes_exclude_each_other() {
     &path,
     &OpenOptions {
       busy_timeout: std::time::Duration::from_millis(30),
+      ..OpenOptions::default()
     },
   )
   .unwrap();

@@ -271,7 +271,7 @@ impl Database {
       let path = self.path();
       let folder = folder_id(&path);
       let opening = self.refuse_mid_restore(&path, folder.as_ref());
-      let db = match opening.and_then(|()| SqliteDb::open(&path, &self.options)) {
+      let db = match opening.and_then(|options| SqliteDb::open(&path, &options)) {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
@@ -293,23 +293,30 @@ impl Database {
     (f(db), opened)
   }
 
-  /// Refuses to open `path` while its file is missing in `folder`, where the connection
-  /// had it: the host's restore unlinks the file and its sidecars, then copies a
-  /// backup in, and a file (and a WAL) made in between would be replayed onto the backup.
-  /// Until the file is back a call fails: a decision allows, records already buffered are
-  /// carried to it, and one made meanwhile is not counted (it has no file to find its pool
-  /// in). A new folder at the path (a test's reset recreates DATA_DIR) is a fresh start.
-  fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<()> {
+  /// Refuses to open `path` while its file is missing or empty in `folder`, where the
+  /// connection had it: the host's restore unlinks the file and its sidecars, then copies
+  /// a backup in (the copy starts from an empty file), and a database (and a WAL) made in
+  /// between would be replayed onto the backup. Until the file is back a call fails: a
+  /// decision allows, records already buffered are carried to it, and one made meanwhile
+  /// is not counted (it has no file to find its pool in). A new folder at the path (a
+  /// test's reset recreates DATA_DIR) is a fresh start. (A copy under way past its first
+  /// bytes is refused by the open itself.) The options to open with: where the engine had
+  /// the file, only a file that is there and not empty, as the open finds it on its own
+  /// descriptor (the path may change between this look and the open).
+  fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<OpenOptions> {
     let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
-    if had_it_here && std::fs::metadata(path).is_err() {
+    if had_it_here && std::fs::metadata(path).map_or(true, |m| m.len() == 0) {
       return Err(QuotaError::Store(format!(
-        "{} is missing where the engine had it open; no new one is made there (a restore \
-         puts the file back): decisions allow, and records made meanwhile are not counted, \
-         until it is back",
+        "{} is missing or empty where the engine had it open; no new database is made \
+         there (a restore puts the file back): decisions allow, and records made meanwhile \
+         are not counted, until it is back",
         path.display()
       )));
     }
-    Ok(())
+    Ok(OpenOptions {
+      existing: had_it_here,
+      ..self.options.clone()
+    })
   }
 
   /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For

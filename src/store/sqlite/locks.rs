@@ -88,7 +88,8 @@ pub enum LockCheck {
   /// process sees the engine's lock on the `-shm` (classic locks of the process itself
   /// would be invisible to it).
   Live,
-  /// The hook ran, but the `-shm` probe could not be made (no `/proc`, no `-shm` yet).
+  /// The hook ran, but the `-shm` probe could not be made (no `/proc`, no `-shm` yet), or
+  /// the connection's file was replaced at its path while it was opened.
   LiveUnprobed,
   /// The hook is not in effect: the engine's locks are the process's classic locks.
   NotLive(String),
@@ -162,7 +163,11 @@ mod imp {
     None
   }
 
-  pub fn self_test(_db_path: &Path, _calls_before: u64) -> LockCheck {
+  pub fn self_test(
+    _db_path: &Path,
+    _calls_before: u64,
+    _still_at_path: impl Fn() -> bool,
+  ) -> LockCheck {
     LockCheck::Unsupported
   }
 

@@ -18,12 +18,17 @@ pub struct OpenOptions {
   /// How long a statement waits for another connection's lock before failing with
   /// `SQLITE_BUSY` (the host uses 2000 ms).
   pub busy_timeout: Duration,
+  /// Open only a file that is there and not empty: set where the engine had the file
+  /// open before, where a missing or empty one is a restore under way (its copy starts
+  /// from an empty file), and a database made in it would be replayed onto the backup.
+  pub existing: bool,
 }
 
 impl Default for OpenOptions {
   fn default() -> Self {
     OpenOptions {
       busy_timeout: Duration::from_millis(2000),
+      existing: false,
     }
   }
 }
@@ -166,6 +171,81 @@ unsafe fn raw_fstat(fd: std::os::raw::c_int, st: &mut libc::stat) -> std::os::ra
   unsafe { libc::fstat(fd, st) }
 }
 
+/// Whether the file on `fd` is still being written by a copy: shorter than a database
+/// header, or than the page count its header vouches for (SQLite trusts that count and
+/// reads missing pages as zeros). The host's restore copies its backup in while the
+/// engine may open the file, and pages the engine put in the WAL then would be replayed
+/// over the copied ones. Read through the connection's own descriptor: one opened and
+/// closed here would drop the host's locks on the file.
+/// An empty file is one only where the file `existing` before was (a first open makes it).
+#[cfg(unix)]
+fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
+  let mut header = [0u8; 100];
+  // SAFETY: `fd` is the connection's open descriptor, only read: `pread` writes at most
+  // `header.len()` bytes into `header`, `fstat` into a zeroed `stat`.
+  let (read, len) = unsafe {
+    let mut st: libc::stat = std::mem::zeroed();
+    let read = libc::pread(fd, header.as_mut_ptr().cast(), header.len(), 0);
+    (
+      read,
+      (raw_fstat(fd, &mut st) == 0).then_some(st.st_size as u64),
+    )
+  };
+  match len {
+    None => false,
+    Some(0) => existing,
+    Some(_) if read != header.len() as isize => read >= 0,
+    Some(len) => {
+      let word = |at: usize| {
+        u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+      };
+      let page_size = match u16::from_be_bytes([header[16], header[17]]) {
+        1 => 65_536,
+        n => u64::from(n),
+      };
+      let pages = u64::from(word(28));
+      let vouched = header.starts_with(b"SQLite format 3\0") && pages > 0 && word(24) == word(92);
+      vouched && len < pages * page_size
+    }
+  }
+}
+
+#[cfg(not(unix))]
+fn being_written(_fd: std::os::raw::c_int, _existing: bool) -> bool {
+  false
+}
+
+fn went_away(path: &Path) -> QuotaError {
+  QuotaError::Store(format!(
+    "{} went away while it was opened (a restore under way); it is opened again by the next \
+     call",
+    path.display()
+  ))
+}
+
+/// `journal_mode = WAL`, which opens the `-wal` and `-shm` by path. If the connection's
+/// file (`file`, on `fd`) went away before they were opened, they may be the ones made for
+/// the file now at the path (the host's restore unlinks the file first, its sidecars
+/// after): the connection is then given up before it writes or checkpoints anything there
+/// (SQLite's own close checkpoints no moved file: `SQLITE_FCNTL_HAS_MOVED`).
+fn enter_wal(
+  conn: &Connection,
+  path: &Path,
+  file: Option<FileId>,
+  fd: Option<std::os::raw::c_int>,
+) -> Result<String> {
+  let journal_mode: String = conn
+    .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+    .ctx("setting journal_mode")?;
+  let gone = file.is_some_and(|id| {
+    fd.is_some_and(|fd| descriptor_unlinked(fd, id)) || file_id(path) != Some(id)
+  });
+  if gone {
+    return Err(went_away(path));
+  }
+  Ok(journal_mode)
+}
+
 /// Whether the file open on `fd` is no longer `id` or has no name left.
 #[cfg(unix)]
 fn descriptor_unlinked(fd: std::os::raw::c_int, id: FileId) -> bool {
@@ -208,33 +288,48 @@ impl SqliteDb {
       }
     }
     let calls_before = locks::lock_calls();
-    let conn = Connection::open_with_flags(
-      path,
-      OpenFlags::SQLITE_OPEN_READ_WRITE
-        | OpenFlags::SQLITE_OPEN_CREATE
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .ctx(&format!("opening {}", path.display()))?;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if !options.existing {
+      flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn =
+      Connection::open_with_flags(path, flags).ctx(&format!("opening {}", path.display()))?;
+    // Right after the open, so a restore that replaces the file while the connection is
+    // set up finds the connection's file unlinked, not a stranger at its path. Nothing is
+    // written before the checks below: a file that went away, or a copy still being
+    // written, is left as it is and opened again by a later call.
+    let file = file_id(path);
+    if cfg!(unix) && file.is_none() {
+      return Err(went_away(path));
+    }
+    let fd = main_descriptor(&conn, file);
+    if fd.is_some_and(|fd| being_written(fd, options.existing)) {
+      return Err(QuotaError::Store(format!(
+        "{} is {}: a copy is still being written into it (a restore); it is opened once \
+         whole",
+        path.display(),
+        if options.existing {
+          "empty or shorter than its header says"
+        } else {
+          "shorter than its header says"
+        }
+      )));
+    }
     conn
       .busy_timeout(options.busy_timeout)
       .ctx("setting busy_timeout")?;
-    let journal_mode: String = conn
-      .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
-      .ctx("setting journal_mode")?;
+    let journal_mode = enter_wal(&conn, path, file, fd)?;
     conn
       .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
       .ctx("setting pragmas")?;
     conn.set_prepared_statement_cache_capacity(64);
     let migrated = migrations::ensure_schema(&conn)?;
-    let lock_check = locks::self_test(path, calls_before);
-    let file = file_id(path);
-    let fd = main_descriptor(&conn, file);
     if let Some(id) = file {
       with_open_files(|open| open.insert(id));
     }
     let sqlite_version = rusqlite::version().to_string();
     let bundled = rusqlite::version_number() == ffi::SQLITE_VERSION_NUMBER;
-    Ok(SqliteDb {
+    let mut db = SqliteDb {
       conn,
       path: path.to_path_buf(),
       file_id: file,
@@ -242,7 +337,7 @@ impl SqliteDb {
         path: path.to_path_buf(),
         sqlite_version,
         bundled,
-        locks: lock_check,
+        locks: LockCheck::LiveUnprobed,
         journal_mode,
         migrated,
       },
@@ -252,7 +347,15 @@ impl SqliteDb {
       cache: RefCell::new(MetadataCache::default()),
       hot: RefCell::new(Default::default()),
       buffer: RefCell::new(Default::default()),
-    })
+    };
+    db.report.locks = db.self_test_locks(calls_before);
+    Ok(db)
+  }
+
+  /// The lock self-test ([`locks::self_test`]) for this connection. Its probe asks about
+  /// the `-shm` at the path, which is this connection's only while its file is still there.
+  pub fn self_test_locks(&self, calls_before: u64) -> LockCheck {
+    locks::self_test(&self.path, calls_before, || !self.file_replaced_now())
   }
 
   /// Closes the connection. Call it only when the host no longer needs the file, or the
@@ -358,4 +461,52 @@ fn keep_wal_at_close(conn: &Connection) {
       (&mut on as *mut std::os::raw::c_int).cast(),
     )
   };
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+  use super::*;
+
+  /// The host's restore landing between the engine's open of the file and of its WAL: the
+  /// `-wal` and `-shm` the connection finds are the restored file's, with the host's rows.
+  /// The connection is given up: its close (or the engine's, which empties the WAL) must
+  /// not take those frames.
+  #[test]
+  fn a_file_gone_before_its_wal_leaves_the_new_files_wal_alone() {
+    locks::install();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("storage.sqlite");
+    let old = Connection::open(&path).unwrap();
+    old
+      .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+      .unwrap();
+    drop(old);
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let engine = Connection::open_with_flags(&path, flags).unwrap();
+    let file = file_id(&path);
+    let fd = main_descriptor(&engine, file);
+    assert!(fd.is_some());
+    for sidecar in ["", "-wal", "-shm"] {
+      let mut name = path.as_os_str().to_owned();
+      name.push(sidecar);
+      let _ = std::fs::remove_file(PathBuf::from(name));
+    }
+    let host = Connection::open(&path).unwrap();
+    host
+      .execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE restored(v); INSERT INTO restored VALUES (7);",
+      )
+      .unwrap();
+
+    let err = enter_wal(&engine, &path, file, fd).unwrap_err();
+    assert!(err.to_string().contains("went away"), "{err}");
+    drop(engine);
+    let reader = Connection::open(&path).unwrap();
+    let row: i64 = reader
+      .query_row("SELECT v FROM restored", [], |r| r.get(0))
+      .unwrap();
+    assert_eq!(row, 7);
+    drop(host);
+  }
 }

@@ -595,7 +595,10 @@ pub fn probe_shm(db_path: &Path) -> Option<bool> {
 /// The open-time self-test: the hook ran since `calls_before` and the `-shm` probe sees the
 /// engine's lock. When it finds the locks not live, it also turns the memory path off for
 /// the process (and, when the hook runs but its locks are not seen, makes it refuse).
-pub fn self_test(db_path: &Path, calls_before: u64) -> LockCheck {
+/// `still_at_path` says whether the connection's file is still the one at `db_path`: after
+/// a restore replaced the files mid-open, the probe asked about another `-shm`, so its
+/// "not seen" proves nothing and the check is left unprobed.
+pub fn self_test(db_path: &Path, calls_before: u64, still_at_path: impl Fn() -> bool) -> LockCheck {
   let status = installed();
   let check = match &status {
     Some(status) if status.fcntl => {
@@ -608,6 +611,7 @@ pub fn self_test(db_path: &Path, calls_before: u64) -> LockCheck {
       } else {
         match probe_shm(db_path) {
           Some(true) => LockCheck::Live,
+          Some(false) if !still_at_path() => LockCheck::LiveUnprobed,
           Some(false) => {
             let why = "a classic F_GETLK from this process does not see the engine's -shm lock";
             FCNTL.refuse_with(format!("open-time self-test: {why}"), true);
