@@ -228,7 +228,7 @@ for (const [gap, { sidecars, copied }] of Object.entries(restoreGaps)) {
     else assert.equal(fs.existsSync(host.file), false, 'the engine made no file at the path')
     if (sidecars) assert.equal(fs.existsSync(`${host.file}-wal`), false, 'the engine made no WAL')
     assert.ok(
-      host.logs.slice(logged).some((l) => /missing or empty where the engine had it open|still being written/.test(JSON.stringify(l))),
+      host.logs.slice(logged).some((l) => /missing or empty where the engine had it open|is not whole yet/.test(JSON.stringify(l))),
       JSON.stringify(host.logs.slice(logged)),
     )
     for (const suffix of ['-wal', '-shm', '-journal']) fs.rmSync(host.file + suffix, { force: true })

@@ -8,7 +8,7 @@ use omniroute_quota_engine::core::dimensions::{
   PlanSource, Policy, PoolAllocation, ProviderPlan, QuotaDimension, QuotaUnit, QuotaWindow,
 };
 use omniroute_quota_engine::core::plans::{resolve_plan, PlanOverrides};
-use omniroute_quota_engine::error::QuotaError;
+use omniroute_quota_engine::error::{ArgErrorKind, QuotaError};
 use omniroute_quota_engine::store::{
   CounterStore, LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate, SqliteDb,
 };
@@ -663,4 +663,71 @@ fn usage_snapshot_shape() {
   // Unknown pool: no dimensions.
   let none = db.pool_usage_with_dimensions("missing", &dims, t).unwrap();
   assert!(none.dimensions.is_empty());
+}
+
+/// The store's checks on their own: the field named from the list's path, amounts
+/// saturated into `0..=COUNTER_MAX`.
+#[test]
+fn the_checks_name_the_field_and_saturate() {
+  use omniroute_quota_engine::store::validate::*;
+  let range_field = |err: QuotaError| match err {
+    QuotaError::InvalidArg {
+      kind: ArgErrorKind::Range,
+      field,
+      ..
+    } => field,
+    other => panic!("unexpected {other:?}"),
+  };
+  let ok = alloc("a", 50.0);
+  assert!(allocations(std::slice::from_ref(&ok), "allocations").is_ok());
+  let mut capped = alloc("b", 1.0);
+  capped.cap_value = Some(0.0);
+  for (bad, expected) in [
+    (alloc("b", 100.5), "allocations[1].weight"),
+    (alloc("b", -0.1), "allocations[1].weight"),
+    (alloc("b", f64::NAN), "allocations[1].weight"),
+    (capped, "allocations[1].capValue"),
+    (alloc("", 1.0), "allocations[1].apiKeyId"),
+    (alloc("a", 1.0), "allocations[1].apiKeyId"),
+  ] {
+    let err = allocations(&[ok.clone(), bad], "allocations").unwrap_err();
+    assert_eq!(range_field(err), expected);
+  }
+  assert!(cost(0.0, "cost").is_ok() && finite(-3.0, "delta").is_ok());
+  assert_eq!(range_field(cost(-1.0, "cost").unwrap_err()), "cost");
+  assert_eq!(
+    range_field(cost(f64::INFINITY, "cost").unwrap_err()),
+    "cost"
+  );
+  assert_eq!(range_field(finite(f64::NAN, "delta").unwrap_err()), "delta");
+  assert_eq!(range_field(positive(0.0, "x").unwrap_err()), "x");
+  assert_eq!(range_field(non_empty("", "id").unwrap_err()), "id");
+  for (amount, saturated) in [
+    (f64::INFINITY, COUNTER_MAX),
+    (f64::NAN, 0.0),
+    (-2.0, 0.0),
+    (3.0, 3.0),
+  ] {
+    assert_eq!(saturate(amount), saturated);
+  }
+}
+
+/// Numbers in messages read as JavaScript's `String(n)` writes them.
+#[test]
+fn numbers_in_messages_read_as_javascript_writes_them() {
+  use omniroute_quota_engine::error::JsNumber;
+  for (n, js) in [
+    (f64::INFINITY, "Infinity"),
+    (f64::NEG_INFINITY, "-Infinity"),
+    (f64::NAN, "NaN"),
+    (-0.0, "0"),
+    (1000.0, "1000"),
+    (0.1 + 0.2, "0.30000000000000004"),
+    (0.000001, "0.000001"),
+    (1.5e-7, "1.5e-7"),
+    (-1e21, "-1e+21"),
+    (123456789012345680000.0, "123456789012345680000"),
+  ] {
+    assert_eq!(JsNumber(n).to_string(), js);
+  }
 }

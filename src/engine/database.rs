@@ -295,14 +295,11 @@ impl Database {
 
   /// Refuses to open `path` while its file is missing or empty in `folder`, where the
   /// connection had it: the host's restore unlinks the file and its sidecars, then copies
-  /// a backup in (the copy starts from an empty file), and a database (and a WAL) made in
-  /// between would be replayed onto the backup. Until the file is back a call fails: a
-  /// decision allows, records already buffered are carried to it, and one made meanwhile
-  /// is not counted (it has no file to find its pool in). A new folder at the path (a
-  /// test's reset recreates DATA_DIR) is a fresh start. (A copy under way past its first
-  /// bytes is refused by the open itself.) The options to open with: where the engine had
-  /// the file, only a file that is there and not empty, as the open finds it on its own
-  /// descriptor (the path may change between this look and the open).
+  /// a backup in (from an empty file), and a database (and a WAL) made in between would be
+  /// replayed onto the backup. Until the file is back a call fails: a decision allows,
+  /// records already buffered are carried to it, one made meanwhile is not counted. A new
+  /// folder at the path (a test's reset) is a fresh start. The options it returns make the
+  /// open check the same on its own descriptor, as the path may change in between.
   fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<OpenOptions> {
     let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
     if had_it_here && std::fs::metadata(path).map_or(true, |m| m.len() == 0) {

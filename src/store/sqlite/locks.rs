@@ -163,11 +163,7 @@ mod imp {
     None
   }
 
-  pub fn self_test(
-    _db_path: &Path,
-    _calls_before: u64,
-    _still_at_path: impl Fn() -> bool,
-  ) -> LockCheck {
+  pub fn self_test(_path: &Path, _calls: u64, _at_path: impl Fn() -> bool) -> LockCheck {
     LockCheck::Unsupported
   }
 

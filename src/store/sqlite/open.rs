@@ -18,9 +18,8 @@ pub struct OpenOptions {
   /// How long a statement waits for another connection's lock before failing with
   /// `SQLITE_BUSY` (the host uses 2000 ms).
   pub busy_timeout: Duration,
-  /// Open only a file that is there and not empty: set where the engine had the file
-  /// open before, where a missing or empty one is a restore under way (its copy starts
-  /// from an empty file), and a database made in it would be replayed onto the backup.
+  /// Open only a file that is there and not empty: where the engine had the file before,
+  /// a missing or empty one is a restore under way (engine/database.rs).
   pub existing: bool,
 }
 
@@ -171,13 +170,11 @@ unsafe fn raw_fstat(fd: std::os::raw::c_int, st: &mut libc::stat) -> std::os::ra
   unsafe { libc::fstat(fd, st) }
 }
 
-/// Whether the file on `fd` is still being written by a copy: shorter than a database
-/// header, or than the page count its header vouches for (SQLite trusts that count and
-/// reads missing pages as zeros). The host's restore copies its backup in while the
-/// engine may open the file, and pages the engine put in the WAL then would be replayed
-/// over the copied ones. Read through the connection's own descriptor: one opened and
-/// closed here would drop the host's locks on the file.
-/// An empty file is one only where the file `existing` before was (a first open makes it).
+/// Whether the file on `fd` is a copy still being written (the host's restore copies its
+/// backup in while the engine may open it): empty where a file was before (`existing`),
+/// or shorter than a header or than the pages its header vouches for, which SQLite would
+/// read as zeros while the WAL's pages covered the copied ones. Read through the
+/// connection's own descriptor: one opened and closed here would drop the host's locks.
 #[cfg(unix)]
 fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
   let mut header = [0u8; 100];
@@ -196,9 +193,7 @@ fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
     Some(0) => existing,
     Some(_) if read != header.len() as isize => read >= 0,
     Some(len) => {
-      let word = |at: usize| {
-        u32::from_be_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-      };
+      let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap_or_default());
       let page_size = match u16::from_be_bytes([header[16], header[17]]) {
         1 => 65_536,
         n => u64::from(n),
@@ -215,19 +210,10 @@ fn being_written(_fd: std::os::raw::c_int, _existing: bool) -> bool {
   false
 }
 
-fn went_away(path: &Path) -> QuotaError {
-  QuotaError::Store(format!(
-    "{} went away while it was opened (a restore under way); it is opened again by the next \
-     call",
-    path.display()
-  ))
-}
-
-/// `journal_mode = WAL`, which opens the `-wal` and `-shm` by path. If the connection's
-/// file (`file`, on `fd`) went away before they were opened, they may be the ones made for
-/// the file now at the path (the host's restore unlinks the file first, its sidecars
-/// after): the connection is then given up before it writes or checkpoints anything there
-/// (SQLite's own close checkpoints no moved file: `SQLITE_FCNTL_HAS_MOVED`).
+/// `journal_mode = WAL`, which opens the `-wal` and `-shm` by path: if the connection's
+/// file went away before (the host's restore unlinks it first, the sidecars after), they
+/// may be the restored file's, and the connection is given up before it writes or
+/// checkpoints anything there (SQLite's own close checkpoints no moved file).
 fn enter_wal(
   conn: &Connection,
   path: &Path,
@@ -237,11 +223,14 @@ fn enter_wal(
   let journal_mode: String = conn
     .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
     .ctx("setting journal_mode")?;
-  let gone = file.is_some_and(|id| {
+  let gone = file.map_or(cfg!(unix), |id| {
     fd.is_some_and(|fd| descriptor_unlinked(fd, id)) || file_id(path) != Some(id)
   });
   if gone {
-    return Err(went_away(path));
+    return Err(QuotaError::Store(format!(
+      "{} went away while it was opened (a restore under way); the next call opens it again",
+      path.display()
+    )));
   }
   Ok(journal_mode)
 }
@@ -294,25 +283,14 @@ impl SqliteDb {
     }
     let conn =
       Connection::open_with_flags(path, flags).ctx(&format!("opening {}", path.display()))?;
-    // Right after the open, so a restore that replaces the file while the connection is
-    // set up finds the connection's file unlinked, not a stranger at its path. Nothing is
-    // written before the checks below: a file that went away, or a copy still being
-    // written, is left as it is and opened again by a later call.
+    // Right after the open, so a file replaced while the connection is set up is seen as
+    // unlinked; nothing is written before the checks here and in `enter_wal`.
     let file = file_id(path);
-    if cfg!(unix) && file.is_none() {
-      return Err(went_away(path));
-    }
     let fd = main_descriptor(&conn, file);
     if fd.is_some_and(|fd| being_written(fd, options.existing)) {
       return Err(QuotaError::Store(format!(
-        "{} is {}: a copy is still being written into it (a restore); it is opened once \
-         whole",
-        path.display(),
-        if options.existing {
-          "empty or shorter than its header says"
-        } else {
-          "shorter than its header says"
-        }
+        "{} is not whole yet (a restore is still copying it in); it is opened once whole",
+        path.display()
       )));
     }
     conn
@@ -468,36 +446,28 @@ mod tests {
   use super::*;
 
   /// The host's restore landing between the engine's open of the file and of its WAL: the
-  /// `-wal` and `-shm` the connection finds are the restored file's, with the host's rows.
-  /// The connection is given up: its close (or the engine's, which empties the WAL) must
-  /// not take those frames.
+  /// connection is given up, and the restored file's WAL keeps the host's rows.
   #[test]
   fn a_file_gone_before_its_wal_leaves_the_new_files_wal_alone() {
     locks::install();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("storage.sqlite");
+    let wal = "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;";
     let old = Connection::open(&path).unwrap();
     old
-      .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t(v); INSERT INTO t VALUES (1);")
+      .execute_batch(&format!("{wal} CREATE TABLE t(v);"))
       .unwrap();
     drop(old);
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let engine = Connection::open_with_flags(&path, flags).unwrap();
-    let file = file_id(&path);
-    let fd = main_descriptor(&engine, file);
+    let (file, fd) = (file_id(&path), main_descriptor(&engine, file_id(&path)));
     assert!(fd.is_some());
-    for sidecar in ["", "-wal", "-shm"] {
-      let mut name = path.as_os_str().to_owned();
-      name.push(sidecar);
-      let _ = std::fs::remove_file(PathBuf::from(name));
+    for suffix in ["", "-wal", "-shm"] {
+      let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
     let host = Connection::open(&path).unwrap();
-    host
-      .execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
-         CREATE TABLE restored(v); INSERT INTO restored VALUES (7);",
-      )
-      .unwrap();
+    let restored = format!("{wal} CREATE TABLE restored(v); INSERT INTO restored VALUES (7);");
+    host.execute_batch(&restored).unwrap();
 
     let err = enter_wal(&engine, &path, file, fd).unwrap_err();
     assert!(err.to_string().contains("went away"), "{err}");
@@ -507,6 +477,5 @@ mod tests {
       .query_row("SELECT v FROM restored", [], |r| r.get(0))
       .unwrap();
     assert_eq!(row, 7);
-    drop(host);
   }
 }

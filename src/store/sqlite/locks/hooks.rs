@@ -595,9 +595,8 @@ pub fn probe_shm(db_path: &Path) -> Option<bool> {
 /// The open-time self-test: the hook ran since `calls_before` and the `-shm` probe sees the
 /// engine's lock. When it finds the locks not live, it also turns the memory path off for
 /// the process (and, when the hook runs but its locks are not seen, makes it refuse).
-/// `still_at_path` says whether the connection's file is still the one at `db_path`: after
-/// a restore replaced the files mid-open, the probe asked about another `-shm`, so its
-/// "not seen" proves nothing and the check is left unprobed.
+/// A "not seen" while the connection's file is no longer at the path (`still_at_path`: a
+/// restore replaced it mid-open) is about another `-shm` and leaves the check unprobed.
 pub fn self_test(db_path: &Path, calls_before: u64, still_at_path: impl Fn() -> bool) -> LockCheck {
   let status = installed();
   let check = match &status {
