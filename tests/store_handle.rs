@@ -200,3 +200,26 @@ fn a_store_call_and_the_teardown_commit_no_record_to_a_file_renamed_away_a_momen
     std::fs::remove_file(&path).unwrap();
   }
 }
+
+/// Where the engine had the file, a missing one is a restore under way for
+/// `restore_grace`: no database is made there meanwhile. Missing for longer, it was
+/// deleted for good (the engine closed, the file removed), and the next call starts afresh.
+#[test]
+fn a_file_deleted_for_good_is_made_afresh_after_the_restore_grace() {
+  let db = Database::with_options(OpenOptions {
+    restore_grace: Duration::from_millis(300),
+    ..OpenOptions::default()
+  });
+  let dir = tempfile::tempdir().unwrap();
+  let path = dir.path().join("storage.sqlite");
+  at(&db, dir.path());
+  with_db(&db, |_| Ok(()));
+  db.close().unwrap();
+  std::fs::remove_file(&path).unwrap();
+  let err = db.run(Access::Full, |_| Ok(())).0.unwrap_err();
+  assert!(err.to_string().contains("missing or empty"), "{err}");
+  assert!(!path.exists());
+  std::thread::sleep(Duration::from_millis(350));
+  with_db(&db, |_| Ok(()));
+  assert!(path.exists());
+}

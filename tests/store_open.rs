@@ -8,6 +8,7 @@ use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::store::sqlite::locks;
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use rusqlite::Connection;
+use std::path::Path;
 use store_support::*;
 
 const TABLES: [&str; 10] = [
@@ -260,4 +261,43 @@ fn where_the_file_was_a_missing_or_empty_one_is_left_alone() {
   let db = SqliteDb::open(&path, &OpenOptions::default()).unwrap();
   db.close().unwrap();
   SqliteDb::open(&path, &existing).unwrap();
+}
+
+/// A checkpoint held back by a reader's snapshot copies page 1 (its new page count) but
+/// not the last page, which the WAL still holds: the file is shorter than its header says,
+/// yet whole with its WAL. That is no copy under way.
+#[test]
+fn a_checkpoint_held_back_by_a_reader_is_no_copy_under_way() {
+  let (dir, path) = (tempfile::tempdir().unwrap(), Path::new("storage.sqlite"));
+  let path = dir.path().join(path);
+  let host = host_conn(&path);
+  host
+    .execute_batch(
+      "PRAGMA wal_autocheckpoint = 0; CREATE TABLE rows(v BLOB);
+       INSERT INTO rows VALUES (zeroblob(3000)); PRAGMA wal_checkpoint(TRUNCATE);
+       INSERT INTO rows VALUES (zeroblob(3000));",
+    )
+    .unwrap();
+  let reader = host_conn(&path);
+  reader
+    .execute_batch("BEGIN; SELECT count(*) FROM rows;")
+    .unwrap();
+  host
+    .execute_batch("UPDATE rows SET v = zeroblob(3001) WHERE rowid = 2; PRAGMA wal_checkpoint;")
+    .unwrap();
+  let bytes = std::fs::read(&path).unwrap();
+  let pages = u32::from_be_bytes(bytes[28..32].try_into().unwrap()) as usize;
+  assert!(
+    bytes.len() < pages * 4096,
+    "{} bytes, {pages} pages",
+    bytes.len()
+  );
+
+  let existing = OpenOptions {
+    existing: true,
+    ..OpenOptions::default()
+  };
+  SqliteDb::open(&path, &existing).unwrap();
+  // Nor is a database in memory a file that went away.
+  SqliteDb::open(Path::new(":memory:"), &OpenOptions::default()).unwrap();
 }

@@ -126,6 +126,8 @@ pub struct Database {
   pub exiting: AtomicBool,
   /// Each path the connection was opened at, with the folder that held the file.
   opened_in: Mutex<std::collections::HashMap<PathBuf, FolderId>>,
+  /// Since when the file has been missing or empty where the connection had it.
+  missing_since: Mutex<Option<std::time::Instant>>,
 }
 
 /// A folder: its file id and, where the file system keeps one, its birth time (a folder
@@ -298,11 +300,21 @@ impl Database {
   /// a backup in (from an empty file), and a database (and a WAL) made in between would be
   /// replayed onto the backup. Until the file is back a call fails: a decision allows,
   /// records already buffered are carried to it, one made meanwhile is not counted. A new
-  /// folder at the path (a test's reset) is a fresh start. The options it returns make the
-  /// open check the same on its own descriptor, as the path may change in between.
+  /// folder at the path (a test's reset), or a file missing longer than any restore takes
+  /// (`restore_grace`), is a fresh start. The options it returns make the open check the
+  /// same on its own descriptor, as the path may change in between.
   fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<OpenOptions> {
-    let had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
-    if had_it_here && std::fs::metadata(path).map_or(true, |m| m.len() == 0) {
+    let mut had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
+    let missing = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
+    let mut since = relock(&self.missing_since);
+    if !(had_it_here && missing) {
+      *since = None;
+    } else if since.get_or_insert_with(std::time::Instant::now).elapsed()
+      >= self.options.restore_grace
+    {
+      // Missing for longer than any restore: deleted for good, a fresh start.
+      had_it_here = false;
+    } else {
       return Err(QuotaError::Store(format!(
         "{} is missing or empty where the engine had it open; no new database is made \
          there (a restore puts the file back): decisions allow, and records made meanwhile \

@@ -21,6 +21,9 @@ pub struct OpenOptions {
   /// Open only a file that is there and not empty: where the engine had the file before,
   /// a missing or empty one is a restore under way (engine/database.rs).
   pub existing: bool,
+  /// How long such a file is taken for a restore under way: after that, one still missing
+  /// or empty was deleted for good, and the engine starts afresh there.
+  pub restore_grace: Duration,
 }
 
 impl Default for OpenOptions {
@@ -28,6 +31,7 @@ impl Default for OpenOptions {
     OpenOptions {
       busy_timeout: Duration::from_millis(2000),
       existing: false,
+      restore_grace: Duration::from_secs(10),
     }
   }
 }
@@ -172,11 +176,13 @@ unsafe fn raw_fstat(fd: std::os::raw::c_int, st: &mut libc::stat) -> std::os::ra
 
 /// Whether the file on `fd` is a copy still being written (the host's restore copies its
 /// backup in while the engine may open it): empty where a file was before (`existing`),
-/// or shorter than a header or than the pages its header vouches for, which SQLite would
-/// read as zeros while the WAL's pages covered the copied ones. Read through the
-/// connection's own descriptor: one opened and closed here would drop the host's locks.
+/// or, with no WAL beside it (a restore unlinks it first; a checkpoint held back by a
+/// reader leaves the file short of its header while the WAL holds the rest), shorter than
+/// a header or than the pages its header vouches for, which SQLite would read as zeros.
+/// Read through the connection's own descriptor: one opened and closed here would drop
+/// the host's locks.
 #[cfg(unix)]
-fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
+fn being_written(fd: std::os::raw::c_int, existing: bool, wal: &Path) -> bool {
   let mut header = [0u8; 100];
   // SAFETY: `fd` is the connection's open descriptor, only read: `pread` writes at most
   // `header.len()` bytes into `header`, `fstat` into a zeroed `stat`.
@@ -191,6 +197,7 @@ fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
   match len {
     None => false,
     Some(0) => existing,
+    Some(_) if std::fs::metadata(wal).is_ok_and(|m| m.len() > 0) => false,
     Some(_) if read != header.len() as isize => read >= 0,
     Some(len) => {
       let word = |at: usize| u32::from_be_bytes(header[at..at + 4].try_into().unwrap_or_default());
@@ -206,7 +213,7 @@ fn being_written(fd: std::os::raw::c_int, existing: bool) -> bool {
 }
 
 #[cfg(not(unix))]
-fn being_written(_fd: std::os::raw::c_int, _existing: bool) -> bool {
+fn being_written(_fd: std::os::raw::c_int, _existing: bool, _wal: &Path) -> bool {
   false
 }
 
@@ -223,7 +230,8 @@ fn enter_wal(
   let journal_mode: String = conn
     .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
     .ctx("setting journal_mode")?;
-  let gone = file.map_or(cfg!(unix), |id| {
+  let in_memory = path.as_os_str().is_empty() || path == Path::new(":memory:");
+  let gone = file.map_or(cfg!(unix) && !in_memory, |id| {
     fd.is_some_and(|fd| descriptor_unlinked(fd, id)) || file_id(path) != Some(id)
   });
   if gone {
@@ -281,13 +289,17 @@ impl SqliteDb {
     if !options.existing {
       flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
+    let before = file_id(path);
     let conn =
       Connection::open_with_flags(path, flags).ctx(&format!("opening {}", path.display()))?;
     // Right after the open, so a file replaced while the connection is set up is seen as
-    // unlinked; nothing is written before the checks here and in `enter_wal`.
-    let file = file_id(path);
+    // unlinked; nothing is written before the checks here and in `enter_wal`. A file
+    // replaced during the open itself leaves it unknown which one the connection has.
+    let file = file_id(path).filter(|id| before.is_none_or(|before| before == *id));
     let fd = main_descriptor(&conn, file);
-    if fd.is_some_and(|fd| being_written(fd, options.existing)) {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if fd.is_some_and(|fd| being_written(fd, options.existing, Path::new(&wal))) {
       return Err(QuotaError::Store(format!(
         "{} is not whole yet (a restore is still copying it in); it is opened once whole",
         path.display()
