@@ -21,9 +21,10 @@ thread_local! {
   static HOST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Sets where the database is, for every thread, from the next open: a path, a function
-/// returning one (called now, and whenever this thread is about to open it; other threads
-/// use its last answer), or `undefined` for `$DATA_DIR/storage.sqlite`.
+/// Sets where the database is, for every thread, from the next call: a path, a function
+/// returning one (called now, whenever this thread is about to open it, and before each
+/// call until it names a path; other threads use its last answer), or `undefined` for
+/// `$DATA_DIR/storage.sqlite`.
 #[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
 pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()> {
   let read = input::Arg::maybe(db_path, "options.dbPath").and_then(|arg| input::db_path(&arg));
@@ -79,7 +80,7 @@ fn host_thread(env: &Env) -> napi::Result<()> {
 /// connection's file was checked and is still the one at the path.
 pub(crate) fn prepare_db(env: &Env) -> bool {
   let database = &engine().database;
-  if !database.has_resolver() {
+  if !has_resolver(env) {
     return false;
   }
   if database.needs_open() {
@@ -94,7 +95,7 @@ pub(crate) fn prepare_db(env: &Env) -> bool {
 /// the function answers now.
 pub(crate) fn prepare_db_for_store(env: &Env) {
   let database = &engine().database;
-  if database.has_resolver() && database.needs_open_now() {
+  if has_resolver(env) && database.needs_open_now() {
     resolve_now(env, true);
   }
 }
@@ -104,7 +105,7 @@ pub(crate) fn prepare_db_for_store(env: &Env) {
 /// the record's own or the flush's, looks the path up first.
 pub(crate) fn prepare_db_to_buffer(env: &Env) {
   let database = &engine().database;
-  if database.has_resolver() && !database.is_open() {
+  if has_resolver(env) && !database.is_open() {
     resolve_now(env, true);
   }
 }
@@ -117,6 +118,17 @@ pub(crate) fn prepare_db_to_flush(env: &Env) {
   if database.is_open() || database.carried_count() > 0 {
     prepare_db(env);
   }
+}
+
+/// Whether the path comes from a resolver. While the connection is open on the default
+/// path because the resolver has named none yet, it is asked again first: once it names
+/// the host's file, the connection moves there. (A closed one asks when it opens.)
+fn has_resolver(env: &Env) -> bool {
+  let database = &engine().database;
+  if database.awaits_path() && database.is_open() {
+    resolve_now(env, false);
+  }
+  database.has_resolver()
 }
 
 /// Asks this thread's resolver, if any, for the path; `report`: say what is wrong with it.

@@ -78,6 +78,10 @@ pub enum PathSource {
 pub enum FileChange {
   /// Another file is at the path now: the buffered counters are carried to it.
   Carried { counters: usize, path: PathBuf },
+  /// The path is another one now (`installHost`, or its resolver naming the host's file
+  /// after the default was used): the counters buffered for the file at `path` are carried
+  /// to the file at the new path.
+  Moved { counters: usize, path: PathBuf },
   /// No file is at the path: the counters were committed to the old file (`error`: they
   /// could not even be) — none of them is in a file at the path.
   Gone {
@@ -112,6 +116,9 @@ pub struct Database {
   conn: Mutex<Option<SqliteDb>>,
   /// Whether `conn` holds a connection, readable without its lock.
   open: AtomicBool,
+  /// Whether the resolver has named no path since it was installed: until it does, the
+  /// default is used and each call asks it again.
+  awaiting_path: AtomicBool,
   /// How the connection is opened (the busy timeout).
   options: OpenOptions,
   /// Records taken from a replaced file's connection, for the next connection at the path.
@@ -156,8 +163,8 @@ impl Database {
     }
   }
 
-  /// Sets how the path is given, for every thread, from thread `by`; takes effect at the
-  /// next open. A thread that gives no path (the default) does not undo a path another
+  /// Sets how the path is given, for every thread, from thread `by`; a connection open at
+  /// another file is closed, and the next call opens the file at the new path. A thread that gives no path (the default) does not undo a path another
   /// thread installed — a worker calling `installHost({ logger })` keeps the process on the
   /// main thread's file. Returns whether the setting changed.
   pub fn set_source(&self, source: PathSource, by: std::thread::ThreadId) -> bool {
@@ -170,7 +177,14 @@ impl Database {
       Ordering::Release,
     );
     let owner = (source != PathSource::Default).then_some(by);
+    let resolver = matches!(source, PathSource::Resolver { .. });
     *slot = (source, owner);
+    drop(slot);
+    self.awaiting_path.store(resolver, Ordering::Release);
+    // A resolver's answer is followed when it gives one (`resolved`).
+    if !resolver {
+      self.follow_path();
+    }
     true
   }
 
@@ -188,10 +202,49 @@ impl Database {
       return;
     };
     match answer {
-      Ok(path) if !path.is_empty() => *last = Some(PathBuf::from(path)),
+      Ok(path) if !path.is_empty() => {
+        self.awaiting_path.store(false, Ordering::Release);
+        let path = Some(PathBuf::from(path));
+        if *last != path {
+          *last = path;
+          drop(source);
+          self.follow_path();
+        }
+      }
       Ok(_) => self.report(logs, "returned an empty string".to_string(), last.clone()),
       Err(problem) => self.report(logs, problem, last.clone()),
     }
+  }
+
+  /// Whether the resolver has named no path yet (the default is used meanwhile): it is
+  /// asked again before each call until it does.
+  pub fn awaits_path(&self) -> bool {
+    self.awaiting_path.load(Ordering::Acquire)
+  }
+
+  /// After the path setting changed: retires a connection open at another file than the
+  /// one at the path now, so the next call opens that one; its buffered records are
+  /// carried there. The same file under another name keeps its connection.
+  fn follow_path(&self) {
+    let path = self.path();
+    let mut slot = self.lock();
+    let elsewhere = |db: &mut SqliteDb| {
+      let file = file_id(db.path());
+      db.path() != path && (file.is_none() || file != file_id(&path))
+    };
+    let Some(stale) = slot.take_if(elsewhere) else {
+      return;
+    };
+    self.open.store(false, Ordering::Release);
+    let counters = stale.pending_count();
+    if counters > 0 {
+      self.carry(stale.take_pending());
+      self.note(FileChange::Moved {
+        counters,
+        path: stale.path().to_path_buf(),
+      });
+    }
+    let _ = stale.close();
   }
 
   fn report(&self, logs: &LogQueue, problem: String, last: Option<PathBuf>) {
@@ -422,14 +475,7 @@ impl Database {
     }
     let path = stale.path().to_path_buf();
     if file_id(&path).is_some() {
-      let pending = stale.take_pending();
-      {
-        let mut carried = relock(&self.carried);
-        match carried.as_mut() {
-          Some(earlier) => earlier.merge(pending),
-          None => *carried = Some(pending),
-        }
-      }
+      self.carry(stale.take_pending());
       let _ = stale.close();
       self.note(FileChange::Carried { counters, path });
     } else {
@@ -443,6 +489,15 @@ impl Database {
         path,
         error,
       });
+    }
+  }
+
+  /// Keeps `pending` for the next connection.
+  fn carry(&self, pending: PendingWrites) {
+    let mut carried = relock(&self.carried);
+    match carried.as_mut() {
+      Some(earlier) => earlier.merge(pending),
+      None => *carried = Some(pending),
     }
   }
 

@@ -461,6 +461,12 @@ impl Engine {
           path,
           None,
         ),
+        FileChange::Moved { counters, path } => (
+          "the database path changed while quota records were buffered; they are committed to the file at the new path, not to the old one",
+          counters,
+          path,
+          None,
+        ),
         FileChange::Gone { counters, path, error } => (
           "the database file was deleted or renamed away while quota records were buffered; they were committed to the old file if it still exists under another name, and none of them is in a file at its path",
           counters,

@@ -1,0 +1,113 @@
+// The host's `dbPath` is a function that answers `undefined` until its database module has
+// loaded. A call before then opens the default file (`$DATA_DIR/storage.sqlite`); once the
+// function names the host's file, the next call is on that file, not on the default one,
+// and so is every call after `installHost` names another file.
+import { test, after } from 'node:test'
+import assert from 'node:assert/strict'
+import fs from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { createRequire } from 'node:module'
+import { openHostDb } from '../bench/host.mjs'
+
+const require = createRequire(import.meta.url)
+const Database = require('better-sqlite3')
+const engine = require('@omniroute/quota-engine')
+const { enforceQuotaShare, recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+
+const fallbackDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-fallback-'))
+const hostDir = fs.mkdtempSync(path.join(os.tmpdir(), 'qe-host-file-'))
+process.env.DATA_DIR = fallbackDir
+const fallbackFile = path.join(fallbackDir, 'storage.sqlite')
+const hostFile = path.join(hostDir, 'storage.sqlite')
+const warnings = []
+const logger = { warn: (_fields, msg) => warnings.push(msg), info() {}, debug() {}, error() {} }
+let loaded = false
+engine.installHost({ dbPath: () => (loaded ? hostFile : undefined), logger })
+const opened = []
+
+after(() => {
+  for (const db of opened) db.close()
+  engine.closeQuotaDb()
+  engine.installHost({})
+  fs.rmSync(fallbackDir, { recursive: true, force: true })
+  fs.rmSync(hostDir, { recursive: true, force: true })
+})
+
+const connectionId = 'late-conn'
+const provider = 'late-provider'
+const poolRows = (file, id) => {
+  const db = new Database(file, { readonly: true })
+  try {
+    return db.prepare('SELECT count(*) AS n FROM quota_pools WHERE id = ?').get(id).n
+  } finally {
+    db.close()
+  }
+}
+const counted = (db, poolId) =>
+  db.prepare('SELECT coalesce(sum(consumed), 0) AS n FROM quota_consumption WHERE dimension_key = ?').get(`${poolId}:requests:hourly`).n
+
+/** A pool of one key on the engine's file now, three requests on it; the host's count. */
+async function poolWithRequests(host, name) {
+  engine.upsertProviderPlan({ connectionId, provider, dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }], source: 'manual' })
+  const pool = engine.createPool({ connectionId, name, allocations: [{ apiKeyId: `${name}-key`, weight: 100, policy: 'hard' }] })
+  for (let i = 0; i < 3; i++) {
+    const request = { apiKeyId: `${name}-key`, connectionId, provider }
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    await recordConsumption({ ...request, cost: { requests: 1 } })
+  }
+  assert.equal(engine.flushQuotaWrites(), null)
+  return { pool, count: counted(host, pool.id) }
+}
+
+test('a call before the host has a path opens the default file; the next call after it has one is on its file', async () => {
+  assert.equal(engine.getPool('none-yet'), null)
+  assert.ok(fs.existsSync(fallbackFile), 'the call before the host was ready opened the default file')
+
+  const host = openHostDb(hostFile)
+  opened.push(host)
+  loaded = true
+  const { pool, count } = await poolWithRequests(host, 'after-load')
+  assert.equal(poolRows(hostFile, pool.id), 1, 'the pool is in the host file')
+  assert.equal(count, 3, 'the requests are counted in the host file')
+  assert.equal(poolRows(fallbackFile, pool.id), 0, 'nothing more went to the default file')
+  // Said once, with the file used meanwhile.
+  assert.equal(warnings.filter((m) => m.includes('returned undefined')).length, 1, warnings.join('\n'))
+  assert.ok(warnings.some((m) => m.includes('returned undefined') && m.includes(fallbackFile)), warnings.join('\n'))
+})
+
+test('installHost naming another file: the next call is on it', async () => {
+  const otherFile = path.join(hostDir, 'other.sqlite')
+  const other = openHostDb(otherFile)
+  opened.push(other)
+  engine.installHost({ dbPath: otherFile, logger })
+  const { pool, count } = await poolWithRequests(other, 'moved')
+  assert.equal(poolRows(otherFile, pool.id), 1, 'the pool is in the file installHost named')
+  assert.equal(count, 3)
+  assert.equal(poolRows(hostFile, pool.id), 0, 'nothing went to the file named before')
+})
+
+test('records buffered for the file named before are committed to the file named now', async () => {
+  const fromFile = path.join(hostDir, 'from.sqlite')
+  const toFile = path.join(hostDir, 'to.sqlite')
+  const from = openHostDb(fromFile)
+  const to = openHostDb(toFile)
+  opened.push(from, to)
+  engine.installHost({ dbPath: fromFile, logger })
+  const { pool } = await poolWithRequests(from, 'carried')
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  try {
+    const request = { apiKeyId: 'carried-key', connectionId, provider }
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    for (let i = 0; i < 4; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
+    assert.equal(counted(from, pool.id), 3, 'the four records are buffered')
+    warnings.length = 0
+    engine.installHost({ dbPath: toFile, logger })
+    assert.equal(engine.flushQuotaWrites(), null)
+  } finally {
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+  }
+  assert.equal(counted(from, pool.id), 3, 'none of them committed to the file named before')
+  assert.equal(counted(to, pool.id), 4, 'all four committed to the file named now')
+  assert.ok(warnings.some((m) => m.includes('the database path changed while quota records were buffered')), warnings.join('\n'))
+})
