@@ -8,8 +8,8 @@ mod store_support;
 use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::engine::database::{Access, Database, PathSource, SweepReport};
 use omniroute_quota_engine::engine::Engine;
-use omniroute_quota_engine::error::Result;
-use omniroute_quota_engine::store::sqlite::Recorded;
+use omniroute_quota_engine::error::{QuotaError, Result};
+use omniroute_quota_engine::store::sqlite::{Recorded, RETRY_AFTER_FAILURE};
 use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
 use std::path::Path;
 use std::time::Duration;
@@ -222,4 +222,48 @@ fn a_file_deleted_for_good_is_made_afresh_after_the_restore_grace() {
   std::thread::sleep(Duration::from_millis(350));
   with_db(&db, |_| Ok(()));
   assert!(path.exists());
+}
+
+/// A `Database` whose first open fails: the host's connection holds the write lock past
+/// the busy timeout, so the schema cannot be made; the lock is released after.
+fn failed_first_open() -> (
+  tempfile::TempDir,
+  Database,
+  rusqlite::Connection,
+  QuotaError,
+) {
+  let db = Database::with_options(OpenOptions {
+    busy_timeout: Duration::from_millis(50),
+    ..OpenOptions::default()
+  });
+  let dir = tempfile::tempdir().unwrap();
+  at(&db, dir.path());
+  let host = host_conn(&dir.path().join("storage.sqlite"));
+  host
+    .execute_batch("CREATE TABLE host_rows (x); BEGIN IMMEDIATE;")
+    .unwrap();
+  let failed = db.run(Access::Hot, |_| Ok(())).0.unwrap_err();
+  host.execute_batch("ROLLBACK;").unwrap();
+  (dir, db, host, failed)
+}
+
+/// A file the engine could not open is not opened again on every call (an unmigratable
+/// one would cost each a whole open): until `RETRY_AFTER_FAILURE` has passed, the next
+/// calls fail at once with the same error.
+#[test]
+fn a_failed_open_is_not_tried_again_on_every_call() {
+  let (_dir, db, _host, failed) = failed_first_open();
+  assert_eq!(db.run(Access::Hot, |_| Ok(())).0.unwrap_err(), failed);
+  std::thread::sleep(RETRY_AFTER_FAILURE + Duration::from_millis(100));
+  assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
+}
+
+/// ... unless the file has changed since (here the host wrote to it), which is tried at once.
+#[test]
+fn a_failed_open_is_tried_again_at_once_when_the_file_changed() {
+  let (_dir, db, host, _) = failed_first_open();
+  host
+    .execute_batch("INSERT INTO host_rows VALUES (1); PRAGMA wal_checkpoint(TRUNCATE);")
+    .unwrap();
+  assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
 }

@@ -22,7 +22,7 @@ use crate::store::ids::new_reservation_id;
 use crate::store::sqlite::{
   default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff,
   DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
-  TotalsCursor, GC_CHUNK, RECONCILE_BATCH,
+  TotalsCursor, GC_CHUNK, RECONCILE_BATCH, RETRY_AFTER_FAILURE,
 };
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
 use std::path::{Path, PathBuf};
@@ -135,6 +135,41 @@ pub struct Database {
   opened_in: Mutex<std::collections::HashMap<PathBuf, FolderId>>,
   /// Since when the file has been missing or empty where the connection had it.
   missing_since: Mutex<Option<std::time::Instant>>,
+  /// The last open that failed, while no open has succeeded since.
+  failed_open: Mutex<Option<FailedOpen>>,
+}
+
+/// An open that failed: where, what was there just before it, when, and why.
+struct FailedOpen {
+  path: PathBuf,
+  seen: Seen,
+  at: std::time::Instant,
+  error: QuotaError,
+}
+
+/// The file, which WAL is beside it (a host reopening after a restore makes a new one;
+/// the engine's own try only writes to it) and its folder.
+type Seen = (Option<FileStamp>, Option<FileId>, Option<FolderId>);
+
+/// A file as `stat` shows it: its id, size, and modification and change times. A restore,
+/// a copy growing, a checkpoint or a `chmod` changes it.
+type FileStamp = (
+  Option<FileId>,
+  u64,
+  Option<std::time::SystemTime>,
+  (i64, i64),
+);
+
+fn file_stamp(path: &Path) -> Option<FileStamp> {
+  let meta = std::fs::metadata(path).ok()?;
+  #[cfg(unix)]
+  let changed = {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime(), meta.ctime_nsec())
+  };
+  #[cfg(not(unix))]
+  let changed = (0, 0);
+  Some((file_id(path), meta.len(), meta.modified().ok(), changed))
 }
 
 /// A folder: its file id and, where the file system keeps one, its birth time (a folder
@@ -322,11 +357,9 @@ impl Database {
     }
     let opened = slot.is_none();
     if opened {
-      locks::sweep_parked();
       let path = self.path();
       let folder = folder_id(&path);
-      let opening = self.refuse_mid_restore(&path, folder.as_ref());
-      let db = match opening.and_then(|options| SqliteDb::open(&path, &options)) {
+      let db = match self.open_unless_failed(&path, folder) {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
@@ -346,6 +379,34 @@ impl Database {
       db.flush_before_use();
     }
     (f(db), opened)
+  }
+
+  /// Opens `path`, unless its last open failed less than [`RETRY_AFTER_FAILURE`] ago and
+  /// neither the file, its WAL nor its folder has changed since: then that error again,
+  /// for a few `stat`s. A file that cannot be migrated (another schema, read-only) would
+  /// otherwise cost every call a whole open and migration on the host's event loop (0.7 ms
+  /// a call measured), and a write lock held elsewhere a busy wait.
+  fn open_unless_failed(&self, path: &Path, folder: Option<FolderId>) -> Result<SqliteDb> {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    let seen = (file_stamp(path), file_id(Path::new(&wal)), folder);
+    let mut failed = relock(&self.failed_open);
+    if let Some(last) = failed.as_ref() {
+      if last.path == path && last.seen == seen && last.at.elapsed() < RETRY_AFTER_FAILURE {
+        return Err(last.error.clone());
+      }
+    }
+    // A refusal costs a `stat` or two, and ends when the restore does: not remembered.
+    let options = self.refuse_mid_restore(path, folder.as_ref())?;
+    locks::sweep_parked();
+    let opened = SqliteDb::open(path, &options);
+    *failed = opened.as_ref().err().map(|error| FailedOpen {
+      path: path.to_path_buf(),
+      seen,
+      at: std::time::Instant::now(),
+      error: error.clone(),
+    });
+    opened
   }
 
   /// Refuses to open `path` while its file is missing or empty in `folder`, where the
@@ -409,9 +470,11 @@ impl Database {
   }
 
   /// `closeQuotaDb()`: closes the connection (statements and cached rows go with it; the
-  /// next call reopens), safe while the host still has the file open (the close hook parks
-  /// the descriptors). Returns what it could not commit of the buffered records.
+  /// next call reopens, even a file whose open just failed), safe while the host still has
+  /// the file open (the close hook parks the descriptors). Returns what it could not commit
+  /// of the buffered records.
   pub fn close(&self) -> Result<Option<Dropped>> {
+    *relock(&self.failed_open) = None;
     let closed = {
       let mut slot = self.lock();
       self.open.store(false, Ordering::Release);
