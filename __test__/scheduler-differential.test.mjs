@@ -86,6 +86,8 @@ function scenario(seed) {
       else if (change < 0.5) targets[i].connectionId = rand() < 0.1 ? null : pick(connections)
       else if (change < 0.7) targets[i] = { ...targets[i], weight: pick(WEIGHTS) }
       else if (change < 0.85 && targets.length > 1) targets.pop()
+      // A key given twice (another connection, say): dispatched once.
+      else if (change < 0.92) targets.push({ ...pick(targets), connectionId: pick(connections) })
       else targets.push({ executionKey: `${targets[0].executionKey}+${step}`, connectionId: pick(connections), weight: pick(WEIGHTS) })
       log.push(`mutate ${JSON.stringify(targets)}`)
       continue

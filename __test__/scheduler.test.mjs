@@ -222,6 +222,25 @@ test('4. at most 200 combos keep state: the oldest inserted is evicted', () => {
   assert.equal(_getDrrDeficitForTest('combo-1', 'A'), 0)
 })
 
+test('5. P2C: the runner-up is the first of the rest in input order, not the second-largest deficit', () => {
+  const list = targets('A', 'B', 'C')
+  list[1].weight = 2 // B
+  list[2].weight = 3 // C
+  incrementInflight('conn-C', DEFAULT_LEASE_MS, T0)
+  // Credited 1/6, 2/6, 3/6: C wins the round; B has the next-largest deficit, but the
+  // runner-up is A, which has fewer in flight.
+  const result = selectQuotaShareTarget(list, COMBO, MODEL, T0)
+  assert.equal(keys(result.orderedTargets), 'ACB')
+  assert.equal(_getDrrDeficitForTest(COMBO, 'C'), 3 / 6 - 1, 'the DRR winner paid')
+})
+
+test('6. a target that repeats the winner\'s execution key is dispatched once', () => {
+  const list = [...targets('A', 'B'), { ...targets('A')[0], connectionId: 'conn-A2' }]
+  const result = selectQuotaShareTarget(list, COMBO, MODEL, T0)
+  assert.equal(result.target, list[0])
+  assert.deepEqual(result.orderedTargets, [list[0], list[1]])
+})
+
 test('5. P2C: the runner-up wins with strictly fewer in flight', () => {
   incrementInflight('conn-A', DEFAULT_LEASE_MS, T0)
   const result = selectQuotaShareTarget(targets('A', 'B', 'C'), COMBO, MODEL, T0)
@@ -238,14 +257,15 @@ test('5. P2C: on a tie the DRR winner keeps the win', () => {
   assert.equal(getInflight('conn-A', T0), 2)
 })
 
-test('6. orderedTargets: winner, the rest with room by DRR rank, at-cap tier, saturated tier', () => {
+test('6. orderedTargets: winner, the rest with room in input order, at-cap tier, saturated tier', () => {
   const list = targets('S', 'A', 'K', 'B', 'C')
+  list[3].weight = 2 // B
   list[4].weight = 3 // C
   saturate('conn-S', '5h')
   incrementInflight('conn-K', DEFAULT_LEASE_MS, T0)
   const caps = new Map([['conn-K', 1]])
   const result = selectQuotaShareTarget(list, COMBO, MODEL, T0, { maxConcurrentByConnection: caps })
-  // With room: A, B, C credited 1/5, 1/5, 3/5 → C wins, then A and B (tie: input order).
+  // With room: A, B, C credited 1/6, 2/6, 3/6 → C wins, then A and B in input order.
   assert.equal(keys(result.orderedTargets), 'CABKS')
 })
 

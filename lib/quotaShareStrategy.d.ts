@@ -31,9 +31,9 @@ export interface QuotaShareSelection<T = QuotaShareTarget> {
   /** The target to try first; `null` only for no targets. */
   target: T | null
   /**
-   * Every target once, in the order to try them: the winner, the other targets with room
-   * (in DRR rank order: largest deficit first, ties in input order), the at-cap tier, the
-   * saturated tier (both in input order).
+   * The targets in the order to try them: the winner, the other targets with room (the
+   * first of them the P2C runner-up; a target repeating the winner's execution key is left
+   * out), the at-cap tier, the saturated tier, each in input order.
    */
   orderedTargets: T[]
   /**

@@ -26,7 +26,7 @@
 //   otherwise.
 // - The native table is bounded (QUOTA_SCHEDULER_MAX_IDS, docs/scheduler.md "A bound on
 //   names"): it evicts the least recently used names, and a symbol is never reused for
-//   another name. A selection given an evicted symbol selects nothing and returns false;
+//   another name. A selection given an evicted symbol selects nothing and returns -1;
 //   this shell then empties its caches, re-interns and retries. The caches here hold at
 //   most the same bound of names (emptied when full).
 
@@ -39,7 +39,7 @@ const releaseNative = native.__quotaShareRelease
 
 // Per target, the buffer holds: execution key symbol, connection symbol (-1: none),
 // weight (NaN: not a number), cap (NaN: none); after the 4·n inputs the native call writes
-// the order (n indices).
+// the order (at most n indices; it returns how many).
 const STRIDE = native.QUOTA_SHARE_SELECT_STRIDE
 const NO_CONNECTION = native.QUOTA_SHARE_NO_CONNECTION
 
@@ -281,9 +281,11 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const kept = extractionOf(targets, count)
   const extraction = kept ?? readOnce(targets, count)
   const buffer = extraction.buffer
+  let length
   for (let attempt = 0; ; attempt++) {
     fillCaps(extraction, caps)
-    if (selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)) break
+    length = selectNative(symbolOf(comboName), modelStr ?? null, nowMs, count, buffer)
+    if (length >= 0) break
     // A symbol held here was evicted natively: forget every cached symbol and re-intern.
     // The names just interned are the most recently used, so a retry finds them current
     // unless one selection names more than the bound allows.
@@ -299,8 +301,8 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const base = count * STRIDE
   const winnerConnection = buffer[buffer[base] * STRIDE + 1]
   const objects = extraction.objects
-  const orderedTargets = new Array(count)
-  for (let i = 0; i < count; i++) orderedTargets[i] = objects[buffer[base + i]]
+  const orderedTargets = new Array(length)
+  for (let i = 0; i < length; i++) orderedTargets[i] = objects[buffer[base + i]]
   // Done with the extraction: the next selection may have it.
   extraction.busy = false
   // The spare keeps the last objects it read until the next selection overwrites them (or

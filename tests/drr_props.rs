@@ -67,11 +67,9 @@ fn assert_within_one(counts: &[u64], weights: &[f64], n: u64) -> Result<(), Test
 fn run_rounds(weights: &[f64], n: u64) -> Vec<u64> {
   let keys: Vec<usize> = (0..weights.len()).collect();
   let mut drr: Drr<&str, usize> = Drr::default();
-  let mut rank = Vec::new();
   let mut counts = vec![0u64; weights.len()];
   for _ in 0..n {
-    drr.round(&"combo", &keys, weights, &mut rank);
-    counts[rank[0]] += 1;
+    counts[drr.round(&"combo", &keys, weights).unwrap()] += 1;
   }
   counts
 }

@@ -1,9 +1,10 @@
 'use strict'
 // The benchmark's baseline: the quota-share scheduler of docs/contract.md §10 in plain JavaScript,
 // written the way the host's TypeScript modules are (Maps keyed by strings, one object per
-// slot or bucket), with the same rules and the same tie-breaks as the native engine — the
-// DRR rank order for the rest with room, lazy bucket resets in 5h, 7d, 7d:<model> order,
-// P2C on strictly fewer in flight. Only for comparison: nothing in the package uses it.
+// slot or bucket), with the same rules and the same tie-breaks as the host's module and the
+// native engine — the rest with room in input order without the winner's execution key,
+// lazy bucket resets in 5h, 7d, 7d:<model> order, P2C with the first of the rest on
+// strictly fewer in flight. Only for comparison: nothing in the package uses it.
 
 const DEFAULT_LEASE_MS = 120_000
 const SATURATION_THRESHOLD_PCT = 100
@@ -81,23 +82,28 @@ function comboState(comboName) {
 
 const weightOf = (target) => (Number.isFinite(target.weight) && target.weight > 0 ? target.weight : 1)
 
-function drrRank(comboName, room) {
+/**
+ * DRR over the targets with room: the winner (the largest deficit after this round's
+ * credit, ties in input order), which pays 1, then the rest in input order without the
+ * winner's execution key.
+ */
+function drrOrder(comboName, room) {
   if (room.length === 1) return room
   const state = comboState(comboName)
   let total = 0
   for (const target of room) total += weightOf(target)
-  const deficits = new Array(room.length)
-  for (let i = 0; i < room.length; i++) {
-    const key = room[i].executionKey
-    const deficit = (state.get(key) ?? 0) + weightOf(room[i]) / total
-    state.set(key, deficit)
+  for (const target of room) state.set(target.executionKey, (state.get(target.executionKey) ?? 0) + weightOf(target) / total)
+  let winner = room[0]
+  let best = state.get(winner.executionKey)
+  for (let i = 1; i < room.length; i++) {
+    const deficit = state.get(room[i].executionKey)
+    if (deficit > best) {
+      best = deficit
+      winner = room[i]
+    }
   }
-  for (let i = 0; i < room.length; i++) deficits[i] = state.get(room[i].executionKey)
-  const order = room.map((_, i) => i)
-  order.sort((a, b) => deficits[b] - deficits[a] || a - b)
-  const winnerKey = room[order[0]].executionKey
-  state.set(winnerKey, state.get(winnerKey) - 1)
-  return order.map((i) => room[i])
+  state.set(winner.executionKey, best - 1)
+  return [winner, ...room.filter((target) => target.executionKey !== winner.executionKey)]
 }
 
 function modelOf(modelStr) {
@@ -147,14 +153,15 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
     }
   }
 
-  const ranked = drrRank(comboName, room)
+  const ordered = drrOrder(comboName, room)
+  // P2C: the runner-up (the first of the rest) wins only with strictly fewer in flight.
   let chosen = 0
-  if (ranked.length > 1 && getInflight(ranked[1].connectionId, nowMs) < getInflight(ranked[0].connectionId, nowMs)) chosen = 1
-  const winner = ranked[chosen]
+  if (ordered.length > 1 && getInflight(ordered[1].connectionId, nowMs) < getInflight(ordered[0].connectionId, nowMs)) chosen = 1
+  const winner = ordered[chosen]
   incrementInflight(winner.connectionId, DEFAULT_LEASE_MS, nowMs)
 
   const orderedTargets = [winner]
-  for (let i = 0; i < ranked.length; i++) if (i !== chosen) orderedTargets.push(ranked[i])
+  for (let i = 0; i < ordered.length; i++) if (i !== chosen) orderedTargets.push(ordered[i])
   for (const target of atCap) orderedTargets.push(target)
   for (const target of saturated) orderedTargets.push(target)
 

@@ -44,7 +44,8 @@ type Float64Buffer<'call> = &'call mut [f64];
 
 /// `__quotaShareSelect(combo, modelStr, nowMs, count, buffer)`: one selection over the
 /// `count` targets packed in `buffer` (docs/scheduler.md#the-selection-buffer), the order
-/// written back into it; `false` when a symbol it was given is no longer current (nothing
+/// written back into it; its length (fewer than `count` when a target repeats the winner's
+/// execution key), or -1 when a symbol it was given is no longer current (nothing
 /// selected: re-intern and retry).
 #[napi(catch_unwind, js_name = "__quotaShareSelect", skip_typescript)]
 pub fn quota_share_select(
@@ -53,7 +54,7 @@ pub fn quota_share_select(
   now_ms: f64,
   count: u32,
   buffer: Float64Buffer<'_>,
-) -> napi::Result<bool> {
+) -> napi::Result<i32> {
   let count = count as usize;
   if buffer.len() < count * (SELECT_STRIDE + 1) {
     return Err(Error::new(
@@ -66,12 +67,12 @@ pub fn quota_share_select(
   let (targets, out) = buffer.split_at_mut(count * SELECT_STRIDE);
   let mut state = engine().scheduler();
   let Some(order) = state.select(combo as Sym, model_str.as_deref(), now_ms, targets) else {
-    return Ok(false);
+    return Ok(-1);
   };
   for (slot, &index) in out.iter_mut().zip(order) {
     *slot = index as f64;
   }
-  Ok(true)
+  Ok(order.len() as i32)
 }
 
 /// `__quotaShareRelease(connection, nowMs)`: releases the lease a selection at `nowMs` took.

@@ -2,8 +2,7 @@
 //! combo: each target's deficit, keyed by its execution key.
 //!
 //! A round credits every target `w / Σw` (`w` = its weight when finite and > 0, else 1),
-//! ranks the targets by deficit (largest first, ties in input order), and charges the
-//! winner 1: nginx's smooth weighted round robin, scaled so one selection costs 1 (weights 2
+//! picks the largest deficit (ties: the first in input order), and charges that winner 1: nginx's smooth weighted round robin, scaled so one selection costs 1 (weights 2
 //! and 1 give A, B, A, A, B, A, …). How far a count strays from its share `n · w / Σw` is
 //! the subject of `tests/drr_props.rs`.
 //!
@@ -24,19 +23,6 @@ pub fn effective_weight(weight: f64) -> f64 {
   } else {
     1.0
   }
-}
-
-/// A key whose ascending order is `deficit`'s descending [`f64::total_cmp`] order.
-fn descending_key(deficit: f64) -> u64 {
-  let bits = deficit.to_bits();
-  // The total order of IEEE 754 as unsigned integers: flip all bits of negatives, the
-  // sign bit of the rest; then reverse.
-  let ascending = if bits >> 63 == 1 {
-    !bits
-  } else {
-    bits | (1 << 63)
-  };
-  !ascending
 }
 
 /// One combo's deficits: an index per execution key into a flat vector, so a round does
@@ -112,53 +98,38 @@ pub struct Drr<C, K> {
   inserted: VecDeque<C>,
   /// Scratch of a round: each target's slot in its combo's state.
   slots: Vec<usize>,
-  /// Scratch of a round: (sort key, index) pairs.
-  keyed: Vec<(u64, u32)>,
 }
 
 impl<C: Eq + Hash + Clone, K: Eq + Hash + Clone> Drr<C, K> {
   /// One round over the targets `keys` (execution keys) with `weights` (parallel to
-  /// `keys`): fills `rank` with indices into `keys`, largest deficit after this round's
-  /// credit first (ties in input order). `rank[0]` is the winner and has paid 1.
+  /// `keys`): the index of the winner, the largest deficit after this round's credit
+  /// (ties: the first in input order), which has paid 1.
   ///
-  /// With one target nothing changes (no combo state is created); with none, `rank` is
-  /// empty. A key given twice shares one deficit, credited twice.
-  pub fn round(&mut self, combo: &C, keys: &[K], weights: &[f64], rank: &mut Vec<usize>) {
+  /// With one target nothing changes (no combo state is created); with none, `None`. A
+  /// key given twice shares one deficit, credited twice.
+  pub fn round(&mut self, combo: &C, keys: &[K], weights: &[f64]) -> Option<usize> {
     debug_assert_eq!(keys.len(), weights.len());
-    rank.clear();
-    match keys.len() {
-      0 => return,
-      1 => {
-        rank.push(0);
-        return;
-      }
-      _ => {}
+    if keys.len() < 2 {
+      return (keys.len() == 1).then_some(0);
     }
     let total: f64 = weights.iter().map(|&w| effective_weight(w)).sum();
     let mut slots = std::mem::take(&mut self.slots);
-    let mut keyed = std::mem::take(&mut self.keyed);
     slots.clear();
-    keyed.clear();
     let state = self.combo_state(combo);
     state.slots_of(keys, &mut slots);
     for (&slot, &weight) in slots.iter().zip(weights) {
       state.deficits[slot] += effective_weight(weight) / total;
     }
-    // Rank by descending deficit with a stable sort (ties keep input order) on plain
-    // integer keys: no indirection in the comparisons, which are most of a round's cost at
-    // hundreds of targets. Reading the deficits after every credit keeps a key given
-    // twice consistent.
-    keyed.extend(
-      slots
-        .iter()
-        .enumerate()
-        .map(|(i, &slot)| (descending_key(state.deficits[slot]), i as u32)),
-    );
-    keyed.sort_by_key(|&(key, _)| key);
-    rank.extend(keyed.iter().map(|&(_, i)| i as usize));
-    state.deficits[slots[rank[0]]] -= 1.0;
+    // Read after every credit, so a key given twice is consistent.
+    let mut winner = 0;
+    for (i, &slot) in slots.iter().enumerate().skip(1) {
+      if state.deficits[slot] > state.deficits[slots[winner]] {
+        winner = i;
+      }
+    }
+    state.deficits[slots[winner]] -= 1.0;
     self.slots = slots;
-    self.keyed = keyed;
+    Some(winner)
   }
 
   fn combo_state(&mut self, combo: &C) -> &mut ComboState<K> {
@@ -224,44 +195,16 @@ mod tests {
   #[test]
   fn one_target_changes_nothing() {
     let mut drr = Drr::default();
-    let mut rank = Vec::new();
-    drr.round(&"c", &["A"], &[5.0], &mut rank);
-    assert_eq!(rank, vec![0]);
+    assert_eq!(drr.round(&"c", &["A"], &[5.0]), Some(0));
     assert!(!drr.has_combo(&"c"));
-    drr.round(&"c", &[], &[], &mut rank);
-    assert!(rank.is_empty());
-  }
-
-  #[test]
-  fn the_sort_key_orders_like_total_cmp_reversed() {
-    let values = [
-      f64::NEG_INFINITY,
-      -2.5,
-      -1.0,
-      -0.0,
-      0.0,
-      1e-300,
-      0.25,
-      1.0,
-      f64::INFINITY,
-    ];
-    for a in values {
-      for b in values {
-        assert_eq!(
-          descending_key(a).cmp(&descending_key(b)),
-          b.total_cmp(&a),
-          "{a} vs {b}"
-        );
-      }
-    }
+    assert_eq!(drr.round(&"c", &[], &[]), None);
   }
 
   #[test]
   fn forget_drops_combos_and_keys_and_keeps_the_rest() {
     let mut drr: Drr<&str, &str> = Drr::default();
-    let mut rank = Vec::new();
-    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0], &mut rank);
-    drr.round(&"y", &["A", "B"], &[1.0, 1.0], &mut rank);
+    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0]);
+    drr.round(&"y", &["A", "B"], &[1.0, 1.0]);
     let (a, c) = (drr.deficit(&"x", &"A"), drr.deficit(&"x", &"C"));
     drr.forget(|combo| *combo == "y", |key| *key == "B");
     assert!(!drr.has_combo(&"y"));
@@ -269,7 +212,7 @@ mod tests {
     assert_eq!((drr.deficit(&"x", &"A"), drr.deficit(&"x", &"C")), (a, c));
     assert_eq!(drr.deficit(&"x", &"B"), 0.0);
     // The previous round's slots were remapped: a round with the same keys still works.
-    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0], &mut rank);
+    drr.round(&"x", &["A", "B", "C"], &[1.0, 1.0, 2.0]);
     assert_eq!(drr.key_count(), 3);
   }
 }

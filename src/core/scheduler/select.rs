@@ -56,7 +56,6 @@ pub struct Scheduler<K> {
   room: Vec<usize>,
   room_keys: Vec<K>,
   room_weights: Vec<f64>,
-  rank: Vec<usize>,
 }
 
 impl<K: Eq + Hash + Clone> Scheduler<K> {
@@ -69,7 +68,8 @@ impl<K: Eq + Hash + Clone> Scheduler<K> {
 
   /// Selects among `targets` for `combo` at `now_ms` and writes the order into `order`
   /// (indices into `targets`; empty for no targets): the winner, the other targets with
-  /// room in DRR rank order, the at-cap tier, the saturated tier (both in input order).
+  /// room but not the winner's execution key, the at-cap tier, the saturated tier (each
+  /// in input order).
   /// The winner's connection gets an in-flight lease of [`DEFAULT_LEASE_MS`]; the caller
   /// releases it with `inflight.decrement(connection, now_ms)`.
   ///
@@ -79,7 +79,8 @@ impl<K: Eq + Hash + Clone> Scheduler<K> {
   /// 2. Caps: an eligible target whose connection has `in-flight >= cap` is at cap; when
   ///    no eligible target has room, none is.
   /// 3. DRR over the targets with room (state per `combo`, see [`Drr::round`]).
-  /// 4. P2C: the DRR runner-up wins instead only with strictly fewer in flight.
+  /// 4. P2C: the first of the rest with room wins instead only with strictly fewer in
+  ///    flight.
   pub fn select(
     &mut self,
     targets: &[Target<K>],
@@ -145,33 +146,32 @@ impl<K: Eq + Hash + Clone> Scheduler<K> {
         self.room_weights.push(target.weight);
       }
     }
-    self
-      .drr
-      .round(combo, &self.room_keys, &self.room_weights, &mut self.rank);
+    let Some(drr_winner) = self.drr.round(combo, &self.room_keys, &self.room_weights) else {
+      unreachable!("with no target with room, every target has room");
+    };
+    let mut winner = self.room[drr_winner];
+    // The rest with room follow in input order, without the winner's execution key: a
+    // target given twice is dispatched once.
+    let winner_key = &self.room_keys[drr_winner];
+    let rest = self.room_keys.iter().zip(&self.room);
+    order.push(winner);
+    order.extend(rest.filter(|(key, _)| *key != winner_key).map(|(_, &i)| i));
 
-    // 4. P2C between the DRR winner and the runner-up.
-    let mut chosen = 0;
-    if self.rank.len() > 1 {
-      let winner = &targets[self.room[self.rank[0]]];
-      let runner_up = &targets[self.room[self.rank[1]]];
-      if self.inflight_of(runner_up, now_ms) < self.inflight_of(winner, now_ms) {
-        chosen = 1;
-      }
+    // 4. P2C: the first of the rest wins instead only with strictly fewer in flight, and
+    //    the DRR winner comes second.
+    if order.len() > 1
+      && self.inflight_of(&targets[order[1]], now_ms) < self.inflight_of(&targets[winner], now_ms)
+    {
+      order.swap(0, 1);
+      winner = order[0];
     }
-    let winner = self.room[self.rank[chosen]];
     if let Some(connection) = &targets[winner].connection {
       self
         .inflight
         .increment(connection, DEFAULT_LEASE_MS, now_ms);
     }
 
-    // The four tiers.
-    order.push(winner);
-    for (position, &r) in self.rank.iter().enumerate() {
-      if position != chosen {
-        order.push(self.room[r]);
-      }
-    }
+    // The at-cap and saturated tiers, in input order.
     for wanted in [Tier::AtCap, Tier::Saturated] {
       order.extend((0..targets.len()).filter(|&i| tiers[i] == wanted));
     }
