@@ -54,7 +54,7 @@ impl RedisWrites {
 
   /// How many counters wait for a flush, over every URL.
   pub fn pending(&self) -> usize {
-    self.lock().values().map(WriteBuffer::len).sum()
+    self.lock().values().map(WriteBuffer::counters).sum()
   }
 
   /// Whether `url`'s buffer holds anything, waiting or in flight.
@@ -98,7 +98,7 @@ impl Engine {
       buffer.add(api_key_id, writes, now_ms);
       (
         !std::mem::replace(&mut buffer.armed, true),
-        buffer.len() >= FLUSH_AT,
+        buffer.counters() >= FLUSH_AT,
       )
     };
     if full {
@@ -126,7 +126,7 @@ impl Engine {
       let failed = self.flush_redis(url.clone()).await.is_some();
       let mut buffers = self.redis_writes.lock();
       let again = (buffers.get_mut(&url))
-        .is_some_and(|b| !b.is_empty() && !std::mem::replace(&mut b.armed, true));
+        .is_some_and(|b| b.holds() && !std::mem::replace(&mut b.armed, true));
       drop(buffers);
       if again {
         self.flush_redis_after(url, failed);
@@ -143,12 +143,16 @@ impl Engine {
     };
     let gate = self.redis_writes.gate(&url);
     let _exclusive = gate.write().await;
-    let taken = (self.redis_writes.lock().get_mut(&url))
-      .map(|buffer| buffer.take(backend.layout()))
+    let (taken, writer) = (self.redis_writes.lock().get_mut(&url))
+      .map(|buffer| (buffer.take(backend.layout()), buffer.writer.clone()))
       .unwrap_or_default();
     let mut error = None;
     for flush in taken {
-      let call = flush.call(backend.layout());
+      // After a failure the later flushes wait, to keep each writer's ids rising.
+      if error.is_some() {
+        break;
+      }
+      let call = flush.call(backend.layout(), &writer);
       match backend.run_script(&call, Retry::Write).await {
         Ok(skipped) => {
           if let Some(buffer) = self.redis_writes.lock().get_mut(&url) {
@@ -222,7 +226,7 @@ impl Engine {
         return;
       };
       let (kept, count) = buffer.failed(id, MAX_BUFFERED);
-      (kept, count, buffer.len())
+      (kept, count, buffer.counters())
     };
     let exiting = self.database.exiting.load(Ordering::Acquire);
     if kept && exiting {

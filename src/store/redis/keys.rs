@@ -17,6 +17,9 @@ pub const MEMBERS_PREFIX: &str = "omniroute:quota-members:";
 pub const TOTAL_PREFIX: &str = "omniroute:quota-total:";
 /// The prefix of a reservation's state (reserve admission, docs/admission.md).
 pub const RESERVATION_PREFIX: &str = "omniroute:quota-reservation:";
+/// The prefix of the last flush of a process's write-behind buffer that Redis applied
+/// (docs/redis.md#write-behind): a flush sent again after a timeout is applied once.
+pub const FLUSHED_PREFIX: &str = "omniroute:quota-flushed:";
 
 /// How pool totals are read (`QUOTA_STORE_REDIS_POOL_TOTALS`, docs/redis.md#pool-totals).
 /// The write scripts keep the totals in both modes, so switching is safe at any time.
@@ -121,6 +124,11 @@ impl KeyLayout {
   /// pool's slot, so the scripts that make and settle it touch one slot).
   pub fn reservation_key(self, pool_id: &str, id: &str) -> String {
     format!("{RESERVATION_PREFIX}{}{id}", self.tag(pool_id))
+  }
+
+  /// The id of the last flush of `writer` (a process) applied to `pool_id`'s slot.
+  pub fn flushed_key(self, pool_id: &str, writer: &str) -> String {
+    format!("{FLUSHED_PREFIX}{}{writer}", self.tag(pool_id))
   }
 
   /// The set of API key ids written into bucket `bucket` of `key`.

@@ -114,18 +114,26 @@ pub fn write_call(
   call
 }
 
-/// `flush.lua` adding each `(API key, dimension key, bucket, amount)`; every counter must
-/// route to one node in a cluster (the caller groups them by pool).
+/// `flush.lua` adding each `(API key, dimension key, bucket, amount)`, as flush `flush_id`
+/// of `writer`; every counter must route to one node in a cluster (the caller groups them
+/// by pool).
 pub fn flush_call<'a>(
   layout: KeyLayout,
+  (writer, flush_id): (&str, u64),
   counters: impl IntoIterator<Item = (&'a str, &'a DimensionKey, i64, f64)>,
 ) -> ScriptCall {
   let mut call = ScriptCall::new(ScriptName::Flush);
+  let mut pool = None;
   for (api_key_id, key, bucket, amount) in counters {
     call.add(layout, api_key_id, key, bucket, amount);
     // The members set holds the id as the key names carry it (escaped), like write.lua's.
     call.args.push(id_part(api_key_id).into_owned());
+    pool.get_or_insert(&key.pool_id);
   }
+  call
+    .keys
+    .push(layout.flushed_key(pool.map_or("", |p| p), writer));
+  call.args.push(flush_id.to_string());
   call
 }
 
@@ -527,9 +535,9 @@ mod tests {
     // same escaped id, whichever script wrote the counter.
     let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], 10 * H);
-    let flush = flush_call(KeyLayout::Standalone, [("a:b%", &key, 10, 1.0)]);
-    assert_eq!(flush.keys, write.keys[..3]);
-    assert_eq!(flush.args, ["1", "7200", "a%3Ab%25"]);
+    let flush = flush_call(KeyLayout::Standalone, ("w", 1), [("a:b%", &key, 10, 1.0)]);
+    assert_eq!(flush.keys[..3], write.keys[..3]);
+    assert_eq!(flush.args, ["1", "7200", "a%3Ab%25", "1"]);
     assert_eq!(flush.args[2], write.args[0]);
   }
 

@@ -3,7 +3,9 @@
 //! the engine flushes them in one script call (one per pool in a cluster). Pure data: the
 //! engine (`engine/redis_writes.rs`) owns one per Redis URL, times the flushes and runs
 //! them. Counters handed to a flush stay visible here ("in flight") until it answers, so
-//! this process's own reads add them at every moment.
+//! this process's own reads add them at every moment. A flush that failed is sent again as
+//! it was, under its id, before any later one: `flush.lua` applies an id once, so one that
+//! Redis applied before its answer was lost (a timeout) is not counted twice.
 
 use super::keys::{base_pool_id, KeyLayout};
 use super::scripts::{flush_call, ReadBatch, ScriptCall};
@@ -17,30 +19,46 @@ pub type Counter = (String, DimensionKey, i64);
 /// The increments taken by one flush.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Taken {
-  /// Its number among the flushes (to let it go when it answers).
+  /// Its number among the flushes of its buffer, rising: Redis applies each once.
   pub id: u64,
   pub counters: Vec<(Counter, f64)>,
 }
 
 impl Taken {
-  /// The script call that writes it.
-  pub fn call(&self, layout: KeyLayout) -> ScriptCall {
+  /// The script call that writes it, as flush `id` of `writer`.
+  pub fn call(&self, layout: KeyLayout, writer: &str) -> ScriptCall {
     let counters = self.counters.iter();
     flush_call(
       layout,
+      (writer, self.id),
       counters.map(|((id, key, bucket), amount)| (id.as_str(), key, *bucket, *amount)),
     )
   }
 }
 
 /// The buffer of one Redis URL.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WriteBuffer {
+  /// Who flushes it (random): Redis keeps the last flush id it applied per writer.
+  pub writer: String,
   pending: HashMap<Counter, f64>,
+  /// Flushes taken and not yet answered, or failed: sent (again) first.
   in_flight: Vec<Taken>,
   next_id: u64,
   /// A flush is scheduled (the engine's timer).
   pub armed: bool,
+}
+
+impl Default for WriteBuffer {
+  fn default() -> Self {
+    WriteBuffer {
+      writer: crate::store::ids::new_reservation_id(),
+      pending: HashMap::new(),
+      in_flight: Vec::new(),
+      next_id: 0,
+      armed: false,
+    }
+  }
 }
 
 impl WriteBuffer {
@@ -56,20 +74,23 @@ impl WriteBuffer {
     }
   }
 
-  /// How many counters wait for a flush (in flight ones not counted).
-  pub fn len(&self) -> usize {
+  /// How many counters wait for a flush or its answer.
+  pub fn counters(&self) -> usize {
     self.pending.len()
+      + self
+        .in_flight
+        .iter()
+        .map(|t| t.counters.len())
+        .sum::<usize>()
   }
 
-  /// Whether no counter waits.
-  pub fn is_empty(&self) -> bool {
-    self.pending.is_empty()
-  }
-
-  /// Hands every waiting counter to a flush, as one script call's worth — or, in a
-  /// cluster, one per pool (a script's keys share a hash slot there; the model bucket
-  /// routes with its pool). They stay visible until [`Self::written`] or [`Self::failed`].
+  /// The flushes to send, in order: those that failed (as they were), then every waiting
+  /// counter as one script call's worth — or, in a cluster, one per pool (a script's keys
+  /// share a hash slot there; the model bucket routes with its pool). They stay visible
+  /// until [`Self::written`] or [`Self::failed`]. Called by one flush at a time, so no
+  /// flush of theirs is out.
   pub fn take(&mut self, layout: KeyLayout) -> Vec<Taken> {
+    let failed = self.in_flight.clone();
     let mut groups: Vec<(String, Taken)> = Vec::new();
     for (counter, amount) in self.pending.drain() {
       let route = match layout {
@@ -92,7 +113,7 @@ impl WriteBuffer {
     }
     let taken: Vec<Taken> = groups.into_iter().map(|(_, t)| t).collect();
     self.in_flight.extend(taken.iter().cloned());
-    taken
+    [failed, taken].concat()
   }
 
   /// Whether anything waits or is in flight.
@@ -105,16 +126,15 @@ impl WriteBuffer {
     self.in_flight.retain(|t| t.id != id);
   }
 
-  /// Flush `id` failed: its counters are kept for the next one while the buffer then
-  /// holds at most `max` counters, else dropped. Returns `(kept, how many)`.
+  /// Flush `id` failed: it is kept to be sent again while the buffer holds at most `max`
+  /// counters, else dropped. Returns `(kept, how many)`.
   pub fn failed(&mut self, id: u64, max: usize) -> (bool, usize) {
-    let index = self.in_flight.iter().position(|t| t.id == id);
-    let counters = index.map_or_else(Vec::new, |i| self.in_flight.remove(i).counters);
-    let (count, keep) = (counters.len(), self.pending.len() + counters.len() <= max);
-    if keep {
-      for (counter, amount) in counters {
-        *self.pending.entry(counter).or_insert(0.0) += amount;
-      }
+    let Some(index) = self.in_flight.iter().position(|t| t.id == id) else {
+      return (true, 0);
+    };
+    let (count, keep) = (self.in_flight[index].counters.len(), self.counters() <= max);
+    if !keep {
+      self.in_flight.remove(index);
     }
     (keep, count)
   }
@@ -179,17 +199,20 @@ mod tests {
       buffer.add("k1", &[(dim("p"), 2.0), (dim("p:model:m"), 1.0)], now);
     }
     buffer.add("k2", &[(dim("p"), 5.0)], now);
-    assert_eq!(buffer.len(), 3);
+    assert_eq!(buffer.counters(), 3);
     let taken = buffer.take(KeyLayout::Standalone);
-    assert!(buffer.is_empty());
     let calls: Vec<ScriptCall> = taken
       .iter()
-      .map(|t| t.call(KeyLayout::Standalone))
+      .map(|t| t.call(KeyLayout::Standalone, "w"))
       .collect();
     assert_eq!(calls.len(), 1);
-    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (9, 9));
-    let amounts: Vec<&str> = calls[0]
-      .args
+    // Three keys and three arguments a counter, then the writer's key and the flush id.
+    assert_eq!((calls[0].keys.len(), calls[0].args.len()), (10, 10));
+    assert_eq!(calls[0].keys[9], "omniroute:quota-flushed:w");
+    assert_eq!(calls[0].args[9], taken[0].id.to_string());
+    buffer.written(taken[0].id);
+    assert!(!buffer.holds());
+    let amounts: Vec<&str> = calls[0].args[..9]
       .iter()
       .step_by(3)
       .map(|s| s.as_str())
@@ -222,23 +245,23 @@ mod tests {
     buffer.overlay(&batch, &mut values);
     assert_eq!(values, [b(5.0, 7.0), b(9.0, 7.0), b(1.0, 0.0)]);
     assert_eq!(buffer.failed(taken.id, usize::MAX), (true, 3));
-    assert_eq!(buffer.len(), 3);
-    let taken = buffer.take(KeyLayout::Standalone).remove(0);
+    assert_eq!(buffer.counters(), 4);
+    // Sent again as it was, under its id, before the counter that came meanwhile.
+    let again = buffer.take(KeyLayout::Standalone);
+    assert_eq!((again.len(), &again[0]), (2, &taken));
     assert_eq!(
-      buffer.failed(taken.id, 3),
+      buffer.failed(taken.id, 4),
       (true, 3),
       "kept up to the bound"
     );
-    let taken = buffer.take(KeyLayout::Standalone).remove(0);
     buffer.add("k9", &[(dim("p"), 1.0)], now);
-    assert_eq!(
-      buffer.failed(taken.id, 3),
-      (false, 3),
-      "past the bound: dropped"
-    );
-    assert_eq!(buffer.len(), 1);
-    let taken = buffer.take(KeyLayout::Standalone).remove(0);
-    buffer.written(taken.id);
+    let again = buffer.take(KeyLayout::Standalone);
+    assert_eq!(again.len(), 3);
+    let dropped = buffer.failed(taken.id, 4);
+    assert_eq!(dropped, (false, 3), "past the bound: dropped");
+    assert_eq!(buffer.counters(), 2);
+    buffer.written(again[1].id);
+    buffer.written(again[2].id);
     assert!(!buffer.holds());
     let mut values = vec![Buckets::default(); 3];
     buffer.overlay(&batch, &mut values);

@@ -2,20 +2,26 @@
 -- this process coalesced since its last flush, one per counter (API key, dimension, bucket),
 -- added in one script — exactly what write.lua does per counter, without its reply.
 --
--- KEYS, three per counter: its bucket, that bucket's members set, that bucket's total.
--- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id.
+-- KEYS, three per counter: its bucket, that bucket's members set, that bucket's total; then
+-- the id of the last flush of this process applied here.
+-- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id;
+-- then this flush's id. A process numbers its flushes upwards and sends one again (after a
+-- timeout, say) before any later one, so an id at or below the last applied one was applied:
+-- nothing is added again.
 -- Returns the indices (0-based, as strings) of the counters it skipped because a key of
 -- theirs holds something INCRBYFLOAT or SADD would refuse: Redis does not undo a script
 -- that fails half-way, so every key is checked (checks.lua) before anything is written, and the others
--- are added once (a failed flush is sent again).
+-- are added once.
 local cap = 1e15
 local skipped = {}
 local ok = {}
-for w = 0, #KEYS / 3 - 1 do
+local n, flushed, flush_id = (#KEYS - 1) / 3, KEYS[#KEYS], tonumber(ARGV[#ARGV])
+if (tonumber(redis.call('GET', flushed)) or 0) >= flush_id then return skipped end
+for w = 0, n - 1 do
   ok[w] = holds(KEYS[3 * w + 1], 'string') and holds(KEYS[3 * w + 2], 'set') and holds(KEYS[3 * w + 3], 'string')
   if not ok[w] then skipped[#skipped + 1] = tostring(w) end
 end
-for w = 0, #KEYS / 3 - 1 do
+for w = 0, n - 1 do
   if ok[w] then
     local curr, members, total = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
     local amount, ttl, id = ARGV[3 * w + 1], ARGV[3 * w + 2], ARGV[3 * w + 3]
@@ -33,4 +39,5 @@ for w = 0, #KEYS / 3 - 1 do
     redis.call('EXPIRE', members, ttl)
   end
 end
+redis.call('SET', flushed, ARGV[#ARGV], 'EX', 86400)
 return skipped
