@@ -484,3 +484,24 @@ test('corrupt rows: an unknown policy decides as hard, a weight of 150 reads as 
     host.close()
   }
 })
+
+test('a file whose schema cannot be made (another quota_consumption): tried again once a second, not on every call', async () => {
+  const { dataDir, dbPath } = freshDb()
+  fs.mkdirSync(dataDir, { recursive: true })
+  const other = new Database(dbPath)
+  other.pragma('journal_mode = WAL')
+  other.exec('CREATE TABLE quota_consumption (x TEXT)')
+  other.close()
+  const native = require('../binding.js')
+  const before = native.__opensForTests()
+  const request = { apiKeyId: 'k-schema', connectionId: 'c-schema', provider: 'p-schema' }
+  const started = performance.now()
+  for (let i = 0; i < 200; i++) {
+    assert.deepEqual(await enforceQuotaShare(request), { kind: 'allow' })
+    await recordConsumption({ ...request, cost: {} })
+  }
+  const ms = performance.now() - started
+  const opens = native.__opensForTests() - before
+  assert.ok(opens >= 1 && opens <= 2 + Math.ceil(ms / 1000), `${opens} opens in ${ms.toFixed(0)} ms for 200 requests`)
+  assert.equal(enforceWarnings().length, 2, 'one for enforce, one for record')
+})

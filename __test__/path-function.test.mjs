@@ -67,6 +67,8 @@ test('a call before the host has a path opens the default file; the next call af
   const host = openHostDb(hostFile)
   opened.push(host)
   loaded = true
+  // The resolver is asked again at most every 100 ms (the next test).
+  await new Promise((resolve) => setTimeout(resolve, 150))
   const { pool, count } = await poolWithRequests(host, 'after-load')
   assert.equal(poolRows(hostFile, pool.id), 1, 'the pool is in the host file')
   assert.equal(count, 3, 'the requests are counted in the host file')
@@ -110,4 +112,23 @@ test('records buffered for the file named before are committed to the file named
   assert.equal(counted(from, pool.id), 3, 'none of them committed to the file named before')
   assert.equal(counted(to, pool.id), 4, 'all four committed to the file named now')
   assert.ok(warnings.some((m) => m.includes('the database path changed while quota records were buffered')), warnings.join('\n'))
+})
+
+test('a resolver that throws until the host is ready is asked again at most every 100 ms, not on every call', async () => {
+  engine.closeQuotaDb()
+  let calls = 0
+  const notReady = () => {
+    calls++
+    throw new Error('the database module has not loaded')
+  }
+  engine.installHost({ dbPath: notReady, logger })
+  const request = { apiKeyId: 'early-key', connectionId, provider }
+  const started = performance.now()
+  for (let i = 0; i < 300; i++) {
+    assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+    await recordConsumption({ ...request, cost: { requests: 1 } })
+  }
+  const ms = performance.now() - started
+  // Once at installHost, once at the open, then once per 100 ms at most.
+  assert.ok(calls >= 2 && calls <= 3 + Math.ceil(ms / 100), `${calls} calls in ${ms.toFixed(0)} ms for 300 requests`)
 })

@@ -110,6 +110,12 @@ pub fn file_checks_for_tests() -> f64 {
   crate::engine::test_hooks::file_checks() as f64
 }
 
+/// Tests only: how many times the engine has tried to open its database.
+#[napi(catch_unwind, js_name = "__opensForTests")]
+pub fn opens_for_tests() -> f64 {
+  crate::engine::test_hooks::OPENS.load(std::sync::atomic::Ordering::Relaxed) as f64
+}
+
 /// Tests only: one pass of the retention sweep on a thread of its own, as its thread runs it
 /// every hour.
 #[napi(catch_unwind, js_name = "__sweepOnAThreadForTests")]

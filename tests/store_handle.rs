@@ -224,26 +224,23 @@ fn a_file_deleted_for_good_is_made_afresh_after_the_restore_grace() {
   assert!(path.exists());
 }
 
-/// A `Database` whose first open fails: the host's connection holds the write lock past
-/// the busy timeout, so the schema cannot be made; the lock is released after.
+/// A `Database` whose first open failed: the host's file had another `quota_consumption`,
+/// which the host has dropped since, in its WAL only (the file, the WAL's inode and the
+/// folder are as they were).
 fn failed_first_open() -> (
   tempfile::TempDir,
   Database,
   rusqlite::Connection,
   QuotaError,
 ) {
-  let db = Database::with_options(OpenOptions {
-    busy_timeout: Duration::from_millis(50),
-    ..OpenOptions::default()
-  });
+  let db = Database::default();
   let dir = tempfile::tempdir().unwrap();
   at(&db, dir.path());
   let host = host_conn(&dir.path().join("storage.sqlite"));
-  host
-    .execute_batch("CREATE TABLE host_rows (x); BEGIN IMMEDIATE;")
-    .unwrap();
+  let other_schema = "CREATE TABLE quota_consumption (x TEXT); PRAGMA wal_checkpoint(TRUNCATE);";
+  host.execute_batch(other_schema).unwrap();
   let failed = db.run(Access::Hot, |_| Ok(())).0.unwrap_err();
-  host.execute_batch("ROLLBACK;").unwrap();
+  host.execute_batch("DROP TABLE quota_consumption;").unwrap();
   (dir, db, host, failed)
 }
 
@@ -258,12 +255,61 @@ fn a_failed_open_is_not_tried_again_on_every_call() {
   assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
 }
 
-/// ... unless the file has changed since (here the host wrote to it), which is tried at once.
+/// ... unless the file (here checkpointed) or its folder (here its mode) has changed
+/// since: tried again at once.
 #[test]
-fn a_failed_open_is_tried_again_at_once_when_the_file_changed() {
+fn a_failed_open_is_tried_again_at_once_when_the_file_or_its_folder_changed() {
   let (_dir, db, host, _) = failed_first_open();
   host
-    .execute_batch("INSERT INTO host_rows VALUES (1); PRAGMA wal_checkpoint(TRUNCATE);")
+    .execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
     .unwrap();
   assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
+  let (dir, db, _host, _) = failed_first_open();
+  use std::os::unix::fs::PermissionsExt;
+  let folder = std::fs::Permissions::from_mode(0o770);
+  std::fs::set_permissions(dir.path(), folder).unwrap();
+  assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
+}
+
+/// An open that failed on another connection's write lock is tried again on the next
+/// call: the lock's release leaves no trace on the file.
+#[test]
+fn an_open_that_met_a_lock_is_tried_again_at_once() {
+  let db = Database::with_options(OpenOptions {
+    busy_timeout: Duration::from_millis(50),
+    ..OpenOptions::default()
+  });
+  let dir = tempfile::tempdir().unwrap();
+  at(&db, dir.path());
+  let host = host_conn(&dir.path().join("storage.sqlite"));
+  let host_schema = "CREATE TABLE host_rows (x); PRAGMA wal_checkpoint(TRUNCATE);";
+  host.execute_batch(host_schema).unwrap();
+  host.execute_batch("BEGIN IMMEDIATE;").unwrap();
+  let failed = db.run(Access::Hot, |_| Ok(())).0.unwrap_err();
+  assert!(
+    failed.to_string().contains("database is locked"),
+    "{failed}"
+  );
+  host.execute_batch("ROLLBACK;").unwrap();
+  assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
+}
+
+/// The restore guard knows the file however the path names it: opened through a link to
+/// its folder and then named by its real path, a missing file is a restore under way.
+#[cfg(unix)]
+#[test]
+fn the_restore_guard_knows_the_file_by_another_name() {
+  let db = Database::default();
+  let dir = tempfile::tempdir().unwrap();
+  let (real, link) = (dir.path().join("real"), dir.path().join("link"));
+  std::fs::create_dir(&real).unwrap();
+  std::os::unix::fs::symlink(&real, &link).unwrap();
+  at(&db, &link);
+  with_db(&db, |_| Ok(()));
+  at(&db, &real);
+  db.close().unwrap();
+  std::fs::remove_file(real.join("storage.sqlite")).unwrap();
+  let err = db.run(Access::Full, |_| Ok(())).0.unwrap_err();
+  assert!(err.to_string().contains("missing or empty"), "{err}");
+  assert!(!real.join("storage.sqlite").exists());
 }

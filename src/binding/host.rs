@@ -19,7 +19,13 @@ thread_local! {
   static RESOLVER: RefCell<Option<FunctionRef<(), Unknown<'static>>>> = const { RefCell::new(None) };
   /// Whether this thread's teardown forgets it as a host thread.
   static HOST_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+  /// When this thread last asked a resolver that had named no path yet.
+  static ASKED_AT: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
 }
+
+/// How often a resolver that has named no path yet is asked again: one that throws until
+/// the host is ready (or for good) costs a throw per interval, not one per call.
+const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Sets where the database is, for every thread, from the next call: a path, a function
 /// returning one (called now, whenever this thread is about to open it, and before each
@@ -121,12 +127,23 @@ pub(crate) fn prepare_db_to_flush(env: &Env) {
 }
 
 /// Whether the path comes from a resolver. While the connection is open on the default
-/// path because the resolver has named none yet, it is asked again first: once it names
-/// the host's file, the connection moves there. (A closed one asks when it opens.)
+/// path because the resolver has named none yet, it is asked again first, at most every
+/// [`ASK_AGAIN_AFTER`]: once it names the host's file, the connection moves there. (A
+/// closed one asks when it opens.)
 fn has_resolver(env: &Env) -> bool {
   let database = &engine().database;
   if database.awaits_path() && database.is_open() {
-    resolve_now(env, false);
+    let now = std::time::Instant::now();
+    let due = ASKED_AT.with(|at| {
+      let due = at.get().is_none_or(|asked| now - asked >= ASK_AGAIN_AFTER);
+      if due {
+        at.set(Some(now));
+      }
+      due
+    });
+    if due {
+      resolve_now(env, false);
+    }
   }
   database.has_resolver()
 }

@@ -131,8 +131,9 @@ pub struct Database {
   sweeping: AtomicBool,
   /// Set by the exit's close: a connection opened after it is closed at teardown too.
   pub exiting: AtomicBool,
-  /// Each path the connection was opened at, with the folder that held the file.
-  opened_in: Mutex<std::collections::HashMap<PathBuf, FolderId>>,
+  /// Each file the connection was opened at, as its folder and its name there: the same
+  /// file however the path names it (relative, absolute, through a link).
+  opened_in: Mutex<std::collections::HashSet<(FolderId, std::ffi::OsString)>>,
   /// Since when the file has been missing or empty where the connection had it.
   missing_since: Mutex<Option<std::time::Instant>>,
   /// The last open that failed, while no open has succeeded since.
@@ -148,8 +149,14 @@ struct FailedOpen {
 }
 
 /// The file, which WAL is beside it (a host reopening after a restore makes a new one;
-/// the engine's own try only writes to it) and its folder.
-type Seen = (Option<FileStamp>, Option<FileId>, Option<FolderId>);
+/// the engine's own try only writes to it) and its folder: which one, and its owner and
+/// mode (a `chmod` fixing it), not its times (which the engine's own try changes, making
+/// and removing the WAL when nothing else has the file open).
+type Seen = (
+  Option<FileStamp>,
+  Option<FileId>,
+  Option<(FolderId, u32, u32, u32)>,
+);
 
 /// A file as `stat` shows it: its id, size, and modification and change times. A restore,
 /// a copy growing, a checkpoint or a `chmod` changes it.
@@ -159,6 +166,19 @@ type FileStamp = (
   Option<std::time::SystemTime>,
   (i64, i64),
 );
+
+fn folder_stamp(path: &Path) -> Option<(FolderId, u32, u32, u32)> {
+  let folder = folder_id(path)?;
+  let meta = std::fs::metadata(folder_of(path)).ok()?;
+  #[cfg(unix)]
+  let access = {
+    use std::os::unix::fs::MetadataExt;
+    (meta.uid(), meta.gid(), meta.mode())
+  };
+  #[cfg(not(unix))]
+  let access = (0, 0, u32::from(meta.permissions().readonly()));
+  Some((folder, access.0, access.1, access.2))
+}
 
 fn file_stamp(path: &Path) -> Option<FileStamp> {
   let meta = std::fs::metadata(path).ok()?;
@@ -178,10 +198,14 @@ type FolderId = (FileId, Option<std::time::SystemTime>);
 
 /// The folder holding `path`.
 fn folder_id(path: &Path) -> Option<FolderId> {
-  let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
-  let folder = folder.unwrap_or(Path::new("."));
+  let folder = folder_of(path);
   let born = std::fs::metadata(folder).and_then(|m| m.created()).ok();
   Some((file_id(folder)?, born))
+}
+
+fn folder_of(path: &Path) -> &Path {
+  let folder = path.parent().filter(|p| !p.as_os_str().is_empty());
+  folder.unwrap_or(Path::new("."))
 }
 
 /// The default location: `$DATA_DIR/storage.sqlite`, or the host's default data dir.
@@ -363,8 +387,8 @@ impl Database {
         Ok(db) => db,
         Err(err) => return (Err(err), true),
       };
-      if let Some(folder) = folder {
-        relock(&self.opened_in).insert(path, folder);
+      if let (Some(folder), Some(name)) = (folder, path.file_name()) {
+        relock(&self.opened_in).insert((folder, name.to_owned()));
       }
       if let Some(carried) = relock(&self.carried).take() {
         db.adopt_pending(carried);
@@ -385,11 +409,15 @@ impl Database {
   /// neither the file, its WAL nor its folder has changed since: then that error again,
   /// for a few `stat`s. A file that cannot be migrated (another schema, read-only) would
   /// otherwise cost every call a whole open and migration on the host's event loop (0.7 ms
-  /// a call measured), and a write lock held elsewhere a busy wait.
+  /// a call measured).
   fn open_unless_failed(&self, path: &Path, folder: Option<FolderId>) -> Result<SqliteDb> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");
-    let seen = (file_stamp(path), file_id(Path::new(&wal)), folder);
+    let seen = (
+      file_stamp(path),
+      file_id(Path::new(&wal)),
+      folder_stamp(path),
+    );
     let mut failed = relock(&self.failed_open);
     if let Some(last) = failed.as_ref() {
       if last.path == path && last.seen == seen && last.at.elapsed() < RETRY_AFTER_FAILURE {
@@ -399,13 +427,22 @@ impl Database {
     // A refusal costs a `stat` or two, and ends when the restore does: not remembered.
     let options = self.refuse_mid_restore(path, folder.as_ref())?;
     locks::sweep_parked();
+    #[cfg(feature = "test-hooks")]
+    super::test_hooks::OPENS.fetch_add(1, Ordering::Relaxed);
     let opened = SqliteDb::open(path, &options);
-    *failed = opened.as_ref().err().map(|error| FailedOpen {
-      path: path.to_path_buf(),
-      seen,
-      at: std::time::Instant::now(),
-      error: error.clone(),
-    });
+    // Another connection's lock (SQLITE_BUSY) ends leaving no trace on the file: each call
+    // waits for it again, as any write does, rather than fail while it may be gone.
+    let locked = |error: &&QuotaError| error.to_string().contains("database is locked");
+    *failed = opened
+      .as_ref()
+      .err()
+      .filter(|e| !locked(e))
+      .map(|error| FailedOpen {
+        path: path.to_path_buf(),
+        seen,
+        at: std::time::Instant::now(),
+        error: error.clone(),
+      });
     opened
   }
 
@@ -418,7 +455,8 @@ impl Database {
   /// (`restore_grace`), is a fresh start. The options it returns make the open check the
   /// same on its own descriptor, as the path may change in between.
   fn refuse_mid_restore(&self, path: &Path, folder: Option<&FolderId>) -> Result<OpenOptions> {
-    let mut had_it_here = folder.is_some() && relock(&self.opened_in).get(path) == folder;
+    let mut had_it_here = (folder.zip(path.file_name()))
+      .is_some_and(|(folder, name)| relock(&self.opened_in).contains(&(*folder, name.to_owned())));
     let missing = std::fs::metadata(path).map_or(true, |m| m.len() == 0);
     let mut since = relock(&self.missing_since);
     if !(had_it_here && missing) {

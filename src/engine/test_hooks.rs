@@ -18,6 +18,9 @@ pub fn file_checks() -> u64 {
   FILE_CHECKS.load(Ordering::Relaxed)
 }
 
+/// How many times the engine tried to open its database (SQLite's open and the migration).
+pub static OPENS: AtomicU64 = AtomicU64::new(0);
+
 impl Engine {
   /// Panics inside a write transaction on the engine's connection, after adding 1 to
   /// `api_key_id`'s counter of `pool_id:requests:hourly`: the connection's mutex is
