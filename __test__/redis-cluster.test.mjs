@@ -128,3 +128,51 @@ test('the hot path on a cluster: the factory picks it, record writes, enforce bl
     resetQuotaStoreSingleton()
   }
 })
+
+test('a flush to one node that does not answer holds back no other pool: each counted once when it is back', { skip, timeout: 30_000 }, async () => {
+  const { flushQuotaWrites, WINDOW_MS } = require('@omniroute/quota-engine')
+  process.env.QUOTA_STORE_DRIVER = 'redis'
+  process.env.QUOTA_STORE_REDIS_URL = cluster.url
+  process.env.QUOTA_RECORD_FLUSH_MS = '60000'
+  resetQuotaStoreSingleton()
+  try {
+    await getQuotaStore()
+    const pools = []
+    for (let i = 0; i < 8; i++) {
+      const connection = `held-conn-${i}`
+      const pool = createPool({ connectionId: connection, name: `held-${i}`, allocations: [{ apiKeyId: 'h', weight: 100, policy: 'hard' }] })
+      upsertProviderPlan({ connectionId: connection, provider: 'held', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1e9 }], source: 'manual' })
+      // The node that owns the pool's slot answers instead of redirecting.
+      let node
+      for (const n of cluster.nodes) if (!(await rawCommand(n.port, `GET {${pool.id}}x`)).startsWith('-MOVED')) node = n
+      pools.push({ id: pool.id, connection, node })
+    }
+    const a = pools[0]
+    const b = pools.find((p) => p.node !== a.node)
+    const record = (p) => recordConsumption({ apiKeyId: 'h', connectionId: p.connection, provider: 'held', cost: {} })
+    const counted = async (p) => {
+      const reply = await rawCommand(p.node.port, `GET omniroute:quota:{${p.id}}:h:${p.id}:requests:hourly:${Math.floor(Date.now() / WINDOW_MS.hourly)}`)
+      return reply.startsWith('$-1') ? 0 : Number(reply.split('\r\n')[1])
+    }
+    await record(a)
+    await record(b)
+    assert.equal(flushQuotaWrites(), null)
+    const paused = Date.now()
+    await rawCommand(a.node.port, 'CLIENT PAUSE 5000 ALL')
+    await record(a)
+    assert.notEqual(flushQuotaWrites(), null, "a's flush times out and is kept")
+    await record(b)
+    // a's kept flush goes first and times out again; b's goes all the same.
+    assert.notEqual(flushQuotaWrites(), null)
+    assert.equal(await counted(b), 2)
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, paused + 5300 - Date.now())))
+    assert.equal(flushQuotaWrites(), null)
+    assert.equal(native.pendingQuotaWrites(), 0)
+    assert.equal(await counted(a), 2, 'sent three times, counted once')
+  } finally {
+    delete process.env.QUOTA_STORE_DRIVER
+    delete process.env.QUOTA_STORE_REDIS_URL
+    delete process.env.QUOTA_RECORD_FLUSH_MS
+    resetQuotaStoreSingleton()
+  }
+})

@@ -117,7 +117,7 @@ pub struct Database {
   /// Whether `conn` holds a connection, readable without its lock.
   open: AtomicBool,
   /// Whether the resolver has named no path since it was installed: until it does, the
-  /// default is used and each call asks it again.
+  /// default is used and it is asked again (binding/host.rs, at most every 100 ms).
   awaiting_path: AtomicBool,
   /// How the connection is opened (the busy timeout).
   options: OpenOptions,
@@ -223,9 +223,10 @@ impl Database {
   }
 
   /// Sets how the path is given, for every thread, from thread `by`; a connection open at
-  /// another file is closed, and the next call opens the file at the new path. A thread that gives no path (the default) does not undo a path another
-  /// thread installed — a worker calling `installHost({ logger })` keeps the process on the
-  /// main thread's file. Returns whether the setting changed.
+  /// another file is closed, and the next call opens the file at the new path. A thread
+  /// that gives no path (the default) does not undo a path another thread installed — a
+  /// worker calling `installHost({ logger })` keeps the process on the main thread's file.
+  /// Returns whether the setting changed.
   pub fn set_source(&self, source: PathSource, by: std::thread::ThreadId) -> bool {
     let mut slot = relock(&self.source);
     if source == PathSource::Default && slot.1.is_some_and(|owner| owner != by) {
@@ -275,8 +276,7 @@ impl Database {
     }
   }
 
-  /// Whether the resolver has named no path yet (the default is used meanwhile): it is
-  /// asked again before each call until it does.
+  /// Whether the resolver has named no path yet (the default is used meanwhile).
   pub fn awaits_path(&self) -> bool {
     self.awaiting_path.load(Ordering::Acquire)
   }
@@ -407,9 +407,9 @@ impl Database {
 
   /// Opens `path`, unless its last open failed less than [`RETRY_AFTER_FAILURE`] ago and
   /// neither the file, its WAL nor its folder has changed since: then that error again,
-  /// for a few `stat`s. A file that cannot be migrated (another schema, read-only) would
-  /// otherwise cost every call a whole open and migration on the host's event loop (0.7 ms
-  /// a call measured).
+  /// for a few `stat`s. A file that cannot be migrated (another schema, a folder it cannot
+  /// write in) would otherwise cost every call a whole open and migration on the host's
+  /// event loop (0.7 ms a call measured).
   fn open_unless_failed(&self, path: &Path, folder: Option<FolderId>) -> Result<SqliteDb> {
     let mut wal = path.as_os_str().to_owned();
     wal.push("-wal");

@@ -98,7 +98,7 @@ impl Engine {
       buffer.add(api_key_id, writes, now_ms);
       (
         !std::mem::replace(&mut buffer.armed, true),
-        buffer.counters() >= FLUSH_AT,
+        buffer.waiting() >= FLUSH_AT,
       )
     };
     if full {
@@ -147,10 +147,11 @@ impl Engine {
       .map(|buffer| (buffer.take(backend.layout()), buffer.writer.clone()))
       .unwrap_or_default();
     let mut error = None;
+    let mut failed_routes = Vec::new();
     for flush in taken {
-      // After a failure the later flushes wait, to keep each writer's ids rising.
-      if error.is_some() {
-        break;
+      // After a failure the route's later flushes wait, to keep its ids rising.
+      if failed_routes.contains(&flush.route) {
+        continue;
       }
       let call = flush.call(backend.layout(), &writer);
       match backend.run_script(&call, Retry::Write).await {
@@ -164,7 +165,8 @@ impl Engine {
         Err(err) => {
           let message = err.to_string();
           self.redis_flush_failed(&url, flush.id, &message);
-          error = Some(message);
+          error = error.or(Some(message));
+          failed_routes.push(flush.route);
         }
       }
     }

@@ -21,6 +21,8 @@ pub type Counter = (String, DimensionKey, i64);
 pub struct Taken {
   /// Its number among the flushes of its buffer, rising: Redis applies each once.
   pub id: u64,
+  /// Where it goes: its pool in a cluster, else "" (one flush for all).
+  pub route: String,
   pub counters: Vec<(Counter, f64)>,
 }
 
@@ -84,36 +86,41 @@ impl WriteBuffer {
         .sum::<usize>()
   }
 
-  /// The flushes to send, in order: those that failed (as they were), then every waiting
-  /// counter as one script call's worth — or, in a cluster, one per pool (a script's keys
-  /// share a hash slot there; the model bucket routes with its pool). They stay visible
-  /// until [`Self::written`] or [`Self::failed`]. Called by one flush at a time, so no
-  /// flush of theirs is out.
+  /// The flushes to send, in order: those kept from a failure (as they were), then the
+  /// waiting counters as one script call's worth — or, in a cluster, one per pool (a
+  /// script's keys share a hash slot there; the model bucket routes with its pool). A
+  /// route with a kept flush keeps its waiting counters (coalescing) until that flush is
+  /// through. They stay visible until [`Self::written`] or [`Self::failed`]. Called by one
+  /// flush at a time, so no flush of theirs is out.
   pub fn take(&mut self, layout: KeyLayout) -> Vec<Taken> {
-    let failed = self.in_flight.clone();
-    let mut groups: Vec<(String, Taken)> = Vec::new();
-    for (counter, amount) in self.pending.drain() {
+    let kept = self.in_flight.clone();
+    let mut taken: Vec<Taken> = Vec::new();
+    for (counter, amount) in std::mem::take(&mut self.pending) {
       let route = match layout {
         KeyLayout::Cluster => base_pool_id(&counter.1.pool_id).to_string(),
         KeyLayout::Standalone => String::new(),
       };
-      match groups.iter_mut().find(|(r, _)| *r == route) {
-        Some((_, taken)) => taken.counters.push((counter, amount)),
-        None => {
-          self.next_id += 1;
-          groups.push((
-            route,
-            Taken {
-              id: self.next_id,
-              counters: vec![(counter, amount)],
-            },
-          ));
-        }
+      if kept.iter().any(|t| t.route == route) {
+        self.pending.insert(counter, amount);
+      } else if let Some(flush) = taken.iter_mut().find(|t| t.route == route) {
+        flush.counters.push((counter, amount));
+      } else {
+        self.next_id += 1;
+        let (id, counters) = (self.next_id, vec![(counter, amount)]);
+        taken.push(Taken {
+          id,
+          route,
+          counters,
+        });
       }
     }
-    let taken: Vec<Taken> = groups.into_iter().map(|(_, t)| t).collect();
     self.in_flight.extend(taken.iter().cloned());
-    [failed, taken].concat()
+    [kept, taken].concat()
+  }
+
+  /// How many counters wait for a flush to take them.
+  pub fn waiting(&self) -> usize {
+    self.pending.len()
   }
 
   /// Whether anything waits or is in flight.
@@ -223,7 +230,22 @@ mod tests {
     // In a cluster: one call per pool (the model bucket routes with its pool).
     buffer.add("k1", &[(dim("p"), 1.0), (dim("p:model:m"), 1.0)], now);
     buffer.add("k1", &[(dim("q"), 1.0)], now);
-    assert_eq!(buffer.take(KeyLayout::Cluster).len(), 2);
+    let taken = buffer.take(KeyLayout::Cluster);
+    let routes = |taken: &[Taken]| taken.iter().map(|t| t.route.clone()).collect::<Vec<_>>();
+    let mut sorted = routes(&taken);
+    sorted.sort();
+    assert_eq!(sorted, ["p", "q"]);
+    // A pool whose flush failed keeps its new counters waiting; another pool's go out.
+    let (p, q) = match taken[0].route == "p" {
+      true => (&taken[0], &taken[1]),
+      false => (&taken[1], &taken[0]),
+    };
+    buffer.failed(p.id, usize::MAX);
+    buffer.written(q.id);
+    buffer.add("k1", &[(dim("p"), 1.0), (dim("q"), 1.0)], now);
+    let again = buffer.take(KeyLayout::Cluster);
+    assert_eq!(routes(&again), ["p", "q"]);
+    assert_eq!((&again[0], buffer.waiting()), (p, 1));
   }
 
   #[test]
@@ -246,22 +268,19 @@ mod tests {
     assert_eq!(values, [b(5.0, 7.0), b(9.0, 7.0), b(1.0, 0.0)]);
     assert_eq!(buffer.failed(taken.id, usize::MAX), (true, 3));
     assert_eq!(buffer.counters(), 4);
-    // Sent again as it was, under its id, before the counter that came meanwhile.
+    // Sent again as it was, under its id; the counter that came meanwhile waits for it.
     let again = buffer.take(KeyLayout::Standalone);
-    assert_eq!((again.len(), &again[0]), (2, &taken));
-    assert_eq!(
-      buffer.failed(taken.id, 4),
-      (true, 3),
-      "kept up to the bound"
-    );
+    assert_eq!((again, buffer.waiting()), (vec![taken.clone()], 1));
+    let kept = buffer.failed(taken.id, 4);
+    assert_eq!(kept, (true, 3), "kept up to the bound");
     buffer.add("k9", &[(dim("p"), 1.0)], now);
-    let again = buffer.take(KeyLayout::Standalone);
-    assert_eq!(again.len(), 3);
+    buffer.take(KeyLayout::Standalone);
     let dropped = buffer.failed(taken.id, 4);
     assert_eq!(dropped, (false, 3), "past the bound: dropped");
     assert_eq!(buffer.counters(), 2);
-    buffer.written(again[1].id);
-    buffer.written(again[2].id);
+    let rest = buffer.take(KeyLayout::Standalone);
+    assert_eq!((rest.len(), rest[0].counters.len()), (1, 2));
+    buffer.written(rest[0].id);
     assert!(!buffer.holds());
     let mut values = vec![Buckets::default(); 3];
     buffer.overlay(&batch, &mut values);
