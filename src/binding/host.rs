@@ -28,9 +28,9 @@ thread_local! {
 const ASK_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Sets where the database is, for every thread, from the next call: a path, a function
-/// returning one (called now, whenever this thread is about to open it, and before each
-/// call until it names a path; other threads use its last answer), or `undefined` for
-/// `$DATA_DIR/storage.sqlite`.
+/// returning one (called now, whenever this thread is about to open it, and until it names
+/// a path before a call at most every 100 ms; other threads use its last answer), or
+/// `undefined` for `$DATA_DIR/storage.sqlite`.
 #[napi(catch_unwind, ts_args_type = "dbPath?: string | (() => string)")]
 pub fn configure_db_path(env: Env, db_path: Option<Unknown>) -> napi::Result<()> {
   let read = input::Arg::maybe(db_path, "options.dbPath").and_then(|arg| input::db_path(&arg));

@@ -52,7 +52,7 @@ impl RedisWrites {
     gates.entry(url.to_string()).or_default().clone()
   }
 
-  /// How many counters wait for a flush, over every URL.
+  /// How many counters wait for a flush or its answer, over every URL.
   pub fn pending(&self) -> usize {
     self.lock().values().map(WriteBuffer::counters).sum()
   }
