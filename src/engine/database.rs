@@ -20,7 +20,7 @@ use crate::core::enforce::{consumption_writes, enforce};
 use crate::error::{QuotaError, Result};
 use crate::store::ids::new_reservation_id;
 use crate::store::sqlite::{
-  default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff,
+  default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff, wal_path,
   DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
   TotalsCursor, GC_CHUNK, RECONCILE_BATCH, RETRY_AFTER_FAILURE,
 };
@@ -167,8 +167,8 @@ type FileStamp = (
   (i64, i64),
 );
 
-fn folder_stamp(path: &Path) -> Option<(FolderId, u32, u32, u32)> {
-  let folder = folder_id(path)?;
+/// `folder` (the folder of `path`) with its owner and mode.
+fn folder_stamp(path: &Path, folder: Option<FolderId>) -> Option<(FolderId, u32, u32, u32)> {
   let meta = std::fs::metadata(folder_of(path)).ok()?;
   #[cfg(unix)]
   let access = {
@@ -177,19 +177,22 @@ fn folder_stamp(path: &Path) -> Option<(FolderId, u32, u32, u32)> {
   };
   #[cfg(not(unix))]
   let access = (0, 0, u32::from(meta.permissions().readonly()));
-  Some((folder, access.0, access.1, access.2))
+  Some((folder?, access.0, access.1, access.2))
 }
 
 fn file_stamp(path: &Path) -> Option<FileStamp> {
   let meta = std::fs::metadata(path).ok()?;
   #[cfg(unix)]
-  let changed = {
+  let (id, changed) = {
     use std::os::unix::fs::MetadataExt;
-    (meta.ctime(), meta.ctime_nsec())
+    (
+      Some((meta.dev(), meta.ino())),
+      (meta.ctime(), meta.ctime_nsec()),
+    )
   };
   #[cfg(not(unix))]
-  let changed = (0, 0);
-  Some((file_id(path), meta.len(), meta.modified().ok(), changed))
+  let (id, changed) = (None, (0, 0));
+  Some((id, meta.len(), meta.modified().ok(), changed))
 }
 
 /// A folder: its file id and, where the file system keeps one, its birth time (a folder
@@ -411,12 +414,10 @@ impl Database {
   /// write in) would otherwise cost every call a whole open and migration on the host's
   /// event loop (0.7 ms a call measured).
   fn open_unless_failed(&self, path: &Path, folder: Option<FolderId>) -> Result<SqliteDb> {
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
     let seen = (
       file_stamp(path),
-      file_id(Path::new(&wal)),
-      folder_stamp(path),
+      file_id(&wal_path(path)),
+      folder_stamp(path, folder),
     );
     let mut failed = relock(&self.failed_open);
     if let Some(last) = failed.as_ref() {

@@ -93,6 +93,13 @@ impl OpenReport {
 /// `(st_dev, st_ino)`: which file a path names right now.
 pub(crate) type FileId = (u64, u64);
 
+/// The WAL beside the database file at `path`.
+pub(crate) fn wal_path(path: &Path) -> PathBuf {
+  let mut wal = path.as_os_str().to_owned();
+  wal.push("-wal");
+  PathBuf::from(wal)
+}
+
 #[cfg(unix)]
 pub(crate) fn file_id(path: &Path) -> Option<FileId> {
   use std::os::unix::fs::MetadataExt;
@@ -297,9 +304,7 @@ impl SqliteDb {
     // replaced during the open itself leaves it unknown which one the connection has.
     let file = file_id(path).filter(|id| before.is_none_or(|before| before == *id));
     let fd = main_descriptor(&conn, file);
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    if fd.is_some_and(|fd| being_written(fd, options.existing, Path::new(&wal))) {
+    if fd.is_some_and(|fd| being_written(fd, options.existing, &wal_path(path))) {
       return Err(QuotaError::Store(format!(
         "{} is not whole yet (a restore is still copying it in); it is opened once whole",
         path.display()
