@@ -505,3 +505,35 @@ test('a file whose schema cannot be made (another quota_consumption): tried agai
   assert.ok(opens >= 1 && opens <= 2 + Math.ceil(ms / 1000), `${opens} opens in ${ms.toFixed(0)} ms for 200 requests`)
   assert.equal(enforceWarnings().length, 2, 'one for enforce, one for record')
 })
+
+/** Takes write access to `file` away (root writes any file whatever its mode: made immutable) or gives it back. */
+function setWritable(file, writable) {
+  if (process.getuid?.() === 0) execFileSync('chattr', [writable ? '-i' : '+i', file])
+  else fs.chmodSync(file, writable ? 0o644 : 0o444)
+}
+
+// Records made while no connection can be opened are not counted (the pool they belong to is
+// in the file), as with the other faults that keep the file from opening.
+test('a file the server may only read: refused with a warning saying so, and counting again at once when it may write', async () => {
+  const { dbPath } = freshDb()
+  const p = poolWithPlan('read-only', 100)
+  await enforceQuotaShare(p.request) // a fault of an earlier test's, if any, recovers here
+  await recordConsumption({ ...p.request, cost: {} })
+  closeQuotaDb()
+  warnings.length = 0
+  setWritable(dbPath, false)
+  try {
+    for (let i = 0; i < 3; i++) {
+      assert.equal((await enforceQuotaShare(p.request)).kind, 'allow')
+      await recordConsumption({ ...p.request, cost: {} })
+    }
+    assert.equal(enforceWarnings().length, 2, JSON.stringify(warnings))
+    for (const warning of enforceWarnings()) assert.match(warning.error, /may not write/, JSON.stringify(warning))
+  } finally {
+    setWritable(dbPath, true)
+  }
+  assert.equal((await enforceQuotaShare(p.request)).kind, 'allow')
+  await recordConsumption({ ...p.request, cost: {} })
+  assert.equal(flushQuotaWrites(), null)
+  assert.equal(committed(dbPath, p.request.apiKeyId, p.dimensionKey), 2)
+})

@@ -313,3 +313,42 @@ fn the_restore_guard_knows_the_file_by_another_name() {
   assert!(err.to_string().contains("missing or empty"), "{err}");
   assert!(!real.join("storage.sqlite").exists());
 }
+
+/// Takes write access to `file` away from this process (`writable: false`) or gives it
+/// back. Root writes any file whatever its mode, so for root the file is made immutable.
+#[cfg(target_os = "linux")]
+fn set_writable(file: &Path, writable: bool) {
+  use std::os::unix::fs::{MetadataExt, PermissionsExt};
+  if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+    let flag = if writable { "-i" } else { "+i" };
+    let chattr = std::process::Command::new("chattr")
+      .arg(flag)
+      .arg(file)
+      .status();
+    assert!(chattr.is_ok_and(|s| s.success()), "chattr {flag} failed");
+  } else {
+    let mode = if writable { 0o644 } else { 0o444 };
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(mode)).unwrap();
+  }
+}
+
+/// A file this process may only read is refused at open, saying so, rather than opened
+/// read-only (SQLite's fallback), where every record would fail until something reopened
+/// it; given write access again, it is opened on the next call.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_file_the_process_may_not_write_is_refused_until_it_may() {
+  let db = Database::default();
+  let dir = tempfile::tempdir().unwrap();
+  at(&db, dir.path());
+  let file = dir.path().join("storage.sqlite");
+  let host_schema = "CREATE TABLE host_rows (x); PRAGMA wal_checkpoint(TRUNCATE);";
+  host_conn(&file).execute_batch(host_schema).unwrap();
+  set_writable(&file, false);
+  let failed = db.run(Access::Hot, |_| Ok(())).0;
+  set_writable(&file, true);
+  let failed = failed.unwrap_err().to_string();
+  assert!(failed.contains("may not write"), "{failed}");
+  assert!(db.run(Access::Hot, |_| Ok(())).0.is_ok());
+  db.close().unwrap();
+}

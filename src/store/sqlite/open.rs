@@ -5,7 +5,7 @@ use super::cache::MetadataCache;
 use super::locks::{self, LockCheck};
 use super::{migrations, SqliteDb, StoreContext};
 use crate::error::{QuotaError, Result};
-use rusqlite::{ffi, Connection, OpenFlags};
+use rusqlite::{ffi, Connection, OpenFlags, MAIN_DB};
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -299,6 +299,15 @@ impl SqliteDb {
     let before = file_id(path);
     let conn =
       Connection::open_with_flags(path, flags).ctx(&format!("opening {}", path.display()))?;
+    // SQLite opens a file it may not write read-only, without an error, and every record
+    // would then fail until something reopened it: refused, the open is tried again, and
+    // succeeds once the file is writable.
+    if conn.is_readonly(MAIN_DB).unwrap_or(false) {
+      return Err(QuotaError::Store(format!(
+        "this process may not write {}: quota use cannot be recorded until it may",
+        path.display()
+      )));
+    }
     // Right after the open, so a file replaced while the connection is set up is seen as
     // unlinked; nothing is written before the checks here and in `enter_wal`. A file
     // replaced during the open itself leaves it unknown which one the connection has.
