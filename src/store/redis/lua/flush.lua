@@ -16,11 +16,12 @@ local cap = 1e15
 local skipped = {}
 local ok = {}
 local n, flushed, flush_id = (#KEYS - 1) / 3, KEYS[#KEYS], tonumber(ARGV[#ARGV])
-if (tonumber(redis.call('GET', flushed)) or 0) >= flush_id then return skipped end
 for w = 0, n - 1 do
   ok[w] = holds(KEYS[3 * w + 1], 'string') and holds(KEYS[3 * w + 2], 'set') and holds(KEYS[3 * w + 3], 'string')
   if not ok[w] then skipped[#skipped + 1] = tostring(w) end
 end
+-- Applied already: its answer was lost, so the skips are said now.
+if (tonumber(redis.call('GET', flushed)) or 0) >= flush_id then return skipped end
 for w = 0, n - 1 do
   if ok[w] then
     local curr, members, total = KEYS[3 * w + 1], KEYS[3 * w + 2], KEYS[3 * w + 3]
