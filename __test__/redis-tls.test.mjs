@@ -115,6 +115,16 @@ test('rediss:// to a server that does not speak TLS: the error says the URL asks
   }
 })
 
+test('redis:// to a port that speaks only TLS: the error asks whether the URL should be rediss://', { skip }, async () => {
+  const store = new RedisQuotaStore(`redis://alice:${PASSWORD}@127.0.0.1:${server.tlsPort}`)
+  await assert.rejects(store.consume('k', dim('plain-to-tls'), 1), (err) => {
+    assert.equal(err.code, 'ERR_QUOTA_REDIS_UNAVAILABLE', err.message)
+    assert.match(err.message, /redis:\/\/ URL: does the server take only TLS \(rediss:\/\/\)\?/)
+    assert.ok(!err.message.includes(PASSWORD))
+    return true
+  })
+})
+
 test('a CA file that cannot be read fails the connection with a message naming the setting', { skip }, async () => {
   process.env.QUOTA_STORE_REDIS_CA_FILE = path.join(certs.dir, 'missing.pem')
   const store = new RedisQuotaStore(tlsUrl(server.tlsPort))

@@ -394,24 +394,34 @@ impl RedisBackend {
     tokio::time::timeout(self.timeout(), operation)
       .await
       .unwrap_or_else(|_| {
-        // A plaintext server takes a TLS handshake for a command that never ends.
-        let tls = match self.target.tls {
-          true => "; a rediss:// URL: does the server speak TLS on this port?",
-          false => "",
-        };
         Err(QuotaError::Unavailable(format!(
-          "Redis at {} did not answer within {} ms (connection down or server stalled{tls})",
+          "Redis at {} did not answer within {} ms (connection down or server stalled{})",
           self.target.display,
-          self.timeout().as_millis()
+          self.timeout().as_millis(),
+          self.tls_hint()
         )))
       })
+  }
+
+  /// A plaintext server takes a TLS handshake for a command that never ends; a TLS-only
+  /// port ends a plaintext connection at its first bytes, or (some managed services) never
+  /// answers it. Either way the URL's scheme is the likely cause.
+  fn tls_hint(&self) -> &'static str {
+    match self.target.tls {
+      true => "; a rediss:// URL: does the server speak TLS on this port?",
+      false => "; a redis:// URL: does the server take only TLS (rediss://)?",
+    }
   }
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
   fn classify(&self, err: &RedisError) -> QuotaError {
     if is_connection_failure(err) {
+      let hint = match err.is_connection_dropped() && !err.is_connection_refusal() {
+        true => self.tls_hint(),
+        false => "",
+      };
       QuotaError::Unavailable(format!(
-        "cannot connect to Redis at {}: {err}",
+        "cannot connect to Redis at {}: {err}{hint}",
         self.target.display
       ))
     } else {
