@@ -14,7 +14,7 @@ import { createRequire } from 'node:module'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
 import { installHost } from '@omniroute/quota-engine/compat/host'
 import { recordStreamingConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
-import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites } from '@omniroute/quota-engine'
+import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites, getSaturation, registerSaturationFetcher } from '@omniroute/quota-engine'
 
 const binding = createRequire(import.meta.url)('../binding.js')
 const { pendingQuotaWrites } = binding
@@ -173,6 +173,52 @@ test('recordStreamingConsumption never rejects: deps null, or a log and a schedu
   assert.equal(await recordStreamingConsumption(params, deps), undefined)
   const failed = warnings.filter((w) => w.msg === 'streaming quota record failed')
   assert.deepEqual(failed.map((w) => w.err), ['the schedule threw'])
+  // deps whose log is a throwing getter, and deps that are a revoked Proxy.
+  const throwingLog = {
+    calculateCost: async () => 0,
+    schedule: () => {
+      throw new Error('the schedule threw again')
+    },
+    get log() {
+      throw new Error('the log getter threw')
+    },
+  }
+  const revoked = Proxy.revocable({}, {})
+  revoked.revoke()
+  for (const bad of [throwingLog, revoked.proxy]) assert.equal(await recordStreamingConsumption(params, bad), undefined)
+  assert.equal(warnings.filter((w) => w.msg === 'streaming quota record failed').length, 3)
+})
+
+test('getSaturation answers 0 for a dim it cannot read (a throwing getter, a revoked Proxy), and says why', async () => {
+  install()
+  const revoked = Proxy.revocable({}, {})
+  revoked.revoke()
+  const dims = [
+    {
+      get unit() {
+        throw new Error('the unit getter threw')
+      },
+      window: '5h',
+    },
+    revoked.proxy,
+  ]
+  for (const dim of dims) assert.equal(await getSaturation('c-sat', 'kimi', dim), 0)
+  const failed = warnings.filter((w) => w.msg === 'saturation lookup failed; treating as 0')
+  assert.equal(failed.length, 2, JSON.stringify(warnings))
+  assert.match(failed[0].error, /the unit getter threw/)
+})
+
+test('a saturation fetcher that asks for its own entry joins the fetch under way instead of starting another', async () => {
+  install()
+  let calls = 0
+  registerSaturationFetcher('reentrant-sat', (connectionId, dim) => {
+    calls++
+    getSaturation(connectionId, 'reentrant-sat', dim).catch(() => {})
+    return Promise.resolve(0.9)
+  })
+  assert.equal(await getSaturation('c-reentrant', 'reentrant-sat', { unit: 'percent', window: '5h' }), 0.9)
+  assert.equal(calls, 1)
+  assert.deepEqual(warnings.filter((w) => /saturation/.test(w.msg)), [])
 })
 
 test('a dbPath function that calls the engine: the inner call is refused and warned about, not a recursion that crashes the process', () => {

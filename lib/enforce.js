@@ -182,7 +182,15 @@ function buildConsumptionCost(usage, estimatedCost) {
  */
 async function recordStreamingConsumption(params, deps) {
   deps = deps ?? {}
-  const warn = (err) => warnVia(deps.log, err, 'streaming quota record failed')
+  const warn = (err) => {
+    let log
+    try {
+      log = deps.log
+    } catch {
+      // A throwing getter or a revoked Proxy: the host's logger instead.
+    }
+    warnVia(log, err, 'streaming quota record failed')
+  }
   try {
     if (!params || !params.apiKeyId || !params.connectionId) return
     const reservation = typeof params.reservation === 'string' ? params.reservation : undefined

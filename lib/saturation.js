@@ -39,12 +39,23 @@ const flights = new Map()
 const usageFlights = new Map()
 const TIMED_OUT = Symbol('timed out')
 
-/** One shared promise per key while it runs. */
+/**
+ * One shared promise per key while it runs, registered before `start` runs: a lookup of
+ * the same key made from inside `start` (a fetcher asking for its own entry) joins it.
+ */
 function shared(map, key, start) {
   let flight = map.get(key)
   if (!flight) {
-    flight = start().finally(() => map.delete(key))
+    let settle
+    flight = new Promise((resolve) => {
+      settle = resolve
+    }).finally(() => map.delete(key))
     map.set(key, flight)
+    try {
+      settle(start())
+    } catch (err) {
+      settle(Promise.reject(err))
+    }
   }
   return flight
 }
@@ -165,6 +176,15 @@ function refreshInBackground(refreshes) {
  * share one fetch; an entry past its 30 s is answered at once while one refresh runs.
  */
 async function getSaturation(connectionId, provider, dim) {
+  try {
+    return await saturationOf(connectionId, provider, dim)
+  } catch (err) {
+    host.log('warn', 'quota:saturation', 'saturation lookup failed; treating as 0', { error: host.errorText(err) })
+    return 0
+  }
+}
+
+async function saturationOf(connectionId, provider, dim) {
   const unit = String(dim && dim.unit)
   const window = String(dim && dim.window)
   const [p, c] = [String(provider), String(connectionId)]
