@@ -133,3 +133,31 @@ test('a worker isolate whose cached symbols were evicted re-interns; no symbol a
     delete process.env.QUOTA_SCHEDULER_MAX_IDS
   }
 })
+
+// A selection refused because its names do not fit the bound interns none of them: the
+// state of the names already kept — another request's lease, a combo's deficits — stays.
+test('a selection naming more than QUOTA_SCHEDULER_MAX_IDS names is refused before it interns any', () => {
+  process.env.QUOTA_SCHEDULER_MAX_IDS = '1000'
+  try {
+    const live = selectQuotaShareTarget([{ executionKey: 'live-a', connectionId: 'live-conn' }, { executionKey: 'live-b', connectionId: 'live-other' }], 'live-combo', 'm', T0)
+    const leased = live.target.connectionId
+    const deficit = _getDrrDeficitForTest('live-combo', 'live-b')
+    const symbols = __schedulerSizesForTests().symbols
+    // 999 keys on one connection, plus the combo: 1 001 names in 999 targets.
+    const big = Array.from({ length: 999 }, (_, i) => ({ executionKey: `big-${i}`, connectionId: 'big-conn' }))
+    assert.throws(() => selectQuotaShareTarget(big, 'big-combo', 'm', T0), (err) => {
+      assert.equal(err.name, 'RangeError')
+      assert.equal(err.code, 'ERR_QUOTA_INVALID_ARG')
+      assert.match(err.message, /^targets: name 1001 execution keys, connection ids and a combo, more than QUOTA_SCHEDULER_MAX_IDS \(1000\)/)
+      return true
+    })
+    assert.equal(__schedulerSizesForTests().symbols, symbols, 'no name interned')
+    assert.equal(getInflight(leased, T0), 1, 'the lease kept')
+    assert.equal(_getDrrDeficitForTest('live-combo', 'live-b'), deficit, 'the deficits kept')
+    // One name fewer fits, and selects.
+    assert.equal(selectQuotaShareTarget(big.slice(1), 'big-combo', 'm', T0).target.connectionId, 'big-conn')
+    live.decrementInflight()
+  } finally {
+    delete process.env.QUOTA_SCHEDULER_MAX_IDS
+  }
+})

@@ -102,12 +102,16 @@ function checkObject(i, target) {
   if (target === null || typeof target !== 'object') throw typeError(`targets[${i}]`, 'an object', target)
 }
 
-/** Validates the fields read from target `i` and writes them into `record`. */
-function writeTarget(record, i, target, executionKey, connectionId, weight) {
+function checkNames(i, executionKey, connectionId) {
   if (typeof executionKey !== 'string') throw typeError(`targets[${i}].executionKey`, 'a string', executionKey)
   if (typeof connectionId !== 'string' && connectionId !== undefined && connectionId !== null) {
     throw typeError(`targets[${i}].connectionId`, 'a string', connectionId)
   }
+}
+
+/** Validates the fields read from target `i` and writes them into `record`. */
+function writeTarget(record, i, target, executionKey, connectionId, weight) {
+  checkNames(i, executionKey, connectionId)
   const { symbol, connection } = symbolsOf(executionKey, connectionId)
   const buffer = record.buffer
   const at = i * STRIDE
@@ -237,6 +241,35 @@ function fillCaps(extraction, caps) {
 
 const noop = () => {}
 
+/** The least QUOTA_SCHEDULER_MAX_IDS can be (src/engine/config.rs): a selection of fewer names always fits. */
+const SMALLEST_MAX_IDS = 1000
+
+/**
+ * A selection that may name more than QUOTA_SCHEDULER_MAX_IDS names (its execution keys,
+ * connection ids and combo) is counted before any name is interned: interning past the
+ * bound forgets the least recently used names with their state, other requests' in-flight
+ * leases included, so a selection refused for its size must intern nothing. This reads
+ * the targets' names once more, only for selections this large.
+ */
+function checkNamesFit(targets, count, comboName) {
+  maxIds = native.__quotaShareMaxIds()
+  if (2 * count + 1 <= maxIds) return
+  if (count > maxIds) throw rangeError('targets', `holds ${count} targets, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds}) names`)
+  const names = new Set([comboName])
+  for (let i = 0; i < count; i++) {
+    const target = targets[i]
+    checkObject(i, target)
+    const executionKey = target.executionKey
+    const connectionId = target.connectionId
+    checkNames(i, executionKey, connectionId)
+    names.add(executionKey)
+    if (connectionId) names.add(connectionId)
+  }
+  if (names.size > maxIds) {
+    throw rangeError('targets', `name ${names.size} execution keys, connection ids and a combo, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds})`)
+  }
+}
+
 /** `Array.isArray`, with a revoked Proxy (which makes it throw) no array, as the engine reads one. */
 function isArray(value) {
   try {
@@ -274,9 +307,7 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   const count = targets.length
   if (!Number.isInteger(count) || count < 0) throw rangeError('targets', `must have a whole-number length, got ${String(count)}`)
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
-  if (count > maxIds) maxIds = native.__quotaShareMaxIds()
-  const tooMany = () => rangeError('targets', `holds ${count} targets, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds}) names`)
-  if (count > maxIds) throw tooMany()
+  if (2 * count + 1 > SMALLEST_MAX_IDS) checkNamesFit(targets, count, comboName)
 
   const kept = extractionOf(targets, count)
   const extraction = kept ?? readOnce(targets, count)
