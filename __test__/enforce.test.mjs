@@ -153,6 +153,12 @@ test('step 3: a stored plan row overrides the catalog, seen on the very next cal
   assert.deepEqual(resolvePlan(c, 'kimi'), { connectionId: c, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
 })
 
+test('resolvePlan never throws: a connectionId that is not a string has no stored plan, the provider still finds its catalog plan', () => {
+  const kimi = { connectionId: null, provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 1500 }], source: 'auto' }
+  for (const connectionId of [null, undefined, 5, {}]) assert.deepEqual(resolvePlan(connectionId, 'kimi'), kimi, String(connectionId))
+  assert.deepEqual(resolvePlan(conn(), 5), { connectionId: null, provider: '', dimensions: [], source: 'manual' })
+})
+
 test('steps 5–7: strict mode holds a hard key to its share, and emits the event', async () => {
   const c = conn()
   const id = hostPool({ connections: [c], allocations: [{ key: 'greedy', weight: 50 }, { key: 'quiet', weight: 50 }] })

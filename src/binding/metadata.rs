@@ -304,12 +304,11 @@ pub fn import_legacy_pools(
   ts_args_type = "connectionId: string, provider: string"
 )]
 pub fn resolve_plan_js(env: Env, connection_id: Unknown, provider: Unknown) -> ProviderPlanJs {
-  let connection_id = arg(connection_id, "connectionId").and_then(|a| a.string());
-  let provider = arg(provider, "provider").and_then(|a| a.string());
-  let (connection_id, provider) = match (connection_id, provider) {
-    (Ok(id), Ok(provider)) => (id, provider),
-    _ => Default::default(),
-  };
+  // Each argument on its own: a connectionId that is not a string has no stored plan, and
+  // the provider still finds the catalog's.
+  let connection_id =
+    (arg(connection_id, "connectionId").and_then(|a| a.string())).unwrap_or_default();
+  let provider = (arg(provider, "provider").and_then(|a| a.string())).unwrap_or_default();
   super::host::prepare_db(&env);
   ProviderPlanJs::from(&super::engine().resolve_plan(&connection_id, &provider))
 }
