@@ -106,6 +106,12 @@ export declare function __checkSchemaForTests(): boolean
 export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId: string, provider: string, saturationThreshold: number): Promise<string>
 
 /**
+ * Tests only: how many times the engine has checked that its connection's file is still
+ * the one at the path (docs/sqlite.md#one-connection-per-process).
+ */
+export declare function __fileChecksForTests(): number
+
+/**
  * Panics inside the edge. `how`:
  * - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
  * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
@@ -129,8 +135,17 @@ export declare function __fromJsValueForBench(value: unknown): number
  */
 export declare function __holdReadTransactionForTests(hold: boolean): void
 
+/** Tests only: how many times the engine has tried to open its database. */
+export declare function __opensForTests(): number
+
 /** Tests only: see [`SchedulerSizes`]. */
 export declare function __schedulerSizesForTests(): SchedulerSizes
+
+/**
+ * Tests only: one pass of the retention sweep on a thread of its own, as its thread runs it
+ * every hour.
+ */
+export declare function __sweepOnAThreadForTests(): void
 
 /** Tests only: how many (connection, window) entries are stored. */
 export declare function _bucketCountForTest(): number
@@ -217,9 +232,10 @@ export declare function computeBurnRate(history: Array<{ ts: number; consumed: n
 export declare function computeBurnRateFromWindow(consumedTotal: number, windowMs: number, remaining?: number): BurnRate
 
 /**
- * Sets where the database is, for every thread, from the next open: a path, a function
- * returning one (called now, and whenever this thread is about to open it; other threads
- * use its last answer), or `undefined` for `$DATA_DIR/storage.sqlite`.
+ * Sets where the database is, for every thread, from the next call: a path, a function
+ * returning one (called now, whenever this thread is about to open it, and until it names
+ * a path before a call at most every 100 ms; other threads use its last answer), or
+ * `undefined` for `$DATA_DIR/storage.sqlite`.
  */
 export declare function configureDbPath(dbPath?: string | (() => string)): void
 
@@ -347,8 +363,8 @@ export interface FairShareDecision {
 export declare function flushDueQuotaWrites(): number
 
 /**
- * Commits the buffered records now: `null`, or the error (they stay buffered). Never opens
- * the database.
+ * Commits the buffered records now: `null`, or the error (they stay buffered). Opens the
+ * database only for records carried from a replaced file.
  */
 export declare function flushQuotaWrites(): string | null
 
@@ -775,5 +791,8 @@ export declare function upsertAllocations(poolId: string, allocations: PoolAlloc
 /** Stores a connection's plan (insert or replace). */
 export declare function upsertProviderPlan(plan: { connectionId: string; provider: string; dimensions: QuotaDimension[]; source?: 'auto' | 'manual' }): ProviderPlan
 
-/** The used share (0..1) of a usage result's quota for `window`, or `null`. */
-export declare function usageSaturation(usage: unknown, window: string): number | null
+/**
+ * The saturation a test seam's usage reading gives `window` (its plan window's for
+ * anthropic), or `null`.
+ */
+export declare function usageSaturation(usage: unknown, window: string, planWindow: boolean): number | null
