@@ -432,7 +432,7 @@ test('a selection made from inside another over the same array (a weight getter,
         },
       })
     }
-    // The first read, the read that keeps the array's extraction, then reads of the kept one.
+    // Several rounds over the same array.
     for (let round = 0; round < 5; round++) {
       inners.length = 0
       const result = selectQuotaShareTarget(list, COMBO, MODEL, T0)
@@ -470,7 +470,7 @@ test('a selection made from inside another (a weight getter, a Proxy): each keep
         return Reflect.get(list, key, receiver)
       },
     })
-    // Three times each: a first read, then the array's own cached reads.
+    // Three times each over the same array.
     for (const outer of [plain, plain, plain, proxied, proxied, proxied]) {
       const before = inners.length
       const result = selectQuotaShareTarget(outer, COMBO, MODEL, T0)
@@ -491,7 +491,7 @@ test('a selection made from inside another (a weight getter, a Proxy): each keep
   }
 })
 
-test("each selection reads each target's fields once, whether the array is new, seen again or kept", () => {
+test("each selection reads each target's fields once, also over an array selected from before", () => {
   const reads = { executionKey: 0, connectionId: 0, weight: 0 }
   const counted = (name) => {
     const target = {}
@@ -517,7 +517,7 @@ test("each selection reads each target's fields once, whether the array is new, 
   }
 })
 
-test("a kept array whose values change between selections still has each field read once", () => {
+test("an array whose values change between selections has each field read once each time", () => {
   const reads = { executionKey: 0, connectionId: 0, weight: 0 }
   let round = 0
   const counted = (name) => ({
@@ -541,7 +541,7 @@ test("a kept array whose values change between selections still has each field r
   }
 })
 
-test("a large array seen once is let go by the next, smaller selection: the spare keeps no objects beyond those it just read", async () => {
+test("a selection keeps none of its targets once it has returned", async () => {
   const v8 = await import('node:v8')
   const vm = await import('node:vm')
   v8.setFlagsFromString('--expose-gc')

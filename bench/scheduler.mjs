@@ -5,14 +5,13 @@
 //   node scripts/build-native.js   # a RELEASE build first (npm run bench:scheduler does both)
 //   node bench/scheduler.mjs [--quick]
 //
-// Both sides see the same scenario: targets on distinct connections with weights 1..3, a
-// concurrency cap Map over half of them, one target saturated (N >= 8), the clock moving
-// 1 ms per selection. "native" passes the same targets array on every call, which lets the
-// JavaScript shell reuse what it extracted from it (lib/quotaShareStrategy.js, still
-// re-reading every field); "native, no reuse" alternates two arrays holding the same
-// objects, so every call extracts afresh — a host that builds a new array per request.
-// Rounds alternate between the sides; the table shows the median round. p50/p99 come from
-// timing single calls with process.hrtime.bigint(), which adds its own ~50 ns to each.
+// Both sides see the same scenario, shaped as the host calls it (applyStrategyOrdering.ts):
+// every selection gets a targets array and a concurrency-cap Map of its own (the host builds
+// both per request), here 64 prebuilt sets of fresh objects used in turn; targets on distinct
+// connections with weights 1..3, a cap over half of them, one target saturated (N >= 8), the
+// clock moving 1 ms per selection. Rounds alternate between the sides; the table shows the
+// median round. p50/p99 come from timing single calls with process.hrtime.bigint(), which
+// adds its own ~50 ns to each.
 import { createRequire } from 'node:module'
 import os from 'node:os'
 
@@ -42,14 +41,9 @@ const sides = {
     recordUsage: native.recordUsage,
     reset: resetNative,
   },
-  fresh: {
-    name: 'native, no reuse',
-    select: native.selectQuotaShareTarget,
-    recordUsage: native.recordUsage,
-    reset: resetNative,
-    alternate: true,
-  },
 }
+/** How many (targets, caps) sets a scenario cycles through. */
+const SETS = 64
 
 function resetNative() {
   native._clearDrrStateForTest()
@@ -59,23 +53,26 @@ function resetNative() {
 
 function scenario(n, side) {
   side.reset()
-  const targets = Array.from({ length: n }, (_, i) => ({
-    executionKey: `${COMBO}#${i}:${MODEL}@conn-${i}`,
-    connectionId: `conn-${i}`,
-    weight: 1 + (i % 3),
-    modelStr: MODEL,
-    provider: 'claude',
-    index: i,
-  }))
-  const caps = new Map(targets.filter((_, i) => i % 2 === 0).map((t) => [t.connectionId, 4]))
-  if (n >= 8) side.recordUsage(targets[n - 1].connectionId, '5h', 100, null, T0)
-  // Two arrays holding the same objects, used in turn by a side that alternates.
-  const arrays = side.alternate ? [targets, [...targets]] : [targets, targets]
-  return { targets, arrays, options: { maxConcurrentByConnection: caps } }
+  const makeTargets = () =>
+    Array.from({ length: n }, (_, i) => ({
+      executionKey: `${COMBO}#${i}:${MODEL}@conn-${i}`,
+      connectionId: `conn-${i}`,
+      weight: 1 + (i % 3),
+      modelStr: MODEL,
+      provider: 'claude',
+      index: i,
+    }))
+  const sets = Array.from({ length: SETS }, () => {
+    const targets = makeTargets()
+    const caps = new Map(targets.filter((_, i) => i % 2 === 0).map((t) => [t.connectionId, 4]))
+    return { targets, options: { maxConcurrentByConnection: caps } }
+  })
+  if (n >= 8) side.recordUsage(`conn-${n - 1}`, '5h', 100, null, T0)
+  return sets
 }
 
 /** Runs selections for about `ms` milliseconds; returns ops/s. */
-function throughput(side, { arrays, options }, clock, ms) {
+function throughput(side, sets, clock, ms) {
   const select = side.select
   let ops = 0
   const start = process.hrtime.bigint()
@@ -83,7 +80,8 @@ function throughput(side, { arrays, options }, clock, ms) {
   let now = process.hrtime.bigint()
   while (now < deadline) {
     for (let i = 0; i < 256; i++) {
-      const result = select(arrays[i & 1], COMBO, MODEL, clock.now++, options)
+      const { targets, options } = sets[i % SETS]
+      const result = select(targets, COMBO, MODEL, clock.now++, options)
       result.decrementInflight()
     }
     ops += 256
@@ -93,11 +91,11 @@ function throughput(side, { arrays, options }, clock, ms) {
 }
 
 /** Times `count` single calls; returns [p50, p99] in ns. */
-function latencies(side, { arrays, options }, clock, count) {
+function latencies(side, sets, clock, count) {
   const select = side.select
   const samples = new Float64Array(count)
   for (let i = 0; i < count; i++) {
-    const targets = arrays[i & 1]
+    const { targets, options } = sets[i % SETS]
     const start = process.hrtime.bigint()
     const result = select(targets, COMBO, MODEL, clock.now++, options)
     result.decrementInflight()
@@ -115,8 +113,8 @@ function checkSameChoices(n) {
   const nat = scenario(n, sides.native)
   for (let i = 0; i < 2000; i++) {
     const now = T0 + i
-    const a = sides.js.select(js.targets, COMBO, MODEL, now, js.options)
-    const b = sides.native.select(nat.targets, COMBO, MODEL, now, nat.options)
+    const a = sides.js.select(js[i % SETS].targets, COMBO, MODEL, now, js[i % SETS].options)
+    const b = sides.native.select(nat[i % SETS].targets, COMBO, MODEL, now, nat[i % SETS].options)
     const ka = a.orderedTargets.map((t) => t.index).join(',')
     const kb = b.orderedTargets.map((t) => t.index).join(',')
     if (ka !== kb) throw new Error(`N=${n}, selection ${i}: JavaScript chose ${ka}, native ${kb}`)
@@ -137,7 +135,7 @@ function fmtNs(ns) {
 const rows = []
 for (const n of SIZES) {
   checkSameChoices(n)
-  const keys = ['js', 'native', 'fresh']
+  const keys = ['js', 'native']
   const results = {}
   const setups = {}
   const clocks = {}
@@ -151,8 +149,6 @@ for (const n of SIZES) {
   }
   for (let round = 0; round < ROUNDS; round++) {
     for (const key of round % 2 === 0 ? keys : [...keys].reverse()) {
-      if (key !== 'js') setups[key] = scenario(n, sides[key]) // the native state is shared
-
       results[key].ops.push(throughput(sides[key], setups[key], clocks[key], ROUND_MS))
       const [p50, p99] = latencies(sides[key], setups[key], clocks[key], Math.floor(SAMPLES / ROUNDS))
       results[key].p50.push(p50)
@@ -160,15 +156,15 @@ for (const n of SIZES) {
     }
   }
   const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
-  rows.push({ n, js: summary('js'), nat: summary('native'), fresh: summary('fresh') })
+  rows.push({ n, js: summary('js'), nat: summary('native') })
 }
 
 console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
 console.log('')
 console.log('| N | | ops/s | p50 | p99 | time ÷ JavaScript time |')
 console.log('|---:|---|---:|---:|---:|---:|')
-for (const { n, js, nat, fresh } of rows) {
-  for (const [label, r] of [['JavaScript', js], ['native', nat], ['native, no reuse', fresh]]) {
+for (const { n, js, nat } of rows) {
+  for (const [label, r] of [['JavaScript', js], ['native', nat]]) {
     const ratio = label === 'JavaScript' ? '' : `${(js.ops / r.ops).toFixed(2)}×`
     console.log(`| ${label === 'JavaScript' ? n : ''} | ${label} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio} |`)
   }
