@@ -24,6 +24,9 @@
 const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
+// Taken once: a later replacement of Buffer.allocUnsafe cannot hand a selection memory
+// that another owns.
+const allocUnsafe = Buffer.allocUnsafe
 const internSymbol = native.__quotaShareSymbol
 const selectNative = native.__quotaShareSelect
 const releaseNative = native.__quotaShareRelease
@@ -96,7 +99,7 @@ function checkNames(i, executionKey, connectionId) {
  * first.
  */
 function newBuffer(length) {
-  const bytes = Buffer.allocUnsafe(length * 8)
+  const bytes = allocUnsafe(length * 8)
   if (bytes.byteOffset % 8 !== 0) return new Float64Array(length)
   return new Float64Array(bytes.buffer, bytes.byteOffset, length)
 }
