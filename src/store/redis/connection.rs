@@ -38,6 +38,7 @@ use redis::{
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::OnceCell;
@@ -122,6 +123,8 @@ pub struct RedisBackend {
   sentinels: OnceCell<Sentinels>,
   /// The hot path's counter view (docs/redis.md#the-counter-view).
   view: Arc<CounterView>,
+  /// Whether a call through this URL has succeeded: then a failure is not its scheme's.
+  answered: AtomicBool,
 }
 
 impl Drop for RedisBackend {
@@ -141,6 +144,7 @@ impl RedisBackend {
       conn: OnceCell::new(),
       sentinels: OnceCell::new(),
       view: Arc::default(),
+      answered: AtomicBool::new(false),
     }
   }
 
@@ -383,9 +387,13 @@ impl RedisBackend {
         }
       }
     };
-    self
+    let result = self
       .within(async { run.await.map_err(|err| self.classify(&err)) })
-      .await
+      .await;
+    if result.is_ok() {
+      self.answered.store(true, Ordering::Relaxed);
+    }
+    result
   }
 
   /// `operation`, given up (dropped) when it takes longer than the timeout: the bound on
@@ -405,11 +413,12 @@ impl RedisBackend {
 
   /// A plaintext server takes a TLS handshake for a command that never ends; a TLS-only
   /// port ends a plaintext connection at its first bytes, or (some managed services) never
-  /// answers it. Either way the URL's scheme is the likely cause.
+  /// answers it. Until a call through the URL has succeeded, its scheme is a likely cause.
   fn tls_hint(&self) -> &'static str {
-    match self.target.tls {
-      true => "; a rediss:// URL: does the server speak TLS on this port?",
-      false => "; a redis:// URL: does the server take only TLS (rediss://)?",
+    match (self.answered.load(Ordering::Relaxed), self.target.tls) {
+      (true, _) => "",
+      (false, true) => "; a rediss:// URL: does the server speak TLS on this port?",
+      (false, false) => "; a redis:// URL: does the server take only TLS (rediss://)?",
     }
   }
 
