@@ -154,6 +154,11 @@ test('a selection naming more than QUOTA_SCHEDULER_MAX_IDS names is refused befo
     assert.equal(__schedulerSizesForTests().symbols, symbols, 'no name interned')
     assert.equal(getInflight(leased, T0), 1, 'the lease kept')
     assert.equal(_getDrrDeficitForTest('live-combo', 'live-b'), deficit, 'the deficits kept')
+    // The empty execution key is a name too.
+    const withEmpty = [{ executionKey: '', connectionId: 'big-conn' }, ...big.slice(1)]
+    assert.throws(() => selectQuotaShareTarget(withEmpty, 'big-combo', 'm', T0), /name 1001 execution keys/)
+    assert.equal(__schedulerSizesForTests().symbols, symbols, 'no name interned')
+    assert.equal(getInflight(leased, T0), 1, 'the lease kept')
     // One name fewer fits, and selects.
     assert.equal(selectQuotaShareTarget(big.slice(1), 'big-combo', 'm', T0).target.connectionId, 'big-conn')
     live.decrementInflight()

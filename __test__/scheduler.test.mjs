@@ -586,6 +586,27 @@ test('each element of the targets array is read once per selection, so the answe
   for (const t of list) assert.equal(getInflight(t.connectionId, T0 + 5), 0, `${t.connectionId}: no lease left`)
 })
 
+test("a getter cannot write into a selection's buffer through Node's Buffer pool: the cap still holds", () => {
+  _clearDrrStateForTest()
+  _clearInflightForTest()
+  incrementInflight('conn-capped', 1e9, T0) // at its cap of 1
+  for (let i = 0; i < 2; i++) incrementInflight('conn-free', 1e9, T0)
+  const clobber = {
+    executionKey: 'free',
+    connectionId: 'conn-free',
+    get weight() {
+      new Float64Array(Buffer.from('x').buffer).fill(Number.NaN) // the whole pool slab
+      return 1
+    },
+  }
+  const options = { maxConcurrentByConnection: new Map([['conn-capped', 1]]) }
+  const result = selectQuotaShareTarget([{ executionKey: 'capped', connectionId: 'conn-capped' }, clobber], COMBO, MODEL, T0, options)
+  assert.equal(result.target, clobber)
+  assert.equal(getInflight('conn-capped', T0), 1)
+  result.decrementInflight()
+  _clearInflightForTest()
+})
+
 test('a targets array whose length is not a whole number, or that names more targets than the scheduler can, is a RangeError on targets', () => {
   const lying = (length) => new Proxy(targets('A', 'B'), { get: (t, k) => (k === 'length' ? length : t[k]) })
   for (const length of [1e9, Number.NaN, -1, '2', 2.5]) {

@@ -24,9 +24,6 @@
 const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
-// Taken once: a later replacement of Buffer.allocUnsafe cannot hand a selection memory
-// that another owns.
-const allocUnsafe = Buffer.allocUnsafe
 const internSymbol = native.__quotaShareSymbol
 const selectNative = native.__quotaShareSelect
 const releaseNative = native.__quotaShareRelease
@@ -92,16 +89,27 @@ function checkNames(i, executionKey, connectionId) {
 }
 
 /**
- * A Float64Array of `length` for one selection, carved from Node's Buffer pool when it fits
- * there: a Float64Array of its own would allocate a backing store per call (an ArrayBuffer
- * and a malloc), more than the whole native call at 2 targets. The region is this
- * selection's alone (the pool never hands it out again), and every slot read is written
- * first.
+ * A Float64Array of `length` for one selection, carved from a slab of this module's: a
+ * Float64Array of its own would allocate a backing store per call (an ArrayBuffer and a
+ * malloc), more than the whole native call at 2 targets. A region is handed out once and
+ * never again (a full slab is left to the collector once its selections are done), and the
+ * slab is reachable only through these views, so no other selection or code can write into
+ * it. Every slot a selection reads is written first.
  */
+const SLAB_BYTES = 8192
+let slab = new ArrayBuffer(SLAB_BYTES)
+let slabOffset = 0
+
 function newBuffer(length) {
-  const bytes = allocUnsafe(length * 8)
-  if (bytes.byteOffset % 8 !== 0) return new Float64Array(length)
-  return new Float64Array(bytes.buffer, bytes.byteOffset, length)
+  const bytes = length * 8
+  if (bytes > SLAB_BYTES / 2) return new Float64Array(length)
+  if (slabOffset + bytes > SLAB_BYTES) {
+    slab = new ArrayBuffer(SLAB_BYTES)
+    slabOffset = 0
+  }
+  const buffer = new Float64Array(slab, slabOffset, length)
+  slabOffset += bytes
+  return buffer
 }
 
 /**
@@ -156,8 +164,12 @@ const SMALLEST_MAX_IDS = 1000
 function checkNamesFit({ names }, comboName) {
   maxIds = native.__quotaShareMaxIds()
   if (names.length + 1 <= maxIds) return
+  // Every execution key is a name (the empty one too); a connection id only when set.
   const distinct = new Set([comboName])
-  for (const name of names) if (name) distinct.add(name)
+  for (let i = 0; i < names.length; i += 2) {
+    distinct.add(names[i])
+    if (names[i + 1]) distinct.add(names[i + 1])
+  }
   if (distinct.size > maxIds) {
     throw rangeError('targets', `name ${distinct.size} execution keys, connection ids and a combo, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds})`)
   }
