@@ -283,9 +283,11 @@ test('1000 waiting counters start a flush; counters already in flight do not sta
     if (i % 100 === 0) await new Promise((resolve) => setImmediate(resolve))
   }
   assert.equal(flushQuotaWrites(), null)
-  // Two counters a record (requests, tokens): about 6 flushes, and the one at the end.
+  // Two counters a record (requests, tokens): about 6 flushes, and the one at the end; on a
+  // loaded machine a flush past the 1 s timeout is sent once more (13 seen in one CI run
+  // beside two builds). Counting counters in flight as waiting started 354.
   const calls = (await evalshaCalls()) - before
-  assert.ok(calls <= 12, `${calls} flush scripts for 3000 records`)
+  assert.ok(calls <= 16, `${calls} flush scripts for 3000 records`)
   assert.equal(await plain.get(bucket(keys[2999], id, 'requests')), '1')
 })
 
