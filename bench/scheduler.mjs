@@ -5,7 +5,7 @@
 //   node scripts/build-native.js   # a RELEASE build first (npm run bench:scheduler does both)
 //   node bench/scheduler.mjs [--quick]
 //
-// Both sides see the same scenario, shaped as the host calls it (applyStrategyOrdering.ts):
+// Both sides see the same scenario, shaped as the host calls it (its combo ordering step):
 // every selection gets a targets array and a concurrency-cap Map of its own (the host builds
 // both per request), here 64 prebuilt sets of fresh objects used in turn; targets on distinct
 // connections with weights 1..3, a cap over half of them, one target saturated (N >= 8), the
