@@ -7,6 +7,7 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
 import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
 import { REDIS_SKIP } from './support/redis-server.mjs'
 import { useRedisEngine, server, plain, host, warnings } from './support/redis-engine.mjs'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
@@ -271,23 +272,30 @@ test('an outage of many flushes keeps one copy of each counter: nothing dropped,
   for (const key of [keys[0], keys[199], keys[399]]) assert.equal(await plain.get(bucket(key, id, 'requests')), '30', key)
 })
 
-test('1000 waiting counters start a flush; counters already in flight do not start more', { skip }, async () => {
+test('1000 waiting counters start one flush; counters already in flight, or waiting for it, do not start more', { skip }, async (t) => {
   const keys = Array.from({ length: 3000 }, (_, i) => `wb-many-${i}`)
   const { id, connection } = hostPool(keys[0], 1e9)
   for (const key of keys.slice(1)) host.prepare('INSERT INTO quota_allocations (pool_id, api_key_id, weight, cap_value, cap_unit, policy) VALUES (?, ?, ?, ?, ?, ?)').run(id, key, 0, null, null, 'hard')
   await recordConsumption({ apiKeyId: keys[0], connectionId: connection, provider: 'wb', cost: {} })
   assert.equal(flushQuotaWrites(), null)
+  // Busy threads, as on a loaded machine: a started flush takes its counters late, so many
+  // records come before it does (write_buffer.rs tests the rule without timing).
+  const busy = [0, 1, 2, 3].map(() => new Worker('for (;;);', { eval: true }))
   const before = await evalshaCalls()
-  for (const [i, key] of keys.entries()) {
-    native.record(key, connection, 'wb', undefined, 1, undefined, undefined, undefined, Date.now())
-    if (i % 100 === 0) await new Promise((resolve) => setImmediate(resolve))
+  try {
+    for (const [i, key] of keys.entries()) {
+      native.record(key, connection, 'wb', undefined, 1, undefined, undefined, undefined, Date.now())
+      if (i % 100 === 0) await new Promise((resolve) => setImmediate(resolve))
+    }
+  } finally {
+    await Promise.all(busy.map((w) => w.terminate()))
   }
   assert.equal(flushQuotaWrites(), null)
-  // Two counters a record (requests, tokens): about 6 flushes, and the one at the end; on a
-  // loaded machine a flush past the 1 s timeout is sent once more (13 seen in one CI run
-  // beside two builds). Counting counters in flight as waiting started 354.
+  // Two counters a record (requests, tokens): 6 flushes of 1000, and the one at the end.
+  // A record that comes before a started flush has taken its counters starts no other.
   const calls = (await evalshaCalls()) - before
-  assert.ok(calls <= 16, `${calls} flush scripts for 3000 records`)
+  t.diagnostic(`${calls} flush scripts`)
+  assert.ok(calls <= 8, `${calls} flush scripts for 3000 records`)
   assert.equal(await plain.get(bucket(keys[2999], id, 'requests')), '1')
 })
 

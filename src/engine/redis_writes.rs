@@ -98,7 +98,7 @@ impl Engine {
       buffer.add(api_key_id, writes, now_ms);
       (
         !std::mem::replace(&mut buffer.armed, true),
-        buffer.waiting() >= FLUSH_AT,
+        buffer.full(FLUSH_AT),
       )
     };
     if full {
