@@ -20,7 +20,9 @@ const root = path.resolve(__dirname, '..')
  * the package's loader looks, so the binary that ships never carries them.
  */
 function build({ release, testHooks = false }) {
-  const args = ['build', '--lib', '--message-format=json-render-diagnostics']
+  // The host's triple named, as the napi CLI does (scripts/check-bindings.js): both then
+  // build into target/.../<triple>/ and share one build instead of compiling twice.
+  const args = ['build', '--lib', '--target', hostTriple(), '--message-format=json-render-diagnostics']
   if (release) args.push('--release')
   if (testHooks) args.push('--features', 'test-hooks', '--target-dir', path.join('target', 'test-hooks'))
   const result = spawnSync('cargo', args, {
@@ -51,6 +53,13 @@ function build({ release, testHooks = false }) {
   fs.copyFileSync(artifact, temporary)
   fs.renameSync(temporary, destination)
   return destination
+}
+
+function hostTriple() {
+  const rustc = spawnSync('rustc', ['-vV'], { encoding: 'utf8' })
+  const host = /^host: (\S+)$/m.exec(rustc.stdout ?? '')
+  if (!host) throw new Error(`could not run rustc -vV (${rustc.error?.message ?? rustc.stderr}); install Rust from https://rustup.rs`)
+  return host[1]
 }
 
 module.exports = { build, platformSuffix }
