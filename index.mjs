@@ -79,3 +79,6 @@ export const {
   quotaShareConcurrencyKey,
   acquireQuotaShareConcurrencySlot,
 } = main
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default main

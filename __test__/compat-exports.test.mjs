@@ -27,6 +27,8 @@ for (const [entry, names] of Object.entries(APPENDIX)) {
     const esm = await import(specifier)
     const cjs = require(specifier)
     for (const name of names) assert.equal(esm[name], cjs[name], name)
+    // A default import (which the declarations, read as CommonJS, allow) is require()'s object.
+    assert.equal(esm.default, cjs, 'import x from')
   })
 }
 
@@ -56,6 +58,7 @@ test('the main entry exports the core API through import and require', async () 
   // index.mjs re-exports every runtime name of the CommonJS loader, and nothing else.
   const runtimeNames = Object.keys(cjs).filter((name) => !name.startsWith('__'))
   assert.deepEqual(Object.keys(esm).filter((n) => n !== 'default').sort(), runtimeNames.sort())
+  assert.equal(esm.default, cjs, 'import x from')
 })
 
 test('sync functions return plain values, not promises', async () => {

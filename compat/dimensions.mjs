@@ -11,3 +11,6 @@ export const {
   WINDOW_MS,
   dimensionKeyToString,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

@@ -8,3 +8,6 @@ export const {
   sumPoolDimension,
   gcOlderThan,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

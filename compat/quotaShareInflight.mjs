@@ -8,3 +8,6 @@ export const {
   _clearInflightForTest,
   _inflightSizeForTest,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

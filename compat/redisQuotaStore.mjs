@@ -7,3 +7,6 @@ export const {
   getRedisQuotaStore,
   resetRedisQuotaStore,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

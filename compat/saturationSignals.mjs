@@ -9,3 +9,6 @@ export const {
   __setAnthropicSaturationDepsForTests,
   __setGenericUsageFetcherForTests,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

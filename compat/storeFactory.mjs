@@ -5,3 +5,6 @@ export const {
   getQuotaStoreSync,
   resetQuotaStoreSingleton,
 } = entry
+
+// `import x from` gives what require() gives, as Node does for a CommonJS file.
+export default entry

@@ -65,9 +65,12 @@ function indexJs() {
   return lines.join('\n')
 }
 
+// The types (.d.ts files read as CommonJS) let TypeScript compile a default import.
+const DEFAULT_NOTE = '// `import x from` gives what require() gives, as Node does for a CommonJS file.'
+
 function indexMjs() {
   const names = Object.values(MAIN).flat()
-  return [`// ES module entry: the same exports as index.js (${GENERATED}).`, `import main from './index.js'`, '', 'export const {', ...names.map((n) => `  ${n},`), '} = main', ''].join('\n')
+  return [`// ES module entry: the same exports as index.js (${GENERATED}).`, `import main from './index.js'`, '', 'export const {', ...names.map((n) => `  ${n},`), '} = main', '', DEFAULT_NOTE, 'export default main', ''].join('\n')
 }
 
 const wrap = (names) => names.join(', ').replace(/(.{1,92})(, |$)/g, '  $1,\n').replace(/,\n$/, ',\n')
@@ -90,7 +93,7 @@ function indexDts(current) {
 
 function compatFiles(entry, [source, names]) {
   const cjs = `'use strict'\n// Drop-in entry compat/${entry} (${GENERATED}).\nconst source = require('.${modulePath(source)}')\n\nmodule.exports = {\n${names.map((n) => `  ${n}: source.${n},`).join('\n')}\n}\n`
-  const esm = `import entry from './${entry}.js'\n\nexport const {\n${names.map((n) => `  ${n},`).join('\n')}\n} = entry\n`
+  const esm = `import entry from './${entry}.js'\n\nexport const {\n${names.map((n) => `  ${n},`).join('\n')}\n} = entry\n\n${DEFAULT_NOTE}\nexport default entry\n`
   const groups = new Map()
   const inline = []
   for (const name of names) {
