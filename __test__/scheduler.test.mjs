@@ -336,6 +336,9 @@ test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming th
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, NaN), RangeError, 'nowMs'],
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, 'x'), TypeError, 'options'],
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: { A: 1 } }), TypeError, 'options.maxConcurrentByConnection'],
+    // Not Maps, though a Proxy of one passes `instanceof Map`.
+    [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: new Proxy(new Map([['A', 1]]), {}) }), TypeError, 'options.maxConcurrentByConnection'],
+    [() => { const { proxy, revoke } = Proxy.revocable(new Map(), {}); revoke(); return selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: proxy }) }, TypeError, 'options.maxConcurrentByConnection'],
   ]
   for (const [call, ErrorClass, field] of cases) {
     assert.throws(call, (err) => {

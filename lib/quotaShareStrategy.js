@@ -21,6 +21,7 @@
 //   this shell then empties its caches, re-interns the names it read and retries. The
 //   caches here hold at most the same bound of names (emptied when full).
 
+const { isMap } = require('node:util/types')
 const native = require('./native.js')
 const { typeError, rangeError } = require('./invalidArg.js')
 
@@ -189,7 +190,8 @@ function readCaps(options) {
   if (typeof options !== 'object') throw typeError('options', 'an object', options)
   const caps = options.maxConcurrentByConnection
   if (caps === undefined || caps === null) return undefined
-  if (!(caps instanceof Map)) throw typeError('options.maxConcurrentByConnection', 'a Map', caps)
+  // A brand check: a Proxy of a Map passes `instanceof` but not Map's own methods.
+  if (!isMap(caps)) throw typeError('options.maxConcurrentByConnection', 'a Map', caps)
   return caps.size === 0 ? undefined : caps
 }
 
