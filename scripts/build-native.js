@@ -20,9 +20,10 @@ const root = path.resolve(__dirname, '..')
  * the package's loader looks, so the binary that ships never carries them.
  */
 function build({ release, testHooks = false }) {
-  // The host's triple named, as the napi CLI does (scripts/check-bindings.js): both then
-  // build into target/.../<triple>/ and share one build instead of compiling twice.
-  const args = ['build', '--lib', '--target', hostTriple(), '--message-format=json-render-diagnostics']
+  // A target always named (CARGO_BUILD_TARGET when set, else rustc's host), as the napi CLI
+  // does (scripts/check-bindings.js): both build under target/.../<triple>/ and share one
+  // build of the dependencies instead of compiling them twice.
+  const args = ['build', '--lib', '--target', targetTriple(), '--message-format=json-render-diagnostics']
   if (release) args.push('--release')
   if (testHooks) args.push('--features', 'test-hooks', '--target-dir', path.join('target', 'test-hooks'))
   const result = spawnSync('cargo', args, {
@@ -55,8 +56,9 @@ function build({ release, testHooks = false }) {
   return destination
 }
 
-function hostTriple() {
-  const rustc = spawnSync('rustc', ['-vV'], { encoding: 'utf8' })
+function targetTriple() {
+  if (process.env.CARGO_BUILD_TARGET) return process.env.CARGO_BUILD_TARGET
+  const rustc = spawnSync(process.env.RUSTC || 'rustc', ['-vV'], { cwd: root, encoding: 'utf8' })
   const host = /^host: (\S+)$/m.exec(rustc.stdout ?? '')
   if (!host) throw new Error(`could not run rustc -vV (${rustc.error?.message ?? rustc.stderr}); install Rust from https://rustup.rs`)
   return host[1]
