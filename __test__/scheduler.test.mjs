@@ -336,7 +336,7 @@ test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming th
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, NaN), RangeError, 'nowMs'],
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, 'x'), TypeError, 'options'],
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: { A: 1 } }), TypeError, 'options.maxConcurrentByConnection'],
-    // Not Maps, though a Proxy of one passes `instanceof Map`.
+    // A Proxy of a Map that does not pass Map's methods through to it, or a revoked one.
     [() => selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: new Proxy(new Map([['A', 1]]), {}) }), TypeError, 'options.maxConcurrentByConnection'],
     [() => { const { proxy, revoke } = Proxy.revocable(new Map(), {}); revoke(); return selectQuotaShareTarget(ok, COMBO, MODEL, T0, { maxConcurrentByConnection: proxy }) }, TypeError, 'options.maxConcurrentByConnection'],
   ]
@@ -607,6 +607,22 @@ test("a getter cannot write into a selection's buffer through Node's Buffer pool
   assert.equal(result.target, clobber)
   assert.equal(getInflight('conn-capped', T0), 1)
   result.decrementInflight()
+  _clearInflightForTest()
+})
+
+test('caps in a Proxy that passes Map\'s methods through to its Map (a reactive wrapper) are used as the Map', () => {
+  const map = new Map([['conn-A', 1]])
+  const reactive = new Proxy(map, {
+    get: (target, key) => {
+      const value = Reflect.get(target, key, target)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  const held = selectQuotaShareTarget(targets('A', 'B'), COMBO, MODEL, T0, { maxConcurrentByConnection: reactive })
+  assert.equal(held.target.executionKey, 'A')
+  // A is at its cap of 1 while the first lease is held.
+  assert.equal(pick(targets('A', 'B'), { options: { maxConcurrentByConnection: reactive } }), 'B')
+  held.decrementInflight()
   _clearInflightForTest()
 })
 

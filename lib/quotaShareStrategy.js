@@ -190,9 +190,14 @@ function readCaps(options) {
   if (typeof options !== 'object') throw typeError('options', 'an object', options)
   const caps = options.maxConcurrentByConnection
   if (caps === undefined || caps === null) return undefined
-  // A brand check: a Proxy of a Map passes `instanceof` but not Map's own methods.
-  if (!isMap(caps)) throw typeError('options.maxConcurrentByConnection', 'a Map', caps)
-  return caps.size === 0 ? undefined : caps
+  // A Map, or a Proxy of one that passes Map's methods through to it (a reactive wrapper):
+  // one that does not, or is revoked, fails here with the field named, not in Map's code.
+  let size
+  try {
+    size = isMap(caps) || caps instanceof Map ? caps.size : undefined
+  } catch {}
+  if (typeof size !== 'number') throw typeError('options.maxConcurrentByConnection', 'a Map', caps)
+  return size === 0 ? undefined : caps
 }
 
 /**
