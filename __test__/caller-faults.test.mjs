@@ -208,6 +208,22 @@ test('getSaturation answers 0 for a dim it cannot read (a throwing getter, a rev
   assert.match(failed[0].error, /the unit getter threw/)
 })
 
+test('installHost with a dbPath it refuses keeps the logger installed before', async () => {
+  install()
+  const stray = []
+  const other = { warn: (_obj, msg) => stray.push(msg), info() {}, debug() {} }
+  assert.throws(() => installHost({ dbPath: 42, logger: other }), { code: 'ERR_QUOTA_INVALID_ARG' })
+  warnings.length = 0
+  const unreadable = {
+    get unit() {
+      throw new Error('unreadable')
+    },
+  }
+  assert.equal(await getSaturation('c-keep', 'kimi', unreadable), 0)
+  assert.deepEqual(stray, [])
+  assert.equal(warnings.filter((w) => w.msg === 'saturation lookup failed; treating as 0').length, 1)
+})
+
 test('a saturation fetcher that asks for its own entry joins the fetch under way instead of starting another', async () => {
   install()
   let calls = 0

@@ -1,7 +1,8 @@
 // The one engine of the process: the driver is chosen by the host's setting and chosen
 // again when that setting changes (getQuotaStore at once, the hot path within a second);
-// a dbPath resolver that throws or returns a non-string is reported once per problem,
-// naming the fallback; the engine's own counters (metrics) count the hot path.
+// a dbPath resolver that throws or returns a non-string is reported once per problem, as
+// the call returns, naming the fallback; the engine's own counters (metrics) count the hot
+// path.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -105,7 +106,7 @@ test('the driver follows the host setting: getQuotaStore at once, the hot path w
   }
 })
 
-test('a dbPath resolver that throws or returns a non-string is reported once per problem, naming the fallback', () => {
+test('a dbPath resolver that throws or returns a non-string is reported once per problem as the call returns, naming the fallback', () => {
   const before = warnings.length
   // The fallback of a resolver that fails: $DATA_DIR/storage.sqlite — here the same file.
   const savedDataDir = process.env.DATA_DIR
@@ -114,15 +115,15 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
   installHost({ dbPath: () => fallback, logger })
   closeQuotaDb()
   getBucket('k', 'd', 1) // opens through the resolver
-  for (const bad of [() => 42, () => 42, () => { throw new Error('boom') }, () => undefined]) {
+  const storeWarnings = () => warnings.slice(before).filter((w) => w.component === 'quota:store')
+  // Each warning reaches the host's logger as the call that opened the file returns.
+  for (const [bad, count] of [[() => 42, 1], [() => 42, 1], [() => { throw new Error('boom') }, 2], [() => undefined, 3]]) {
     installHost({ dbPath: bad, logger })
     closeQuotaDb()
     assert.equal(getBucket('k', 'd', 1), 0)
+    assert.equal(storeWarnings().length, count)
   }
-  // The engine's log records reach the host's logger at the next crossing that hands them
-  // over (closeQuotaDb is one).
-  closeQuotaDb()
-  const said = warnings.slice(before).filter((w) => w.component === 'quota:store').map((w) => w.msg)
+  const said = storeWarnings().map((w) => w.msg)
   assert.equal(said.length, 3, said.join('\n'))
   assert.match(said[0], /returned a number instead of a string; using .*storage\.sqlite/)
   assert.match(said[1], /threw: .*boom/)

@@ -113,8 +113,16 @@ function registerSaturationFetcher(provider, fetcher) {
  */
 function installHost(options = {}) {
   if (options === null || typeof options !== 'object') throw invalidArg('options: expected an object')
-  native.configureDbPath(options.dbPath)
+  // The logger first: installing a dbPath function asks it, and what that says (it called
+  // the engine, it threw) goes to this logger. A refused dbPath leaves both as they were.
+  const previous = state.logger
   setLogger(options.logger)
+  try {
+    native.configureDbPath(options.dbPath)
+  } catch (err) {
+    setLogger(previous)
+    throw err
+  }
   setQuotaEventListener(options.onQuotaEvent)
   state.fetchers.clear()
   for (const [provider, fetcher] of Object.entries(options.saturationFetchers || {})) {

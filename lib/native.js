@@ -12,4 +12,28 @@ try {
   throw platform.isBundled(__dirname) ? platform.bundledError(err) : platform.noBinaryError(err)
 }
 
-module.exports = binding
+// The calls that open the database, made outside the hot path: a warning they queue (a
+// dbPath resolver that throws, a file that cannot be opened) reaches the host's logger as
+// the call returns, not at the next request. host.js requires this file: it is required
+// at the first call.
+const OPENING = ['resolvePlan', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
+  'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
+  'setModelCap', 'deleteModelCap', 'importLegacyPools', 'getBucket', 'incrementBucket', 'getPair',
+  'sumPoolDimension', 'listConsumptionForPool', 'gcOlderThan']
+
+// The binding's other members are reached through it (a test may replace one).
+const exported = Object.create(binding)
+for (const name of OPENING) {
+  const call = binding[name]
+  exported[name] = {
+    [name](...args) {
+      try {
+        return call(...args)
+      } finally {
+        require('./host.js').drainLogs()
+      }
+    },
+  }[name]
+}
+
+module.exports = exported
