@@ -14,7 +14,7 @@ import { createRequire } from 'node:module'
 import { enforceQuotaShare, recordConsumption } from '@omniroute/quota-engine/compat/enforce'
 import { installHost } from '@omniroute/quota-engine/compat/host'
 import { recordStreamingConsumption } from '@omniroute/quota-engine/compat/spendRecorder'
-import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites, getSaturation, registerSaturationFetcher } from '@omniroute/quota-engine'
+import { closeQuotaDb, createPool, upsertProviderPlan, flushQuotaWrites, getSaturation, registerSaturationFetcher, resolvePlan } from '@omniroute/quota-engine'
 
 const binding = createRequire(import.meta.url)('../binding.js')
 const { pendingQuotaWrites } = binding
@@ -222,6 +222,24 @@ test('installHost with a dbPath it refuses keeps the logger installed before', a
   assert.equal(await getSaturation('c-keep', 'kimi', unreadable), 0)
   assert.deepEqual(stray, [])
   assert.equal(warnings.filter((w) => w.msg === 'saturation lookup failed; treating as 0').length, 1)
+})
+
+test('a call keeps its own answer when handing over its warnings fails (no logger, a stderr that throws)', () => {
+  install()
+  installHost({ dbPath: () => { throw new Error('no path yet') } })
+  closeQuotaDb()
+  const write = process.stderr.write
+  process.stderr.write = () => {
+    throw new Error('stderr closed')
+  }
+  let plan
+  try {
+    plan = resolvePlan('c-stderr', 'kimi')
+  } finally {
+    process.stderr.write = write
+  }
+  assert.equal(plan.provider, 'kimi', JSON.stringify(plan))
+  install()
 })
 
 test('a saturation fetcher that asks for its own entry joins the fetch under way instead of starting another', async () => {

@@ -14,8 +14,10 @@ import { REDIS_SKIP, startRedis } from './support/redis-server.mjs'
 import {
   closeQuotaDb,
   createPool,
+  deletePool,
   enforceQuotaShare,
   flushQuotaWrites,
+  gcConsumption,
   getBucket,
   getQuotaStore,
   getSqliteQuotaStore,
@@ -106,7 +108,7 @@ test('the driver follows the host setting: getQuotaStore at once, the hot path w
   }
 })
 
-test('a dbPath resolver that throws or returns a non-string is reported once per problem as the call returns, naming the fallback', () => {
+test('a dbPath resolver that throws or returns a non-string is reported once per problem as the call returns, naming the fallback', async () => {
   const before = warnings.length
   // The fallback of a resolver that fails: $DATA_DIR/storage.sqlite — here the same file.
   const savedDataDir = process.env.DATA_DIR
@@ -123,11 +125,23 @@ test('a dbPath resolver that throws or returns a non-string is reported once per
     assert.equal(getBucket('k', 'd', 1), 0)
     assert.equal(storeWarnings().length, count)
   }
+  // The calls that answer a promise too, each with a problem of its own.
+  const dim = { poolId: 'p', unit: 'requests', window: 'hourly' }
+  const calls = { deletePool: () => deletePool('none'), gcConsumption, peek: () => getSqliteQuotaStore().peek('k', dim) }
+  for (const [name, call] of Object.entries(calls)) {
+    const count = storeWarnings().length
+    installHost({ dbPath: () => { throw new Error(`boom in ${name}`) }, logger })
+    closeQuotaDb()
+    const pending = call()
+    assert.equal(storeWarnings().length, count + 1, name)
+    await pending
+  }
   const said = storeWarnings().map((w) => w.msg)
-  assert.equal(said.length, 3, said.join('\n'))
+  assert.equal(said.length, 6, said.join('\n'))
   assert.match(said[0], /returned a number instead of a string; using .*storage\.sqlite/)
   assert.match(said[1], /threw: .*boom/)
   assert.match(said[2], /returned undefined/)
+  assert.match(said[5], /threw: .*boom in peek/)
   assert.ok(said.every((m) => m.includes(fallback)), 'the fallback is named')
   if (savedDataDir === undefined) delete process.env.DATA_DIR
   else process.env.DATA_DIR = savedDataDir

@@ -64,9 +64,14 @@ function forwardLogs(records) {
   for (const r of records) log(r.level, r.component, r.msg, r.fields)
 }
 
-/** Forwards whatever the engine logged since the last crossing. */
+/**
+ * Forwards whatever the engine logged since the last crossing. Never throws: it runs after
+ * calls whose own answer or error must stand (a stderr that throws loses the records).
+ */
 function drainLogs() {
-  forwardLogs(native.takeLogs())
+  try {
+    forwardLogs(native.takeLogs())
+  } catch {}
 }
 
 /** `setLogger(logger)`: a pino-like object (`warn(obj, msg)`, `info`, `debug`). */

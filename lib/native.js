@@ -14,8 +14,9 @@ try {
 
 // The calls that open the database, made outside the hot path: a warning they queue (a
 // dbPath resolver that throws, a file that cannot be opened) reaches the host's logger as
-// the call returns, not at the next request. host.js requires this file: it is required
-// at the first call.
+// the call returns, not at the next request (lib/stores.js does the same for the store
+// methods, deletePool and gcConsumption). host.js requires this file: it is required at
+// the first call.
 const OPENING = ['resolvePlan', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
   'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
   'setModelCap', 'deleteModelCap', 'importLegacyPools', 'getBucket', 'incrementBucket', 'getPair',
@@ -23,6 +24,7 @@ const OPENING = ['resolvePlan', 'createPool', 'getPool', 'listPools', 'updatePoo
 
 // The binding's other members are reached through it (a test may replace one).
 const exported = Object.create(binding)
+let host
 for (const name of OPENING) {
   const call = binding[name]
   exported[name] = {
@@ -30,7 +32,8 @@ for (const name of OPENING) {
       try {
         return call(...args)
       } finally {
-        require('./host.js').drainLogs()
+        host ??= require('./host.js')
+        host.drainLogs()
       }
     },
   }[name]

@@ -9,12 +9,17 @@ const host = require('./host.js')
 const { typeError } = require('./invalidArg.js')
 const writes = require('./writeBuffer.js')
 
-/** `fn()` as a promise: its value, or its throw as a rejection. */
+/**
+ * `fn()` as a promise: its value, or its throw as a rejection. What the call logged (it may
+ * open the database) reaches the host's logger as it returns.
+ */
 function settle(fn) {
   try {
     return Promise.resolve(fn())
   } catch (err) {
     return Promise.reject(err)
+  } finally {
+    host.drainLogs()
   }
 }
 
