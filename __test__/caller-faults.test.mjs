@@ -224,6 +224,29 @@ test('installHost with a dbPath it refuses keeps the logger installed before', a
   assert.equal(warnings.filter((w) => w.msg === 'saturation lookup failed; treating as 0').length, 1)
 })
 
+test('installHost with an option whose getter throws changes nothing: logger, fetchers and path stay', async () => {
+  install()
+  registerSaturationFetcher('kept-sat', async () => 0.25)
+  const stray = []
+  const options = {
+    dbPath: path.join(root, 'never.sqlite'),
+    logger: { warn: (_obj, msg) => stray.push(msg), info() {}, debug() {} },
+    get saturationFetchers() {
+      throw new Error('the fetchers getter threw')
+    },
+  }
+  assert.throws(() => installHost(options), /the fetchers getter threw/)
+  assert.equal(await getSaturation('c-kept', 'kept-sat', { unit: 'percent', window: '5h' }), 0.25, 'the fetcher stays')
+  warnings.length = 0
+  assert.equal(await getSaturation('c-kept', 'kimi', { get unit() { throw new Error('unreadable') } }), 0)
+  assert.deepEqual(stray, [])
+  assert.equal(warnings.length, 1, 'the logger stays')
+  closeQuotaDb()
+  upsertProviderPlan({ connectionId: 'c-kept', provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
+  assert.equal(fs.existsSync(options.dbPath), false, 'the path stays')
+  install()
+})
+
 test('a call keeps its own answer when handing over its warnings fails (no logger, a stderr that throws)', () => {
   install()
   installHost({ dbPath: () => { throw new Error('no path yet') } })

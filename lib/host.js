@@ -118,25 +118,25 @@ function registerSaturationFetcher(provider, fetcher) {
  */
 function installHost(options = {}) {
   if (options === null || typeof options !== 'object') throw invalidArg('options: expected an object')
+  // Every option read (once) before any is applied: one whose getter throws changes nothing.
+  const { dbPath, logger, onQuotaEvent, registerDbStateResetter } = options
+  const fetchers = Object.entries(options.saturationFetchers || {}).filter(([, f]) => typeof f === 'function')
   // The logger first: installing a dbPath function asks it, and what that says (it called
   // the engine, it threw) goes to this logger. A refused dbPath leaves both as they were.
   const previous = state.logger
-  setLogger(options.logger)
+  setLogger(logger)
   try {
-    native.configureDbPath(options.dbPath)
+    native.configureDbPath(dbPath)
   } catch (err) {
     setLogger(previous)
     throw err
   }
-  setQuotaEventListener(options.onQuotaEvent)
-  state.fetchers.clear()
-  for (const [provider, fetcher] of Object.entries(options.saturationFetchers || {})) {
-    if (typeof fetcher === 'function') state.fetchers.set(provider, fetcher)
-  }
+  setQuotaEventListener(onQuotaEvent)
+  state.fetchers = new Map(fetchers)
   native.setSaturationFetchers('host', [...state.fetchers.keys()])
-  if (typeof options.registerDbStateResetter === 'function') {
+  if (typeof registerDbStateResetter === 'function') {
     // Required here, not at the top: writeBuffer.js requires this module.
-    options.registerDbStateResetter(require('./writeBuffer.js').closeQuotaDb)
+    registerDbStateResetter(require('./writeBuffer.js').closeQuotaDb)
   }
 }
 
