@@ -12,15 +12,12 @@ try {
   throw platform.isBundled(__dirname) ? platform.bundledError(err) : platform.noBinaryError(err)
 }
 
-// The calls that open the database, made outside the hot path: a warning they queue (a
-// dbPath resolver that throws, a file that cannot be opened) reaches the host's logger as
-// the call returns, not at the next request (lib/stores.js does the same for the store
-// methods, deletePool and gcConsumption). host.js requires this file: it is required at
-// the first call.
-const OPENING = ['resolvePlan', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
-  'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
-  'setModelCap', 'deleteModelCap', 'importLegacyPools', 'getBucket', 'incrementBucket', 'getPair',
-  'sumPoolDimension', 'listConsumptionForPool', 'gcOlderThan']
+// The calls that open the database (resolvePlan reads the stored plans): a warning they
+// queue (a dbPath resolver that throws, a file that cannot be opened) reaches the host's
+// logger as the call returns, not at the next request (lib/stores.js does the same for the
+// store methods, deletePool and gcConsumption). host.js requires this file: it is required
+// at the first call.
+const OPENING = ['resolvePlan', ...require('./surface.js').OPENS_DATABASE]
 
 // The binding's other members are reached through it (a test may replace one).
 const exported = Object.create(binding)

@@ -4,16 +4,22 @@
 // `exports` from it; __test__/surface.test.mjs checks every one of them against it and
 // against what `require()` and `import` really give.
 
+// The addon's calls that open the database, outside the hot path: lib/native.js hands
+// over what they log as they return.
+const OPENS_DATABASE = [
+  'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
+  'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
+  'setModelCap', 'deleteModelCap', 'importLegacyPools', 'getBucket', 'incrementBucket', 'getPair',
+  'sumPoolDimension', 'listConsumptionForPool', 'gcOlderThan',
+]
+
 // Where each name of the main entry comes from: `native` (the addon), or a module of lib/.
 const MAIN = {
   native: [
     // docs/contract.md §1, §3, §6, §9: the pure core (docs/api.md#the-pure-functions).
     'WINDOW_MS', 'decideFairShare', 'resolvePlan', 'computeBurnRate', 'computeBurnRateFromWindow',
     // §4–§5: the database, metadata and the counter table.
-    'closeQuotaDb', 'createPool', 'getPool', 'listPools', 'updatePool', 'upsertAllocations',
-    'listAllocationsForApiKey', 'getProviderPlan', 'upsertProviderPlan', 'deleteProviderPlan', 'getModelCap',
-    'setModelCap', 'deleteModelCap', 'importLegacyPools', 'getBucket', 'incrementBucket', 'getPair',
-    'sumPoolDimension', 'listConsumptionForPool', 'gcOlderThan',
+    'closeQuotaDb', ...OPENS_DATABASE,
     // §7–§8.
     '_clearSaturationCache', '_clearRateLimitHeaders',
     // Beyond the contract: the Prometheus text of the engine's counters.
@@ -73,4 +79,4 @@ function mainNames() {
   return Object.values(MAIN).flat()
 }
 
-module.exports = { MAIN, COMPAT, mainNames }
+module.exports = { MAIN, COMPAT, mainNames, OPENS_DATABASE }
