@@ -9,7 +9,8 @@
 // every selection gets a targets array and a concurrency-cap Map of its own (the host builds
 // both per request), here 64 prebuilt sets of fresh objects used in turn; targets on distinct
 // connections with weights 1..3, a cap over half of them, one target saturated (N >= 8), the
-// clock moving 1 ms per selection. Rounds alternate between the sides; the table shows the
+// clock moving 1 ms per selection. A third row runs the glue with its native calls stubbed
+// (see shellAlone). Rounds alternate between the sides; the table shows the
 // median round. p50/p99 come from timing single calls with process.hrtime.bigint(), which
 // adds its own ~50 ns to each.
 import { createRequire } from 'node:module'
@@ -18,6 +19,30 @@ import os from 'node:os'
 const require = createRequire(import.meta.url)
 const native = require('../index.js')
 const baseline = require('./baseline/quotaShareStrategy.js')
+
+/**
+ * The glue of lib/quotaShareStrategy.js with its two native calls replaced by stubs (the
+ * order as given, a release that does nothing): what reading the host's objects costs
+ * before anything crosses, the floor of any crossing that reads them per selection.
+ */
+function shellAlone() {
+  const glue = require.resolve('../lib/quotaShareStrategy.js')
+  const binding = require('../lib/native.js')
+  const saved = { select: binding.__quotaShareSelect, release: binding.__quotaShareRelease, module: require.cache[glue] }
+  binding.__quotaShareSelect = (_combo, _model, _now, count, buffer) => {
+    for (let i = 0; i < count; i++) buffer[count * binding.QUOTA_SHARE_SELECT_STRIDE + i] = i
+    return count
+  }
+  binding.__quotaShareRelease = () => {}
+  delete require.cache[glue]
+  try {
+    return require(glue).selectQuotaShareTarget
+  } finally {
+    binding.__quotaShareSelect = saved.select
+    binding.__quotaShareRelease = saved.release
+    require.cache[glue] = saved.module
+  }
+}
 
 const quick = process.argv.includes('--quick')
 const SIZES = [2, 8, 64, 512]
@@ -40,6 +65,12 @@ const sides = {
     select: native.selectQuotaShareTarget,
     recordUsage: native.recordUsage,
     reset: resetNative,
+  },
+  shell: {
+    name: 'its glue alone',
+    select: shellAlone(),
+    recordUsage: () => {},
+    reset: () => {},
   },
 }
 /** How many (targets, caps) sets a scenario cycles through. */
@@ -135,7 +166,7 @@ function fmtNs(ns) {
 const rows = []
 for (const n of SIZES) {
   checkSameChoices(n)
-  const keys = ['js', 'native']
+  const keys = ['js', 'native', 'shell']
   const results = {}
   const setups = {}
   const clocks = {}
@@ -156,15 +187,15 @@ for (const n of SIZES) {
     }
   }
   const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
-  rows.push({ n, js: summary('js'), nat: summary('native') })
+  rows.push({ n, js: summary('js'), nat: summary('native'), shell: summary('shell') })
 }
 
 console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
 console.log('')
 console.log('| N | | ops/s | p50 | p99 | time ÷ JavaScript time |')
 console.log('|---:|---|---:|---:|---:|---:|')
-for (const { n, js, nat } of rows) {
-  for (const [label, r] of [['JavaScript', js], ['native', nat]]) {
+for (const { n, js, nat, shell } of rows) {
+  for (const [label, r] of [['JavaScript', js], ['native', nat], [sides.shell.name, shell]]) {
     const ratio = label === 'JavaScript' ? '' : `${(js.ops / r.ops).toFixed(2)}×`
     console.log(`| ${label === 'JavaScript' ? n : ''} | ${label} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio} |`)
   }
