@@ -1,7 +1,7 @@
 // A careless or hostile caller of the glue: values thrown without any text, a logger whose
 // method is a throwing getter, an async event listener that rejects, the spend recorder's
-// optional arguments left null, a dbPath function that calls the engine. Each call keeps
-// its promise (the hot path allows and resolves, nothing rejects unhandled) and the
+// optional arguments left null, a dbPath function or a logger that calls the engine. Each
+// call keeps its promise (the hot path allows and resolves, nothing rejects unhandled) and the
 // process keeps running; what went wrong is logged.
 import { test, before, after, beforeEach } from 'node:test'
 import assert from 'node:assert/strict'
@@ -262,6 +262,36 @@ test('a call keeps its own answer when handing over its warnings fails (no logge
     process.stderr.write = write
   }
   assert.equal(plan.provider, 'kimi', JSON.stringify(plan))
+  install()
+})
+
+test('a logger that calls the engine gets the records in the order the engine made them', () => {
+  const { dbPath } = install()
+  let problem = null
+  const said = []
+  const calling = {
+    warn(_fields, msg) {
+      said.push(msg)
+      if (msg.startsWith('glue fault one')) {
+        // Handling the first of two records, the logger calls the engine, which logs again.
+        problem = 'nested problem'
+        closeQuotaDb()
+        resolvePlan('c-logger-order', 'kimi')
+        problem = null
+      }
+    },
+    info() {},
+    debug() {},
+  }
+  installHost({ logger: calling, dbPath: () => { if (problem) throw new Error(problem); return dbPath } })
+  // Two records waiting (one fault of each operation: each is said once until it recovers).
+  binding.failOpen('record', 'glue fault one', 'e1')
+  binding.failOpen('enforce', 'glue fault two', 'e2')
+  resolvePlan('c-logger-order', 'kimi') // hands both over
+  assert.equal(said.length, 3, said.join('\n'))
+  assert.match(said[0], /^glue fault one/)
+  assert.match(said[1], /^glue fault two/)
+  assert.match(said[2], /threw: .*nested problem/)
   install()
 })
 

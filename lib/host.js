@@ -58,15 +58,33 @@ function log(level, component, msg, fields = {}) {
   if (level === 'warn' || level === 'error') writeStderr(level, record, msg)
 }
 
-/** Forwards log records produced in Rust. */
+/** Records on their way to the logger, oldest first. */
+const outbox = []
+let delivering = false
+
+/**
+ * Forwards log records produced in Rust, in the order the engine made them: a logger that
+ * calls the engine while it handles one record gets what that call logged after the
+ * records already on their way, not before them. Never throws: a stderr that throws loses
+ * the record it was writing, not the others.
+ */
 function forwardLogs(records) {
-  if (!records) return
-  for (const r of records) log(r.level, r.component, r.msg, r.fields)
+  if (!records || records.length === 0) return
+  for (const r of records) outbox.push(r)
+  if (delivering) return
+  delivering = true
+  while (outbox.length > 0) {
+    const r = outbox.shift()
+    try {
+      log(r.level, r.component, r.msg, r.fields)
+    } catch {}
+  }
+  delivering = false
 }
 
 /**
  * Forwards whatever the engine logged since the last crossing. Never throws: it runs after
- * calls whose own answer or error must stand (a stderr that throws loses the records).
+ * calls whose own answer or error must stand.
  */
 function drainLogs() {
   try {
