@@ -295,6 +295,22 @@ test('a logger that calls the engine gets the records in the order the engine ma
   install()
 })
 
+test('a logger that makes the engine log on every record it handles does not keep a hand-over going', () => {
+  install()
+  const glue = createRequire(import.meta.url)('../lib/host.js')
+  let handled = 0
+  glue.setLogger({
+    warn() {
+      handled++
+      glue.forwardLogs([{ level: 'warn', component: 'quota:store', msg: 'again', fields: {} }])
+    },
+  })
+  glue.forwardLogs([{ level: 'warn', component: 'quota:store', msg: 'first', fields: {} }])
+  assert.equal(handled, 1000, 'one hand-over delivers at most 1000 records')
+  glue.setLogger(null)
+  install()
+})
+
 test('a saturation fetcher that asks for its own entry joins the fetch under way instead of starting another', async () => {
   install()
   let calls = 0

@@ -61,6 +61,13 @@ function log(level, component, msg, fields = {}) {
 /** Records on their way to the logger, oldest first. */
 const outbox = []
 let delivering = false
+/**
+ * At most this many records wait here, past it new ones are dropped, and one hand-over
+ * delivers at most this many: as the engine's own queue (src/engine/telemetry.rs), a
+ * flood would only repeat itself, and a logger that makes the engine log each time it
+ * handles a record gets the rest at the next hand-over instead of keeping this one going.
+ */
+const OUTBOX_CAPACITY = 1000
 
 /**
  * Forwards log records produced in Rust, in the order the engine made them: a logger that
@@ -69,11 +76,11 @@ let delivering = false
  * the record it was writing, not the others.
  */
 function forwardLogs(records) {
-  if (!records || records.length === 0) return
-  for (const r of records) outbox.push(r)
+  if (!records) return
+  for (const r of records) if (outbox.length < OUTBOX_CAPACITY) outbox.push(r)
   if (delivering) return
   delivering = true
-  while (outbox.length > 0) {
+  for (let n = 0; n < OUTBOX_CAPACITY && outbox.length > 0; n++) {
     const r = outbox.shift()
     try {
       log(r.level, r.component, r.msg, r.fields)
