@@ -158,12 +158,12 @@ const SMALLEST_MAX_IDS = 1000
 
 /**
  * A selection that may name more than QUOTA_SCHEDULER_MAX_IDS names (its execution keys,
- * connection ids and combo) is counted, against the bound just read into `maxIds`, before
- * any name is interned: interning past the bound forgets the least recently used names
- * with their state, other requests' in-flight leases included, so a selection refused for
- * its size must intern nothing.
+ * connection ids and combo) is counted before any name is interned: interning past the
+ * bound forgets the least recently used names with their state, other requests' in-flight
+ * leases included, so a selection refused for its size must intern nothing.
  */
 function checkNamesFit({ names }, comboName) {
+  maxIds = native.__quotaShareMaxIds()
   if (names.length + 1 <= maxIds) return
   // Every execution key is a name (the empty one too); a connection id only when set.
   const distinct = new Set([comboName])
@@ -220,14 +220,12 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   if (!Number.isInteger(count) || count < 0) throw rangeError('targets', `must have a whole-number length, got ${String(count)}`)
   if (count === 0) return { target: null, orderedTargets: [], decrementInflight: noop }
 
-  // A selection that may name more names than the least bound reads the bound, once.
-  const mayNotFit = 2 * count + 1 > SMALLEST_MAX_IDS
-  if (mayNotFit) {
+  if (count > SMALLEST_MAX_IDS) {
     maxIds = native.__quotaShareMaxIds()
     if (count > maxIds) throw rangeError('targets', `holds ${count} targets, more than QUOTA_SCHEDULER_MAX_IDS (${maxIds}) names`)
   }
   const read = readTargets(targets, count, caps)
-  if (mayNotFit) checkNamesFit(read, comboName)
+  if (2 * count + 1 > SMALLEST_MAX_IDS) checkNamesFit(read, comboName)
   writeSymbols(read)
   const buffer = read.buffer
   let length
