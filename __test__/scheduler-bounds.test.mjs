@@ -166,3 +166,27 @@ test('a selection naming more than QUOTA_SCHEDULER_MAX_IDS names is refused befo
     delete process.env.QUOTA_SCHEDULER_MAX_IDS
   }
 })
+
+test('a bound lowered while the targets are read (by a getter) still refuses the selection before it interns any name', () => {
+  process.env.QUOTA_SCHEDULER_MAX_IDS = '2000'
+  try {
+    const lease = incrementInflight('lowered-busy', 1e9, T0)
+    const symbols = __schedulerSizesForTests().symbols
+    const targets = Array.from({ length: 1200 }, (_, i) => ({ executionKey: `lowered-${i}`, weight: 1 }))
+    Object.defineProperty(targets[0], 'weight', {
+      get() {
+        process.env.QUOTA_SCHEDULER_MAX_IDS = '1000'
+        return 1
+      },
+    })
+    assert.throws(() => selectQuotaShareTarget(targets, 'lowered-combo', 'm', T0), (err) => {
+      assert.equal(err.name, 'RangeError')
+      assert.match(err.message, /^targets: name 1201 execution keys, connection ids and a combo, more than QUOTA_SCHEDULER_MAX_IDS \(1000\)/)
+      return true
+    })
+    assert.equal(__schedulerSizesForTests().symbols, symbols, 'no name interned')
+    assert.equal(getInflight('lowered-busy', T0), lease, 'the other lease kept')
+  } finally {
+    delete process.env.QUOTA_SCHEDULER_MAX_IDS
+  }
+})

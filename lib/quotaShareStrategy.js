@@ -163,6 +163,8 @@ const SMALLEST_MAX_IDS = 1000
  * leases included, so a selection refused for its size must intern nothing.
  */
 function checkNamesFit({ names }, comboName) {
+  // Read again, not the read made before the targets were: the host's getters have run
+  // since, and may have changed the setting.
   maxIds = native.__quotaShareMaxIds()
   if (names.length + 1 <= maxIds) return
   // Every execution key is a name (the empty one too); a connection id only when set.
