@@ -307,8 +307,66 @@ test('a logger that makes the engine log on every record it handles does not kee
   })
   glue.forwardLogs([{ level: 'warn', component: 'quota:store', msg: 'first', fields: {} }])
   assert.equal(handled, 1000, 'one hand-over delivers at most 1000 records')
+  // What is left goes at the next hand-over, even one that brings nothing new.
+  const later = []
+  glue.setLogger({ warn: (_fields, msg) => later.push(msg) })
+  glue.drainLogs()
+  assert.deepEqual(later, ['again'])
   glue.setLogger(null)
   install()
+})
+
+test('a quota event listener that throws, with no logger and a stderr that throws: a block stays a block, and a rejection is not left unhandled', async () => {
+  const unhandled = []
+  const onUnhandled = (reason) => unhandled.push(reason)
+  process.on('unhandledRejection', onUnhandled)
+  const write = process.stderr.write
+  try {
+    for (const [i, listener] of [() => { throw new Error('listener failed') }, async () => { throw new Error('listener failed') }].entries()) {
+      const { dbPath } = install()
+      installHost({ dbPath, logger: null, onQuotaEvent: listener })
+      pool(`c-listener-${i}`, `k-listener-${i}`, 1)
+      const request = { apiKeyId: `k-listener-${i}`, connectionId: `c-listener-${i}`, provider: 'kimi' }
+      await recordConsumption({ ...request, cost: {} })
+      process.stderr.write = () => {
+        throw new Error('stderr closed')
+      }
+      const decision = await enforceQuotaShare(request)
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      process.stderr.write = write
+      assert.equal(decision.kind, 'block', JSON.stringify(decision))
+    }
+  } finally {
+    process.stderr.write = write
+    process.off('unhandledRejection', onUnhandled)
+    install()
+  }
+  assert.deepEqual(unhandled, [])
+})
+
+test('a logger that ends the process while it handles a record still gets what the engine logs at exit', () => {
+  const dir = fs.mkdtempSync(path.join(root, 'exit-in-logger-'))
+  const script = `
+    const fs = require('node:fs')
+    const qe = require(${JSON.stringify(path.join(here, '..', 'index.js'))})
+    const { recordConsumption } = require(${JSON.stringify(path.join(here, '..', 'compat', 'enforce.js'))})
+    const glue = require(${JSON.stringify(path.join(here, '..', 'lib', 'host.js'))})
+    const dir = ${JSON.stringify(path.join(dir, 'data'))}
+    fs.mkdirSync(dir)
+    const logger = { warn: (obj, msg) => { console.log('warn:', msg); if (msg === 'leaving') process.exit(0) }, info() {}, debug() {} }
+    qe.installHost({ dbPath: () => dir + '/storage.sqlite', logger })
+    qe.upsertProviderPlan({ connectionId: 'c', provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
+    qe.createPool({ connectionId: 'c', name: 'n', allocations: [{ apiKeyId: 'k', weight: 100 }] })
+    recordConsumption({ apiKeyId: 'k', connectionId: 'c', provider: 'kimi', cost: {} }).then(() => {
+      // The commit at exit cannot reach the file: its directory is gone.
+      fs.rmSync(dir, { recursive: true, force: true })
+      glue.forwardLogs([{ level: 'warn', component: 'quota:store', msg: 'leaving', fields: {} }])
+    })
+  `
+  const child = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 30_000 })
+  assert.equal(child.status, 0, child.stderr)
+  assert.match(child.stdout, /warn: leaving\n/)
+  assert.match(child.stdout, /warn: .*quota records were buffered/, child.stdout)
 })
 
 test('a saturation fetcher that asks for its own entry joins the fetch under way instead of starting another', async () => {

@@ -17,9 +17,12 @@ function maskSecrets(text) {
   return typeof text === 'string' && text.includes('://') ? native.maskSecrets(text) : text
 }
 
+/** Writes one record to stderr; a stderr that throws loses the record, nothing else. */
 function writeStderr(level, record, msg) {
-  const line = { level, time: new Date().toISOString(), ...record, msg }
-  process.stderr.write(`${maskSecrets(JSON.stringify(line))}\n`)
+  try {
+    const line = { level, time: new Date().toISOString(), ...record, msg }
+    process.stderr.write(`${maskSecrets(JSON.stringify(line))}\n`)
+  } catch {}
 }
 
 /** A thrown value as text, for a log record; never throws, whatever was thrown. */
@@ -36,7 +39,10 @@ function errorText(err) {
   }
 }
 
-/** Logs one record with its `component`, through the host's logger or to stderr. */
+/**
+ * Logs one record with its `component`, through the host's logger or to stderr. Never
+ * throws: it runs in catch blocks and fail-open paths, whose outcome must stand.
+ */
 function log(level, component, msg, fields = {}) {
   const record = { component, ...fields }
   for (const key of Object.keys(record)) record[key] = maskSecrets(record[key])
@@ -70,32 +76,32 @@ let delivering = false
 const OUTBOX_CAPACITY = 1000
 
 /**
- * Forwards log records produced in Rust, in the order the engine made them: a logger that
- * calls the engine while it handles one record gets what that call logged after the
- * records already on their way, not before them. Never throws: a stderr that throws loses
- * the record it was writing, not the others.
+ * Forwards log records produced in Rust, with any still waiting here, in the order the
+ * engine made them: a logger that calls the engine while it handles one record gets what
+ * that call logged after the records already on their way, not before them. `nested`: the
+ * records go out even while a delivery is under way (at exit, which that delivery will
+ * never resume). Never throws.
  */
-function forwardLogs(records) {
-  if (!records) return
-  for (const r of records) if (outbox.length < OUTBOX_CAPACITY) outbox.push(r)
-  if (delivering) return
+function forwardLogs(records, nested = false) {
+  if (records) for (const r of records) if (outbox.length < OUTBOX_CAPACITY) outbox.push(r)
+  if ((delivering && !nested) || outbox.length === 0) return
+  const outer = !delivering
   delivering = true
   for (let n = 0; n < OUTBOX_CAPACITY && outbox.length > 0; n++) {
     const r = outbox.shift()
-    try {
-      log(r.level, r.component, r.msg, r.fields)
-    } catch {}
+    log(r.level, r.component, r.msg, r.fields)
   }
-  delivering = false
+  if (outer) delivering = false
 }
 
 /**
- * Forwards whatever the engine logged since the last crossing. Never throws: it runs after
- * calls whose own answer or error must stand.
+ * Forwards whatever the engine logged since the last crossing (and what a previous
+ * hand-over left waiting). Never throws: it runs after calls whose own answer or error
+ * must stand. `atExit`: see `forwardLogs`.
  */
-function drainLogs() {
+function drainLogs(atExit = false) {
   try {
-    forwardLogs(native.takeLogs())
+    forwardLogs(native.takeLogs(), atExit)
   } catch {}
 }
 

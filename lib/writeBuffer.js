@@ -38,9 +38,10 @@ process.on('exit', () => {
   // file checkpoints it and removes its WAL: the file at rest is self-contained
   // (docs/sqlite.md#the-file-at-rest). A worker's exit leaves it to the process.
   if (isMainThread) closeAtExit()
-  // What the engine logged while committing and closing (a fault, records it dropped).
+  // What the engine logged while committing and closing (a fault, records it dropped),
+  // delivered now even if the exit came from inside a logger handling a record.
   try {
-    host.drainLogs()
+    host.drainLogs(true)
   } catch {
     // Leaving anyway: an exit handler must not turn the exit into a crash.
   }
