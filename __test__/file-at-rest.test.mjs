@@ -1,7 +1,8 @@
 // The host's file at rest and under replacement (docs/sqlite.md#the-file-at-rest): after the
 // last use of the file it is self-contained, as better-sqlite3 alone leaves it; a file put
 // at the path (a rename over it, the host's restore) is followed at once, and no frame of
-// the old WAL reaches it; closing and reopening beside the host's connection keeps one
+// the engine's old WAL reaches it (a rename while the host keeps the old file open is a
+// known defect, a `todo` case below); closing and reopening beside the host's connection keeps one
 // descriptor per file (docs/two-sqlites.md#parked-descriptors).
 import { test, after, afterEach } from 'node:test'
 import assert from 'node:assert/strict'
@@ -172,6 +173,19 @@ test('a backup renamed over the open file is followed at once: decisions and rec
   host.open()
   assert.equal(consumedIn(host.db, p), 13)
 })
+
+// A known defect, kept runnable: the engine follows the renamed file at once, but SQLite
+// opens `-wal` and `-shm` by path, and those are still the old file's, in use by the host's
+// connection; the two connections then read each other's frames (docs/sqlite.md, the file
+// at rest). better-sqlite3 alone leaves the renamed-in file whole.
+const renameChild = fileURLToPath(new URL('./support/rename-over-live.mjs', import.meta.url))
+for (const order of ['engine-first', 'host-first']) {
+  test(`a backup renamed over the file while the host keeps it open stays whole at rest, ${order}`, { todo: 'the engine attaches the new file to the old WAL' }, () => {
+    const run = spawnSync(process.execPath, [renameChild, tempDir('rename'), order], { encoding: 'utf8', env: process.env })
+    assert.equal(run.status, 0, run.stderr)
+    assert.deepEqual(JSON.parse(run.stdout.trim().split('\n').pop()), { integrity: 'ok', consumed: 7 })
+  })
+}
 
 /** A pool of `limit` with 3 recorded and a host row in a backup, then 4 more in the live file only. */
 async function backedUp(limit) {
