@@ -2,7 +2,8 @@
 // end). A backup whose pages are laid out differently (an operator's older copy, vacuumed)
 // is renamed over storage.sqlite while the host's connection stays on the old file and
 // keeps committing; the engine records 3 before and 4 after. Prints one JSON line: what a
-// reader of the file at rest finds.
+// reader of the path found meanwhile, what one finds at rest, and whether the engine said
+// why it did not follow at once.
 import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import { startHost } from '../../bench/host.mjs'
@@ -30,9 +31,17 @@ await enforceQuotaShare(request)
 for (let i = 0; i < 50; i++) host.logCall('mv-key', 'mv-conn', 'mv')
 await recordConsumption({ ...request, cost: { requests: 4 } })
 engine.flushQuotaWrites()
+// Someone reads the file at the path meanwhile (a backup tool, a dashboard).
+const peek = new Database(host.file, { readonly: true })
+let during
+try {
+  during = peek.pragma('integrity_check', { simple: true })
+} catch (err) {
+  during = String(err)
+}
+peek.close()
 if (order === 'engine-first') engine.closeQuotaDb()
 host.close()
-engine.closeQuotaDb()
 const reader = new Database(host.file, { readonly: true })
 let atRest
 try {
@@ -43,4 +52,5 @@ try {
 } catch (err) {
   atRest = { error: String(err) }
 }
-console.log(JSON.stringify(atRest))
+const said = host.logs.some((l) => /old file's -wal and -shm/.test(JSON.stringify(l)))
+console.log(JSON.stringify({ during, ...atRest, said }))

@@ -138,6 +138,16 @@ pub struct Database {
   missing_since: Mutex<Option<std::time::Instant>>,
   /// The last open that failed, while no open has succeeded since.
   failed_open: Mutex<Option<FailedOpen>>,
+  /// The path, file and `-shm` of the last open (see [`Database::refuse_old_sidecars`]).
+  sidecars: Mutex<Option<LastOpen>>,
+}
+
+/// A path, its file and its `-shm` (id and birth time: a new one often gets the old inode).
+type LastOpen = (PathBuf, Option<FileId>, Option<ShmId>);
+type ShmId = (FileId, Option<std::time::SystemTime>);
+fn shm_id(path: &Path) -> Option<ShmId> {
+  let shm = PathBuf::from([path.as_os_str(), "-shm".as_ref()].join(std::ffi::OsStr::new("")));
+  Some((file_id(&shm)?, std::fs::metadata(&shm).ok()?.created().ok()))
 }
 
 /// An open that failed: where, what was there just before it, when, and why.
@@ -428,9 +438,13 @@ impl Database {
     // A refusal costs a `stat` or two, and ends when the restore does: not remembered.
     let options = self.refuse_mid_restore(path, folder.as_ref())?;
     locks::sweep_parked();
+    self.refuse_old_sidecars(path)?;
     #[cfg(feature = "test-hooks")]
     super::test_hooks::OPENS.fetch_add(1, Ordering::Relaxed);
     let opened = SqliteDb::open(path, &options);
+    if opened.is_ok() {
+      *relock(&self.sidecars) = Some((path.to_path_buf(), file_id(path), shm_id(path)));
+    }
     // Another connection's lock (SQLITE_BUSY) ends leaving no trace on the file: each call
     // waits for it again, as any write does, rather than fail while it may be gone.
     let locked = |error: &&QuotaError| error.to_string().contains("database is locked");
@@ -479,6 +493,29 @@ impl Database {
       existing: had_it_here,
       ..self.options.clone()
     })
+  }
+
+  /// Refuses to open `path` while the file of the last open, no longer there, is still open
+  /// in the process (the host's connection) and the `-shm` at the path is still its: SQLite
+  /// opens `-wal` and `-shm` by path, so the new file would share the WAL it writes.
+  fn refuse_old_sidecars(&self, path: &Path) -> Result<()> {
+    let last = relock(&self.sidecars);
+    let Some((at, Some(file), Some(shm))) = last.as_ref() else {
+      return Ok(());
+    };
+    if at != path
+      || file_id(path) == Some(*file)
+      || shm_id(path).as_ref() != Some(shm)
+      || locks::open_elsewhere(*file) != Some(true)
+    {
+      return Ok(());
+    }
+    Err(QuotaError::Store(format!(
+      "{} was replaced while a connection still uses the old file's -wal and -shm; the \
+       engine opens it once that connection closes (SQLite would attach it to them): \
+       decisions allow, and records made meanwhile are not counted, until then",
+      path.display()
+    )))
   }
 
   /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For

@@ -5,23 +5,15 @@
 //! engine and the same configuration. Nothing here knows about napi.
 //!
 //! - `config.rs`: every `QUOTA_*` variable, parsed and validated in one place.
-//! - `database.rs`: where the SQLite database is, the engine's one connection to it
-//!   (opened lazily, replaced when its file is, and swept in the background), and the
-//!   SQLite driver, which keeps its counters there.
 //! - `driver.rs`: the `QuotaDriver` trait the engine calls the counter store through, how
-//!   the driver is chosen, and the store calls' entry points.
-//! - `redis_driver.rs`: the trait's Redis implementation (the SQLite one is in
-//!   `database.rs`).
-//! - `redis_writes.rs`: `recordConsumption`'s write-behind on Redis: when its buffer is
-//!   flushed, and what a failed flush does.
-//! - `redis_view.rs`: when the hot path decides from the Redis counter view, and its
-//!   tracking connection.
-//! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, on either
-//!   driver, as one call each.
-//! - `input.rs`: what the host's arguments must be, read with the path of every value.
-//! - `saturation.rs`, `scheduler.rs`: the state of each concept.
-//! - `telemetry.rs`: the log queue, the fault log and the metrics.
-//! - `test_hooks.rs` (the `test-hooks` feature only): what the test-only exports do.
+//!   it is chosen, the store calls' entry points; its SQLite implementation is in
+//!   `database.rs` (with the one connection: opened lazily, replaced when its file is,
+//!   swept in the background), its Redis one in `redis_driver.rs`, with `redis_writes.rs`
+//!   (the write-behind) and `redis_view.rs` (deciding from the counter view).
+//! - `hot_path.rs`: `enforceQuotaShare`, `recordConsumption` and reservations, one call
+//!   each; `input.rs`: the host's arguments, read with the path of every value.
+//! - `saturation.rs`, `scheduler.rs`, `telemetry.rs` (logs, faults, metrics): each
+//!   concept's state; `test_hooks.rs`: the test-only exports (`test-hooks` feature).
 
 pub mod config;
 pub mod database;

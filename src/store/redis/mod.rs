@@ -1,22 +1,16 @@
 //! The Redis driver (docs/contract.md §4, Redis): counters on Redis, shared by every replica;
 //! metadata stays in SQLite.
 //!
-//! - `keys.rs`: key names and TTLs — the host's exact names, or hash-tagged per pool in a
-//!   cluster.
-//! - `target.rs`: URL forms (one server, a cluster, a Sentinel-managed primary; `rediss`
-//!   for TLS) and password masking.
-//! - `tls.rs`: the roots and client identity of a TLS connection.
-//! - `scripts.rs`: the Lua scripts (`lua/`) and their arguments; every counter operation
-//!   is one EVALSHA.
+//! - `keys.rs`: key names and TTLs (the host's names, or hash-tagged per pool in a
+//!   cluster); `target.rs`: URL forms (server, cluster, Sentinel, `rediss`) and password
+//!   masking; `tls.rs`: a TLS connection's roots and client identity.
+//! - `scripts.rs`: the Lua scripts (`lua/`), one EVALSHA per counter operation;
+//!   `counters.rs`: `consume`, `clear`, reserve and settle, the pool usage snapshot, the
+//!   batched reads and writes (a read's batch is [`RedisBackend::batch`]).
 //! - `connection.rs`: one multiplexed, auto-reconnecting connection per URL, a bounded
-//!   time per operation.
-//! - `client.rs`: the raw commands of the ioredis-like client, replies as JSON.
-//! - `write_buffer.rs`: `recordConsumption`'s write-behind buffer (coalesced per counter,
-//!   flushed in one script call).
-//! - `view.rs`: the hot path's counter view, kept fresh by a RESP3 tracking connection's
-//!   invalidations (docs/redis.md#the-counter-view).
-//! - `counters.rs`: `consume`, `clear`, reserve and settle, the pool usage snapshot, and
-//!   the batched reads and writes (a read's batch is [`RedisBackend::batch`]).
+//!   time per operation; `client.rs`: the ioredis-like client's raw commands.
+//! - `write_buffer.rs`: the write-behind buffer (per counter, flushed in one script call);
+//!   `view.rs`: the counter view, kept fresh by a RESP3 tracking connection.
 //!
 //! The operations are async (they run on the addon's tokio runtime); the SQLite store's
 //! are sync ([`super::CounterStore`]). Each keeps its natural shape: the engine's

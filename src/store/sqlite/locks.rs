@@ -10,65 +10,41 @@
 //!
 //! - `fcntl`: `F_GETLK`/`F_SETLK`/`F_SETLKW` become the open-file-description variants
 //!   (`F_OFD_*`), which belong to the descriptor: the host's classic locks and the engine's
-//!   locks now conflict like two processes' locks do. `l_pid` is zeroed (SQLite leaves it
-//!   uninitialised; Linux rejects OFD requests with a non-zero `l_pid` with `EINVAL`).
-//!   Every other command passes through. `errno` is the kernel's. The command numbers
-//!   differ by platform — Linux 36/37/38, XNU 92/90/91 for GETLK/SETLK/SETLKW, and the
-//!   classic ones too — so the mapping is one function over the platform's table
-//!   (`locks/commands.rs`), whose tests check both tables.
-//! - `close`: a descriptor of a regular file that another descriptor of this process still
-//!   has open (the host's connection) is *parked* rather than closed — its OFD locks are
-//!   released, the descriptor stays open — because closing it would drop every classic lock
-//!   the host holds on that file. Parked descriptors are closed by [`sweep_parked`] once no
-//!   other descriptor of the process refers to their file (listed from `/proc/self/fd` on
-//!   Linux, `/dev/fd` on macOS). `-wal` and `-journal` files are never locked by SQLite
-//!   and are closed normally.
+//!   conflict like two processes' do. `l_pid` is zeroed (SQLite leaves it uninitialised;
+//!   Linux answers `EINVAL` otherwise); other commands pass through; `errno` is the
+//!   kernel's. The numbers differ by platform (`locks/commands.rs` has both tables).
+//! - `close`: a descriptor of a regular file that another descriptor of this process has
+//!   open (the host's connection) is *parked*, its OFD locks released, not closed: closing
+//!   it would drop every classic lock the host holds on that file. [`sweep_parked`] closes
+//!   it once no other descriptor refers to its file (`/proc/self/fd`, macOS `/dev/fd`).
+//!   `-wal` and `-journal` are never locked by SQLite and are closed normally.
 //! - `munmap`: counted, then done. The hot path keeps a pointer to the wal-index header
 //!   (`wal_index.rs`) and uses it only while this count has not moved, so a region SQLite
 //!   unmapped (when its last connection to a file lets go of the wal-index) is never read.
 //!
-//! When SQLite closes the database or `-shm` descriptor (read in SQLite 3.54.1's unix VFS):
-//! `sqlite3_close` (pager close and `unixShmPurge` when the last connection unmaps the
-//! wal-index); opening the `-shm` when another process holds the DMS byte exclusively (it
-//! is rebuilding the wal-index) — `unixLockSharedMemory` returns `SQLITE_BUSY`,
-//! `unixOpenSharedMemory` jumps to `shm_open_err` and `unixShmPurge` closes the `-shm`,
-//! and SQLite retries, reopening it; failing to open the WAL (`walIndexClose`);
-//! `fstat` failing in `unixOpen`; and leaving WAL mode. The engine keeps one connection for
-//! the life of the process, never leaves WAL mode, and the close hook covers the rest.
+//! SQLite closes the database or `-shm` descriptor at `sqlite3_close`, when the last
+//! connection unmaps the wal-index, when a `-shm` open meets another process rebuilding it
+//! (and retries), and on a few failures (3.54.1's unix VFS): the close hook covers them all.
 //!
-//! The hooks live in the aSyscall table of the engine's own SQLite copy: this crate links
-//! SQLite statically (`rusqlite` feature `bundled`) and a `cdylib` exports no `sqlite3_*`
-//! symbol, so the host's copy is untouched. [`self_test`] checks it at open.
-//!
-//! SQLite calls `fcntl` through a variadic pointer. On x86-64 (Linux and macOS) and Linux
-//! AArch64 the variadic third argument arrives where a fixed third parameter is read; on
-//! macOS AArch64, Apple's ABI passes it on the stack, and the hook's entry point there has
-//! the shape that reads it from there (`ofd_fcntl_stack_arg`).
+//! The hooks live in the engine's own SQLite copy (`rusqlite` `bundled`, statically linked;
+//! the `cdylib` exports no `sqlite3_*` symbol), so the host's copy is untouched;
+//! [`self_test`] checks them at open. SQLite calls `fcntl` through a variadic pointer: on
+//! x86-64 and Linux AArch64 the third argument arrives where a fixed parameter is read;
+//! macOS AArch64 passes it on the stack (`ofd_fcntl_stack_arg`).
 //!
 //! **When OFD locks cannot be had, the engine refuses rather than share the file unsafely.**
-//! Before SQLite takes any lock, [`install`] tries OFD locks on a scratch file (an OFD
-//! lock through one descriptor must be seen by a classic `F_GETLK` of this process
-//! through another); and a kernel that answers an OFD request with `EINVAL` later says the
-//! same. Then the `fcntl` hook *refuses*: every request to take a lock fails (`ENOTSUP`,
-//! an I/O error to SQLite); releases go through as OFD releases, which free only the
-//! engine's own OFD locks, never the host's classic ones; queries are answered classically
-//! (they change nothing; macOS SQLite's file-system probe needs them, or it would fall back
-//! to dot-file locking, invisible to the host). So the engine's SQLite takes no lock, reads
-//! and writes no database, releases none of the host's locks: opening fails, calls fail
-//! (the hot path fails open), the reason is said once on stderr and kept in
-//! [`HookStatus::detail`], and the Redis store is the way to run on such a machine. The
-//! close hook stays in (closing would still drop the host's locks), the memory path stays
-//! off. If the open-time [`self_test`] finds the locks not live, the memory path is turned
-//! off for the process, the open report says why (once), and — when the hook is being
-//! called but the process's classic query does not see the engine's lock — the hook
-//! refuses from then on too.
+//! [`install`] tries them on a scratch file first (an OFD lock must be seen by a classic
+//! `F_GETLK` through another descriptor), and an `EINVAL` later says the same. Then the
+//! hook takes no lock (`ENOTSUP`, an I/O error to SQLite), passes releases as OFD releases
+//! (never freeing the host's classic locks) and answers queries classically (macOS SQLite's
+//! file-system probe needs them). Opening and calls fail (the hot path fails open), the
+//! reason is said once and kept in [`HookStatus::detail`]; the Redis store is the way to run
+//! there. A [`self_test`] that finds the locks not live turns the memory path off, and makes
+//! the hook refuse when the process's classic query does not see the engine's lock.
 //!
-//! Windows: SQLite locks with `LockFileEx`, and those locks belong to the file *handle*:
-//! the engine's and the host's locks exclude each other as two processes' would, and closing
-//! a handle releases only that handle's locks — no hazard, no hook ([`LockCheck::Unsupported`],
-//! no warning). The wal-index is mapped with `MapViewOfFile` and unmapped with
-//! `UnmapViewOfFile`, which no hook counts, so the memory path is off there ([`unmaps`] is
-//! `None`): every hot-path call reads the database — correct, not as fast.
+//! Windows: `LockFileEx` locks belong to the handle, so the two copies exclude each other
+//! as two processes would: no hazard, no hook ([`LockCheck::Unsupported`]). No hook counts
+//! `UnmapViewOfFile` either, so the memory path is off there ([`unmaps`] is `None`).
 
 /// Whether the hooks are installed in this process's bundled SQLite.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,6 +139,10 @@ mod imp {
     None
   }
 
+  pub fn open_elsewhere(_id: (u64, u64)) -> Option<bool> {
+    None
+  }
+
   pub fn self_test(_path: &Path, _calls: u64, _at_path: impl Fn() -> bool) -> LockCheck {
     LockCheck::Unsupported
   }
@@ -177,5 +157,6 @@ mod imp {
 }
 
 pub use imp::{
-  install, installed, lock_calls, parked_count, probe_shm, self_test, sweep_parked, unmaps,
+  install, installed, lock_calls, open_elsewhere, parked_count, probe_shm, self_test, sweep_parked,
+  unmaps,
 };

@@ -1,22 +1,16 @@
 //! The SQLite driver: the host's `storage.sqlite`, shared with the host's own connection.
 //!
-//! - `locks.rs`: the OFD-lock and close hooks that keep the host's locks intact.
-//! - `open.rs`: [`SqliteDb::open`] — pragmas, migrations, the lock self-test.
-//! - `path.rs`: where the database is ([`default_db_path`]).
-//! - `migrations.rs`: the embedded `migrations/*.sql`, applied idempotently.
-//! - `counters.rs`: the sliding-window counters and the host's `db/quotaConsumption.ts`.
-//! - `usage.rs`: the pool usage snapshot.
-//! - `metadata.rs`: pools, allocations, plans, model caps, settings.
-//! - `cache.rs`: the hot path's metadata cache and its invalidation.
-//! - `hot.rs`: the hot path's reads from memory while nothing was committed, and the
-//!   core's view of the store (`QuotaSource`);
-//!   `wal_index.rs`: how "nothing was committed" is known.
-//! - `record_buffer.rs`: `recordConsumption`'s writes, buffered and committed together.
-//! - `admission.rs`: reserve-mode enforce (decide and reserve in one transaction) and
-//!   settling a reservation.
-//! - `inspect.rs`: the CLI's read-only look at a database file.
-//! - `gc.rs`: retention and the totals reconciliation (the background sweep is the
-//!   engine's, `engine/database.rs`, which owns the connection).
+//! - `locks.rs`: the OFD-lock and close hooks that keep the host's locks intact; `open.rs`:
+//!   [`SqliteDb::open`] (pragmas, migrations, the lock self-test); `path.rs`: where the
+//!   database is; `migrations.rs`: the embedded `migrations/*.sql`, applied idempotently.
+//! - `counters.rs`: the sliding-window counters (the host's `db/quotaConsumption.ts`);
+//!   `usage.rs`: the pool usage snapshot; `metadata.rs` and `cache.rs`: pools, allocations,
+//!   plans, model caps, settings, and the hot path's cache of them.
+//! - `hot.rs`: the hot path's reads, from memory while nothing was committed (known from
+//!   `wal_index.rs`); `record_buffer.rs`: records buffered and committed together;
+//!   `admission.rs`: reserve mode's enforce and settle.
+//! - `inspect.rs`: the CLI's read-only look; `gc.rs`: retention and the totals
+//!   reconciliation (the sweep itself is `engine/database.rs`'s).
 
 mod admission;
 mod cache;

@@ -365,6 +365,11 @@ fn open_fds() -> Option<Vec<c_int>> {
   )
 }
 
+/// Whether a descriptor of this process, not a parked one, refers to the file (or `None`).
+pub fn open_elsewhere((dev, ino): (u64, u64)) -> Option<bool> {
+  other_user(dev, ino, -1, &lock_parked())
+}
+
 /// Whether a descriptor other than `except` and the parked ones refers to `(dev, ino)`.
 fn other_user(dev: u64, ino: u64, except: c_int, parked: &[Parked]) -> Option<bool> {
   let fds = open_fds()?;
