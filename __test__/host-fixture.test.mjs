@@ -121,7 +121,7 @@ for (const [made, flushMs, apiKeyId, counted] of [['buffered', undefined, keys[0
     try {
       const start = inCopy()
       for (let i = 0; i < 5; i++) await recordConsumption({ ...request, cost: { requests: 1 } })
-      assert.match(String(engine.flushQuotaWrites()), /old file's -wal and -shm/)
+      assert.match(String(engine.flushQuotaWrites()), /whose -wal and -shm a connection/)
       assert.equal(inCopy() - start, 0, 'nothing in the new file while the host is on the old one')
       host.close()
       host.open()

@@ -1,5 +1,5 @@
 // Child process: argv dir, order ("engine-first" or "host-first", who closes first at the
-// end). A backup whose pages are laid out differently (an operator's older copy, vacuumed)
+// end), variant ("rm-shm": the `-shm` removed before the rename). A backup whose pages are laid out differently (an operator's older copy, vacuumed)
 // is renamed over storage.sqlite while the host's connection stays on the old file and
 // keeps committing; the engine records 3 before and 4 after. Prints one JSON line: what a
 // reader of the path found meanwhile, what one finds at rest, and whether the engine said
@@ -8,7 +8,7 @@ import fs from 'node:fs'
 import { createRequire } from 'node:module'
 import { startHost } from '../../bench/host.mjs'
 
-const [dir, order] = process.argv.slice(2)
+const [dir, order, variant] = process.argv.slice(2)
 const require = createRequire(import.meta.url)
 const Database = require('better-sqlite3')
 const host = startHost({ dir, checkpointMs: 0 })
@@ -26,6 +26,7 @@ const b = new Database(backup)
 b.pragma('journal_mode = DELETE')
 b.exec('DELETE FROM call_logs WHERE rowid % 2 = 0; VACUUM')
 b.close()
+if (variant === 'rm-shm') fs.rmSync(`${host.file}-shm`) // the operator removes the -shm first
 fs.renameSync(backup, host.file)
 await enforceQuotaShare(request)
 for (let i = 0; i < 50; i++) host.logCall('mv-key', 'mv-conn', 'mv')
@@ -52,5 +53,5 @@ try {
 } catch (err) {
   atRest = { error: String(err) }
 }
-const said = host.logs.some((l) => /old file's -wal and -shm/.test(JSON.stringify(l)))
+const said = host.logs.some((l) => /whose -wal and -shm a connection/.test(JSON.stringify(l)))
 console.log(JSON.stringify({ during, ...atRest, said }))

@@ -138,16 +138,24 @@ pub struct Database {
   missing_since: Mutex<Option<std::time::Instant>>,
   /// The last open that failed, while no open has succeeded since.
   failed_open: Mutex<Option<FailedOpen>>,
-  /// The path, file and `-shm` of the last open (see [`Database::refuse_old_sidecars`]).
-  sidecars: Mutex<Option<LastOpen>>,
 }
 
-/// A path, its file and its `-shm` (id and birth time: a new one often gets the old inode).
-type LastOpen = (PathBuf, Option<FileId>, Option<ShmId>);
-type ShmId = (FileId, Option<std::time::SystemTime>);
-fn shm_id(path: &Path) -> Option<ShmId> {
+/// Refuses to open `path` while its `-wal` or `-shm` is open in the process (the host's
+/// connection) and the file at the path is not: they are another file's then, one renamed
+/// away while in use, which keeps writing them, and SQLite, which opens them by path,
+/// would make the two files share one WAL. It ends when that connection closes.
+fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
+  let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
   let shm = PathBuf::from([path.as_os_str(), "-shm".as_ref()].join(std::ffi::OsStr::new("")));
-  Some((file_id(&shm)?, std::fs::metadata(&shm).ok()?.created().ok()))
+  if open(path) || !(open(&wal_path(path)) || open(&shm)) {
+    return Ok(());
+  }
+  Err(QuotaError::Store(format!(
+    "{} is not the file whose -wal and -shm a connection of this process still uses (a file \
+     renamed over one in use); the engine opens it once that connection closes (SQLite would \
+     attach it to them): decisions allow, and records made meanwhile are not counted, until then",
+    path.display()
+  )))
 }
 
 /// An open that failed: where, what was there just before it, when, and why.
@@ -438,13 +446,11 @@ impl Database {
     // A refusal costs a `stat` or two, and ends when the restore does: not remembered.
     let options = self.refuse_mid_restore(path, folder.as_ref())?;
     locks::sweep_parked();
-    self.refuse_old_sidecars(path)?;
     #[cfg(feature = "test-hooks")]
     super::test_hooks::OPENS.fetch_add(1, Ordering::Relaxed);
-    let opened = SqliteDb::open(path, &options);
-    if opened.is_ok() {
-      *relock(&self.sidecars) = Some((path.to_path_buf(), file_id(path), shm_id(path)));
-    }
+    // A refusal for another file's sidecars is remembered as a failed open: its check
+    // lists the process's descriptors.
+    let opened = refuse_foreign_sidecars(path).and_then(|()| SqliteDb::open(path, &options));
     // Another connection's lock (SQLITE_BUSY) ends leaving no trace on the file: each call
     // waits for it again, as any write does, rather than fail while it may be gone.
     let locked = |error: &&QuotaError| error.to_string().contains("database is locked");
@@ -493,29 +499,6 @@ impl Database {
       existing: had_it_here,
       ..self.options.clone()
     })
-  }
-
-  /// Refuses to open `path` while the file of the last open, no longer there, is still open
-  /// in the process (the host's connection) and the `-shm` at the path is still its: SQLite
-  /// opens `-wal` and `-shm` by path, so the new file would share the WAL it writes.
-  fn refuse_old_sidecars(&self, path: &Path) -> Result<()> {
-    let last = relock(&self.sidecars);
-    let Some((at, Some(file), Some(shm))) = last.as_ref() else {
-      return Ok(());
-    };
-    if at != path
-      || file_id(path) == Some(*file)
-      || shm_id(path).as_ref() != Some(shm)
-      || locks::open_elsewhere(*file) != Some(true)
-    {
-      return Ok(());
-    }
-    Err(QuotaError::Store(format!(
-      "{} was replaced while a connection still uses the old file's -wal and -shm; the \
-       engine opens it once that connection closes (SQLite would attach it to them): \
-       decisions allow, and records made meanwhile are not counted, until then",
-      path.display()
-    )))
   }
 
   /// Runs `f` only if the connection is open (never opens it): `None` otherwise. For
