@@ -20,8 +20,8 @@ use crate::core::enforce::{consumption_writes, enforce};
 use crate::error::{QuotaError, Result};
 use crate::store::ids::new_reservation_id;
 use crate::store::sqlite::{
-  default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff, wal_path,
-  DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
+  default_db_path, file_id, inspect_open, inspect_path, locks, retention_cutoff, shm_path,
+  wal_path, DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
   TotalsCursor, GC_CHUNK, RECONCILE_BATCH, RETRY_AFTER_FAILURE,
 };
 use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
@@ -146,8 +146,7 @@ pub struct Database {
 /// would make the two files share one WAL. It ends when that connection closes.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
-  let shm = PathBuf::from([path.as_os_str(), "-shm".as_ref()].join(std::ffi::OsStr::new("")));
-  if open(path) || !(open(&wal_path(path)) || open(&shm)) {
+  if open(path) || !(open(&wal_path(path)) || open(&shm_path(path))) {
     return Ok(());
   }
   Err(QuotaError::Store(format!(

@@ -34,7 +34,7 @@ pub use gc::{TotalsCursor, GC_CHUNK, RECONCILE_BATCH};
 pub use inspect::{inspect_open, inspect_path, DatabaseInspection, PoisonedCounters};
 pub use locks::{HookStatus, LockCheck};
 pub use migrations::migration_status;
-pub(crate) use open::{file_id, wal_path, FileId};
+pub(crate) use open::{file_id, shm_path, wal_path, FileId};
 pub use open::{OpenOptions, OpenReport};
 pub use path::default_db_path;
 pub(crate) use record_buffer::PendingWrites;

@@ -95,9 +95,18 @@ pub(crate) type FileId = (u64, u64);
 
 /// The WAL beside the database file at `path`.
 pub(crate) fn wal_path(path: &Path) -> PathBuf {
-  let mut wal = path.as_os_str().to_owned();
-  wal.push("-wal");
-  PathBuf::from(wal)
+  sidecar(path, "-wal")
+}
+
+/// The `-shm` (the wal-index) beside the database file at `path`.
+pub(crate) fn shm_path(path: &Path) -> PathBuf {
+  sidecar(path, "-shm")
+}
+
+fn sidecar(path: &Path, suffix: &str) -> PathBuf {
+  let mut file = path.as_os_str().to_owned();
+  file.push(suffix);
+  PathBuf::from(file)
 }
 
 #[cfg(unix)]

@@ -7,7 +7,7 @@ use super::commands::LockCommands;
 use super::{HookStatus, LockCheck};
 use libc::{c_int, c_void};
 use rusqlite::ffi;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -582,9 +582,7 @@ pub fn lock_calls() -> u64 {
 /// `None` when it cannot be asked.
 pub fn probe_shm(db_path: &Path) -> Option<bool> {
   use std::os::unix::fs::MetadataExt;
-  let mut shm = db_path.as_os_str().to_owned();
-  shm.push("-shm");
-  let meta = std::fs::metadata(PathBuf::from(shm)).ok()?;
+  let meta = std::fs::metadata(crate::store::sqlite::shm_path(db_path)).ok()?;
   let (dev, ino) = (meta.dev(), meta.ino());
   let fd = open_fds()?
     .into_iter()
