@@ -1,16 +1,17 @@
 // Benchmark: selectQuotaShareTarget (each selection followed by its decrementInflight) at
-// N = 2, 8, 64 and 512 targets, native engine vs. the plain-JavaScript baseline of the
-// same algorithm (bench/baseline/quotaShareStrategy.js). Prints a markdown table.
+// N = 2, 8, 64 and 512 targets: the native engine against the old engine (the host's
+// TypeScript modules' steps, bench/baseline/oldEngineScheduler.js) and against the same rules
+// written lean in JavaScript (bench/baseline/quotaShareStrategy.js). Prints a markdown table.
 //
 //   node scripts/build-native.js   # a RELEASE build first (npm run bench:scheduler does both)
 //   node bench/scheduler.mjs [--quick]
 //
-// Both sides see the same scenario, shaped as the host calls it (its combo ordering step):
+// Every side sees the same scenario, shaped as the host calls it (its combo ordering step):
 // every selection gets a targets array and a concurrency-cap Map of its own (the host builds
 // both per request), here 64 prebuilt sets of fresh objects used in turn; targets on distinct
 // connections with weights 1..3, a cap over half of them, one target saturated (N >= 8), the
-// clock moving 1 ms per selection. A third row runs the glue with its native calls stubbed
-// (see shellAlone). Rounds alternate between the sides; the table shows the
+// clock moving 1 ms per selection. A fourth row runs the glue with its native calls stubbed
+// (see shellAlone). Rounds alternate the order of the sides; the table shows the
 // median round. p50/p99 come from timing single calls with process.hrtime.bigint(), which
 // adds its own ~50 ns to each.
 import { createRequire } from 'node:module'
@@ -19,6 +20,7 @@ import os from 'node:os'
 const require = createRequire(import.meta.url)
 const native = require('../index.js')
 const baseline = require('./baseline/quotaShareStrategy.js')
+const oldEngine = require('./baseline/oldEngineScheduler.js')
 
 /**
  * The glue of lib/quotaShareStrategy.js with its two native calls replaced by stubs (the
@@ -54,8 +56,14 @@ const COMBO = 'auto-pool:claude-team'
 const MODEL = 'claude/claude-opus-4'
 
 const sides = {
+  old: {
+    name: 'old engine',
+    select: oldEngine.selectQuotaShareTarget,
+    recordUsage: oldEngine.recordUsage,
+    reset: oldEngine._clearForBench,
+  },
   js: {
-    name: 'JavaScript',
+    name: 'lean JavaScript',
     select: baseline.selectQuotaShareTarget,
     recordUsage: baseline.recordUsage,
     reset: baseline._clearForBench,
@@ -139,20 +147,19 @@ function latencies(side, sets, clock, count) {
 const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]
 
 function checkSameChoices(n) {
-  // Both sides must make the same choices, or the comparison is meaningless.
-  const js = scenario(n, sides.js)
-  const nat = scenario(n, sides.native)
+  // Every side must make the same choices as the engine, or the comparison is meaningless.
+  const keys = ['old', 'js', 'native']
+  const sets = Object.fromEntries(keys.map((key) => [key, scenario(n, sides[key])]))
   for (let i = 0; i < 2000; i++) {
-    const now = T0 + i
-    const a = sides.js.select(js[i % SETS].targets, COMBO, MODEL, now, js[i % SETS].options)
-    const b = sides.native.select(nat[i % SETS].targets, COMBO, MODEL, now, nat[i % SETS].options)
-    const ka = a.orderedTargets.map((t) => t.index).join(',')
-    const kb = b.orderedTargets.map((t) => t.index).join(',')
-    if (ka !== kb) throw new Error(`N=${n}, selection ${i}: JavaScript chose ${ka}, native ${kb}`)
-    if (i % 3 !== 0) {
-      a.decrementInflight()
-      b.decrementInflight()
+    const results = keys.map((key) => {
+      const { targets, options } = sets[key][i % SETS]
+      return sides[key].select(targets, COMBO, MODEL, T0 + i, options)
+    })
+    const orders = results.map((r) => r.orderedTargets.map((t) => t.index).join(','))
+    for (let k = 0; k < keys.length - 1; k++) {
+      if (orders[k] !== orders[keys.length - 1]) throw new Error(`N=${n}, selection ${i}: ${sides[keys[k]].name} chose ${orders[k]}, native ${orders[keys.length - 1]}`)
     }
+    if (i % 3 !== 0) for (const r of results) r.decrementInflight()
   }
 }
 
@@ -166,7 +173,7 @@ function fmtNs(ns) {
 const rows = []
 for (const n of SIZES) {
   checkSameChoices(n)
-  const keys = ['js', 'native', 'shell']
+  const keys = ['old', 'js', 'native', 'shell']
   const results = {}
   const setups = {}
   const clocks = {}
@@ -187,16 +194,17 @@ for (const n of SIZES) {
     }
   }
   const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
-  rows.push({ n, js: summary('js'), nat: summary('native'), shell: summary('shell') })
+  rows.push({ n, ...Object.fromEntries(keys.map((key) => [key, summary(key)])) })
 }
 
 console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
 console.log('')
-console.log('| N | | ops/s | p50 | p99 | time ÷ JavaScript time |')
-console.log('|---:|---|---:|---:|---:|---:|')
-for (const { n, js, nat, shell } of rows) {
-  for (const [label, r] of [['JavaScript', js], ['native', nat], [sides.shell.name, shell]]) {
-    const ratio = label === 'JavaScript' ? '' : `${(js.ops / r.ops).toFixed(2)}×`
-    console.log(`| ${label === 'JavaScript' ? n : ''} | ${label} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio} |`)
+console.log('| N | | ops/s | p50 | p99 | time ÷ old engine | time ÷ lean JavaScript |')
+console.log('|---:|---|---:|---:|---:|---:|---:|')
+for (const row of rows) {
+  for (const key of ['old', 'js', 'native', 'shell']) {
+    const r = row[key]
+    const ratio = (base) => (key === base ? '' : `${(row[base].ops / r.ops).toFixed(2)}×`)
+    console.log(`| ${key === 'old' ? row.n : ''} | ${sides[key].name} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio('old')} | ${ratio('js')} |`)
   }
 }
