@@ -351,6 +351,30 @@ test('bad input throws TypeError/RangeError with ERR_QUOTA_INVALID_ARG naming th
   assert.equal(_inflightSizeForTest(), 0, 'a rejected call leases nothing')
 })
 
+test('a target or options that throw when read end the call with their own exception, leasing nothing', () => {
+  const own = new Error('the getter threw')
+  const revokedObject = () => {
+    const { proxy, revoke } = Proxy.revocable({}, {})
+    revoke()
+    return proxy
+  }
+  const cases = [
+    [() => [...targets('A'), { executionKey: 'B', get connectionId() { throw own } }], undefined, own],
+    [() => [...targets('A'), revokedObject()], undefined, TypeError],
+    [() => targets('A', 'B'), { get maxConcurrentByConnection() { throw own } }, own],
+    [() => targets('A', 'B'), revokedObject(), TypeError],
+  ]
+  for (const [list, options, thrown] of cases) {
+    assert.throws(
+      () => selectQuotaShareTarget(list(), COMBO, MODEL, T0, options),
+      (err) => (thrown instanceof Error ? err === thrown : err instanceof thrown && /revoked/.test(err.message)),
+    )
+    assert.equal(_inflightSizeForTest(), 0, 'a call that threw leases nothing')
+    assert.equal(_getDrrDeficitForTest(COMBO, 'A'), 0, 'nor moves a deficit')
+  }
+  assert.equal(pick(targets('A', 'B')), 'A', 'and the next selection is as the first')
+})
+
 test('a selection is synchronous', () => {
   const result = selectQuotaShareTarget(targets('A'), COMBO, MODEL, T0)
   assert.ok(!(result instanceof Promise))
