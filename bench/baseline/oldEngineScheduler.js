@@ -72,13 +72,10 @@ function windowSaturated(connectionId, windowKey, nowMs) {
 const deficitsByCombo = new Map()
 
 function deficitsOf(comboName) {
-  let deficits = deficitsByCombo.get(comboName)
-  if (!deficits) {
-    if (deficitsByCombo.size >= MAX_COMBOS) deficitsByCombo.delete(deficitsByCombo.keys().next().value)
-    deficits = new Map()
-    deficitsByCombo.set(comboName, deficits)
-  }
-  return deficits
+  const known = deficitsByCombo.get(comboName)
+  if (known) return known
+  if (deficitsByCombo.size >= MAX_COMBOS) deficitsByCombo.delete(deficitsByCombo.keys().next().value)
+  return deficitsByCombo.set(comboName, new Map()).get(comboName)
 }
 
 const weightOf = (weight) => (Number.isFinite(weight) && weight > 0 ? weight : 1)
@@ -144,22 +141,15 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   }
   const connectionId = chosen.connectionId ?? ''
   acquire(connectionId, nowMs)
+  const orderedTargets = [chosen, ...others, ...full, ...saturatedTail]
   let done = false
-  return {
-    target: chosen,
-    orderedTargets: [chosen, ...others, ...full, ...saturatedTail],
-    decrementInflight: () => {
-      if (done) return
-      done = true
-      release(connectionId, nowMs)
-    },
+  const decrementInflight = () => {
+    if (!done) release(connectionId, nowMs)
+    done = true
   }
+  return { target: chosen, orderedTargets, decrementInflight }
 }
 
-function _clearForBench() {
-  slots.clear()
-  saturation.clear()
-  deficitsByCombo.clear()
-}
+const _clearForBench = () => [slots, saturation, deficitsByCombo].forEach((map) => map.clear())
 
 module.exports = { selectQuotaShareTarget, recordUsage, _clearForBench }
