@@ -150,6 +150,8 @@ function selectQuotaShareTarget(targets, comboName, modelStr, nowMs = Date.now()
   return { target: chosen, orderedTargets, decrementInflight }
 }
 
-const _clearForBench = () => [slots, saturation, deficitsByCombo].forEach((map) => map.clear())
+function _clearForBench() {
+  for (const map of [slots, saturation, deficitsByCombo]) map.clear()
+}
 
 module.exports = { selectQuotaShareTarget, recordUsage, _clearForBench }
