@@ -7,8 +7,9 @@
 -- ARGV, three per counter: the amount (a decimal string), the TTL (seconds), the API key id;
 -- then this flush's id. A process numbers its flushes upwards and sends one again (after a
 -- timeout, say) before any later one, so an id at or below the last applied one was applied:
--- nothing is added again. The id is kept as long as the longest-lived bucket the flush wrote,
--- so a flush sent again after any wait is added again only where no read can see it.
+-- nothing is added again. The id is kept as long as a bucket of the flush can still be read
+-- (two of its longest window, and at least a day), so a flush sent again after any wait is
+-- added again only where no read can see it.
 -- Returns the indices (0-based, as strings) of the counters it skipped because a key of
 -- theirs holds something INCRBYFLOAT or SADD would refuse: Redis does not undo a script
 -- that fails half-way, so every key is checked (checks.lua) before anything is written, and the others
@@ -17,7 +18,7 @@ local cap = 1e15
 local skipped = {}
 local ok = {}
 local n, flushed, flush_id = (#KEYS - 1) / 3, KEYS[#KEYS], tonumber(ARGV[#ARGV])
-local keep = 1
+local keep = 86400
 for w = 0, n - 1 do
   keep = math.max(keep, tonumber(ARGV[3 * w + 2]))
   ok[w] = holds(KEYS[3 * w + 1], 'string') and holds(KEYS[3 * w + 2], 'set') and holds(KEYS[3 * w + 3], 'string')
