@@ -81,6 +81,8 @@ const sides = {
     reset: () => {},
   },
 }
+/** The timed sides, in the table's order. */
+const TIMED = ['old', 'js', 'native', 'shell']
 /** How many (targets, caps) sets a scenario cycles through. */
 const SETS = 64
 
@@ -173,20 +175,19 @@ function fmtNs(ns) {
 const rows = []
 for (const n of SIZES) {
   checkSameChoices(n)
-  const keys = ['old', 'js', 'native', 'shell']
   const results = {}
   const setups = {}
   const clocks = {}
-  for (const key of keys) {
+  for (const key of TIMED) {
     results[key] = { ops: [], p50: [], p99: [] }
     clocks[key] = { now: T0 }
   }
-  for (const key of keys) {
+  for (const key of TIMED) {
     setups[key] = scenario(n, sides[key])
     throughput(sides[key], setups[key], clocks[key], ROUND_MS) // warm-up
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const key of round % 2 === 0 ? keys : [...keys].reverse()) {
+    for (const key of round % 2 === 0 ? TIMED : [...TIMED].reverse()) {
       results[key].ops.push(throughput(sides[key], setups[key], clocks[key], ROUND_MS))
       const [p50, p99] = latencies(sides[key], setups[key], clocks[key], Math.floor(SAMPLES / ROUNDS))
       results[key].p50.push(p50)
@@ -194,7 +195,7 @@ for (const n of SIZES) {
     }
   }
   const summary = (key) => ({ ops: median(results[key].ops), p50: median(results[key].p50), p99: median(results[key].p99) })
-  rows.push({ n, ...Object.fromEntries(keys.map((key) => [key, summary(key)])) })
+  rows.push({ n, ...Object.fromEntries(TIMED.map((key) => [key, summary(key)])) })
 }
 
 console.log(`selectQuotaShareTarget + decrementInflight — Node ${process.version}, ${os.cpus()[0]?.model ?? os.arch()}, ${os.cpus().length} CPUs`)
@@ -202,7 +203,7 @@ console.log('')
 console.log('| N | | ops/s | p50 | p99 | time ÷ old engine | time ÷ lean JavaScript |')
 console.log('|---:|---|---:|---:|---:|---:|---:|')
 for (const row of rows) {
-  for (const key of ['old', 'js', 'native', 'shell']) {
+  for (const key of TIMED) {
     const r = row[key]
     const ratio = (base) => (key === base ? '' : `${(row[base].ops / r.ops).toFixed(2)}×`)
     console.log(`| ${key === 'old' ? row.n : ''} | ${sides[key].name} | ${fmtOps(r.ops)} | ${fmtNs(r.p50)} | ${fmtNs(r.p99)} | ${ratio('old')} | ${ratio('js')} |`)

@@ -1,8 +1,8 @@
 'use strict'
-// The benchmark's "old engine": the quota-share scheduler as the host's TypeScript modules
-// run it (open-sse/services/combo/quotaShareStrategy.ts with quotaShareInflight.ts and
-// src/lib/quota/accountBuckets.ts), step for step, so the engine is measured against what
-// the host would otherwise run. The steps that cost, as the host takes them:
+// The benchmark's "old engine": the quota-share scheduler as the host's own TypeScript
+// (its scheduler, in-flight and account-bucket modules, which the compat/ entries replace:
+// docs/integration.md) runs it, step for step, so the engine is measured against what the
+// host would otherwise run. The steps that cost, as the host takes them:
 // - one bucket Map keyed by `${connectionId}::${windowKey}`, a string built per lookup, and
 //   the `7d:${model}` window built per target;
 // - the saturated tail found by `includes` on the eligible array (quadratic in the targets);
