@@ -68,3 +68,27 @@ test('an accessor on Object.prototype or Array.prototype never changes which pro
   await worker.terminate()
   assert.deepEqual(seen, ['names-proto-a:requests:hourly', 'names-proto-b:requests:hourly', 'names-proto-a:requests:hourly'], 'each read found its own property')
 })
+
+test('an array is read element by element, at most 65,536 of them: its length costs the caller nothing', () => {
+  const { decideFairShare, computeBurnRate, createPool, listPools, upsertProviderPlan, getProviderPlan } = require('@omniroute/quota-engine')
+  const pools = listPools().total
+  // `new Array(2 ** 32 - 1)` is four billion holes for free: refused by its length at once,
+  // before a single element is read (reading them would take minutes and gigabytes).
+  for (const length of [2 ** 32 - 1, 65_537]) {
+    const holes = new Array(length)
+    const tooLong = { name: 'RangeError', code: 'ERR_QUOTA_INVALID_ARG', message: `input.dimensions: must have at most 65536 elements, got ${length}` }
+    assert.throws(() => decideFairShare({ dimensions: holes, allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }), tooLong)
+    assert.throws(() => computeBurnRate(holes), { name: 'RangeError', message: `history: must have at most 65536 elements, got ${length}` })
+    assert.throws(() => createPool({ connectionId: 'arrays', name: 'holes', allocations: holes }), { name: 'RangeError', message: /^input\.allocations: must have at most 65536 elements/ })
+    assert.throws(() => upsertProviderPlan({ connectionId: 'arrays', provider: 'p', dimensions: holes, source: 'manual' }), { name: 'RangeError', message: /^plan\.dimensions: must have at most 65536 elements/ })
+  }
+  // Within the bound, the first hole ends the read with its path.
+  const hole = { name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG' }
+  assert.throws(() => computeBurnRate(new Array(65_536)), { ...hole, message: 'history[0]: expected an object, got undefined' })
+  assert.throws(() => createPool({ connectionId: 'arrays', name: 'holes', allocations: new Array(3) }), { ...hole, message: /^input\.allocations\[0\]: expected an object, got undefined/ })
+  const samples = Array.from({ length: 65_536 }, (_, i) => ({ ts: i * 1000, consumed: i }))
+  assert.equal(computeBurnRate(samples, 10).tokensPerSecond, 1)
+  // Nothing was written by the refused calls.
+  assert.equal(listPools().total, pools)
+  assert.equal(getProviderPlan('arrays'), null)
+})

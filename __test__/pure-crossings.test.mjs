@@ -207,7 +207,9 @@ test('Proxies the engine cannot read as arrays are the field\'s error, with its 
   assert.throws(() => native.computeBurnRate(proxy), { name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG' })
   const huge = new Proxy([], { get: (target, key) => (key === 'length' ? 2 ** 32 - 1 : target[key]) })
   assert.throws(() => computeBurnRate(huge), { code: 'ERR_QUOTA_INVALID_ARG' })
-  assert.throws(() => native.computeBurnRate(huge), { message: /^history: .*a length of 4294967295/ })
+  assert.throws(() => native.computeBurnRate(huge), { name: 'RangeError', message: 'history: must have at most 65536 elements, got 4294967295' })
+  const notALength = new Proxy([], { get: (target, key) => (key === 'length' ? 1.5 : target[key]) })
+  assert.throws(() => native.computeBurnRate(notALength), { name: 'TypeError', message: /^history: .*a length of 1.5/ })
   // A length trap that answers a non-number is said as such, naming the field.
   const text = new Proxy([], { get: (target, key) => (key === 'length' ? '1' : target[key]) })
   assert.throws(() => native.computeBurnRate(text), { code: 'ERR_QUOTA_INVALID_ARG', message: /^history: .*a length that is not a number/ })

@@ -109,8 +109,8 @@ impl Source for Unknown<'_> {
     Ok(array_is_array().unwrap_or(false))
   }
 
-  /// A Proxy's length is its `length` trap's answer, which must be an integer in
-  /// `0..=MAX_PROXY_LENGTH`: a trap cannot make the engine read four billion elements.
+  /// A Proxy's length is its `length` trap's answer, which must be an array length (an
+  /// integer in `0..=2^32 - 1`); how many elements are read is bounded by the reader.
   fn length(&self) -> std::result::Result<u32, Fault> {
     // For anything but a real array this fails and throws nothing.
     if let Ok(length) = object(self).get_array_length_unchecked() {
@@ -120,7 +120,7 @@ impl Source for Unknown<'_> {
       Some((length, Kind::Number)) => length.number()?,
       _ => return Err("a length that is not a number".to_string()),
     };
-    ((0.0..=f64::from(MAX_PROXY_LENGTH)).contains(&length) && length.fract() == 0.0)
+    ((0.0..=f64::from(u32::MAX)).contains(&length) && length.fract() == 0.0)
       .then_some(length as u32)
       .ok_or_else(|| format!("a length of {length}"))
   }
@@ -150,6 +150,3 @@ impl Source for Unknown<'_> {
     Ok(keys)
   }
 }
-
-/// The most elements a Proxy of an array is read for.
-const MAX_PROXY_LENGTH: u32 = 65_536;

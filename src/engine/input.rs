@@ -21,6 +21,10 @@ use crate::core::scheduler::account_buckets::QuotaReading;
 use crate::error::{JsNumber, QuotaError, Result};
 use crate::store::{LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate};
 
+/// The most elements an array argument may have: far above any real pool, plan, history
+/// or command, and few enough that reading them all is bounded work.
+pub const MAX_ELEMENTS: u32 = 65_536;
+
 /// `Number.MAX_SAFE_INTEGER`.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -264,25 +268,26 @@ impl<'p, V: Source> Arg<'p, V> {
     self.read(Kind::Object, "an object", V::keys)
   }
 
-  /// The elements of an array.
-  pub fn elements(&self) -> Result<Vec<Arg<'_, V>>> {
+  /// Each element of an array, read with `read` in order. An array's length costs its
+  /// caller nothing (`new Array(2 ** 32 - 1)`, or a Proxy's `length` trap), so it is
+  /// bounded ([`MAX_ELEMENTS`]) and sizes nothing, and the first bad element ends the read.
+  pub fn list<T>(&self, read: impl Fn(&Arg<'_, V>) -> Result<T>) -> Result<Vec<T>> {
     if !self.read(Kind::Object, "an object", V::is_array)? {
       return Err(self.expected("an array"));
     }
     let array = self.present()?;
     let length = array.length().map_err(|e| fault(&self.path, e))?;
-    (0..length)
-      .map(|i| {
-        let path = Path::Element(&self.path, i);
-        let value = array.element(i).map_err(|e| fault(&path, e))?;
-        Ok(Arg::read_at(value, path))
-      })
-      .collect()
-  }
-
-  /// Each element of an array, read with `read`.
-  pub fn list<T>(&self, read: impl Fn(&Arg<'_, V>) -> Result<T>) -> Result<Vec<T>> {
-    self.elements()?.iter().map(read).collect()
+    if length > MAX_ELEMENTS {
+      let message = format!("must have at most {MAX_ELEMENTS} elements, got {length}");
+      return Err(QuotaError::range_error(self.path.to_string(), message));
+    }
+    let mut values = Vec::new();
+    for i in 0..length {
+      let path = Path::Element(&self.path, i);
+      let value = array.element(i).map_err(|e| fault(&path, e))?;
+      values.push(read(&Arg::read_at(value, path))?);
+    }
+    Ok(values)
   }
 }
 
@@ -747,6 +752,8 @@ mod tests {
     Str(&'static str),
     Obj(Vec<(&'static str, Fake)>),
     List(Vec<Fake>),
+    /// `new Array(n)`: `n` holes, of which only the first may be read.
+    Holes(u32),
   }
 
   impl Source for Fake {
@@ -755,7 +762,7 @@ mod tests {
         Fake::Null => Kind::Null,
         Fake::Num(_) => Kind::Number,
         Fake::Str(_) => Kind::String,
-        Fake::Obj(_) | Fake::List(_) => Kind::Object,
+        Fake::Obj(_) | Fake::List(_) | Fake::Holes(_) => Kind::Object,
       })
     }
     fn number(&self) -> std::result::Result<f64, Fault> {
@@ -784,11 +791,12 @@ mod tests {
       }
     }
     fn is_array(&self) -> std::result::Result<bool, Fault> {
-      Ok(matches!(self, Fake::List(_)))
+      Ok(matches!(self, Fake::List(_) | Fake::Holes(_)))
     }
     fn length(&self) -> std::result::Result<u32, Fault> {
       match self {
         Fake::List(items) => Ok(items.len() as u32),
+        Fake::Holes(length) => Ok(*length),
         _ => Err("not an array".into()),
       }
     }
@@ -798,6 +806,8 @@ mod tests {
           .get(index as usize)
           .map(|v| Ok((v.clone(), v.kind()?)))
           .transpose(),
+        Fake::Holes(_) if index == 0 => Ok(None),
+        Fake::Holes(_) => panic!("element {index} read after a bad element 0"),
         _ => Err("not an array".into()),
       }
     }
@@ -875,6 +885,29 @@ mod tests {
         "dims[1].unit: unknown unit \"parsecs\" (expected percent, requests, tokens or usd)".into()
       )
     );
+  }
+
+  #[test]
+  fn an_arrays_length_sizes_nothing_and_the_first_bad_element_ends_the_read() {
+    let read = |length| {
+      let dims = Arg::new(Fake::Holes(length), "dims").unwrap();
+      message(dims.list(dimension).unwrap_err())
+    };
+    assert_eq!(
+      read(u32::MAX),
+      (
+        "Range".into(),
+        "dims: must have at most 65536 elements, got 4294967295".into()
+      )
+    );
+    assert_eq!(read(MAX_ELEMENTS + 1).0, "Range");
+    // `Fake::Holes` panics if an element after the first is read.
+    let first_hole = (
+      "Type".into(),
+      "dims[0]: expected an object, got undefined".into(),
+    );
+    assert_eq!(read(MAX_ELEMENTS), first_hole);
+    assert_eq!(read(3), first_hole);
   }
 
   #[test]
