@@ -8,6 +8,7 @@ import fs from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 import { createRequire } from 'node:module'
+import { Worker } from 'node:worker_threads'
 import { openHostDb } from '../bench/host.mjs'
 
 const require = createRequire(import.meta.url)
@@ -131,4 +132,71 @@ test('a resolver that throws until the host is ready is asked again at most ever
   const ms = performance.now() - started
   // Once at installHost, once at the open, then once per 100 ms at most.
   assert.ok(calls >= 2 && calls <= 3 + Math.ceil(ms / 100), `${calls} calls in ${ms.toFixed(0)} ms for 300 requests`)
+})
+
+test('a dbPath string that is empty or has a NUL character is the option\'s RangeError, and nothing changes', () => {
+  const file = path.join(hostDir, 'kept.sqlite')
+  engine.installHost({ dbPath: file, logger })
+  const kept = engine.createPool({ connectionId, name: 'kept' })
+  for (const [dbPath, got] of [['', 'an empty string'], ['a\0b', 'a string with a NUL character']]) {
+    // An empty name would be SQLite's private temporary database: every write lost at close.
+    assert.throws(() => engine.installHost({ dbPath, logger }), {
+      name: 'RangeError',
+      code: 'ERR_QUOTA_INVALID_ARG',
+      message: `options.dbPath: must be a file's path, got ${got}`,
+    })
+  }
+  engine.closeQuotaDb()
+  assert.equal(engine.getPool(kept.id)?.name, 'kept', 'the file named before is still the one used')
+  assert.equal(poolRows(file, kept.id), 1)
+})
+
+test('a resolver answering a path with a NUL character is said, and the file it named before is kept', () => {
+  const file = path.join(hostDir, 'before-nul.sqlite')
+  let answer = file
+  engine.installHost({ dbPath: () => answer, logger })
+  const kept = engine.createPool({ connectionId, name: 'before-nul' })
+  warnings.length = 0
+  answer = `${file}\0x`
+  engine.closeQuotaDb()
+  assert.equal(engine.getPool(kept.id)?.name, 'before-nul')
+  assert.ok(warnings.some((m) => m.includes('returned a path with a NUL character') && m.includes(file)), warnings.join('\n'))
+})
+
+test('installHost with a function on another thread replaces this thread\'s: every thread\'s calls go to the file it names', async () => {
+  const mainFile = path.join(hostDir, 'main-fn.sqlite')
+  const workerFile = path.join(hostDir, 'worker-fn.sqlite')
+  engine.installHost({ dbPath: () => mainFile, logger })
+  const first = engine.createPool({ connectionId, name: 'main-first' })
+  const worker = new Worker(
+    `const { parentPort, workerData } = require('node:worker_threads')
+     const engine = require(workerData.entry)
+     engine.installHost({ dbPath: () => workerData.file })
+     parentPort.postMessage('installed')
+     parentPort.once('message', () => {
+       const pool = engine.createPool({ connectionId: 'late-conn', name: 'worker-later' })
+       parentPort.postMessage(pool.id)
+     })`,
+    { eval: true, workerData: { entry: require.resolve('@omniroute/quota-engine'), file: workerFile } },
+  )
+  const next = () => new Promise((resolve, reject) => {
+    worker.once('message', resolve)
+    worker.once('error', reject)
+  })
+  try {
+    assert.equal(await next(), 'installed')
+    const afterInstall = engine.createPool({ connectionId, name: 'main-after' })
+    // A reopen on this thread asks no stale function: the worker's named the file.
+    engine.closeQuotaDb()
+    const afterClose = engine.createPool({ connectionId, name: 'main-after-close' })
+    worker.postMessage('go')
+    const fromWorker = await next()
+    assert.equal(poolRows(mainFile, first.id), 1)
+    for (const id of [afterInstall.id, afterClose.id, fromWorker]) {
+      assert.equal(poolRows(workerFile, id), 1, `${id} is in the file the worker's function names`)
+      assert.equal(poolRows(mainFile, id), 0, `${id} is not in the file of the function it replaced`)
+    }
+  } finally {
+    await worker.terminate()
+  }
 })

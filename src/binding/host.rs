@@ -153,9 +153,14 @@ fn resolve_now(env: &Env, report: bool) {
   let database = &engine().database;
   let answer = RESOLVER.with(|slot| {
     // Held while it runs: a call it makes into the engine is refused, not a recursion.
-    let Ok(slot) = slot.try_borrow_mut() else {
+    let Ok(mut slot) = slot.try_borrow_mut() else {
       return Some(Err("called the engine from inside itself".into()));
     };
+    if !database.resolves_on(std::thread::current().id()) {
+      // Replaced by a later `installHost` on another thread: never asked again.
+      *slot = None;
+      return None;
+    }
     let resolver = slot.as_ref()?;
     let returned = resolver.borrow_back(env).and_then(|f| f.call(()));
     Some(match returned {

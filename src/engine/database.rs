@@ -273,6 +273,13 @@ impl Database {
     self.resolver.load(Ordering::Acquire)
   }
 
+  /// Whether the resolver in use is the one `thread` installed: a thread whose resolver
+  /// was replaced by a later `installHost` on another thread follows that one's answers.
+  pub fn resolves_on(&self, thread: std::thread::ThreadId) -> bool {
+    let source = relock(&self.source);
+    matches!(source.0, PathSource::Resolver { .. }) && source.1 == Some(thread)
+  }
+
   /// What the resolver returned: a path (kept as the process's), or a problem — reported
   /// once per distinct problem, naming the fallback — after which the last good path, or
   /// the default, is used.

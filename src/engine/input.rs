@@ -295,7 +295,13 @@ impl<'p, V: Source> Arg<'p, V> {
 /// with it, as the warning says it.
 pub fn resolved_path<V: Source>(value: &V) -> std::result::Result<String, String> {
   let what = match value.kind()? {
-    Kind::String => return value.string(),
+    Kind::String => {
+      let path = value.string()?;
+      if path.contains('\0') {
+        return Err("returned a path with a NUL character".into());
+      }
+      return Ok(path);
+    }
     Kind::Undefined => "undefined",
     Kind::Null => "null",
     Kind::Number => "a number",
@@ -313,7 +319,17 @@ pub fn db_path<V: Source>(arg: &Arg<V>) -> Result<Option<crate::engine::database
   use crate::engine::database::PathSource;
   match arg.kind {
     Kind::Undefined | Kind::Null => Ok(Some(PathSource::Default)),
-    Kind::String => Ok(Some(PathSource::Fixed(arg.string()?.into()))),
+    Kind::String => {
+      let path = arg.string()?;
+      let problem = if path.is_empty() {
+        "must be a file's path, got an empty string"
+      } else if path.contains('\0') {
+        "must be a file's path, got a string with a NUL character"
+      } else {
+        return Ok(Some(PathSource::Fixed(path.into())));
+      };
+      Err(QuotaError::range_error(arg.path.to_string(), problem))
+    }
     Kind::Function => Ok(None),
     _ => Err(arg.expected("a string or a function returning one")),
   }
