@@ -247,6 +247,42 @@ test('installHost with an option whose getter throws changes nothing: logger, fe
   install()
 })
 
+test('a logger, listener or fetcher of the wrong type is the field\'s TypeError, and nothing changes', async () => {
+  install()
+  registerSaturationFetcher('typed-sat', async () => 0.75)
+  const lookup = () => getSaturation('c-typed', 'typed-sat', { unit: 'percent', window: '5h' })
+  assert.equal(await lookup(), 0.75)
+  const stray = []
+  const other = { warn: (_obj, msg) => stray.push(msg), info() {}, debug() {} }
+  const dbPath = path.join(root, 'never-typed.sqlite')
+  const wrong = (message) => ({ name: 'TypeError', code: 'ERR_QUOTA_INVALID_ARG', message })
+  // Each option of the wrong type refuses the whole call, before the others are applied.
+  for (const [options, message] of [
+    [{ logger: 42 }, 'options.logger: expected an object, got number'],
+    [{ onQuotaEvent: 'send' }, 'options.onQuotaEvent: expected a function, got string'],
+    [{ registerDbStateResetter: {} }, 'options.registerDbStateResetter: expected a function, got object'],
+    [{ saturationFetchers: 'codex' }, 'options.saturationFetchers: expected an object, got string'],
+    [{ saturationFetchers: { codex: async () => 1, 'typed-sat': { fetch() {} } } }, 'options.saturationFetchers.typed-sat: expected a function, got object'],
+  ]) {
+    assert.throws(() => installHost({ dbPath, logger: other, ...options }), wrong(message))
+  }
+  assert.throws(() => registerSaturationFetcher('typed-sat', 'not a function'), wrong('fetcher: expected a function, got string'))
+  const { setLogger, setQuotaEventListener } = await import('@omniroute/quota-engine')
+  assert.throws(() => setLogger(42), wrong('logger: expected an object, got number'))
+  assert.throws(() => setQuotaEventListener(42), wrong('listener: expected a function, got number'))
+  // The fetcher, the logger and the path are the ones installed before.
+  assert.equal(await lookup(), 0.75)
+  warnings.length = 0
+  assert.equal(await getSaturation('c-typed', 'kimi', { get unit() { throw new Error('unreadable') } }), 0)
+  assert.deepEqual(stray, [])
+  assert.equal(warnings.length, 1)
+  upsertProviderPlan({ connectionId: 'c-typed', provider: 'kimi', dimensions: [{ unit: 'requests', window: 'hourly', limit: 10 }], source: 'manual' })
+  assert.equal(fs.existsSync(dbPath), false)
+  // `null` is none: the fetcher is removed (asked on a connection not cached yet).
+  registerSaturationFetcher('typed-sat', null)
+  assert.equal(await getSaturation('c-typed-after', 'typed-sat', { unit: 'percent', window: '5h' }), 0)
+})
+
 test('a call keeps its own answer when handing over its warnings fails (no logger, a stderr that throws)', () => {
   install()
   installHost({ dbPath: () => { throw new Error('no path yet') } })

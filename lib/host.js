@@ -105,14 +105,14 @@ function drainLogs(atExit = false) {
   } catch {}
 }
 
-/** `setLogger(logger)`: a pino-like object (`warn(obj, msg)`, `info`, `debug`). */
+/** `setLogger(logger)`: a pino-like object (`warn(obj, msg)`, `info`, `debug`); none: stderr. */
 function setLogger(logger) {
-  state.logger = logger || null
+  state.logger = checked(logger, 'logger', 'object') ?? null
 }
 
-/** `setQuotaEventListener(fn)`: receives `(event, payload)`, best effort. */
+/** `setQuotaEventListener(fn)`: receives `(event, payload)`, best effort; none: no events. */
 function setQuotaEventListener(listener) {
-  state.onQuotaEvent = typeof listener === 'function' ? listener : null
+  state.onQuotaEvent = checked(listener, 'listener', 'function') ?? null
 }
 
 function emitQuotaEvent(event, payload) {
@@ -134,10 +134,21 @@ function invalidArg(message) {
   return err
 }
 
-/** `registerSaturationFetcher(provider, fn)`; `"*"` is the default for every provider. */
+/**
+ * `value` when it is a function, or (`want` 'object') an object or a function; `undefined`
+ * for `undefined` or `null` (none). Anything else is the `field`'s TypeError: a fetcher or
+ * a logger given by mistake must not silently leave the host without one.
+ */
+function checked(value, field, want) {
+  if (value === undefined || value === null) return undefined
+  if (typeof value === 'function' || (want === 'object' && typeof value === 'object')) return value
+  throw invalidArg(`${field}: expected ${want === 'object' ? 'an object' : 'a function'}, got ${typeof value}`)
+}
+
+/** `registerSaturationFetcher(provider, fn)`; `"*"` is the default for every provider; `null` removes it. */
 function registerSaturationFetcher(provider, fetcher) {
   if (typeof provider !== 'string' || provider === '') throw invalidArg('provider: expected a non-empty string')
-  if (typeof fetcher === 'function') state.fetchers.set(provider, fetcher)
+  if (checked(fetcher, 'fetcher', 'function')) state.fetchers.set(provider, fetcher)
   else state.fetchers.delete(provider)
   native.setSaturationFetchers('host', [...state.fetchers.keys()])
 }
@@ -149,9 +160,14 @@ function registerSaturationFetcher(provider, fetcher) {
  */
 function installHost(options = {}) {
   if (options === null || typeof options !== 'object') throw invalidArg('options: expected an object')
-  // Every option read (once) before any is applied: one whose getter throws changes nothing.
-  const { dbPath, logger, onQuotaEvent, registerDbStateResetter } = options
-  const fetchers = Object.entries(options.saturationFetchers || {}).filter(([, f]) => typeof f === 'function')
+  // Every option read (once) and checked before any is applied: one whose getter throws, or
+  // of the wrong type, changes nothing.
+  const { dbPath, logger, onQuotaEvent, registerDbStateResetter, saturationFetchers } = options
+  checked(logger, 'options.logger', 'object')
+  checked(onQuotaEvent, 'options.onQuotaEvent', 'function')
+  checked(registerDbStateResetter, 'options.registerDbStateResetter', 'function')
+  const fetchers = Object.entries(checked(saturationFetchers, 'options.saturationFetchers', 'object') ?? {})
+    .filter(([provider, fetcher]) => checked(fetcher, `options.saturationFetchers.${provider}`, 'function'))
   // The logger first: installing a dbPath function asks it, and what that says (it called
   // the engine, it threw) goes to this logger. A refused dbPath leaves both as they were.
   const previous = state.logger
