@@ -78,9 +78,11 @@ test('reset cycle: close host and engine, rm -rf DATA_DIR, recreate → fresh fi
   try {
     assert.equal(host2.prepare("SELECT sum(consumed) AS s FROM quota_consumption WHERE api_key_id='r'").get().s, 1)
     // fresh file: importLegacyPools imports now, and a second call is a no-op
-    const legacy = [{ id: 'legacy-a', connectionId: 'lc', name: 'legacy', allocations: [{ apiKeyId: 'l1', weight: 50, policy: 'hard' }] }]
+    // A createdAt with an offset is stored as toISOString() writes it.
+    const legacy = [{ id: 'legacy-a', connectionId: 'lc', name: 'legacy', createdAt: '2024-01-01T12:00:00+02:00', allocations: [{ apiKeyId: 'l1', weight: 50, policy: 'hard' }] }]
     qe.importLegacyPools(legacy)
     assert.equal(host2.prepare('SELECT count(*) AS n FROM quota_pools').get().n, 1)
+    assert.equal(qe.getPool('legacy-a').createdAt, '2024-01-01T10:00:00.000Z')
     qe.importLegacyPools([...legacy, { id: 'legacy-b', connectionId: 'lc2', name: 'legacy2', allocations: [] }])
     assert.equal(host2.prepare('SELECT count(*) AS n FROM quota_pools').get().n, 1)
     assert.equal(host2.prepare('SELECT count(*) AS n FROM quota_allocations').get().n, 1)

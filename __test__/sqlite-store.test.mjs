@@ -298,6 +298,18 @@ test('importLegacyPools refuses a pool id with a \':\' (it would make counter ke
   assert.equal(count('quota_pools'), n)
 })
 
+test('importLegacyPools refuses a createdAt that is no ISO-8601 date-time, naming it and writing nothing', () => {
+  const n = count('quota_pools')
+  for (const createdAt of ['not a date', '2024-02-30T00:00:00Z', '+275760-09-13T00:00:00.000Z']) {
+    assert.throws(() => qe.importLegacyPools([{ id: 'dated', connectionId: 'lc', name: 'dated', createdAt, allocations: [] }]), {
+      name: 'RangeError',
+      code: 'ERR_QUOTA_INVALID_ARG',
+      message: `pools[0].createdAt: must be an ISO-8601 date-time, got ${JSON.stringify(createdAt)}`,
+    })
+  }
+  assert.equal(count('quota_pools'), n)
+})
+
 test('importLegacyPools imports once; the second call is a no-op', () => {
   // a fresh file is needed for "no pool exists yet": check only the second-call no-op here
   const n = count('quota_pools')

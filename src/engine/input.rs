@@ -420,12 +420,30 @@ pub fn legacy_pool<V: Source>(pool: &Arg<V>) -> Result<LegacyPool> {
     connection_id: pool.field("connectionId")?.string()?,
     name: pool.field("name")?.string()?,
     group_id: pool.field("groupId")?.opt_string()?,
-    created_at: pool.field("createdAt")?.opt_string()?,
+    created_at: created_at(&pool.field("createdAt")?)?,
     allocations: allocations
       .unless_nullish(self::allocations)?
       .unwrap_or_default(),
     connection_ids: connection_ids.unless_nullish(strings)?.unwrap_or_default(),
   })
+}
+
+/// A legacy pool's `createdAt`: an ISO-8601 date-time of a four-digit year, stored as
+/// `toISOString()` writes it (so `QuotaPoolSchema` accepts what `getPool` returns); absent
+/// or empty, `None` (the import's time).
+fn created_at<V: Source>(arg: &Arg<V>) -> Result<Option<String>> {
+  let Some(text) = arg.opt_string()?.filter(|text| !text.is_empty()) else {
+    return Ok(None);
+  };
+  const YEARS_0000_TO_9999: std::ops::RangeInclusive<i64> =
+    -62_167_219_200_000..=253_402_300_799_999;
+  match parse_iso8601_ms(&text).filter(|ms| YEARS_0000_TO_9999.contains(ms)) {
+    Some(ms) => Ok(Some(crate::store::iso_time::iso_from_ms(ms))),
+    None => Err(QuotaError::range_error(
+      arg.path.to_string(),
+      format!("must be an ISO-8601 date-time, got {text:?}"),
+    )),
+  }
 }
 
 pub fn dimension<V: Source>(arg: &Arg<V>) -> Result<QuotaDimension> {
