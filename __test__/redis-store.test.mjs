@@ -9,6 +9,7 @@ import net from 'node:net'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { createRequire } from 'node:module'
+import Redis from 'ioredis'
 import { makeDataDir, openHost } from './support/store-env.mjs'
 import { storeSuite } from './support/store-suite.mjs'
 import { REDIS_SKIP, startRedis, freePort } from './support/redis-server.mjs'
@@ -255,6 +256,31 @@ test('the server killed and restarted mid-run: calls fail fast while it is down,
   assert.equal(await store.consume('k', d, 1), 1, 'the first call after the restart')
   for (let i = 2; i <= 50; i++) assert.equal(await store.consume('k', d, 1), i)
   assert.equal(await store.peek('k', d), 50)
+})
+
+test('a password changed on the server and back: calls fail while it is wrong, and the first call after it is right again succeeds', { skip }, async () => {
+  const locked = await startRedis()
+  stopped.push(locked)
+  // A connection made before the password is set stays authenticated.
+  const admin = new Redis({ port: locked.port, host: '127.0.0.1', maxRetriesPerRequest: 1 })
+  try {
+    await admin.config('SET', 'requirepass', 'first')
+    const store = new RedisQuotaStore(`redis://:first@127.0.0.1:${locked.port}`)
+    const d = { poolId: 'rotated', unit: 'requests', window: 'hourly' }
+    await clearOfHourEnd()
+    for (let i = 1; i <= 5; i++) assert.equal(await store.consume('k', d, 1), i)
+    // Rotated, and the engine's connections dropped: its reconnects fail authentication.
+    await admin.config('SET', 'requirepass', 'second')
+    await admin.client('KILL', 'TYPE', 'normal') // not the admin's own connection (SKIPME)
+    // (The first finds its connection dropped; the next ones, the failed authentication.)
+    const errors = []
+    for (let i = 0; i < 3; i++) await store.consume('k', d, 1).then(() => assert.fail('consumed with a wrong password'), (e) => errors.push(e.message))
+    assert.match(errors.at(-1), /authentication failed/i, errors.join('\n'))
+    await admin.config('SET', 'requirepass', 'first')
+    assert.equal(await store.consume('k', d, 1), 6, 'the first call after the password is right again')
+  } finally {
+    admin.disconnect()
+  }
 })
 
 test('8 processes × 10 000 consumes on one key give exactly 80 000', { skip }, async () => {

@@ -45,7 +45,8 @@ use tokio::sync::OnceCell;
 
 #[derive(Clone)]
 enum Conn {
-  Single(ConnectionManager),
+  /// The single server's manager, and its generation (bumped per new manager).
+  Single(ConnectionManager, u64),
   Cluster(ClusterConnection),
   /// The primary a Sentinel named, and the generation of that answer.
   Primary(MultiplexedConnection, u64),
@@ -54,7 +55,7 @@ enum Conn {
 impl ConnectionLike for Conn {
   fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
     match self {
-      Conn::Single(c) => c.req_packed_command(cmd),
+      Conn::Single(c, _) => c.req_packed_command(cmd),
       Conn::Cluster(c) => c.req_packed_command(cmd),
       Conn::Primary(c, _) => c.req_packed_command(cmd),
     }
@@ -67,7 +68,7 @@ impl ConnectionLike for Conn {
     count: usize,
   ) -> RedisFuture<'a, Vec<Value>> {
     match self {
-      Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+      Conn::Single(c, _) => c.req_packed_commands(pipeline, offset, count),
       Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
       Conn::Primary(c, _) => c.req_packed_commands(pipeline, offset, count),
     }
@@ -75,7 +76,7 @@ impl ConnectionLike for Conn {
 
   fn get_db(&self) -> i64 {
     match self {
-      Conn::Single(c) => c.get_db(),
+      Conn::Single(c, _) => c.get_db(),
       Conn::Cluster(c) => c.get_db(),
       Conn::Primary(c, _) => c.get_db(),
     }
@@ -119,7 +120,9 @@ pub struct RedisBackend {
   url: String,
   target: RedisTarget,
   options: RedisOptions,
-  conn: OnceCell<Conn>,
+  /// A single server's connection manager, and its generation.
+  single: Mutex<(Option<ConnectionManager>, u64)>,
+  cluster: OnceCell<ClusterConnection>,
   sentinels: OnceCell<Sentinels>,
   /// The hot path's counter view (docs/redis.md#the-counter-view).
   view: Arc<CounterView>,
@@ -141,7 +144,8 @@ impl RedisBackend {
       url: url.to_string(),
       target,
       options,
-      conn: OnceCell::new(),
+      single: Mutex::new((None, 0)),
+      cluster: OnceCell::new(),
       sentinels: OnceCell::new(),
       view: Arc::default(),
       answered: AtomicBool::new(false),
@@ -244,44 +248,44 @@ impl RedisBackend {
   }
 
   async fn connection(&self) -> RedisResult<Conn> {
-    if let Topology::Sentinel(sentinel) = &self.target.topology {
-      return self.primary(sentinel).await;
+    match &self.target.topology {
+      Topology::Sentinel(sentinel) => self.primary(sentinel).await,
+      Topology::Single(info) => self.single(info),
+      Topology::Cluster(nodes) => {
+        let cluster = self.cluster.get_or_try_init(|| async {
+          let mut builder = ClusterClientBuilder::new(nodes.clone())
+            .connection_timeout(self.timeout())
+            .response_timeout(self.timeout())
+            .retries(2)
+            .min_retry_wait(10)
+            .max_retry_wait(200);
+          if let Some(certs) = self.tls_certificates()? {
+            builder = builder.tls(TlsMode::Secure).certs(certs);
+          }
+          builder.build()?.get_async_connection().await
+        });
+        Ok(Conn::Cluster(cluster.await?.clone()))
+      }
     }
-    self
-      .conn
-      .get_or_try_init(|| async {
-        match &self.target.topology {
-          Topology::Single(info) => {
-            let client = self.client_of(info)?;
-            let config = ConnectionManagerConfig::new()
-              .set_connection_timeout(Some(self.timeout()))
-              .set_response_timeout(Some(self.timeout()))
-              .set_number_of_retries(2)
-              .set_min_delay(Duration::from_millis(10))
-              .set_max_delay(Duration::from_millis(200));
-            Ok(Conn::Single(ConnectionManager::new_lazy_with_config(
-              client, config,
-            )?))
-          }
-          Topology::Cluster(nodes) => {
-            let mut builder = ClusterClientBuilder::new(nodes.clone())
-              .connection_timeout(self.timeout())
-              .response_timeout(self.timeout())
-              .retries(2)
-              .min_retry_wait(10)
-              .max_retry_wait(200);
-            if let Some(certs) = self.tls_certificates()? {
-              builder = builder.tls(TlsMode::Secure).certs(certs);
-            }
-            Ok(Conn::Cluster(
-              builder.build()?.get_async_connection().await?,
-            ))
-          }
-          Topology::Sentinel(_) => unreachable!("handled above"),
-        }
-      })
-      .await
-      .cloned()
+  }
+
+  /// The single server's connection manager: the one kept, or a new one (it connects on
+  /// first use, and again by itself after a dropped connection).
+  fn single(&self, info: &redis::ConnectionInfo) -> RedisResult<Conn> {
+    let mut slot = self.single.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(manager) = &slot.0 {
+      return Ok(Conn::Single(manager.clone(), slot.1));
+    }
+    let config = ConnectionManagerConfig::new()
+      .set_connection_timeout(Some(self.timeout()))
+      .set_response_timeout(Some(self.timeout()))
+      .set_number_of_retries(2)
+      .set_min_delay(Duration::from_millis(10))
+      .set_max_delay(Duration::from_millis(200));
+    let manager = ConnectionManager::new_lazy_with_config(self.client_of(info)?, config)?;
+    slot.1 += 1;
+    slot.0 = Some(manager.clone());
+    Ok(Conn::Single(manager, slot.1))
   }
 
   /// The connection to the primary the Sentinels name: the one kept, or a new answer.
@@ -348,17 +352,28 @@ impl RedisBackend {
     Ok(Conn::Primary(conn, guard.1))
   }
 
-  /// Forgets the primary of generation `generation` after `err` showed it gone or
-  /// demoted, so the next attempt asks the Sentinels again.
-  fn drop_primary(&self, conn: &Conn, err: &RedisError) {
-    let (Conn::Primary(_, generation), Some(sentinels)) = (conn, self.sentinels.get()) else {
-      return;
-    };
-    if is_connection_failure(err) || is_readonly(err) {
-      let mut guard = sentinels.primary.lock().unwrap_or_else(|e| e.into_inner());
-      if guard.1 == *generation {
-        guard.0 = None;
+  /// Forgets a connection `err` showed unusable, so the next attempt makes a new one: the
+  /// Sentinels' primary when it is gone or demoted (they are asked again), and a single
+  /// server's manager after a failed authentication — the manager reconnects by itself
+  /// only after an I/O error, and keeps any other failed reconnect as its connection for
+  /// good (a password rotated on the server would end quota on Redis until a restart).
+  fn forget_failed(&self, conn: &Conn, err: &RedisError) {
+    match conn {
+      Conn::Primary(_, generation) if is_connection_failure(err) || is_readonly(err) => {
+        if let Some(sentinels) = self.sentinels.get() {
+          let mut guard = sentinels.primary.lock().unwrap_or_else(|e| e.into_inner());
+          if guard.1 == *generation {
+            guard.0 = None;
+          }
+        }
       }
+      Conn::Single(_, generation) if err.kind() == redis::ErrorKind::AuthenticationFailed => {
+        let mut slot = self.single.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.1 == *generation {
+          slot.0 = None;
+        }
+      }
+      _ => {}
     }
   }
 
@@ -375,7 +390,7 @@ impl RedisBackend {
           Ok(conn) => {
             let result = attempt(conn.clone()).await;
             if let Err(err) = &result {
-              self.drop_primary(&conn, err);
+              self.forget_failed(&conn, err);
             }
             result
           }
