@@ -300,6 +300,53 @@ function hostLocks(file) {
     .sort()
 }
 
+test("the host's backup API, given the copy in one step, completes while the engine records; the copy holds what was committed before it", async () => {
+  const { request, dimensionKey } = pool(1e9)
+  // A file of a few hundred pages: 100 pages a step (the default) would take many steps.
+  host.db.exec('CREATE TABLE IF NOT EXISTS rest_bulk (data TEXT)')
+  const bulk = host.db.prepare('INSERT INTO rest_bulk (data) VALUES (?)')
+  host.db.transaction(() => {
+    for (let i = 0; i < 2000; i++) bulk.run('x'.repeat(1000))
+  })()
+  const commits = () => Number(/^quota_engine_record_commits_total (\d+)$/m.exec(engine.metrics())[1])
+  let running = true
+  const traffic = (async () => {
+    while (running) {
+      assert.equal((await enforceQuotaShare(request)).kind, 'allow')
+      host.logCall(request.apiKeyId)
+      await recordConsumption({ ...request, cost: { requests: 1 } })
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  })()
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.equal(engine.flushQuotaWrites(), null)
+    const committed = host.db.prepare('SELECT sum(consumed) AS n FROM quota_consumption WHERE dimension_key = ?').get(dimensionKey).n
+    const before = commits()
+    const out = path.join(tempDir('backup'), 'backup.sqlite')
+    // Every commit of another connection between two steps restarts a backup from its
+    // first page (docs/integration.md#backups): one step copies it all at once.
+    const backup = host.db.backup(out, { progress: ({ totalPages }) => totalPages })
+    const late = new Promise((_, reject) => setTimeout(() => reject(new Error('the backup did not finish within 10 s')), 10_000).unref())
+    await Promise.race([backup, late])
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    assert.ok(commits() > before, 'the engine committed records around the backup')
+    const copy = new Database(out, { readonly: true })
+    try {
+      assert.equal(copy.pragma('integrity_check', { simple: true }), 'ok')
+      const copied = copy.prepare('SELECT sum(consumed) AS n FROM quota_consumption WHERE dimension_key = ?').get(dimensionKey).n
+      assert.ok(copied >= committed, `the copy holds ${copied}, ${committed} were committed before it`)
+      assert.equal(copy.prepare('SELECT count(*) AS n FROM rest_bulk').get().n, 2000)
+    } finally {
+      copy.close()
+    }
+  } finally {
+    running = false
+    await traffic
+    host.db.exec('DROP TABLE rest_bulk')
+  }
+})
+
 test('1,000 closes and reopens beside the host connection: descriptors stay bounded, host locks and records intact', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
   const p = pool(1e9)
   host.logCall(p.request.apiKeyId)
