@@ -73,7 +73,7 @@ test('a record answers without a promise; 50 records are one script call at the 
   const before = await evalshaCalls()
   for (let i = 0; i < 50; i++) {
     const answer = native.record('wb-a', connection, 'wb', undefined, 10, undefined, undefined, undefined, Date.now())
-    assert.equal(answer, 0, 'answered now, not a promise')
+    assert.equal(answer, 4, 'answered now, not a promise: records wait for Redis (bit 2), no commit to schedule (bit 0)')
   }
   assert.equal(native.pendingQuotaWrites(), 2, 'coalesced: one counter per dimension')
   assert.equal(await plain.get(bucket('wb-a', id, 'requests')), '1', 'not sent yet')
@@ -394,6 +394,61 @@ test('what is buffered reaches Redis when the process exits', { skip }, async ()
   const code = await new Promise((resolve) => proc.on('exit', resolve))
   assert.equal(code, 0, err)
   assert.equal(await plain.get(bucket('wb-e', id, 'requests')), '7')
+})
+
+test('SIGTERM with no listener of the host\'s: what is buffered reaches Redis, and the process still dies by the signal', { skip }, async () => {
+  const { id, connection } = hostPool('wb-t', 1e6)
+  const child = `
+    const { installHost } = require('@omniroute/quota-engine/compat/host')
+    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
+    installHost({ dbPath: ${JSON.stringify(dbPath)} })
+    getQuotaStore().then(async () => {
+      for (let i = 0; i < 5; i++) await recordConsumption({ apiKeyId: 'wb-t', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+      process.kill(process.pid, 'SIGTERM')
+      setTimeout(() => {}, 5000) // the signal ends it before this
+    })`
+  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env: process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let err = ''
+  proc.stderr.on('data', (d) => (err += d))
+  const [code, signal] = await new Promise((resolve) => proc.on('exit', (...end) => resolve(end)))
+  assert.deepEqual([code, signal], [null, 'SIGTERM'], err)
+  assert.equal(await plain.get(bucket('wb-t', id, 'requests')), '5', 'the five buffered records were sent at the signal')
+})
+
+test('an exit while the server is stopped waits for it once: the flush that is out, then the rest, not again at the close', { skip }, async () => {
+  const { connection } = hostPool('wb-s', 1e6)
+  const child = `
+    const { installHost } = require('@omniroute/quota-engine/compat/host')
+    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
+    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
+    installHost({ dbPath: ${JSON.stringify(dbPath)} })
+    getQuotaStore().then(async () => {
+      for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'wb-s', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+      process.kill(${server.pid}, 'SIGSTOP') // connected, and answering nothing
+      process.stdout.write('stopped')
+      // The timer's flush (20 ms) is out when the process exits.
+      setTimeout(() => process.exit(0), 60)
+    })`
+  const env = { ...process.env, QUOTA_STORE_REDIS_TIMEOUT_MS: '300', QUOTA_RECORD_FLUSH_MS: '20' }
+  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] })
+  let err = ''
+  let stopped = 0
+  proc.stdout.on('data', () => (stopped ||= Date.now()))
+  proc.stderr.on('data', (d) => (err += d))
+  let code
+  try {
+    code = await new Promise((resolve) => proc.on('exit', resolve))
+  } finally {
+    process.kill(server.pid, 'SIGCONT')
+  }
+  const waited = Date.now() - stopped
+  assert.equal(code, 0, err)
+  assert.ok(stopped > 0, err)
+  // The 60 ms, then the exit's one wait (about 630 ms in all here); a close that waited
+  // again took about 930.
+  assert.ok(waited < 800, `exited ${waited} ms after the server stopped`)
+  assert.match(err, /buffered quota records could not be committed at exit/)
 })
 
 test('a process that exits while Redis stalls says once what it could not send, and nothing about retrying', { skip }, async () => {

@@ -14,6 +14,8 @@ const writes = require('./writeBuffer.js')
 // the engine answers with a promise that settles after the choice.)
 const BUFFERED = 1
 const LOGS_WAITING = 2
+// Records wait in Redis's write-behind buffer (the engine flushes it): commit at a signal.
+const WRITE_BEHIND = 4
 const ALLOWS = [() => ({ kind: 'allow' }), () => ({ kind: 'allow', deprioritize: false }), () => ({ kind: 'allow', deprioritize: true })]
 
 function isPromise(value) {
@@ -119,6 +121,7 @@ async function recordConsumption(input) {
     let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), requests(cost.requests), reservation)
     if (isPromise(answer)) answer = await answer
     if (answer & BUFFERED) writes.scheduleFlush()
+    else if (answer & WRITE_BEHIND) writes.listenForSignals()
     if (answer & LOGS_WAITING) host.drainLogs()
   } catch (err) {
     failed('record', 'recording quota consumption failed', err, input)

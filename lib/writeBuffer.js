@@ -170,4 +170,4 @@ function closeQuotaDb() {
   }
 }
 
-module.exports = { scheduleFlush, flushQuotaWrites, closeQuotaDb }
+module.exports = { scheduleFlush, listenForSignals, flushQuotaWrites, closeQuotaDb }

@@ -157,13 +157,18 @@ pub(crate) fn flush_at_teardown(env: &Env) {
   let _ = env.add_env_cleanup_hook((), |()| engine().commit_at_teardown());
 }
 
-/// A record's answer: bit 0, buffered (schedule the commit); bit 1, log records wait.
+/// A record's answer: bit 0, buffered (schedule the commit); bit 1, log records wait; bit
+/// 2, records are buffered for Redis (commit them at a signal).
 fn recorded(buffered: Buffered) -> u32 {
-  u32::from(buffered) | if engine().logs.pending() { 2 } else { 0 }
+  let engine = engine();
+  u32::from(buffered)
+    | if engine.logs.pending() { 2 } else { 0 }
+    | if engine.redis_writes.used() { 4 } else { 0 }
 }
 
 /// `recordConsumption`'s crossing, answering now or as a promise: bit 0 set when buffered
-/// (schedule the commit), bit 1 when log records wait. With a reservation (reserve mode),
+/// (schedule the commit), bit 1 when log records wait, bit 2 when records are buffered for
+/// Redis. With a reservation (reserve mode),
 /// settles it with the cost instead.
 #[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]

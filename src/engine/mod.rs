@@ -192,7 +192,15 @@ impl Engine {
   /// buffer too (a failure keeps it, logged as a fault). What cannot be committed is
   /// dropped with a warning.
   pub fn close_db(&'static self) -> Result<()> {
-    let _ = self.flush_redis_blocking();
+    // At exit the exit hook has just waited for Redis once: a stalled server would make the
+    // close wait as long again.
+    if !self
+      .database
+      .exiting
+      .load(std::sync::atomic::Ordering::Acquire)
+    {
+      let _ = self.flush_redis_blocking();
+    }
     if let Some(dropped) = self.database.close()? {
       self.logs.warn(
         "quota:store",

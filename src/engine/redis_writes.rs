@@ -36,6 +36,8 @@ pub struct RedisWrites {
   gates: Mutex<HashMap<String, Arc<tokio::sync::RwLock<()>>>>,
   /// The skips said, as `"<what> <bucket>"` (`redis_counters_skipped`).
   said_skipped: Mutex<std::collections::HashSet<String>>,
+  /// Whether a record was ever buffered: then the glue commits at a signal, as on SQLite.
+  used: std::sync::atomic::AtomicBool,
 }
 
 impl RedisWrites {
@@ -50,6 +52,11 @@ impl RedisWrites {
       return gate.clone();
     }
     gates.entry(url.to_string()).or_default().clone()
+  }
+
+  /// Whether a record was ever buffered for Redis in this process.
+  pub fn used(&self) -> bool {
+    self.used.load(std::sync::atomic::Ordering::Relaxed)
   }
 
   /// How many counters wait for a flush or its answer, over every URL.
@@ -96,6 +103,10 @@ impl Engine {
       let mut buffers = self.redis_writes.lock();
       let buffer = buffers.entry(url.to_string()).or_default();
       buffer.add(api_key_id, writes, now_ms);
+      self
+        .redis_writes
+        .used
+        .store(true, std::sync::atomic::Ordering::Relaxed);
       (
         !std::mem::replace(&mut buffer.armed, true),
         buffer.full(FLUSH_AT),
