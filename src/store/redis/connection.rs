@@ -416,14 +416,17 @@ impl RedisBackend {
   pub async fn within<T>(&self, operation: impl Future<Output = Result<T>>) -> Result<T> {
     tokio::time::timeout(self.timeout(), operation)
       .await
-      .unwrap_or_else(|_| {
-        Err(QuotaError::Unavailable(format!(
-          "Redis at {} did not answer within {} ms (connection down or server stalled{})",
-          self.target.display,
-          self.timeout().as_millis(),
-          self.tls_hint()
-        )))
-      })
+      .unwrap_or_else(|_| Err(self.no_answer()))
+  }
+
+  /// The timeout's error, whichever clock saw it: this bound or redis-rs's own.
+  fn no_answer(&self) -> QuotaError {
+    QuotaError::Unavailable(format!(
+      "Redis at {} did not answer within {} ms (connection down or server stalled{})",
+      self.target.display,
+      self.timeout().as_millis(),
+      self.tls_hint()
+    ))
   }
 
   /// A plaintext server takes a TLS handshake for a command that never ends; a TLS-only
@@ -439,6 +442,9 @@ impl RedisBackend {
 
   /// A Redis error as the engine names it: a connection failure, or a store error.
   fn classify(&self, err: &RedisError) -> QuotaError {
+    if err.is_timeout() {
+      return self.no_answer();
+    }
     if is_connection_failure(err) {
       let hint = match err.is_connection_dropped() && !err.is_connection_refusal() {
         true => self.tls_hint(),
