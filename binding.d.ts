@@ -594,8 +594,8 @@ export interface QuotaPool {
 
 /**
  * `recordConsumption`'s crossing, answering now or as a promise: bit 0 set when buffered
- * (schedule the commit), bit 1 when log records wait. With a reservation (reserve mode),
- * settles it with the cost instead.
+ * (schedule the commit), bit 1 when log records wait, bit 2 when records are buffered for
+ * Redis. With a reservation (reserve mode), settles it with the cost instead.
  */
 export declare function record(apiKeyId?: string | undefined | null, connectionId?: string | undefined | null, provider?: string | undefined | null, model?: string | undefined | null, tokens?: number | undefined | null, usd?: number | undefined | null, requests?: number | undefined | null, reservation?: string | undefined | null, nowMs?: number | undefined | null): number | Promise<number>
 

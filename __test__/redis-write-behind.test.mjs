@@ -377,106 +377,84 @@ test('enforce and peek wait at most the Redis timeout (1 s) on a stalled server,
   }
 })
 
-test('what is buffered reaches Redis when the process exits', { skip }, async () => {
-  const { id, connection } = hostPool('wb-e', 1e6)
+/**
+ * A process that installs the host on this suite's file and Redis, records `records` times
+ * for `apiKeyId` on `connection`, then runs `afterwards` (source text, in an async function);
+ * resolves to its exit `{ code, signal, err, stdoutAt }` (`stdoutAt`: when it first wrote
+ * to stdout).
+ */
+async function recordingProcess({ apiKeyId, connection, records, afterwards, env = {} }) {
   const child = `
     const { installHost } = require('@omniroute/quota-engine/compat/host')
     const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
     const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
     installHost({ dbPath: ${JSON.stringify(dbPath)} })
     getQuotaStore().then(async () => {
-      for (let i = 0; i < 7; i++) await recordConsumption({ apiKeyId: 'wb-e', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
-      process.exit(0)
+      for (let i = 0; i < ${records}; i++) await recordConsumption({ apiKeyId: ${JSON.stringify(apiKeyId)}, connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+      ${afterwards}
     })`
-  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env: process.env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
   let err = ''
+  let stdoutAt = 0
+  proc.stdout.on('data', () => (stdoutAt ||= Date.now()))
   proc.stderr.on('data', (d) => (err += d))
-  const code = await new Promise((resolve) => proc.on('exit', resolve))
+  const [code, signal] = await new Promise((resolve) => proc.on('exit', (...end) => resolve(end)))
+  return { code, signal, err, stdoutAt }
+}
+
+/** The JSON log lines a process wrote to stderr. */
+const logLines = (err) => err.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+
+test('what is buffered reaches Redis when the process exits', { skip }, async () => {
+  const { id, connection } = hostPool('wb-e', 1e6)
+  const { code, err } = await recordingProcess({ apiKeyId: 'wb-e', connection, records: 7, afterwards: 'process.exit(0)' })
   assert.equal(code, 0, err)
   assert.equal(await plain.get(bucket('wb-e', id, 'requests')), '7')
 })
 
 test('SIGTERM with no listener of the host\'s: what is buffered reaches Redis, and the process still dies by the signal', { skip }, async () => {
   const { id, connection } = hostPool('wb-t', 1e6)
-  const child = `
-    const { installHost } = require('@omniroute/quota-engine/compat/host')
-    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
-    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
-    installHost({ dbPath: ${JSON.stringify(dbPath)} })
-    getQuotaStore().then(async () => {
-      for (let i = 0; i < 5; i++) await recordConsumption({ apiKeyId: 'wb-t', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
-      process.kill(process.pid, 'SIGTERM')
-      setTimeout(() => {}, 5000) // the signal ends it before this
-    })`
-  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env: process.env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let err = ''
-  proc.stderr.on('data', (d) => (err += d))
-  const [code, signal] = await new Promise((resolve) => proc.on('exit', (...end) => resolve(end)))
+  // The timer keeps it alive: the signal ends it.
+  const afterwards = "process.kill(process.pid, 'SIGTERM'); setTimeout(() => {}, 5000)"
+  const { code, signal, err } = await recordingProcess({ apiKeyId: 'wb-t', connection, records: 5, afterwards })
   assert.deepEqual([code, signal], [null, 'SIGTERM'], err)
   assert.equal(await plain.get(bucket('wb-t', id, 'requests')), '5', 'the five buffered records were sent at the signal')
 })
 
 test('an exit while the server is stopped waits for it once: the flush that is out, then the rest, not again at the close', { skip }, async () => {
   const { connection } = hostPool('wb-s', 1e6)
-  const child = `
-    const { installHost } = require('@omniroute/quota-engine/compat/host')
-    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
-    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
-    installHost({ dbPath: ${JSON.stringify(dbPath)} })
-    getQuotaStore().then(async () => {
-      for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'wb-s', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
-      process.kill(${server.pid}, 'SIGSTOP') // connected, and answering nothing
-      process.stdout.write('stopped')
-      // The timer's flush (20 ms) is out when the process exits.
-      setTimeout(() => process.exit(0), 60)
-    })`
-  const env = { ...process.env, QUOTA_STORE_REDIS_TIMEOUT_MS: '300', QUOTA_RECORD_FLUSH_MS: '20' }
-  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let err = ''
-  let stopped = 0
-  proc.stdout.on('data', () => (stopped ||= Date.now()))
-  proc.stderr.on('data', (d) => (err += d))
-  let code
+  // Connected, and answering nothing; the timer's flush (20 ms) is out at the exit.
+  const afterwards = `process.kill(${server.pid}, 'SIGSTOP'); process.stdout.write('stopped'); setTimeout(() => process.exit(0), 60)`
+  const env = { QUOTA_STORE_REDIS_TIMEOUT_MS: '300', QUOTA_RECORD_FLUSH_MS: '20' }
+  let exit
   try {
-    code = await new Promise((resolve) => proc.on('exit', resolve))
+    exit = await recordingProcess({ apiKeyId: 'wb-s', connection, records: 3, afterwards, env })
   } finally {
     process.kill(server.pid, 'SIGCONT')
   }
-  const waited = Date.now() - stopped
-  assert.equal(code, 0, err)
-  assert.ok(stopped > 0, err)
+  const waited = Date.now() - exit.stdoutAt
+  assert.equal(exit.code, 0, exit.err)
+  assert.ok(exit.stdoutAt > 0, exit.err)
   // The 60 ms, then the exit's one wait (about 630 ms in all here); a close that waited
   // again took about 930.
   assert.ok(waited < 800, `exited ${waited} ms after the server stopped`)
   // Said as what it is, as enforce says it: a server that does not answer.
-  const lost = err.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.msg === 'buffered quota records could not be committed at exit')
-  assert.equal(lost.length, 1, err)
+  const lost = logLines(exit.err).filter((l) => l.msg === 'buffered quota records could not be committed at exit')
+  assert.equal(lost.length, 1, exit.err)
   assert.match(lost[0].error, /did not answer within 300 ms \(connection down or server stalled\)/)
 })
 
 test('a process that exits while Redis stalls says once what it could not send, and nothing about retrying', { skip }, async () => {
   const { id, connection } = hostPool('wb-x', 1e6)
-  const child = `
-    const { installHost } = require('@omniroute/quota-engine/compat/host')
-    const { recordConsumption } = require('@omniroute/quota-engine/compat/enforce')
-    const { getQuotaStore } = require('@omniroute/quota-engine/compat/storeFactory')
-    const Redis = require('ioredis')
-    installHost({ dbPath: ${JSON.stringify(dbPath)} })
-    getQuotaStore().then(async () => {
-      for (let i = 0; i < 3; i++) await recordConsumption({ apiKeyId: 'wb-x', connectionId: ${JSON.stringify(connection)}, provider: 'wb', cost: {} })
+  const afterwards = `const Redis = require('ioredis')
       const pauser = new Redis(${JSON.stringify(server.url)})
       await pauser.call('CLIENT', 'PAUSE', '3000', 'ALL')
       pauser.disconnect()
-      process.exit(0)
-    })`
+      process.exit(0)`
   const started = Date.now()
-  const env = { ...process.env, QUOTA_STORE_REDIS_TIMEOUT_MS: '300' }
-  const proc = spawn(process.execPath, ['-e', child], { cwd: process.cwd(), env, stdio: ['ignore', 'pipe', 'pipe'] })
-  let err = ''
-  proc.stderr.on('data', (d) => (err += d))
-  const code = await new Promise((resolve) => proc.on('exit', resolve))
+  const { code, err } = await recordingProcess({ apiKeyId: 'wb-x', connection, records: 3, afterwards, env: { QUOTA_STORE_REDIS_TIMEOUT_MS: '300' } })
   assert.equal(code, 0, err)
-  const lines = err.split('\n').filter(Boolean).map((l) => JSON.parse(l))
+  const lines = logLines(err)
   const lost = lines.filter((l) => l.msg === 'buffered quota records could not be committed at exit')
   assert.equal(lost.length, 1, err)
   assert.equal(lost[0].buffered, 1, 'the requests counter (the records had no tokens)')

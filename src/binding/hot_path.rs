@@ -168,8 +168,7 @@ fn recorded(buffered: Buffered) -> u32 {
 
 /// `recordConsumption`'s crossing, answering now or as a promise: bit 0 set when buffered
 /// (schedule the commit), bit 1 when log records wait, bit 2 when records are buffered for
-/// Redis. With a reservation (reserve mode),
-/// settles it with the cost instead.
+/// Redis. With a reservation (reserve mode), settles it with the cost instead.
 #[napi(catch_unwind, ts_return_type = "number | Promise<number>")]
 #[allow(clippy::too_many_arguments)]
 pub fn record<'env>(
