@@ -286,7 +286,9 @@ test('recordConsumption of tokens: Number.MAX_VALUE twice saturates at 1e15: not
 })
 
 test('fail-open: a store fault allows in bounded time and logs one warning; record never rejects', async () => {
-  installHost({ dbPath: path.join(dir, 'missing-folder', 'x', '\0bad'), logger })
+  // Its folder is a file: no database can be opened there.
+  fs.writeFileSync(path.join(dir, 'not-a-folder'), '')
+  installHost({ dbPath: path.join(dir, 'not-a-folder', 'storage.sqlite'), logger })
   closeQuotaDb()
   const started = Date.now()
   assert.deepEqual(await enforceQuotaShare({ apiKeyId: 'any', connectionId: 'any', provider: 'kimi' }), { kind: 'allow' })
