@@ -37,6 +37,7 @@ use database::Access;
 use hot_path::EnforceCall;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -194,11 +195,7 @@ impl Engine {
   pub fn close_db(&'static self) -> Result<()> {
     // At exit the exit hook has just waited for Redis once: a stalled server would make the
     // close wait as long again.
-    if !self
-      .database
-      .exiting
-      .load(std::sync::atomic::Ordering::Acquire)
-    {
+    if !self.database.exiting.load(Ordering::Acquire) {
       let _ = self.flush_redis_blocking();
     }
     if let Some(dropped) = self.database.close()? {

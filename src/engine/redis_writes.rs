@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::store::redis::write_buffer::WriteBuffer;
 use crate::store::redis::{counters, ReadBatch, Retry};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub struct RedisWrites {
   /// The skips said, as `"<what> <bucket>"` (`redis_counters_skipped`).
   said_skipped: Mutex<std::collections::HashSet<String>>,
   /// Whether a record was ever buffered: then the glue commits at a signal, as on SQLite.
-  used: std::sync::atomic::AtomicBool,
+  used: AtomicBool,
 }
 
 impl RedisWrites {
@@ -56,7 +56,7 @@ impl RedisWrites {
 
   /// Whether a record was ever buffered for Redis in this process.
   pub fn used(&self) -> bool {
-    self.used.load(std::sync::atomic::Ordering::Relaxed)
+    self.used.load(Ordering::Relaxed)
   }
 
   /// How many counters wait for a flush or its answer, over every URL.
@@ -103,10 +103,7 @@ impl Engine {
       let mut buffers = self.redis_writes.lock();
       let buffer = buffers.entry(url.to_string()).or_default();
       buffer.add(api_key_id, writes, now_ms);
-      self
-        .redis_writes
-        .used
-        .store(true, std::sync::atomic::Ordering::Relaxed);
+      self.redis_writes.used.store(true, Ordering::Relaxed);
       (
         !std::mem::replace(&mut buffer.armed, true),
         buffer.full(FLUSH_AT),
