@@ -351,6 +351,37 @@ test('a saturation fetcher that never settles: enforce resolves with the fallbac
   }
 })
 
+test('a fetcher slower than the timeout: the requests waiting get the fallback, and its answer counts once it comes', { timeout: 10_000 }, async () => {
+  const c = conn()
+  let answer = 0.95
+  // Each call answers what `answer` was when it was made; 0.2 the slowest.
+  const fetcher = () => {
+    const value = answer
+    return new Promise((resolve) => setTimeout(resolve, value === 0.2 ? 350 : 150, value))
+  }
+  installHost({ dbPath, logger, saturationFetchers: { slowp: fetcher } })
+  process.env.QUOTA_SATURATION_FETCH_TIMEOUT_MS = '30'
+  try {
+    const dim = { unit: 'percent', window: '5h' }
+    assert.equal(await getSaturation(c, 'slowp', dim), 0, 'the fallback, at the timeout')
+    await new Promise((resolve) => setTimeout(resolve, 250))
+    assert.equal(await getSaturation(c, 'slowp', dim), 0.95, 'the late answer, stored when it came')
+    // The late answer of a fetch a newer one replaced, coming after the newer one's, is not
+    // stored over it.
+    _clearSaturationCache()
+    answer = 0.2
+    assert.equal(await getSaturation(c, 'slowp', dim), 0)
+    _clearSaturationCache()
+    answer = 0.6
+    assert.equal(await getSaturation(c, 'slowp', dim), 0)
+    await new Promise((resolve) => setTimeout(resolve, 450))
+    assert.equal(await getSaturation(c, 'slowp', dim), 0.6)
+  } finally {
+    delete process.env.QUOTA_SATURATION_FETCH_TIMEOUT_MS
+    install()
+  }
+})
+
 test('100 concurrent cold enforces on one connection call the fetcher once per dimension (single flight)', { timeout: 10_000 }, async () => {
   const c = conn()
   hostPool({ connections: [c], allocations: [{ key: 'crowd', weight: 100 }] })

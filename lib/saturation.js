@@ -127,21 +127,45 @@ function bounded(promise, ms) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
 }
 
+/** Per entry with a fetch out, the number of the one started last (numbers only grow): a
+ *  late answer of an older one is stale. */
+const latestFetch = new Map()
+let fetchesStarted = 0
+
 /**
  * Runs the fetcher and stores its answer, bounded by QUOTA_SATURATION_FETCH_TIMEOUT_MS: a
- * fetch that takes longer stores the fallback (token headers, else 0) and warns once per
- * connection until it answers; an error stores 0.
+ * fetch that takes longer stores the fallback (token headers, else 0) for the requests
+ * waiting on it, warns once per connection until it answers, and stores its answer when it
+ * comes (unless a newer fetch of the entry started meanwhile); an error stores 0.
  */
 async function fetchAndStore(name, connectionId, provider, p, c, unit, window) {
   const timeoutMs = native.saturationFetchTimeoutMs()
+  const key = `${p}\0${c}\0${unit}\0${window}`
+  const number = ++fetchesStarted
+  latestFetch.set(key, number)
+  const settled = () => latestFetch.get(key) === number && latestFetch.delete(key)
   let value
   try {
-    value = await bounded(callFetcher(name, connectionId, provider, { unit, window }), timeoutMs)
+    const fetch = callFetcher(name, connectionId, provider, { unit, window })
+    value = await bounded(fetch, timeoutMs)
     if (value === TIMED_OUT) {
       native.saturationFetchTimedOut(p, c, timeoutMs)
       value = null
+      fetch.then(
+        (late) => {
+          if (typeof late === 'number' && latestFetch.get(key) === number) {
+            native.putSaturation(p, c, unit, window, late)
+            host.drainLogs()
+          }
+          settled()
+        },
+        settled,
+      )
+    } else {
+      settled()
     }
   } catch (err) {
+    settled()
     host.log('warn', 'quota:saturation', 'saturation fetch failed; treating as 0', {
       provider,
       connectionId,
