@@ -130,10 +130,24 @@ test('a timeout fails open: null and one log.warn', async () => {
   assert.equal(waiter.done, true)
   assert.equal(waiter.value, null)
   assert.equal(log.warns.length, 1)
-  const [fields, message] = log.warns[0]
-  assert.equal(fields.connectionId, target.connectionId)
-  assert.equal(fields.component, 'quota:scheduler')
-  assert.match(message, /timed out/)
+  // As the host's module called its combo logger: a tag, then the text.
+  assert.deepEqual(log.warns[0], ['COMBO', `Quota-share concurrency: connection ${target.connectionId} gate saturated (cap=1, waited 50 ms) — proceeding without a slot`])
+  release()
+})
+
+test('a queueTimeoutMs not given is 30 s, the host\'s semaphore\'s default', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  const target = freshTarget()
+  const release = await acquire(target, 1, OPTS, recorder())
+  const log = recorder()
+  const waiter = watch(acquire(target, 1, { maxQueueSize: 10 }, log))
+  mock.timers.tick(29_999)
+  await settle()
+  assert.equal(waiter.done, false)
+  mock.timers.tick(1)
+  await settle()
+  assert.equal(waiter.value, null)
+  assert.match(log.warns[0][1], /waited 30000 ms/)
   release()
 })
 
@@ -169,8 +183,7 @@ test('a full queue fails open at once: null and one log.warn', async () => {
   const log = recorder()
   assert.equal(await acquire(target, 1, { queueTimeoutMs: 60_000, maxQueueSize: 1 }, log), null)
   assert.equal(log.warns.length, 1)
-  assert.match(log.warns[0][1], /full/)
-  assert.equal(log.warns[0][0].connectionId, target.connectionId)
+  assert.deepEqual(log.warns[0], ['COMBO', `Quota-share concurrency: connection ${target.connectionId} gate saturated (cap=1, queue full at 1) — proceeding without a slot`])
   // maxQueueSize 0: nobody waits.
   const log0 = recorder()
   assert.equal(await acquire(target, 1, { queueTimeoutMs: 60_000, maxQueueSize: 0 }, log0), null)

@@ -2,13 +2,13 @@
 
 /** Options of `acquireQuotaShareConcurrencySlot`. */
 export interface QuotaShareQueueOptions {
-  /** How long a caller may wait in the queue, in ms; `null`/absent: no limit. */
+  /** How long a caller may wait in the queue, in ms; `null`/absent: 30 000 (the host's semaphore's default). */
   queueTimeoutMs?: number | null
   /** How many callers may wait per connection; `null`/absent: no limit. 0: none waits. */
   maxQueueSize?: number | null
 }
 
-/** A pino-like logger: `warn(fields, message)`. */
+/** The host's combo logger: `warn(tag, message)`. */
 export interface QuotaShareLogger {
   warn: (...args: any[]) => unknown
 }
@@ -24,8 +24,9 @@ export declare function quotaShareConcurrencyKey(connectionId: string): string
  * Resolves to `null` without waiting when the target has no connection or `cap` is
  * `null`/`undefined`, ≤ 0 or `NaN`. Fails open: when the queue already holds
  * `maxQueueSize` waiters, or a waiter has waited `queueTimeoutMs`, it calls
- * `log.warn(fields, message)` once (fields: `component: "quota:scheduler"`,
- * `connectionId`, `cap`, …; without a logger, one JSON line on stderr) and resolves to
+ * `log.warn("COMBO", message)` once, as the host's module did (the message names the
+ * connection, the cap and why; without a logger, one JSON line on stderr with
+ * `component: "quota:scheduler"`, `connectionId`, `cap`, …) and resolves to
  * `null` — never a rejection. A waiter that timed out never holds a slot. Timers are
  * unref'd: a waiting caller does not keep the process alive.
  *

@@ -20,6 +20,8 @@ const { typeError, rangeError } = require('./invalidArg.js')
 const COMPONENT = 'quota:scheduler'
 /** setTimeout's longest delay: a longer one fires after 1 ms, so longer waits are cut to it. */
 const MAX_TIMER_MS = 2 ** 31 - 1
+/** A queue timeout not given: the host's semaphore's own default. */
+const DEFAULT_QUEUE_TIMEOUT_MS = 30_000
 
 /** `"qsconn:<id>"`: the key of a connection's queue. */
 function quotaShareConcurrencyKey(connectionId) {
@@ -29,22 +31,27 @@ function quotaShareConcurrencyKey(connectionId) {
 /** key → { active, waiters: Set (insertion order = FIFO, O(1) removal on timeout) } */
 const lanes = new Map()
 
-function warn(log, fields, message) {
-  const record = { component: COMPONENT, ...fields }
+/**
+ * Says that a caller proceeds without a slot: to the host's combo logger as its module did
+ * (`log.warn("COMBO", text)`), else one JSON line on stderr.
+ */
+function warn(log, fields, why) {
+  const { connectionId, cap } = fields
+  const text = `Quota-share concurrency: connection ${connectionId} gate saturated (cap=${cap}, ${why}) — proceeding without a slot`
   try {
     if (log && typeof log.warn === 'function') {
-      log.warn(record, message)
+      log.warn('COMBO', text)
       return
     }
   } catch {
     return // a throwing logger changes nothing
   }
-  process.stderr.write(`${JSON.stringify({ level: 'warn', ...record, msg: message })}\n`)
+  process.stderr.write(`${JSON.stringify({ level: 'warn', component: COMPONENT, ...fields, msg: text })}\n`)
 }
 
-function readLimit(options, name) {
+function readLimit(options, name, absent) {
   const value = options[name]
-  if (value === undefined || value === null) return Infinity
+  if (value === undefined || value === null) return absent
   if (typeof value !== 'number') throw typeError(`options.${name}`, 'a number', value)
   if (Number.isNaN(value) || value < 0) throw rangeError(`options.${name}`, `must be a number >= 0, got ${value}`)
   return value
@@ -90,8 +97,8 @@ async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
   if (options !== undefined && options !== null && typeof options !== 'object') {
     throw typeError('options', 'an object', options)
   }
-  const queueTimeoutMs = readLimit(options ?? {}, 'queueTimeoutMs')
-  const maxQueueSize = readLimit(options ?? {}, 'maxQueueSize')
+  const queueTimeoutMs = readLimit(options ?? {}, 'queueTimeoutMs', DEFAULT_QUEUE_TIMEOUT_MS)
+  const maxQueueSize = readLimit(options ?? {}, 'maxQueueSize', Infinity)
 
   const key = quotaShareConcurrencyKey(connectionId)
   let lane = lanes.get(key)
@@ -104,11 +111,7 @@ async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
     return releaser(key, lane)
   }
   if (lane.waiters.size >= maxQueueSize) {
-    warn(
-      log,
-      { connectionId, cap, active: lane.active, queued: lane.waiters.size, maxQueueSize },
-      'quota-share backlog queue is full; proceeding without a concurrency slot',
-    )
+    warn(log, { connectionId, cap, active: lane.active, queued: lane.waiters.size, maxQueueSize }, `queue full at ${maxQueueSize}`)
     deleteIfIdle(key, lane)
     return null
   }
@@ -120,11 +123,7 @@ async function acquireQuotaShareConcurrencySlot(target, cap, options, log) {
         if (waiter.settled) return
         waiter.settled = true
         lane.waiters.delete(waiter)
-        warn(
-          log,
-          { connectionId, cap, active: lane.active, queued: lane.waiters.size, queueTimeoutMs },
-          'quota-share backlog queue timed out; proceeding without a concurrency slot',
-        )
+        warn(log, { connectionId, cap, active: lane.active, queued: lane.waiters.size, queueTimeoutMs }, `waited ${queueTimeoutMs} ms`)
         resolve(null)
         // The waiter may have been the head blocking others with a larger cap.
         handOff(key, lane)
