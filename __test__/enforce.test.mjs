@@ -87,6 +87,22 @@ function hostConsume(key, dimensionKey, amount, windowMs = HOUR, bucketOffset = 
 let connSeq = 0
 const conn = () => `conn-${++connSeq}`
 
+test('a plan the host stored naming one unit and window twice: each request counted once, at the smaller limit', async () => {
+  const c = conn()
+  const id = hostPool({ connections: [c], allocations: [{ key: 'twice', weight: 100 }] })
+  hostPlan(c, 'twicep', [{ unit: 'requests', window: 'hourly', limit: 10 }, { unit: 'requests', window: 'hourly', limit: 5 }])
+  const request = { apiKeyId: 'twice', connectionId: c, provider: 'twicep' }
+  let allowed = 0
+  for (let i = 0; i < 8; i++) {
+    if ((await enforceQuotaShare(request)).kind !== 'allow') continue
+    allowed++
+    await recordConsumption({ ...request, cost: {} })
+  }
+  assert.equal(allowed, 5)
+  assert.equal(await getSqliteQuotaStore().peek('twice', { poolId: id, unit: 'requests', window: 'hourly' }), 5)
+  assert.deepEqual(resolvePlan(c, 'twicep').dimensions, [{ unit: 'requests', window: 'hourly', limit: 5 }])
+})
+
 test('step 1: no allocation, or no pool on this connection → allow without deprioritize', async () => {
   const c = conn()
   hostPool({ connections: [c], allocations: [{ key: 'k1', weight: 50 }] })

@@ -170,6 +170,20 @@ fn lenient_parse_skips_malformed_entries() {
 }
 
 #[test]
+fn a_unit_and_window_named_twice_is_one_dimension_at_the_smaller_limit() {
+  let json = r#"[
+    {"unit":"requests","window":"hourly","limit":10},
+    {"unit":"tokens","window":"hourly","limit":1000},
+    {"unit":"requests","window":"hourly","limit":5},
+    {"unit":"requests","window":"hourly","limit":7}
+  ]"#;
+  assert_eq!(
+    parse_plan_dimensions_lenient(json),
+    vec![d(Requests, Hourly, 5.0), d(Tokens, Hourly, 1000.0)]
+  );
+}
+
+#[test]
 fn lenient_parse_of_garbage_is_empty() {
   for json in [
     "",

@@ -174,9 +174,9 @@ pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
   let Ok(Value::Array(items)) = serde_json::from_str::<Value>(json) else {
     return Vec::new();
   };
-  items
-    .iter()
-    .filter_map(|item| {
+  let mut dimensions: Vec<QuotaDimension> = Vec::new();
+  for item in &items {
+    let read = || {
       let object = item.as_object()?;
       let unit = QuotaUnit::parse(object.get("unit")?.as_str()?)?;
       let window = QuotaWindow::parse(object.get("window")?.as_str()?)?;
@@ -186,8 +186,19 @@ pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
         window,
         limit,
       })
-    })
-    .collect()
+    };
+    let Some(dimension) = read() else { continue };
+    // One counter per (unit, window): a plan that names it twice would count every
+    // request on it twice (and reserve it twice). It keeps the smaller limit.
+    match dimensions
+      .iter_mut()
+      .find(|d| (d.unit, d.window) == (dimension.unit, dimension.window))
+    {
+      Some(kept) => kept.limit = kept.limit.min(dimension.limit),
+      None => dimensions.push(dimension),
+    }
+  }
+  dimensions
 }
 
 /// A `TypeError` at `path`: `expected <what>, got <the JSON type of value>`.
