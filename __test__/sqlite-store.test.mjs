@@ -141,7 +141,15 @@ test('gcOlderThan(NaN or ±Infinity) is a RangeError and deletes nothing', () =>
     assert.throws(() => qe.gcOlderThan(t), (err) => isRange('maxUpdatedAtMs')(err) && err.message.endsWith(`got ${t}`))
   }
   assert.equal(qe.getBucket('gk', 'gc-bad:tokens:daily', 3), 1)
-  assert.equal(qe.gcOlderThan(6), 1)
+  // Strictly older, a fraction too: the row at 5 is not older than 5, and is older than 5.5.
+  assert.equal(qe.gcOlderThan(5), 0)
+  assert.equal(qe.gcOlderThan(5.5), 1)
+})
+
+test('listConsumptionForPool clamps its limit to 1..500, ±Infinity included', () => {
+  for (const key of ['l1', 'l2', 'l3']) qe.incrementBucket(key, 'limits-pool:requests:hourly', 7, 1, Date.now())
+  const rows = (limit) => qe.listConsumptionForPool('limits-pool', limit).length
+  assert.deepEqual([-Infinity, -5, 0, 1.5, 2, Infinity, NaN, undefined].map(rows), [1, 1, 1, 1, 2, 3, 3, 3])
 })
 
 test('rows poisoned by an older version (Infinity) can be cleared, collected and repaired', async () => {

@@ -152,7 +152,7 @@ pub fn list_consumption_for_pool(
 
 /// Deletes rows whose `updated_at` is strictly older; returns how many.
 #[edge]
-pub fn gc_older_than(max_updated_at_ms: finite_ms) -> f64 {
+pub fn gc_older_than(#[ts = "number"] max_updated_at_ms: input::cutoff_ms) -> f64 {
   with_db(&env, |db| db.gc_older_than(max_updated_at_ms)).map(|n| n as f64)
 }
 

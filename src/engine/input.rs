@@ -345,7 +345,15 @@ pub fn bucket_time<V: Source>(arg: &Arg<V>) -> Result<i64> {
 /// `limit` of `listConsumptionForPool`: 100 when absent, 500 when not finite.
 pub fn row_limit<V: Source>(arg: &Arg<V>) -> Result<i64> {
   let limit = arg.opt_number()?.unwrap_or(100.0);
-  Ok(if limit.is_finite() { limit as i64 } else { 500 })
+  // ±Infinity saturate (to the clamp's 1 and 500, as the host's Math.max/min do).
+  Ok(if limit.is_nan() { 500 } else { limit as i64 })
+}
+
+/// `gcOlderThan`'s cutoff: a finite time in ms, rounded up, so that "`updated_at` strictly
+/// older" holds for a fraction too (a row at 1000 is older than 1000.5).
+pub fn cutoff_ms<V: Source>(arg: &Arg<V>) -> Result<i64> {
+  let whole = arg.finite_ms()?;
+  Ok(whole + i64::from(arg.number()? > whole as f64))
 }
 
 /// `{ limit?, offset? }` of `listPools`, as the host reads them: a limit not > 0 lists every
