@@ -95,6 +95,11 @@ impl SaturationCache {
       if self.len >= 10_000 {
         self.retain(|expires_at| now_ms < expires_at);
       }
+      if self.len >= 10_000 {
+        // All fresh: start over, so the next 10,000 puts are not a full pass each (a
+        // dropped entry costs one fetch).
+        self.clear();
+      }
     }
     let connection = match self.entries.get_mut(provider) {
       Some(connections) => connections,
@@ -357,6 +362,12 @@ mod tests {
     assert_eq!(cache.len(), 1);
     cache.clear();
     assert!(cache.is_empty());
+    // Every entry fresh: the cache starts over rather than passing over 10,000 entries
+    // at every put from then on.
+    fill(&mut cache);
+    cache.put("q", "c", u, w, 0.1, 0);
+    assert_eq!(cache.len(), 1);
+    assert_eq!(cache.get("q", "c", u, w, 0), Some(0.1));
   }
 
   #[test]
