@@ -150,8 +150,9 @@ fn strict_parse_names_the_field() {
   assert_eq!(message(&one("limit", None)), limit);
 }
 
+/// A unit and window named twice is one dimension (one counter) at the smaller limit.
 #[test]
-fn lenient_parse_skips_malformed_entries() {
+fn lenient_parse_skips_malformed_entries_and_merges_repeated_ones() {
   let json = r#"[
     {"unit":"tokens","window":"5h","limit":1000},
     {"unit":"tokens","window":"yearly","limit":1},
@@ -161,25 +162,13 @@ fn lenient_parse_skips_malformed_entries() {
     {"unit":"tokens","window":"5h","limit":0},
     {"unit":"tokens","window":"5h","limit":-1},
     42, null, "x", [],
-    {"unit":"requests","window":"daily","limit":864}
+    {"unit":"requests","window":"daily","limit":864},
+    {"unit":"tokens","window":"5h","limit":700},
+    {"unit":"requests","window":"daily","limit":900}
   ]"#;
   assert_eq!(
     parse_plan_dimensions_lenient(json),
-    vec![d(Tokens, FiveHours, 1000.0), d(Requests, Daily, 864.0)]
-  );
-}
-
-#[test]
-fn a_unit_and_window_named_twice_is_one_dimension_at_the_smaller_limit() {
-  let json = r#"[
-    {"unit":"requests","window":"hourly","limit":10},
-    {"unit":"tokens","window":"hourly","limit":1000},
-    {"unit":"requests","window":"hourly","limit":5},
-    {"unit":"requests","window":"hourly","limit":7}
-  ]"#;
-  assert_eq!(
-    parse_plan_dimensions_lenient(json),
-    vec![d(Requests, Hourly, 5.0), d(Tokens, Hourly, 1000.0)]
+    vec![d(Tokens, FiveHours, 700.0), d(Requests, Daily, 864.0)]
   );
 }
 
