@@ -138,9 +138,8 @@ let fetchesStarted = 0
  * waiting on it, warns once per connection until it answers, and stores its answer when it
  * comes (unless a newer fetch of the entry started meanwhile); an error stores 0.
  */
-async function fetchAndStore(name, connectionId, provider, p, c, unit, window) {
+async function fetchAndStore(key, name, connectionId, provider, p, c, unit, window) {
   const timeoutMs = native.saturationFetchTimeoutMs()
-  const key = `${p}\0${c}\0${unit}\0${window}`
   const number = ++fetchesStarted
   latestFetch.set(key, number)
   const settled = () => latestFetch.get(key) === number && latestFetch.delete(key)
@@ -181,7 +180,8 @@ async function fetchAndStore(name, connectionId, provider, p, c, unit, window) {
 /** The single flight of one entry's fetch. */
 function fetchOnce(name, connectionId, provider, unit, window) {
   const [p, c] = [String(provider), String(connectionId)]
-  return shared(flights, `${p}\0${c}\0${unit}\0${window}`, () => fetchAndStore(name, connectionId, provider, p, c, unit, window))
+  const key = `${p}\0${c}\0${unit}\0${window}`
+  return shared(flights, key, () => fetchAndStore(key, name, connectionId, provider, p, c, unit, window))
 }
 
 /**
