@@ -170,6 +170,14 @@ fn lenient_parse_skips_malformed_entries_and_merges_repeated_ones() {
     parse_plan_dimensions_lenient(json),
     vec![d(Tokens, FiveHours, 700.0), d(Requests, Daily, 864.0)]
   );
+  // The strict reader merges them the same way (what the fuzz checks: it keeps what the
+  // lenient one keeps).
+  let repeated = r#"[{"unit":"requests","window":"hourly","limit":1481.9},
+    {"unit":"requests","window":"hourly","limit":1.5e270}]"#;
+  assert_eq!(
+    parse_plan_dimensions(repeated, "dimensions").unwrap(),
+    parse_plan_dimensions_lenient(repeated)
+  );
 }
 
 #[test]

@@ -122,11 +122,29 @@ pub fn parse_plan_dimensions(json: &str, field: &str) -> Result<Vec<QuotaDimensi
   let items = value
     .as_array()
     .ok_or_else(|| wrong_type(field, "an array of { unit, window, limit }", Some(&value)))?;
-  items
+  let dimensions = items
     .iter()
     .enumerate()
     .map(|(i, item)| parse_dimension(item, &format!("{field}[{i}]")))
-    .collect()
+    .collect::<Result<Vec<_>>>()?;
+  Ok(merge_repeated(dimensions))
+}
+
+/// One dimension per (unit, window), in first-seen order, at the smallest limit named: a
+/// plan that names one twice would count every request on its one counter twice (and
+/// reserve it twice).
+fn merge_repeated(dimensions: impl IntoIterator<Item = QuotaDimension>) -> Vec<QuotaDimension> {
+  let mut merged: Vec<QuotaDimension> = Vec::new();
+  for dimension in dimensions {
+    match merged
+      .iter_mut()
+      .find(|d| (d.unit, d.window) == (dimension.unit, dimension.window))
+    {
+      Some(kept) => kept.limit = kept.limit.min(dimension.limit),
+      None => merged.push(dimension),
+    }
+  }
+  merged
 }
 
 fn parse_dimension(item: &Value, path: &str) -> Result<QuotaDimension> {
@@ -174,31 +192,18 @@ pub fn parse_plan_dimensions_lenient(json: &str) -> Vec<QuotaDimension> {
   let Ok(Value::Array(items)) = serde_json::from_str::<Value>(json) else {
     return Vec::new();
   };
-  let mut dimensions: Vec<QuotaDimension> = Vec::new();
-  for item in &items {
-    let read = || {
-      let object = item.as_object()?;
-      let unit = QuotaUnit::parse(object.get("unit")?.as_str()?)?;
-      let window = QuotaWindow::parse(object.get("window")?.as_str()?)?;
-      let limit = object.get("limit")?.as_f64()?;
-      (limit.is_finite() && limit > 0.0).then_some(QuotaDimension {
-        unit,
-        window,
-        limit,
-      })
-    };
-    let Some(dimension) = read() else { continue };
-    // One counter per (unit, window): a plan that names it twice would count every
-    // request on it twice (and reserve it twice). It keeps the smaller limit.
-    match dimensions
-      .iter_mut()
-      .find(|d| (d.unit, d.window) == (dimension.unit, dimension.window))
-    {
-      Some(kept) => kept.limit = kept.limit.min(dimension.limit),
-      None => dimensions.push(dimension),
-    }
-  }
-  dimensions
+  let read = |item: &Value| {
+    let object = item.as_object()?;
+    let unit = QuotaUnit::parse(object.get("unit")?.as_str()?)?;
+    let window = QuotaWindow::parse(object.get("window")?.as_str()?)?;
+    let limit = object.get("limit")?.as_f64()?;
+    (limit.is_finite() && limit > 0.0).then_some(QuotaDimension {
+      unit,
+      window,
+      limit,
+    })
+  };
+  merge_repeated(items.iter().filter_map(read))
 }
 
 /// A `TypeError` at `path`: `expected <what>, got <the JSON type of value>`.
