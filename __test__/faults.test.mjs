@@ -158,6 +158,37 @@ test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, r
   assert.equal(enforceWarnings().length, 1)
 })
 
+test('reserve admission meets another process\'s write lock: it waits briefly, then decides unreserved (a full pool still blocks), warns once, and reserves again after', async () => {
+  const { dbPath } = freshDb()
+  const full = poolWithPlan('reserve-full', 2)
+  const open = poolWithPlan('reserve-open', 10)
+  process.env.QUOTA_ADMISSION = 'reserve'
+  try {
+    for (let i = 0; i < 2; i++) await recordConsumption({ ...full.request, cost: {} })
+    assert.equal(flushQuotaWrites(), null)
+    const holder = holdLockFor(dbPath, 'transaction', 3000)
+    await holder.locked
+    const [blocked, blockMs] = await timed(() => enforceQuotaShare(full.request))
+    assert.equal(blocked.kind, 'block', JSON.stringify(blocked))
+    assert.ok(blockMs < 1000, `enforce took ${blockMs} ms`)
+    const [allowed, allowMs] = await timed(() => enforceQuotaShare(open.request))
+    assert.deepEqual(allowed, { kind: 'allow', deprioritize: false }, 'allowed, with no reservation')
+    assert.ok(allowMs < 1000, `enforce took ${allowMs} ms`)
+    const reserveWarnings = enforceWarnings().filter((w) => w.msg.startsWith('quota reservation failed'))
+    assert.equal(reserveWarnings.length, 1, JSON.stringify(warnings))
+    assert.match(reserveWarnings[0].error, /locked|busy/i)
+    await holder.released()
+    const reserved = await enforceQuotaShare(open.request)
+    assert.equal(typeof reserved.reservation, 'string', JSON.stringify(reserved))
+    assert.deepEqual(
+      infos.filter((i) => i.msg === 'quota reserve recovered').map((i) => i.failedCalls),
+      [2],
+    )
+  } finally {
+    delete process.env.QUOTA_ADMISSION
+  }
+})
+
 test('the hourly retention sweep meets another process\'s write lock: it waits briefly and retries, enforce is never held up behind it', async (t) => {
   const { dbPath } = freshDb()
   const p = poolWithPlan('sweep', 1000)

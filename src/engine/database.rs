@@ -12,7 +12,7 @@ use super::config::process_env;
 use super::driver::{Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
-use super::telemetry::LogQueue;
+use super::telemetry::{LogQueue, LogValue, Operation};
 use super::{relock, Engine, Step};
 use crate::core::admission::estimated_cost;
 use crate::core::dimensions::DimensionKey;
@@ -770,19 +770,28 @@ impl QuotaDriver for SqliteDriver {
       };
       if reserve {
         let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-        db.enforce_reserving(
-          &lookup,
-          &request,
-          threshold,
-          &estimate,
-          new_reservation_id(),
-          call.now_ms,
-        )
-        .map(|(outcome, reservation)| (outcome, reservation.map(|r| r.token())))
-      } else {
-        db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
-          .map(|outcome| (outcome, None))
+        // Waits only briefly for another connection's write lock (the JS thread waits with
+        // it); without the lock the decision is made as in default mode, unreserved.
+        let reserved = db.briefly(|db| {
+          let id = new_reservation_id();
+          db.enforce_reserving(&lookup, &request, threshold, &estimate, id, call.now_ms)
+        });
+        match reserved {
+          Ok((outcome, reservation)) => {
+            engine.faults.succeeded(&engine.logs, Operation::Reserve);
+            return Ok((outcome, reservation.map(|r| r.token())));
+          }
+          Err(err) => engine.faults.failed(
+            &engine.logs,
+            Operation::Reserve,
+            "quota reservation failed; deciding without one",
+            &err.to_string(),
+            vec![("apiKeyId", LogValue::Text(call.ids.api_key_id.clone()))],
+          ),
+        }
       }
+      db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
+        .map(|outcome| (outcome, None))
     });
     Step::Now(outcome)
   }

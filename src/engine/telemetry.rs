@@ -162,6 +162,7 @@ named_enum! {
     Enforce = "enforce",
     Record = "record",
     Flush = "flush",
+    Reserve = "reserve",
   }
 }
 
@@ -173,7 +174,7 @@ struct Fault {
 /// The open fault of each operation.
 #[derive(Default)]
 pub struct Faults {
-  open: Mutex<[Option<Fault>; 3]>,
+  open: Mutex<[Option<Fault>; 4]>,
   /// One bit per operation with an open fault: a success checks it without the lock.
   any_open: AtomicU8,
 }
