@@ -543,6 +543,30 @@ test('getTokenHeaderSaturation: resetAt in epoch ms, from an RFC 3339 time or a 
   assert.deepEqual(getTokenHeaderSaturation('openai', 'reset-3'), { saturation: 0.75, resetAt: null })
 })
 
+test('storeRateLimitHeaders keeps a requests reading and a token reading apart: a response without one leaves it as it was', async () => {
+  install()
+  const tokens = new Headers({ 'anthropic-ratelimit-tokens-limit': '1000', 'anthropic-ratelimit-tokens-remaining': '100' })
+  storeRateLimitHeaders('apart-1', 'anthropic', tokens)
+  storeRateLimitHeaders('apart-1', 'anthropic', { 'anthropic-ratelimit-requests-limit': '50', 'anthropic-ratelimit-requests-remaining': '10' })
+  storeRateLimitHeaders('apart-1', 'anthropic', { 'anthropic-ratelimit-tokens-limit': '0', 'content-type': 'text/plain' })
+  assert.deepEqual(getTokenHeaderSaturation('anthropic', 'apart-1'), { saturation: 0.9, resetAt: null })
+  assert.equal(await getSaturation('apart-1', 'anthropic', { unit: 'requests', window: 'hourly' }), 0.8)
+  // The token groups in order (anthropic's own before openai's), each with its own reset;
+  // bare x-ratelimit-limit/-remaining are a requests reading.
+  storeRateLimitHeaders('apart-2', 'openai', {
+    'anthropic-ratelimit-tokens-limit': '1000',
+    'anthropic-ratelimit-tokens-remaining': '100',
+    'x-ratelimit-limit-tokens': '1000',
+    'x-ratelimit-remaining-tokens': '900',
+    'x-ratelimit-reset-tokens': '6m0s',
+    'x-ratelimit-limit': '50',
+    'x-ratelimit-remaining': '10',
+  })
+  assert.deepEqual(getTokenHeaderSaturation('openai', 'apart-2'), { saturation: 0.9, resetAt: null })
+  storeRateLimitHeaders('apart-3', 'anthropic', { 'x-ratelimit-limit': '50', 'x-ratelimit-remaining': '10' })
+  assert.equal(await getSaturation('apart-3', 'anthropic', { unit: 'requests', window: 'hourly' }), 0.8)
+})
+
 test('stale-while-revalidate: an expired entry is served at once while one background refresh runs', { timeout: 10_000 }, async () => {
   const c = conn()
   hostPool({ connections: [c], allocations: [{ key: 'warm', weight: 50 }, { key: 'warm2', weight: 50 }] })

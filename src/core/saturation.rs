@@ -146,112 +146,101 @@ impl SaturationCache {
   }
 }
 
-/// One family of rate-limit headers (`requests`, `tokens`, `input-tokens`, `output-tokens`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct RateLimitFamily {
-  pub limit: Option<f64>,
-  pub remaining: Option<f64>,
-  /// When the family's window resets (epoch ms).
+/// A rate-limit reading of one response: `remaining` of `limit` (> 0) left when it was
+/// seen, and when the window resets (epoch ms; token readings only).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeaderReading {
+  pub limit: f64,
+  pub remaining: f64,
   pub reset_at_ms: Option<i64>,
-}
-
-/// The rate-limit headers of one upstream response.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RateLimitSnapshot {
   pub observed_at_ms: i64,
-  pub requests: RateLimitFamily,
-  pub tokens: RateLimitFamily,
-  pub input_tokens: RateLimitFamily,
-  pub output_tokens: RateLimitFamily,
 }
 
-impl RateLimitSnapshot {
-  fn family_mut(&mut self, name: &str) -> Option<&mut RateLimitFamily> {
-    match name {
-      "requests" => Some(&mut self.requests),
-      "tokens" => Some(&mut self.tokens),
-      "input-tokens" => Some(&mut self.input_tokens),
-      "output-tokens" => Some(&mut self.output_tokens),
-      _ => None,
-    }
-  }
-
-  fn is_empty(&self) -> bool {
-    [
-      self.requests,
-      self.tokens,
-      self.input_tokens,
-      self.output_tokens,
-    ]
-    .iter()
-    .all(|f| *f == RateLimitFamily::default())
+impl HeaderReading {
+  /// `used / limit`, clamped; `None` once the reading is more than 5 min old.
+  pub fn saturation(&self, now_ms: i64) -> Option<f64> {
+    (now_ms - self.observed_at_ms <= HEADER_FRESHNESS_MS)
+      .then(|| clamp_saturation((self.limit - self.remaining) / self.limit))
   }
 }
 
-/// `(family, field)` of a header name: anthropic
-/// `anthropic-ratelimit-<family>-<field>`, openai `x-ratelimit-<field>-<family>`.
-fn classify(name: &str) -> Option<(&str, &str)> {
-  if let Some(rest) = name.strip_prefix("anthropic-ratelimit-") {
-    return rest.rsplit_once('-');
-  }
-  let (field, family) = name.strip_prefix("x-ratelimit-")?.split_once('-')?;
-  Some((family, field))
+/// What one response's headers say, each reading `None` when it carries no usable one: a
+/// connection keeps its earlier reading of that kind then.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct HeaderReadings {
+  pub requests: Option<HeaderReading>,
+  pub tokens: Option<HeaderReading>,
 }
 
-/// Parses a header number (`"1500"`, `" 12.5 "`); anything else is `None`.
+/// A header number as JavaScript's `Number()` reads it, decimal only (blank is 0); `None`
+/// unless finite.
 fn parse_number(value: &str) -> Option<f64> {
-  value.trim().parse::<f64>().ok().filter(|v| v.is_finite())
+  let text = value.trim();
+  let n = if text.is_empty() {
+    0.0
+  } else {
+    text.parse().ok()?
+  };
+  f64::is_finite(n).then_some(n)
 }
 
-/// A Go-style duration as openai sends it: `6m0s`, `1s`, `20ms`, `1h2m3.5s`, `0.5s`.
+/// The sum of the `<number><h|m|s|ms>` parts of a reset, wherever they stand (`6m0s`,
+/// `1h30m`, `20ms`, `in 1.5s`); `None` when it has none.
 pub fn parse_duration_ms(value: &str) -> Option<f64> {
-  let is_number = |c: char| c.is_ascii_digit() || c == '.';
-  let mut rest = value.trim();
-  let mut total = None;
-  while !rest.is_empty() {
-    // A number (never empty: "" does not parse), then its unit up to the next number.
-    let (number, tail) = rest.split_at(rest.find(|c| !is_number(c)).unwrap_or(rest.len()));
-    let (unit, tail) = tail.split_at(tail.find(is_number).unwrap_or(tail.len()));
-    let scale = match unit {
-      "h" => 3_600_000.0,
-      "m" => 60_000.0,
-      "s" | "" => 1_000.0,
-      "ms" => 1.0,
-      "us" | "µs" => 0.001,
-      "ns" => 0.000_001,
-      _ => return None,
+  let bytes = value.as_bytes();
+  let digits = |from: usize| {
+    from
+      + bytes[from..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .count()
+  };
+  let (mut total, mut at, mut matched) = (0.0, 0, false);
+  while at < bytes.len() {
+    if !bytes[at].is_ascii_digit() {
+      at += 1;
+      continue;
+    }
+    let mut end = digits(at);
+    if bytes.get(end) == Some(&b'.') && bytes.get(end + 1).is_some_and(u8::is_ascii_digit) {
+      end = digits(end + 1);
+    }
+    let (scale, unit) = match &bytes[end..] {
+      [b'm', b's', ..] => (1.0, 2),
+      [b'h', ..] => (3_600_000.0, 1),
+      [b'm', ..] => (60_000.0, 1),
+      [b's', ..] => (1_000.0, 1),
+      _ => {
+        at = end;
+        continue;
+      }
     };
-    total = Some(total.unwrap_or(0.0) + number.parse::<f64>().ok()? * scale);
-    rest = tail;
+    let number: f64 = value[at..end]
+      .parse()
+      .ok()
+      .filter(|n: &f64| n.is_finite())?;
+    (total, at, matched) = (total + number * scale, end + unit, true);
   }
-  total
-}
-
-/// An RFC 3339 instant (`2026-11-30T12:00:00Z`, `…T12:00:00.250+01:00`) in epoch ms: a
-/// full date and time with a zone. Bare numbers are not instants here (`3600` is seconds).
-pub fn parse_rfc3339_ms(value: &str) -> Option<i64> {
-  let bytes = value.trim().as_bytes();
-  let has_time = bytes.len() >= 20 && matches!(bytes[10], b'T' | b't' | b' ');
-  let has_zone = matches!(bytes.last(), Some(b'Z' | b'z'))
-    || (bytes.len() >= 6 && matches!(bytes[bytes.len() - 6], b'+' | b'-'));
-  (has_time && has_zone)
-    .then_some(value)
-    .and_then(parse_iso8601_ms)
+  matched.then_some(total)
 }
 
 /// The largest distance from the epoch a JavaScript `Date` can hold (±8.64 × 10¹⁵ ms).
 pub const MAX_DATE_MS: i64 = 8_640_000_000_000_000;
 
-/// A reset header: an RFC 3339 instant, a duration (`6m0s`), or plain seconds. A reset
-/// that a JavaScript `Date` cannot hold (a duration of millions of years, a year past
-/// 275 760) is unknown, as `Date.parse` has it: `None`, never an overflow.
+/// A reset header as epoch ms: a date-time (it has `YYYY-MM-DD` and a `T` or `:`) when it
+/// parses as one, else `now` plus its duration. A reset a JavaScript `Date` cannot hold
+/// is unknown, as `Date.parse` has it: `None`, never an overflow.
 pub fn parse_reset_ms(value: &str, now_ms: i64) -> Option<i64> {
-  let at = match parse_rfc3339_ms(value) {
+  let text = value.trim();
+  let date_shaped = text.as_bytes().windows(10).any(|w| {
+    let digit = |range: std::ops::Range<usize>| w[range].iter().all(u8::is_ascii_digit);
+    digit(0..4) && w[4] == b'-' && digit(5..7) && w[7] == b'-' && digit(8..10)
+  }) && text.contains(['T', ':']);
+  let at = match date_shaped.then(|| parse_iso8601_ms(text)).flatten() {
     Some(at) => at,
     None => {
-      let ms = parse_duration_ms(value)?.round();
-      // `ms` is ≥ 0; beyond the Date range (or not finite) it is unknown anyway.
-      if ms.is_nan() || ms > MAX_DATE_MS as f64 {
+      let ms = parse_duration_ms(text)?.round();
+      if ms > MAX_DATE_MS as f64 {
         return None;
       }
       now_ms.checked_add(ms as i64)?
@@ -260,32 +249,56 @@ pub fn parse_reset_ms(value: &str, now_ms: i64) -> Option<i64> {
   (-MAX_DATE_MS..=MAX_DATE_MS).contains(&at).then_some(at)
 }
 
-/// Reads the rate-limit headers out of `(name, value)` pairs (names in any case); `None`
-/// when there are none.
+/// Reads the rate-limit readings out of one response's `(name, value)` pairs (names in
+/// any case; of a repeated name, the last).
 pub fn parse_rate_limit_headers<'a>(
   headers: impl IntoIterator<Item = (&'a str, &'a str)>,
   now_ms: i64,
-) -> Option<RateLimitSnapshot> {
-  let mut snapshot = RateLimitSnapshot {
-    observed_at_ms: now_ms,
-    ..RateLimitSnapshot::default()
+) -> HeaderReadings {
+  let headers: Vec<(String, &str)> = (headers.into_iter())
+    .map(|(name, value)| (name.to_ascii_lowercase(), value))
+    .collect();
+  let get = |name: &str| headers.iter().rev().find(|(n, _)| n == name).map(|h| h.1);
+  let reading = |limit: &str, remaining: &str, reset: Option<&str>| {
+    let (limit, remaining) = (parse_number(limit)?, parse_number(remaining)?);
+    (limit > 0.0).then(|| HeaderReading {
+      limit,
+      remaining,
+      reset_at_ms: reset.and_then(|reset| parse_reset_ms(reset, now_ms)),
+      observed_at_ms: now_ms,
+    })
   };
-  for (name, value) in headers {
-    let name = name.to_ascii_lowercase();
-    let Some((family, field)) = classify(&name) else {
-      continue;
-    };
-    let Some(family) = snapshot.family_mut(family) else {
-      continue;
-    };
-    match field {
-      "limit" => family.limit = parse_number(value),
-      "remaining" => family.remaining = parse_number(value),
-      "reset" => family.reset_at_ms = parse_reset_ms(value, now_ms),
-      _ => {}
-    }
-  }
-  (!snapshot.is_empty()).then_some(snapshot)
+  // `(family, openai)`: `anthropic-ratelimit-<family>-<field>` or `x-ratelimit-<field><family>`.
+  let header = |(family, openai): (&str, bool), field: &str| match openai {
+    false => get(&format!("anthropic-ratelimit-{family}-{field}")),
+    true => get(&format!("x-ratelimit-{field}{family}")),
+  };
+  // Requests: the first name present of each field, the unsuffixed openai one last; a
+  // blank one is none (the host's module tests both for truth).
+  let [limit, remaining] = ["limit", "remaining"].map(|field| {
+    [("requests", false), ("-requests", true), ("", true)]
+      .into_iter()
+      .find_map(|family| header(family, field))
+      .filter(|value| !value.is_empty())
+  });
+  let requests =
+    (limit.zip(remaining)).and_then(|(limit, remaining)| reading(limit, remaining, None));
+  // Tokens: the first group whose limit and remaining are usable, with its own reset.
+  let tokens = [
+    ("tokens", false),
+    ("-tokens", true),
+    ("input-tokens", false),
+    ("output-tokens", false),
+  ]
+  .into_iter()
+  .find_map(|g| {
+    reading(
+      header(g, "limit")?,
+      header(g, "remaining")?,
+      header(g, "reset"),
+    )
+  });
+  HeaderReadings { requests, tokens }
 }
 
 /// `getTokenHeaderSaturation`'s value: how full the token budget is, and when it resets.
@@ -295,38 +308,14 @@ pub struct TokenHeaderSaturation {
   pub reset_at_ms: Option<i64>,
 }
 
-/// The token family's `used / limit` (clamped), from headers at most 5 min old; `None`
-/// when stale or incomplete. Prefers `tokens`, then `input-tokens`, then `output-tokens`.
-pub fn token_header_saturation(
-  snapshot: &RateLimitSnapshot,
-  now_ms: i64,
-) -> Option<TokenHeaderSaturation> {
-  if now_ms - snapshot.observed_at_ms > HEADER_FRESHNESS_MS {
-    return None;
-  }
-  [
-    snapshot.tokens,
-    snapshot.input_tokens,
-    snapshot.output_tokens,
-  ]
-  .into_iter()
-  .find_map(|family| {
-    let (limit, remaining) = (family.limit?, family.remaining?);
-    (limit > 0.0).then(|| TokenHeaderSaturation {
-      saturation: clamp_saturation((limit - remaining) / limit),
-      reset_at_ms: family.reset_at_ms,
+impl HeaderReading {
+  /// This token reading as `getTokenHeaderSaturation` answers it; `None` when stale.
+  pub fn token_saturation(&self, now_ms: i64) -> Option<TokenHeaderSaturation> {
+    Some(TokenHeaderSaturation {
+      saturation: self.saturation(now_ms)?,
+      reset_at_ms: self.reset_at_ms,
     })
-  })
-}
-
-/// Anthropic's weak last resort when its plan window is unknown: the requests family's
-/// `used / limit` (clamped) from headers at most 5 min old; `None` when stale or incomplete.
-pub fn request_header_saturation(snapshot: &RateLimitSnapshot, now_ms: i64) -> Option<f64> {
-  if now_ms - snapshot.observed_at_ms > HEADER_FRESHNESS_MS {
-    return None;
   }
-  let (limit, remaining) = (snapshot.requests.limit?, snapshot.requests.remaining?);
-  (limit > 0.0).then(|| clamp_saturation((limit - remaining) / limit))
 }
 
 #[cfg(test)]
@@ -380,17 +369,20 @@ mod tests {
   }
 
   #[test]
-  fn durations() {
+  fn durations_sum_their_unit_parts_wherever_they_stand() {
     let cases = [
       ("6m0s", Some(360_000.0)),
-      ("1s", Some(1_000.0)),
+      ("1h30m15s", Some(5_415_000.0)),
       ("20ms", Some(20.0)),
-      ("1h2m3.5s", Some(3_723_500.0)),
-      ("0.5s", Some(500.0)),
-      ("30", Some(30_000.0)),
+      ("1.5s", Some(1_500.0)),
+      ("in 6m0s", Some(360_000.0)),
+      ("-5s", Some(5_000.0)),
+      ("1m30", Some(60_000.0)),
+      ("1.5.3s", Some(3_000.0)),
+      ("30", None),
+      ("500us", None),
+      ("5.s", None),
       ("", None),
-      ("soon", None),
-      ("5x", None),
     ];
     for (input, expected) in cases {
       assert_eq!(parse_duration_ms(input), expected, "{input}");
@@ -398,77 +390,105 @@ mod tests {
   }
 
   #[test]
-  fn rfc3339_instants() {
-    for (text, expected) in [
-      ("1970-01-01T00:00:00Z", Some(0)),
-      ("2026-11-30T12:00:00Z", Some(1_796_040_000_000)),
-      ("2026-11-30T12:00:00.250Z", Some(1_796_040_000_250)),
-      ("2026-11-30T13:00:00+01:00", Some(1_796_040_000_000)),
-      // Without a zone, not a date, or a bare number (seconds, not an instant).
-      ("2026-11-30T12:00:00", None),
-      ("yesterday", None),
-      ("2026-13-30T12:00:00Z", None),
-      ("3600", None),
-      ("ééééééééééééééééééééé", None),
-    ] {
-      assert_eq!(parse_rfc3339_ms(text), expected, "{text}");
-    }
-  }
-
-  /// The openai family (`x-ratelimit-<field>-tokens`, a `6m0s` reset) is __test__/
-  /// enforce.test.mjs's "saturation: cached for 30 s …; header fallback".
-  #[test]
-  fn anthropic_headers_in_any_case() {
+  fn resets_are_date_times_or_durations_from_now() {
     let now = 1_000_000;
-    let anthropic = parse_rate_limit_headers(
-      [
-        ("anthropic-ratelimit-tokens-limit", "1000"),
-        ("anthropic-ratelimit-tokens-remaining", "250"),
-        ("Anthropic-RateLimit-Tokens-Reset", "1970-01-01T00:20:00Z"),
-        ("anthropic-ratelimit-requests-limit", "50"),
-        ("content-type", "application/json"),
-      ],
-      now,
-    )
-    .unwrap();
-    assert_eq!(anthropic.tokens.limit, Some(1000.0));
-    assert_eq!(anthropic.tokens.reset_at_ms, Some(1_200_000));
-    assert_eq!(anthropic.requests.limit, Some(50.0));
-    let saturation = token_header_saturation(&anthropic, now).unwrap();
-    assert_eq!(saturation.saturation, 0.75);
-  }
-
-  #[test]
-  fn headers_go_stale_after_five_minutes_and_need_limit_and_remaining() {
-    let snapshot = parse_rate_limit_headers(
-      [
-        ("x-ratelimit-limit-tokens", "100"),
-        ("x-ratelimit-remaining-tokens", "0"),
-      ],
-      0,
-    )
-    .unwrap();
-    assert!(token_header_saturation(&snapshot, HEADER_FRESHNESS_MS).is_some());
-    assert!(token_header_saturation(&snapshot, HEADER_FRESHNESS_MS + 1).is_none());
-    let partial = parse_rate_limit_headers([("x-ratelimit-limit-tokens", "100")], 0).unwrap();
-    assert!(token_header_saturation(&partial, 0).is_none());
-    assert!(parse_rate_limit_headers([("content-type", "text/plain")], 0).is_none());
+    for (text, expected) in [
+      ("1970-01-01T00:20:00Z", Some(1_200_000)),
+      ("2026-11-30T13:00:00+01:00", Some(1_796_040_000_000)),
+      ("2026-11-30 12:00:00Z", Some(1_796_040_000_000)),
+      // A date-time without a zone is read as UTC.
+      ("2026-11-30T12:00:00", Some(1_796_040_000_000)),
+      ("6m0s", Some(now + 360_000)),
+      // Bare numbers are no reset; neither is a date-shaped text that is no date.
+      ("30", None),
+      ("1796040000", None),
+      ("2026-13-30T12:00:00Z", None),
+    ] {
+      assert_eq!(parse_reset_ms(text, now), expected, "{text}");
+    }
   }
 
   #[test]
   fn resets_a_date_cannot_hold_are_unknown_not_an_overflow() {
-    // Found by tests/fuzz.rs: `now + duration` overflowed i64 (a panic in debug builds, a
-    // wrapped, negative reset in release ones).
+    // Found by tests/fuzz.rs: `now + duration` overflowed i64.
     assert_eq!(parse_reset_ms("2000h", i64::MAX - 1), None);
     assert_eq!(parse_reset_ms("99999999999999999999h", 0), None);
     assert_eq!(parse_reset_ms("1s", MAX_DATE_MS), None);
     assert_eq!(parse_reset_ms("1s", MAX_DATE_MS - 1000), Some(MAX_DATE_MS));
-    // Plain seconds past the Date range (10^21 s).
-    assert_eq!(parse_reset_ms("999999999999999999999", 0), None);
-    // RFC 3339 has four-digit years, so an instant is always within the Date range.
-    assert_eq!(
-      parse_reset_ms("9999-12-31T23:59:59Z", i64::MAX),
-      Some(253_402_300_799_000)
-    );
+  }
+
+  fn tokens(headers: &[(&str, &str)]) -> Option<(f64, Option<i64>)> {
+    let reading = parse_rate_limit_headers(headers.iter().copied(), 0).tokens?;
+    Some((reading.saturation(0)?, reading.reset_at_ms))
+  }
+
+  #[test]
+  fn the_token_reading_is_the_first_usable_group_with_its_own_reset() {
+    let anthropic = [
+      ("anthropic-ratelimit-tokens-limit", "1000"),
+      ("Anthropic-RateLimit-Tokens-Remaining", "100"),
+      ("x-ratelimit-limit-tokens", "1000"),
+      ("x-ratelimit-remaining-tokens", "900"),
+      ("x-ratelimit-reset-tokens", "6m0s"),
+    ];
+    assert_eq!(tokens(&anthropic), Some((0.9, None)));
+    // An unusable group (limit 0, no remaining) gives way to the next one.
+    let openai = [
+      ("anthropic-ratelimit-tokens-limit", "0"),
+      ("anthropic-ratelimit-tokens-remaining", "0"),
+      ("x-ratelimit-limit-tokens", "1000"),
+      ("x-ratelimit-remaining-tokens", "900"),
+      ("x-ratelimit-reset-tokens", "6m0s"),
+    ];
+    assert_eq!(tokens(&openai), Some((0.1, Some(360_000))));
+    let output = [
+      ("anthropic-ratelimit-output-tokens-limit", "100"),
+      ("anthropic-ratelimit-output-tokens-remaining", "25"),
+    ];
+    assert_eq!(tokens(&output), Some((0.75, None)));
+    // openai's input/output token headers are none of the groups.
+    let input = [
+      ("x-ratelimit-limit-input-tokens", "100"),
+      ("x-ratelimit-remaining-input-tokens", "25"),
+    ];
+    assert_eq!(tokens(&input), None);
+    // Numbers as `Number()` reads them: blank is 0, so a blank remaining is all used.
+    let blank = [
+      ("x-ratelimit-limit-tokens", " 200 "),
+      ("x-ratelimit-remaining-tokens", ""),
+    ];
+    assert_eq!(tokens(&blank), Some((1.0, None)));
+    assert_eq!(tokens(&[("x-ratelimit-limit-tokens", "100")]), None);
+  }
+
+  #[test]
+  fn the_requests_reading_takes_the_first_present_name_of_each_and_no_blank() {
+    let requests = |headers: &[(&str, &str)]| {
+      let reading = parse_rate_limit_headers(headers.iter().copied(), 0).requests?;
+      reading.saturation(0)
+    };
+    let bare = [("x-ratelimit-limit", "50"), ("x-ratelimit-remaining", "10")];
+    assert_eq!(requests(&bare), Some(0.8));
+    let mixed = [
+      ("x-ratelimit-remaining-requests", "40"),
+      ("x-ratelimit-limit", "50"),
+      ("x-ratelimit-remaining", "0"),
+    ];
+    assert_eq!(requests(&mixed), Some(0.2));
+    let blank = [("x-ratelimit-limit", "50"), ("x-ratelimit-remaining", "")];
+    assert_eq!(requests(&blank), None);
+    let readings = parse_rate_limit_headers([("content-type", "text/plain")], 0);
+    assert_eq!(readings, HeaderReadings::default());
+  }
+
+  #[test]
+  fn readings_go_stale_after_five_minutes() {
+    let headers = [
+      ("x-ratelimit-limit-tokens", "100"),
+      ("x-ratelimit-remaining-tokens", "0"),
+    ];
+    let reading = parse_rate_limit_headers(headers, 0).tokens.unwrap();
+    assert_eq!(reading.saturation(HEADER_FRESHNESS_MS), Some(1.0));
+    assert_eq!(reading.saturation(HEADER_FRESHNESS_MS + 1), None);
   }
 }

@@ -9,14 +9,13 @@ use super::relock;
 use super::telemetry::LogValue;
 use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
-use crate::core::saturation::{
-  request_header_saturation, token_header_saturation, RateLimitSnapshot, SaturationCache,
-};
+use crate::core::saturation::{HeaderReading, HeaderReadings, SaturationCache};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::sync::Mutex;
 
-/// Connections whose headers are kept at most; past it the map starts over.
+/// Connections whose header readings are kept at most; past it the stale ones go (all,
+/// when every one is fresh).
 const MAX_HEADER_SNAPSHOTS: usize = 10_000;
 
 named_enum! {
@@ -58,8 +57,8 @@ pub struct SaturationState {
   fetchers: [HashSet<String>; 2],
   /// Per provider, per connection: looked up by `&str` on every decision, so no key is
   /// allocated for it.
-  headers: HashMap<String, HashMap<String, RateLimitSnapshot>>,
-  /// Snapshots in `headers`.
+  headers: HashMap<String, HashMap<String, HeaderReadings>>,
+  /// Connections in `headers`.
   header_count: usize,
   /// Refreshes in flight, and when each was asked for. Behind its own lock: the decision
   /// reads the state through a shared reference.
@@ -122,13 +121,12 @@ impl SaturationState {
   pub fn fallback(&self, provider: &str, connection_id: &str, now_ms: i64) -> f64 {
     if matches!(provider, "anthropic" | "claude") {
       return (self.headers("anthropic", connection_id))
-        .and_then(|snapshot| request_header_saturation(snapshot, now_ms))
+        .and_then(|readings| readings.requests?.saturation(now_ms))
         .unwrap_or(0.0);
     }
-    self
-      .headers(provider, connection_id)
-      .and_then(|snapshot| token_header_saturation(snapshot, now_ms))
-      .map_or(0.0, |s| s.saturation)
+    (self.headers(provider, connection_id))
+      .and_then(|readings| readings.tokens?.saturation(now_ms))
+      .unwrap_or(0.0)
   }
 
   /// What `getSaturation(connectionId, provider, { unit, window })` must do now.
@@ -229,24 +227,39 @@ impl SaturationState {
       .put(provider, connection_id, unit, window, value, now_ms)
   }
 
-  /// Keeps the rate-limit headers of a response.
+  /// Keeps the readings of a response: each replaces the connection's reading of its kind.
   pub fn store_headers(
     &mut self,
     provider: String,
     connection_id: String,
-    snapshot: RateLimitSnapshot,
+    readings: HeaderReadings,
+    now_ms: i64,
   ) {
+    if readings == HeaderReadings::default() {
+      return;
+    }
     if self.header_count >= MAX_HEADER_SNAPSHOTS {
-      self.clear_headers();
+      let fresh = |r: Option<HeaderReading>| r.is_some_and(|r| r.saturation(now_ms).is_some());
+      self.headers.retain(|_, connections| {
+        connections.retain(|_, known| fresh(known.requests) || fresh(known.tokens));
+        !connections.is_empty()
+      });
+      self.header_count = self.headers.values().map(HashMap::len).sum();
+      if self.header_count >= MAX_HEADER_SNAPSHOTS {
+        self.clear_headers();
+      }
     }
     let known = self.headers.entry(provider).or_default();
-    if known.insert(connection_id, snapshot).is_none() {
+    let known = known.entry(connection_id).or_insert_with(|| {
       self.header_count += 1;
-    }
+      HeaderReadings::default()
+    });
+    known.requests = readings.requests.or(known.requests);
+    known.tokens = readings.tokens.or(known.tokens);
   }
 
-  /// The headers last kept for a connection.
-  pub fn headers(&self, provider: &str, connection_id: &str) -> Option<&RateLimitSnapshot> {
+  /// The readings kept for a connection.
+  pub fn headers(&self, provider: &str, connection_id: &str) -> Option<&HeaderReadings> {
     self.headers.get(provider)?.get(connection_id)
   }
 
@@ -326,11 +339,8 @@ impl super::Engine {
   ) {
     let pairs = pairs.iter().filter(|p| p.len() == 2);
     let pairs = pairs.map(|p| (p[0].as_str(), p[1].as_str()));
-    if let Some(snapshot) = crate::core::saturation::parse_rate_limit_headers(pairs, now_ms) {
-      self
-        .saturation()
-        .store_headers(provider, connection_id, snapshot);
-    }
+    let readings = crate::core::saturation::parse_rate_limit_headers(pairs, now_ms);
+    (self.saturation()).store_headers(provider, connection_id, readings, now_ms);
   }
 
   /// The token-header fallback signal of a connection: `used / limit` from headers at
@@ -342,7 +352,10 @@ impl super::Engine {
     now_ms: i64,
   ) -> Option<crate::core::saturation::TokenHeaderSaturation> {
     let state = self.saturation();
-    token_header_saturation(state.headers(provider, connection_id)?, now_ms)
+    state
+      .headers(provider, connection_id)?
+      .tokens?
+      .token_saturation(now_ms)
   }
 
   /// A saturation fetch took longer than `QUOTA_SATURATION_FETCH_TIMEOUT_MS` and its
@@ -400,7 +413,7 @@ impl SaturationLookup for DecisionLookup<'_> {
 #[cfg(test)]
 mod tests {
   use super::*;
-  use crate::core::saturation::parse_rate_limit_headers;
+  use crate::core::saturation::{parse_rate_limit_headers, HEADER_FRESHNESS_MS};
 
   const NOW: i64 = 1_700_000_000_000;
 
@@ -485,6 +498,62 @@ mod tests {
   }
 
   #[test]
+  fn each_reading_is_kept_until_a_response_carries_a_usable_one_of_its_kind() {
+    let mut state = SaturationState::default();
+    let mut respond = |headers: &[(&str, &str)], at: i64| {
+      let readings = parse_rate_limit_headers(headers.iter().copied(), at);
+      state.store_headers("anthropic".into(), "c".into(), readings, at);
+      let tokens = (state.headers("anthropic", "c"))
+        .and_then(|r| r.tokens?.saturation(at))
+        .unwrap_or(0.0);
+      (tokens, state.fallback("anthropic", "c", at))
+    };
+    let tokens = [
+      ("anthropic-ratelimit-tokens-limit", "1000"),
+      ("anthropic-ratelimit-tokens-remaining", "100"),
+    ];
+    assert_eq!(respond(&tokens, NOW), (0.9, 0.0));
+    let requests = [
+      ("anthropic-ratelimit-requests-limit", "50"),
+      ("anthropic-ratelimit-requests-remaining", "10"),
+    ];
+    assert_eq!(respond(&requests, NOW + 1), (0.9, 0.8));
+    // Unusable token headers, or none, change nothing.
+    assert_eq!(
+      respond(&[("anthropic-ratelimit-tokens-limit", "0")], NOW + 2),
+      (0.9, 0.8)
+    );
+    assert_eq!(
+      respond(&[("content-type", "text/plain")], NOW + 3),
+      (0.9, 0.8)
+    );
+  }
+
+  #[test]
+  fn past_its_bound_the_header_store_drops_stale_connections_first() {
+    let mut state = SaturationState::default();
+    let headers = [
+      ("x-ratelimit-limit-tokens", "100"),
+      ("x-ratelimit-remaining-tokens", "10"),
+    ];
+    let store = |state: &mut SaturationState, connection: String, at: i64| {
+      let readings = parse_rate_limit_headers(headers, at);
+      state.store_headers("openai".into(), connection, readings, at);
+    };
+    store(&mut state, "old".into(), NOW);
+    for i in 1..MAX_HEADER_SNAPSHOTS {
+      store(&mut state, format!("c{i}"), NOW + HEADER_FRESHNESS_MS);
+    }
+    store(&mut state, "new".into(), NOW + HEADER_FRESHNESS_MS + 1);
+    assert_eq!(state.header_count, MAX_HEADER_SNAPSHOTS);
+    assert!(state.headers("openai", "old").is_none());
+    assert!(state.headers("openai", "c1").is_some());
+    // All fresh: it starts over.
+    store(&mut state, "newer".into(), NOW + HEADER_FRESHNESS_MS + 1);
+    assert_eq!(state.header_count, 1);
+  }
+
+  #[test]
   fn a_lookup_is_a_hit_a_fetch_or_the_header_fallback() {
     let mut state = SaturationState::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
@@ -496,8 +565,8 @@ mod tests {
       ("x-ratelimit-limit-tokens", "1000"),
       ("x-ratelimit-remaining-tokens", "250"),
     ];
-    let snapshot = parse_rate_limit_headers(headers, NOW).unwrap();
-    state.store_headers("openai".into(), "c".into(), snapshot);
+    let readings = parse_rate_limit_headers(headers, NOW);
+    state.store_headers("openai".into(), "c".into(), readings, NOW);
     assert_eq!(
       state.lookup("openai", "c", u, w, NOW),
       Lookup::known(0.75, false)
