@@ -30,7 +30,7 @@ pub mod telemetry;
 pub mod test_hooks;
 
 use crate::core::dimensions::ProviderPlan;
-use crate::core::plans::{resolve_plan, PlanOverrides};
+use crate::core::plans::resolve_plan;
 use crate::error::Result;
 use crate::store::sqlite::SqliteDb;
 use database::Access;
@@ -178,14 +178,9 @@ impl Engine {
   /// `resolvePlan` (docs/contract.md §6), which never fails: the stored plan when it has
   /// dimensions, else the catalog's, else an empty manual plan.
   pub fn resolve_plan(&'static self, connection_id: &str, provider: &str) -> ProviderPlan {
-    struct Stored(Option<ProviderPlan>);
-    impl PlanOverrides for Stored {
-      fn provider_plan(&self, _: &str) -> Result<Option<ProviderPlan>> {
-        Ok(self.0.clone())
-      }
-    }
     let stored = self.with_db(|db| db.get_provider_plan(connection_id));
-    resolve_plan(&Stored(stored.unwrap_or(None)), connection_id, provider)
+    // A failing lookup counts as no stored plan.
+    resolve_plan(stored.ok().flatten(), provider)
   }
 
   /// `closeQuotaDb()`: closes the engine's connection (prepared statements and cached

@@ -406,7 +406,7 @@ impl QuotaMetadata for SqliteDb {
         return stored;
       }
     }
-    Arc::new(resolve_plan(self, connection_id, provider))
+    Arc::new(resolve_plan(None, provider))
   }
 }
 

@@ -525,13 +525,6 @@ impl SqliteDb {
   }
 }
 
-impl crate::core::plans::PlanOverrides for SqliteDb {
-  /// The stored plan of `connection_id`, through the metadata cache.
-  fn provider_plan(&self, connection_id: &str) -> Result<Option<ProviderPlan>> {
-    self.get_provider_plan(connection_id)
-  }
-}
-
 #[cfg(test)]
 mod tests {
   use super::*;
