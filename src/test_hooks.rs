@@ -107,7 +107,7 @@ pub fn scheduler_sizes_for_tests() -> SchedulerSizes {
 /// the one at the path (docs/sqlite.md#one-connection-per-process).
 #[napi(catch_unwind, js_name = "__fileChecksForTests")]
 pub fn file_checks_for_tests() -> f64 {
-  crate::engine::test_hooks::file_checks() as f64
+  (crate::engine::test_hooks::FILE_CHECKS).load(std::sync::atomic::Ordering::Relaxed) as f64
 }
 
 /// Tests only: how many times the engine has tried to open its database.

@@ -478,7 +478,7 @@ mod finite_counters {
   use omniroute_quota_engine::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
   use omniroute_quota_engine::error::QuotaError;
   use omniroute_quota_engine::store::validate::COUNTER_MAX;
-  use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+  use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
   use proptest::prelude::*;
   use proptest::test_runner::Config;
   use std::cell::{Cell, RefCell};

@@ -6,7 +6,7 @@ mod store_support;
 
 use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::error::{ArgErrorKind, QuotaError};
-use omniroute_quota_engine::store::{CounterStore, SqliteDb};
+use omniroute_quota_engine::store::SqliteDb;
 use rusqlite::params;
 use std::sync::{Arc, Mutex};
 use store_support::*;

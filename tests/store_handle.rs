@@ -10,7 +10,7 @@ use omniroute_quota_engine::engine::database::{Access, Database, PathSource, Swe
 use omniroute_quota_engine::engine::Engine;
 use omniroute_quota_engine::error::{QuotaError, Result};
 use omniroute_quota_engine::store::sqlite::{Recorded, RETRY_AFTER_FAILURE};
-use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use std::path::Path;
 use std::time::Duration;
 use store_support::*;

@@ -7,7 +7,7 @@ mod store_support;
 use omniroute_quota_engine::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::core::enforce::{enforce, EnforceOutcome};
 use omniroute_quota_engine::store::sqlite::{locks, Recorded, FLUSH_AT, FLUSH_BATCH};
-use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use std::time::Duration;
 use store_support::{
   alloc, brute_totals, enforce_setup, host_conn, host_put, request, serial, temp_db, totals,

@@ -16,7 +16,7 @@ mod store_support;
 use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::error::QuotaError;
 use omniroute_quota_engine::store::sqlite::{locks, LockCheck};
-use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use std::ffi::CString;
 use std::path::Path;
 use std::sync::Mutex;

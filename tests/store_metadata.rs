@@ -10,7 +10,7 @@ use omniroute_quota_engine::core::dimensions::{
 use omniroute_quota_engine::core::plans::resolve_plan;
 use omniroute_quota_engine::error::{ArgErrorKind, QuotaError};
 use omniroute_quota_engine::store::{
-  CounterStore, LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate, SqliteDb,
+  LegacyPool, ModelCap, NewPool, PlanDimension, PoolUpdate, SqliteDb,
 };
 use store_support::*;
 

@@ -6,7 +6,7 @@ mod store_support;
 
 use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::store::sqlite::locks;
-use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use rusqlite::Connection;
 use std::path::Path;
 use store_support::*;

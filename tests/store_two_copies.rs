@@ -13,7 +13,7 @@ mod store_support;
 
 use omniroute_quota_engine::core::dimensions::{QuotaUnit, QuotaWindow};
 use omniroute_quota_engine::store::sqlite::locks;
-use omniroute_quota_engine::store::{CounterStore, OpenOptions, SqliteDb};
+use omniroute_quota_engine::store::{OpenOptions, SqliteDb};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 use std::process::Command;

@@ -9,7 +9,7 @@ use super::to_js::ToJs;
 use super::{crossing, spawn_settled};
 use super::{engine, host};
 use crate::core::dimensions::DimensionKey;
-use crate::engine::driver::{ChosenDriver, Driver};
+use crate::engine::driver::{ChosenDriver, CounterAt, Driver};
 use crate::engine::input::{self, clock};
 use crate::engine::Step;
 use crate::error::Result;
@@ -71,7 +71,7 @@ pub fn store_consume(
     super::hot_path::flush_at_teardown(env);
   }
   host::prepare_db(env);
-  let step = driver.consume(engine(), api_key_id, dim, cost, clock(now_ms));
+  let step = driver.consume(engine(), at(api_key_id, dim, now_ms), cost);
   answer(env, step, |v| v)
 }
 
@@ -88,7 +88,7 @@ pub fn store_peek(
 ) -> napi::Result<Answer<'env, f64>> {
   let dim = DimensionKey::new(pool_id, unit, window);
   host::prepare_db(env);
-  let step = driver.peek(engine(), api_key_id, dim, clock(now_ms));
+  let step = driver.peek(engine(), at(api_key_id, dim, now_ms));
   answer(env, step, |v| v)
 }
 
@@ -121,7 +121,7 @@ pub fn store_clear(
 ) -> napi::Result<Answer<'env, ()>> {
   let dim = DimensionKey::new(pool_id, unit, window);
   host::prepare_db(env);
-  let step = driver.clear(engine(), api_key_id, dim, clock(now_ms));
+  let step = driver.clear(engine(), at(api_key_id, dim, now_ms));
   answer(env, step, |v| v)
 }
 
@@ -142,6 +142,15 @@ pub fn store_pool_usage(
 }
 
 /// The driver of a number `storeDriver` gave.
+fn at(api_key_id: String, key: DimensionKey, now_ms: Option<f64>) -> CounterAt {
+  let now_ms = clock(now_ms);
+  CounterAt {
+    api_key_id,
+    key,
+    now_ms,
+  }
+}
+
 fn numbered(number: &Arg) -> Result<Driver> {
   engine().numbered_driver(number.integer()?)
 }

@@ -24,6 +24,9 @@ pub fn clamp_saturation(value: f64) -> f64 {
   }
 }
 
+/// What a saturation value is of: `(provider, connectionId, unit, window)`.
+pub type Entry<'a> = (&'a str, &'a str, QuotaUnit, QuotaWindow);
+
 /// One connection's entries: `(unit, window)` → `(value, expires_at)`.
 type ConnectionEntries = HashMap<(QuotaUnit, QuotaWindow), (f64, i64)>;
 
@@ -37,58 +40,19 @@ pub struct SaturationCache {
 }
 
 impl SaturationCache {
-  /// The entry's `(value, expires_at)`, fresh or not.
-  fn entry(
-    &self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-  ) -> Option<(f64, i64)> {
-    self
-      .entries
-      .get(provider)?
-      .get(connection_id)?
-      .get(&(unit, window))
-      .copied()
+  /// The entry's value and whether it is fresh (within its 30 s); an entry past that but
+  /// at most [`SATURATION_STALE_MS`] past it is the value to serve while it is refreshed,
+  /// an older one is none.
+  pub fn get(&self, entry: Entry, now_ms: i64) -> Option<(f64, bool)> {
+    let (provider, connection_id, unit, window) = entry;
+    let connection = self.entries.get(provider)?.get(connection_id)?;
+    let (value, expires_at) = *connection.get(&(unit, window))?;
+    (now_ms < expires_at.saturating_add(SATURATION_STALE_MS))
+      .then_some((value, now_ms < expires_at))
   }
 
-  pub fn get(
-    &self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    now_ms: i64,
-  ) -> Option<f64> {
-    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
-    (now_ms < expires_at).then_some(value)
-  }
-
-  /// An entry past its 30 s but at most [`SATURATION_STALE_MS`] past it: the value to
-  /// serve while it is refreshed.
-  pub fn stale(
-    &self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    now_ms: i64,
-  ) -> Option<f64> {
-    let (value, expires_at) = self.entry(provider, connection_id, unit, window)?;
-    let servable = expires_at.saturating_add(SATURATION_STALE_MS);
-    (now_ms >= expires_at && now_ms < servable).then_some(value)
-  }
-
-  pub fn put(
-    &mut self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    value: f64,
-    now_ms: i64,
-  ) -> f64 {
+  pub fn put(&mut self, entry: Entry, value: f64, now_ms: i64) -> f64 {
+    let (provider, connection_id, unit, window) = entry;
     let value = clamp_saturation(value);
     if self.len >= 10_000 {
       self.retain(|expires_at| now_ms < expires_at.saturating_add(SATURATION_STALE_MS));
@@ -330,42 +294,49 @@ mod tests {
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
     let fill = |cache: &mut SaturationCache| {
       for i in 0..10_000 {
-        cache.put("p", &format!("c{i}"), u, w, 0.5, 0);
+        cache.put(("p", &format!("c{i}"), u, w), 0.5, 0);
       }
       assert_eq!(cache.len(), 10_000);
     };
     // Past the stale window: every entry goes.
     let mut cache = SaturationCache::default();
     fill(&mut cache);
-    cache.put("q", "c", u, w, 0.1, SATURATION_TTL_MS + SATURATION_STALE_MS);
+    cache.put(
+      ("q", "c", u, w),
+      0.1,
+      SATURATION_TTL_MS + SATURATION_STALE_MS,
+    );
     assert_eq!(cache.len(), 1);
-    assert_eq!(cache.get("p", "c0", u, w, 0), None);
+    assert_eq!(cache.get(("p", "c0", u, w), 0), None);
     // Expired but still servable stale: kept by the first pass, dropped by the second.
     let mut cache = SaturationCache::default();
     fill(&mut cache);
-    cache.put("p", "c0", u, w, 0.2, SATURATION_TTL_MS);
+    cache.put(("p", "c0", u, w), 0.2, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
-    assert_eq!(cache.get("p", "c0", u, w, SATURATION_TTL_MS), Some(0.2));
+    assert_eq!(
+      cache.get(("p", "c0", u, w), SATURATION_TTL_MS),
+      Some((0.2, true))
+    );
     // Overwriting an entry does not count it twice.
-    cache.put("p", "c0", u, w, 0.3, SATURATION_TTL_MS);
+    cache.put(("p", "c0", u, w), 0.3, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
     cache.clear();
     assert!(cache.is_empty());
     // Every entry fresh: the cache starts over rather than passing over 10,000 entries
     // at every put from then on.
     fill(&mut cache);
-    cache.put("q", "c", u, w, 0.1, 0);
+    cache.put(("q", "c", u, w), 0.1, 0);
     assert_eq!(cache.len(), 1);
-    assert_eq!(cache.get("q", "c", u, w, 0), Some(0.1));
+    assert_eq!(cache.get(("q", "c", u, w), 0), Some((0.1, true)));
   }
 
   #[test]
   fn cached_values_are_clamped_and_nan_is_zero() {
     let mut cache = SaturationCache::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Daily);
-    assert_eq!(cache.put("p", "c", u, w, 1.7, 0), 1.0);
-    assert_eq!(cache.put("p", "c", u, w, -0.2, 0), 0.0);
-    assert_eq!(cache.put("p", "c", u, w, f64::NAN, 0), 0.0);
+    assert_eq!(cache.put(("p", "c", u, w), 1.7, 0), 1.0);
+    assert_eq!(cache.put(("p", "c", u, w), -0.2, 0), 0.0);
+    assert_eq!(cache.put(("p", "c", u, w), f64::NAN, 0), 0.0);
   }
 
   #[test]

@@ -9,7 +9,7 @@
 //! for the engine to log. [`SqliteDriver`], the `QuotaDriver` of these counters, is here too.
 
 use super::config::process_env;
-use super::driver::{Enforced, QuotaDriver, Settled, Written};
+use super::driver::{CounterAt, Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::telemetry::{LogQueue, LogValue, Operation};
@@ -24,7 +24,7 @@ use crate::store::sqlite::{
   wal_path, DatabaseInspection, Dropped, FileId, OpenOptions, PendingWrites, Recorded, SqliteDb,
   TotalsCursor, GC_CHUNK, RECONCILE_BATCH, RETRY_AFTER_FAILURE,
 };
-use crate::store::{CounterStore, PlanDimension, PoolUsageSnapshot};
+use crate::store::{PlanDimension, PoolUsageSnapshot};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -829,28 +829,16 @@ impl QuotaDriver for SqliteDriver {
     }))
   }
 
-  fn consume(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    cost: f64,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
+  fn consume(&self, engine: &'static Engine, at: CounterAt, cost: f64) -> Step<Result<f64>> {
     let max_age = engine.flush_age();
-    Step::Now(
-      engine.with_hot_db(|db| db.consume_buffered(&api_key_id, &key, cost, now_ms, max_age)),
-    )
+    let consume =
+      |db: &mut SqliteDb| db.consume_buffered(&at.api_key_id, &at.key, cost, at.now_ms, max_age);
+    Step::Now(engine.with_hot_db(consume))
   }
 
-  fn peek(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
-    Step::Now(engine.with_hot_db(|db| db.hot_scope(|db| db.peek(&api_key_id, &key, now_ms))))
+  fn peek(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<f64>> {
+    let peek = |db: &SqliteDb| db.peek(&at.api_key_id, &at.key, at.now_ms);
+    Step::Now(engine.with_hot_db(|db| db.hot_scope(peek)))
   }
 
   fn pool_consumed_total(
@@ -862,14 +850,8 @@ impl QuotaDriver for SqliteDriver {
     Step::Now(engine.with_hot_db(|db| db.hot_scope(|db| db.pool_consumed_total(&key, now_ms))))
   }
 
-  fn clear(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    _now_ms: i64,
-  ) -> Step<Result<()>> {
-    Step::Now(engine.with_db(|db| db.clear(&api_key_id, &key)))
+  fn clear(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<()>> {
+    Step::Now(engine.with_db(|db| db.clear(&at.api_key_id, &at.key)))
   }
 
   fn pool_usage(

@@ -73,23 +73,10 @@ pub trait QuotaDriver: Send + Sync {
   fn settle(&self, engine: &'static Engine, settle: &Settle) -> Step<Settled>;
 
   /// `consume`: adds `cost` to the current bucket; the new effective value.
-  fn consume(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    cost: f64,
-    now_ms: i64,
-  ) -> Step<Result<f64>>;
+  fn consume(&self, engine: &'static Engine, at: CounterAt, cost: f64) -> Step<Result<f64>>;
 
   /// `peek`: the effective value, no write.
-  fn peek(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>>;
+  fn peek(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<f64>>;
 
   /// `poolConsumedTotal`: the sliding formula over the pool's summed buckets.
   fn pool_consumed_total(
@@ -100,13 +87,7 @@ pub trait QuotaDriver: Send + Sync {
   ) -> Step<Result<f64>>;
 
   /// `clear`: zeroes the key's counter (curr and prev).
-  fn clear(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<()>>;
+  fn clear(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<()>>;
 
   /// `poolUsage` / `poolUsageWithDimensions`.
   fn pool_usage(
@@ -116,6 +97,13 @@ pub trait QuotaDriver: Send + Sync {
     dims: Vec<PlanDimension>,
     now_ms: i64,
   ) -> Step<Result<PoolUsageSnapshot>>;
+}
+
+/// One API key's counter of a dimension, at a time: what `consume`, `peek` and `clear` name.
+pub struct CounterAt {
+  pub api_key_id: String,
+  pub key: DimensionKey,
+  pub now_ms: i64,
 }
 
 /// Where one field of the choice came from.

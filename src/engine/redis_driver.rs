@@ -4,7 +4,7 @@
 //! answer at once from the counter view (`engine/redis_view.rs`). Records are buffered
 //! (write-behind, `engine/redis_writes.rs`) and every read adds this process's buffer.
 
-use super::driver::{Enforced, QuotaDriver, Settled, Written};
+use super::driver::{CounterAt, Enforced, QuotaDriver, Settled, Written};
 use super::hot_path::{Buffered, EnforceCall, RecordCall, Settle};
 use super::saturation::DecisionLookup;
 use super::{Engine, Step};
@@ -196,28 +196,20 @@ impl QuotaDriver for RedisDriver {
     later(settle)
   }
 
-  fn consume(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    cost: f64,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
+  fn consume(&self, engine: &'static Engine, at: CounterAt, cost: f64) -> Step<Result<f64>> {
     let consume = (self.backend(engine))
-      .and_then(|backend| counters::consume(backend, api_key_id, key, cost, now_ms));
+      .and_then(|backend| counters::consume(backend, at.api_key_id, at.key, cost, at.now_ms));
     engine.after_redis_flush(&self.url, later(consume))
   }
 
-  fn peek(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<f64>> {
+  fn peek(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<f64>> {
+    let CounterAt {
+      api_key_id,
+      key,
+      now_ms,
+    } = at;
     let read = self.backend(engine).and_then(|backend| {
-      counters::check_key(&api_key_id, &key)?;
+      crate::store::validate::key(&api_key_id, &key)?;
       let mut batch = backend.batch([]);
       batch.key(&api_key_id, &key, bucket_index(now_ms, key.window.ms()));
       Ok((backend, batch))
@@ -250,15 +242,9 @@ impl QuotaDriver for RedisDriver {
     engine.redis_value(read, key.window.ms(), now_ms)
   }
 
-  fn clear(
-    &self,
-    engine: &'static Engine,
-    api_key_id: String,
-    key: DimensionKey,
-    now_ms: i64,
-  ) -> Step<Result<()>> {
-    let clear =
-      (self.backend(engine)).and_then(|backend| counters::clear(backend, api_key_id, key, now_ms));
+  fn clear(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<()>> {
+    let clear = (self.backend(engine))
+      .and_then(|backend| counters::clear(backend, at.api_key_id, at.key, at.now_ms));
     engine.after_redis_flush(&self.url, later(clear))
   }
 

@@ -11,7 +11,7 @@ use crate::core::dimensions::DimensionKey;
 use crate::core::enforce::Buckets;
 use crate::error::Result;
 use crate::store::redis::write_buffer::WriteBuffer;
-use crate::store::redis::{counters, ReadBatch, Retry};
+use crate::store::redis::{ReadBatch, Retry};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -96,7 +96,7 @@ impl Engine {
     writes: &[(DimensionKey, f64)],
     now_ms: i64,
   ) -> Result<()> {
-    counters::check_writes(api_key_id, writes)?;
+    crate::store::validate::writes(api_key_id, writes)?;
     // The backend exists (a URL it cannot use fails here, not at the flush).
     self.redis_backend(url)?;
     let (arm, full) = {

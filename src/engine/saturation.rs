@@ -9,7 +9,7 @@ use super::relock;
 use super::telemetry::LogValue;
 use crate::core::dimensions::{named_enum, QuotaUnit, QuotaWindow};
 use crate::core::enforce::SaturationLookup;
-use crate::core::saturation::{HeaderReading, HeaderReadings, SaturationCache};
+use crate::core::saturation::{Entry, HeaderReading, HeaderReadings, SaturationCache};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::sync::Mutex;
@@ -30,6 +30,10 @@ named_enum! {
 
 /// A refresh a lookup asked for: `(provider, connectionId, unit, window)`.
 pub type Refresh = (String, String, QuotaUnit, QuotaWindow);
+
+fn owned((provider, connection_id, unit, window): Entry) -> Refresh {
+  (provider.into(), connection_id.into(), unit, window)
+}
 
 /// A refresh asked for longer ago than this is taken as lost (its thread ended), and may
 /// be asked for again.
@@ -91,16 +95,6 @@ impl SaturationState {
     fetchers.extend(providers);
   }
 
-  /// Adds (`true`) or removes one fetcher.
-  pub fn set_fetcher(&mut self, tier: FetcherTier, provider: &str, present: bool) {
-    let fetchers = &mut self.fetchers[tier as usize];
-    if present {
-      fetchers.insert(provider.to_string());
-    } else {
-      fetchers.remove(provider);
-    }
-  }
-
   /// The fetcher serving `provider`: the host's for it, the host's `"*"`, the seam's for
   /// it, the seam's `"*"` — in that order.
   pub fn fetcher_for(&self, provider: &str) -> Option<(FetcherTier, &str)> {
@@ -130,15 +124,10 @@ impl SaturationState {
   }
 
   /// What `getSaturation(connectionId, provider, { unit, window })` must do now.
-  pub fn lookup(
-    &self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    now_ms: i64,
-  ) -> Lookup {
-    if let Some(value) = (self.cache).get(provider, connection_id, unit, window, now_ms) {
+  pub fn lookup(&self, entry: Entry, now_ms: i64) -> Lookup {
+    let (provider, connection_id, ..) = entry;
+    let cached = self.cache.get(entry, now_ms);
+    if let Some((value, true)) = cached {
       return Lookup::known(value, true);
     }
     let Some((tier, name)) = self.fetcher_for(provider) else {
@@ -146,10 +135,10 @@ impl SaturationState {
       return Lookup::known(value, false);
     };
     let name = format!("{}:{name}", tier.as_str());
-    match (self.cache).stale(provider, connection_id, unit, window, now_ms) {
-      Some(value) => {
-        self.ask_refresh(provider, connection_id, unit, window, name, now_ms);
-        Lookup::known(value, true)
+    match cached {
+      Some((stale, _)) => {
+        self.ask_refresh(entry, name, now_ms);
+        Lookup::known(stale, true)
       }
       None => Lookup::Fetch { name },
     }
@@ -157,21 +146,8 @@ impl SaturationState {
 
   /// Asks this thread's next answer to refresh an entry, unless a refresh of it is in
   /// flight in the process.
-  fn ask_refresh(
-    &self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    name: String,
-    now_ms: i64,
-  ) {
-    let refresh: Refresh = (
-      provider.to_string(),
-      connection_id.to_string(),
-      unit,
-      window,
-    );
+  fn ask_refresh(&self, entry: Entry, name: String, now_ms: i64) {
+    let refresh: Refresh = owned(entry);
     {
       let mut refreshing = relock(&self.refreshing);
       match refreshing.get(&refresh) {
@@ -200,31 +176,17 @@ impl SaturationState {
   /// Stores a fetcher's answer for 30 s and returns the stored value: clamped into
   /// 0..1; no answer (`None`, NaN) takes the fallback. Ends the entry's refresh, and an
   /// answer ends its timeout.
-  pub fn store(
-    &mut self,
-    provider: &str,
-    connection_id: &str,
-    unit: QuotaUnit,
-    window: QuotaWindow,
-    value: Option<f64>,
-    now_ms: i64,
-  ) -> f64 {
+  pub fn store(&mut self, entry: Entry, value: Option<f64>, now_ms: i64) -> f64 {
+    let (provider, connection_id, ..) = entry;
     let answered = value.filter(|v| !v.is_nan());
-    relock(&self.refreshing).remove(&(
-      provider.to_string(),
-      connection_id.to_string(),
-      unit,
-      window,
-    ));
+    relock(&self.refreshing).remove(&owned(entry));
     if answered.is_some() && !self.timed_out.is_empty() {
       self
         .timed_out
         .remove(&(provider.to_string(), connection_id.to_string()));
     }
     let value = answered.unwrap_or_else(|| self.fallback(provider, connection_id, now_ms));
-    self
-      .cache
-      .put(provider, connection_id, unit, window, value, now_ms)
+    self.cache.put(entry, value, now_ms)
   }
 
   /// Keeps the readings of a response: each replaces the connection's reading of its kind.
@@ -293,13 +255,13 @@ impl super::Engine {
       return Lookup::known(0.0, true);
     };
     let mut state = self.saturation();
-    let lookup = state.lookup(provider, connection_id, unit, window, now_ms);
+    let lookup = state.lookup((provider, connection_id, unit, window), now_ms);
     let hit = match lookup {
       Lookup::Known {
         value,
         cached: false,
       } => {
-        state.store(provider, connection_id, unit, window, Some(value), now_ms);
+        state.store((provider, connection_id, unit, window), Some(value), now_ms);
         false
       }
       Lookup::Known { cached, .. } => cached,
@@ -325,7 +287,7 @@ impl super::Engine {
       return 0.0;
     };
     let mut state = self.saturation();
-    state.store(provider, connection_id, unit, window, value, now_ms)
+    state.store((provider, connection_id, unit, window), value, now_ms)
   }
 
   /// Records an upstream response's rate-limit headers (`[name, value]` pairs; others are
@@ -402,7 +364,7 @@ impl SaturationLookup for DecisionLookup<'_> {
   ) -> Option<f64> {
     match self
       .state
-      .lookup(provider, connection_id, unit, window, self.now_ms)
+      .lookup((provider, connection_id, unit, window), self.now_ms)
     {
       Lookup::Known { value, .. } => Some(value),
       Lookup::Fetch { .. } => None,
@@ -427,9 +389,9 @@ mod tests {
       Some((FetcherTier::Seam, "claude"))
     );
     assert_eq!(state.fetcher_for("codex"), Some((FetcherTier::Seam, "*")));
-    state.set_fetcher(FetcherTier::Host, "*", true);
+    state.set_fetchers(FetcherTier::Host, ["*".to_string()]);
     assert_eq!(state.fetcher_for("claude"), Some((FetcherTier::Host, "*")));
-    state.set_fetcher(FetcherTier::Host, "claude", true);
+    state.set_fetchers(FetcherTier::Host, ["*".to_string(), "claude".to_string()]);
     assert_eq!(
       state.fetcher_for("claude"),
       Some((FetcherTier::Host, "claude"))
@@ -449,13 +411,13 @@ mod tests {
     use crate::core::saturation::{SATURATION_STALE_MS, SATURATION_TTL_MS};
     let mut state = SaturationState::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::FiveHours);
-    state.set_fetcher(FetcherTier::Host, "codex", true);
+    state.set_fetchers(FetcherTier::Host, ["codex".to_string()]);
     let _ = take_refreshes();
-    state.store("codex", "c", u, w, Some(0.4), NOW);
+    state.store(("codex", "c", u, w), Some(0.4), NOW);
     let later = NOW + SATURATION_TTL_MS + 1;
     let served = Lookup::known(0.4, true);
-    assert_eq!(state.lookup("codex", "c", u, w, later), served);
-    assert_eq!(state.lookup("codex", "c", u, w, later + 5), served);
+    assert_eq!(state.lookup(("codex", "c", u, w), later), served);
+    assert_eq!(state.lookup(("codex", "c", u, w), later + 5), served);
     let view = DecisionLookup {
       state: &state,
       now_ms: later + 6,
@@ -470,10 +432,10 @@ mod tests {
       "one refresh for three lookups"
     );
     assert_eq!(take_refreshes(), None);
-    state.store("codex", "c", u, w, Some(0.6), later + 10);
+    state.store(("codex", "c", u, w), Some(0.6), later + 10);
     let again = later + 10 + SATURATION_TTL_MS;
     assert_eq!(
-      state.lookup("codex", "c", u, w, again).clone(),
+      state.lookup(("codex", "c", u, w), again).clone(),
       Lookup::known(0.6, true)
     );
     assert_eq!(
@@ -483,14 +445,14 @@ mod tests {
     );
     let too_old = again + SATURATION_STALE_MS;
     assert_eq!(
-      state.lookup("codex", "c", u, w, too_old),
+      state.lookup(("codex", "c", u, w), too_old),
       Lookup::Fetch {
         name: "host:codex".into()
       }
     );
     assert!(state.fetch_timed_out("codex", "c"));
     assert!(!state.fetch_timed_out("codex", "c"), "warned once");
-    state.store("codex", "c", u, w, Some(0.1), too_old);
+    state.store(("codex", "c", u, w), Some(0.1), too_old);
     assert!(
       state.fetch_timed_out("codex", "c"),
       "an answer ends the timeout"
@@ -558,7 +520,7 @@ mod tests {
     let mut state = SaturationState::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
     assert_eq!(
-      state.lookup("openai", "c", u, w, NOW),
+      state.lookup(("openai", "c", u, w), NOW),
       Lookup::known(0.0, false)
     );
     let headers = [
@@ -568,23 +530,23 @@ mod tests {
     let readings = parse_rate_limit_headers(headers, NOW);
     state.store_headers("openai".into(), "c".into(), readings, NOW);
     assert_eq!(
-      state.lookup("openai", "c", u, w, NOW),
+      state.lookup(("openai", "c", u, w), NOW),
       Lookup::known(0.75, false)
     );
-    state.set_fetcher(FetcherTier::Host, "openai", true);
+    state.set_fetchers(FetcherTier::Host, ["openai".to_string()]);
     assert_eq!(
-      state.lookup("openai", "c", u, w, NOW),
+      state.lookup(("openai", "c", u, w), NOW),
       Lookup::Fetch {
         name: "host:openai".into()
       }
     );
     // No answer takes the fallback; an answer is clamped and cached.
-    assert_eq!(state.store("openai", "c", u, w, None, NOW), 0.75);
+    assert_eq!(state.store(("openai", "c", u, w), None, NOW), 0.75);
     assert_eq!(
-      state.lookup("openai", "c", u, w, NOW + 1),
+      state.lookup(("openai", "c", u, w), NOW + 1),
       Lookup::known(0.75, true)
     );
-    assert_eq!(state.store("openai", "c", u, w, Some(7.0), NOW), 1.0);
+    assert_eq!(state.store(("openai", "c", u, w), Some(7.0), NOW), 1.0);
     let view = DecisionLookup {
       state: &state,
       now_ms: NOW + 1,

@@ -277,10 +277,10 @@ pub struct Metrics {
   /// Enforce's, then recording's (flushes included).
   store_errors: [AtomicU64; 2],
   fail_open: AtomicU64,
-  saturation_hits: AtomicU64,
-  saturation_misses: AtomicU64,
-  view_hits: AtomicU64,
-  view_misses: AtomicU64,
+  /// Misses, then hits.
+  saturation_lookups: [AtomicU64; 2],
+  /// Misses, then hits.
+  view_lookups: [AtomicU64; 2],
   view_disconnects: AtomicU64,
   /// Redis URLs whose tracking connection is subscribed.
   view_tracking: AtomicI64,
@@ -326,21 +326,13 @@ impl Metrics {
 
   /// A `getSaturation` lookup answered from the cache (`true`) or fetched.
   pub fn saturation_lookup(&self, hit: bool) {
-    add(if hit {
-      &self.saturation_hits
-    } else {
-      &self.saturation_misses
-    });
+    add(&self.saturation_lookups[hit as usize]);
   }
 
   /// A default-mode Redis enforce with the counter view on: decided from the view
   /// (`true`) or by the read script.
   pub fn redis_view(&self, hit: bool) {
-    add(if hit {
-      &self.view_hits
-    } else {
-      &self.view_misses
-    });
+    add(&self.view_lookups[hit as usize]);
   }
 
   /// A tracking connection subscribed (`true`) or lost.
@@ -409,25 +401,25 @@ impl Metrics {
         "quota_engine_saturation_cache_hits_total",
         "counter",
         "getSaturation lookups answered from the 30 s cache.",
-        count(&self.saturation_hits),
+        count(&self.saturation_lookups[1]),
       ),
       (
         "quota_engine_saturation_cache_misses_total",
         "counter",
         "getSaturation lookups that called a saturation fetcher (or the header fallback).",
-        count(&self.saturation_misses),
+        count(&self.saturation_lookups[0]),
       ),
       (
         "quota_engine_redis_view_hits_total",
         "counter",
         "Redis enforce decisions made from the counter view, with no round trip (docs/redis.md#the-counter-view).",
-        count(&self.view_hits),
+        count(&self.view_lookups[1]),
       ),
       (
         "quota_engine_redis_view_misses_total",
         "counter",
         "Redis enforce decisions, with the counter view on, that took the read script.",
-        count(&self.view_misses),
+        count(&self.view_lookups[0]),
       ),
       (
         "quota_engine_redis_view_disconnects_total",

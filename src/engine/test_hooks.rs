@@ -7,16 +7,11 @@ use super::Engine;
 use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
-use crate::store::CounterStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many times the open connection's file was checked (an `fstat`, and a path lookup
 /// at most every 100 ms): what a request costs in system calls, counted, not timed.
 pub static FILE_CHECKS: AtomicU64 = AtomicU64::new(0);
-
-pub fn file_checks() -> u64 {
-  FILE_CHECKS.load(Ordering::Relaxed)
-}
 
 /// How many times the engine tried to open its database (SQLite's open and the migration).
 pub static OPENS: AtomicU64 = AtomicU64::new(0);

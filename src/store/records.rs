@@ -81,17 +81,3 @@ pub fn unit_and_window(key: &str) -> (&str, &str) {
   let window = parts.next().unwrap_or("");
   (parts.next().unwrap_or(""), window)
 }
-
-#[cfg(test)]
-mod tests {
-  #[test]
-  fn unit_and_window_are_the_last_two_parts() {
-    use super::unit_and_window;
-    assert_eq!(
-      unit_and_window("p:model:gpt-4:tokens:hourly"),
-      ("tokens", "hourly")
-    );
-    assert_eq!(unit_and_window("tokens:5h"), ("tokens", "5h"));
-    assert_eq!(unit_and_window("5h"), ("", "5h"));
-  }
-}

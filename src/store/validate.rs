@@ -3,9 +3,25 @@
 //! JavaScript passed, as the argument readers do (`input.allocations[1].weight`,
 //! `plan.dimensions[0].limit`, `cap.capValue`).
 
-use crate::core::dimensions::{PoolAllocation, QuotaDimension};
+use crate::core::dimensions::{DimensionKey, PoolAllocation, QuotaDimension};
 use crate::error::{JsNumber, QuotaError, Result};
 use std::collections::HashSet;
+
+/// The API key and dimension key a counter call names.
+pub fn key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
+  non_empty(api_key_id, "apiKeyId")?;
+  non_empty(&key.pool_id, "dim.poolId")
+}
+
+/// A key's batch of counter writes: a bad one means nothing is written.
+pub fn writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
+  non_empty(api_key_id, "apiKeyId")?;
+  for (index, (key, amount)) in writes.iter().enumerate() {
+    non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
+    cost(*amount, &format!("writes[{index}].cost"))?;
+  }
+  Ok(())
+}
 
 /// `value` must not be empty: a `RangeError` naming `field`.
 pub fn non_empty(value: &str, field: &str) -> Result<()> {

@@ -17,12 +17,6 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-/// Checks the API key and dimension key a call names.
-pub fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
-  validate::non_empty(api_key_id, "apiKeyId")?;
-  validate::non_empty(&key.pool_id, "dim.poolId")
-}
-
 /// `write.lua` with `writes`, seen by this process's reads from now on
 /// (docs/redis.md#the-counter-view); resolves to one `Buckets` per write.
 fn write(
@@ -52,21 +46,11 @@ pub fn consume(
   cost: f64,
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<f64>> + Send> {
-  check_key(&api_key_id, &key)?;
+  validate::key(&api_key_id, &key)?;
   validate::cost(cost, "cost")?;
   let window_ms = key.window.ms();
   let written = write(backend, &api_key_id, &[(key, cost)], now_ms);
   Ok(async move { Ok(written.await?[0].effective(now_ms, window_ms)) })
-}
-
-/// Checks `recordConsumption`'s writes, whether sent now or buffered.
-pub fn check_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
-  validate::non_empty(api_key_id, "apiKeyId")?;
-  for (index, (key, cost)) in writes.iter().enumerate() {
-    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-    validate::cost(*cost, &format!("writes[{index}].cost"))?;
-  }
-  Ok(())
 }
 
 /// `recordConsumption`'s writes: every `(dimension key, cost)` of one API key in one
@@ -77,7 +61,7 @@ pub fn consume_many(
   writes: &[(DimensionKey, f64)],
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<()>> + Send> {
-  check_writes(api_key_id, writes)?;
+  validate::writes(api_key_id, writes)?;
   let written = write(backend, api_key_id, writes, now_ms);
   Ok(async move { written.await.map(drop) })
 }
@@ -156,7 +140,7 @@ pub fn clear(
   key: DimensionKey,
   now_ms: i64,
 ) -> Result<impl Future<Output = Result<()>> + Send> {
-  check_key(&api_key_id, &key)?;
+  validate::key(&api_key_id, &key)?;
   let current = bucket_index(now_ms, key.window.ms());
   let call = clear_call(backend.layout(), &api_key_id, &key, current);
   Ok(async move {

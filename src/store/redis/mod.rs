@@ -13,7 +13,7 @@
 //!   `view.rs`: the counter view, kept fresh by a RESP3 tracking connection.
 //!
 //! The operations are async (they run on the addon's tokio runtime); the SQLite store's
-//! are sync ([`super::CounterStore`]). Each keeps its natural shape: the engine's
+//! are sync (`SqliteDb`'s). Each keeps its natural shape: the engine's
 //! `QuotaDriver` trait (`engine/driver.rs`) answers with a step that is a value now
 //! (SQLite, on the JS thread) or a future (Redis), so neither is forced into the other's.
 

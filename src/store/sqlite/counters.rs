@@ -12,7 +12,7 @@ use super::{SqliteDb, StoreContext};
 use crate::core::dimensions::{bucket_index, effective, DimensionKey};
 use crate::error::{QuotaError, Result};
 use crate::store::records::{unit_and_window, ConsumptionRow};
-use crate::store::{validate, CounterStore};
+use crate::store::validate;
 use rusqlite::{params, Connection};
 
 macro_rules! upsert {
@@ -110,11 +110,6 @@ pub(super) fn per_key(
   .ctx("reading counters")
 }
 
-fn check_key(api_key_id: &str, key: &DimensionKey) -> Result<()> {
-  validate::non_empty(api_key_id, "apiKeyId")?;
-  validate::non_empty(&key.pool_id, "dim.poolId")
-}
-
 impl SqliteDb {
   /// `SqliteQuotaStore.consume` through the record buffer (docs/sqlite.md, "Records are
   /// buffered"): validates, adds `cost` to the buffer and answers the new effective value,
@@ -130,7 +125,7 @@ impl SqliteDb {
     now_ms: i64,
     max_age: std::time::Duration,
   ) -> Result<f64> {
-    check_key(api_key_id, key)?;
+    validate::key(api_key_id, key)?;
     validate::cost(cost, "cost")?;
     if max_age.is_zero() && !self.file_replaced_now() {
       self.flush_before_use();
@@ -141,9 +136,19 @@ impl SqliteDb {
   }
 }
 
-impl CounterStore for SqliteDb {
-  fn consume(&self, api_key_id: &str, key: &DimensionKey, cost: f64, now_ms: i64) -> Result<f64> {
-    check_key(api_key_id, key)?;
+impl SqliteDb {
+  /// Adds `cost` to the current bucket of `(api_key_id, key)` and returns the new
+  /// effective value (`prev × (1 − elapsed / window) + curr`), read in the same atomic
+  /// operation as the write. Every counter call takes the time as `now_ms` (epoch ms);
+  /// invalid input is a `RangeError` naming the field and writes nothing.
+  pub fn consume(
+    &self,
+    api_key_id: &str,
+    key: &DimensionKey,
+    cost: f64,
+    now_ms: i64,
+  ) -> Result<f64> {
+    validate::key(api_key_id, key)?;
     validate::cost(cost, "cost")?;
     let window_ms = key.window.ms();
     let current = bucket_index(now_ms, window_ms);
@@ -180,22 +185,26 @@ impl CounterStore for SqliteDb {
     Ok(effective(prev, curr, now_ms, window_ms))
   }
 
-  fn peek(&self, api_key_id: &str, key: &DimensionKey, now_ms: i64) -> Result<f64> {
-    check_key(api_key_id, key)?;
+  /// The effective value of `(api_key_id, key)` at `now_ms`, without writing.
+  pub fn peek(&self, api_key_id: &str, key: &DimensionKey, now_ms: i64) -> Result<f64> {
+    validate::key(api_key_id, key)?;
     let window_ms = key.window.ms();
     let pair = self.key_pair_now(api_key_id, key, bucket_index(now_ms, window_ms))?;
     Ok(pair.effective(now_ms, window_ms))
   }
 
-  fn pool_consumed_total(&self, key: &DimensionKey, now_ms: i64) -> Result<f64> {
+  /// The sliding formula applied to the sums of `curr` and `prev` over every API key with
+  /// this dimension key. Costs the same however many keys the pool has.
+  pub fn pool_consumed_total(&self, key: &DimensionKey, now_ms: i64) -> Result<f64> {
     validate::non_empty(&key.pool_id, "dim.poolId")?;
     let window_ms = key.window.ms();
     let totals = self.totals_pair_now(key, bucket_index(now_ms, window_ms))?;
     Ok(totals.effective(now_ms, window_ms))
   }
 
-  fn clear(&self, api_key_id: &str, key: &DimensionKey) -> Result<()> {
-    check_key(api_key_id, key)?;
+  /// Zeroes the counter of `(api_key_id, key)` (every bucket: `curr` and `prev` at any time).
+  pub fn clear(&self, api_key_id: &str, key: &DimensionKey) -> Result<()> {
+    validate::key(api_key_id, key)?;
     let dimension_key = key.to_string();
     let sql = "DELETE FROM quota_consumption WHERE api_key_id = ?1 AND dimension_key = ?2";
     exec(&self.conn, sql, params![api_key_id, dimension_key]).ctx("clearing a counter")?;
@@ -205,7 +214,8 @@ impl CounterStore for SqliteDb {
     Ok(())
   }
 
-  fn per_key_effective(&self, key: &DimensionKey, now_ms: i64) -> Result<Vec<(String, f64)>> {
+  /// The effective value of every API key with a row for `key` in `curr` or `prev`.
+  pub fn per_key_effective(&self, key: &DimensionKey, now_ms: i64) -> Result<Vec<(String, f64)>> {
     validate::non_empty(&key.pool_id, "dim.poolId")?;
     per_key(&self.conn, &key.to_string(), key.window.ms(), now_ms)
   }
@@ -465,7 +475,7 @@ impl SqliteDb {
     writes: &[(DimensionKey, f64)],
     now_ms: i64,
   ) -> Result<()> {
-    validate_writes(api_key_id, writes)?;
+    validate::writes(api_key_id, writes)?;
     self.in_write(|tx| {
       let mut stmt = tx.prepare_cached(UPSERT).ctx("consuming")?;
       for (key, cost) in writes {
@@ -477,16 +487,6 @@ impl SqliteDb {
       Ok(())
     })
   }
-}
-
-/// The checks of a key's batch of writes: a bad one means nothing is written.
-pub(super) fn validate_writes(api_key_id: &str, writes: &[(DimensionKey, f64)]) -> Result<()> {
-  validate::non_empty(api_key_id, "apiKeyId")?;
-  for (index, (key, cost)) in writes.iter().enumerate() {
-    validate::non_empty(&key.pool_id, &format!("writes[{index}].poolId"))?;
-    validate::cost(*cost, &format!("writes[{index}].cost"))?;
-  }
-  Ok(())
 }
 
 #[cfg(test)]

@@ -53,17 +53,7 @@ mod tests {
   }
 
   #[test]
-  fn data_dir_wins() {
-    let env = env_of(&[
-      ("DATA_DIR", "/data"),
-      ("HOME", "/home/u"),
-      ("XDG_CONFIG_HOME", "/x"),
-    ]);
-    assert_eq!(default_db_path(&env), PathBuf::from("/data/storage.sqlite"));
-  }
-
-  #[test]
-  fn home_or_xdg() {
+  fn data_dir_then_home_or_xdg() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
@@ -73,6 +63,15 @@ mod tests {
       ("XDG_CONFIG_HOME", "/xdg"),
       ("DATA_DIR", ""),
     ]);
+    let data_dir = env_of(&[
+      ("DATA_DIR", "/data"),
+      ("HOME", home_s),
+      ("XDG_CONFIG_HOME", "/x"),
+    ]);
+    assert_eq!(
+      default_db_path(&data_dir),
+      PathBuf::from("/data/storage.sqlite")
+    );
     // ~/.omniroute missing and XDG set: the XDG folder.
     assert_eq!(
       default_db_path(&env),

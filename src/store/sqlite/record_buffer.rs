@@ -307,7 +307,7 @@ impl SqliteDb {
     now_ms: i64,
     max_age: Duration,
   ) -> Result<Recorded> {
-    super::counters::validate_writes(api_key_id, writes)?;
+    crate::store::validate::writes(api_key_id, writes)?;
     if writes.is_empty() {
       return Ok(Recorded::Nothing);
     }

@@ -67,15 +67,13 @@ impl LockCommands {
   /// The OFD twin of a classic record-lock command, or `None` for every other command
   /// (which the hook passes through unchanged).
   pub(crate) fn ofd(&self, cmd: c_int) -> Option<c_int> {
-    if cmd == self.getlk {
-      Some(self.ofd_getlk)
-    } else if cmd == self.setlk {
-      Some(self.ofd_setlk)
-    } else if cmd == self.setlkw {
-      Some(self.ofd_setlkw)
-    } else {
-      None
-    }
+    [
+      (self.getlk, self.ofd_getlk),
+      (self.setlk, self.ofd_setlk),
+      (self.setlkw, self.ofd_setlkw),
+    ]
+    .into_iter()
+    .find_map(|(classic, ofd)| (classic == cmd).then_some(ofd))
   }
 
   /// Whether `cmd` only asks (`F_GETLK`), as opposed to setting or releasing a lock.
@@ -101,19 +99,14 @@ mod tests {
   }
 
   #[test]
-  fn linux_maps_its_three_lock_commands() {
-    maps_each_lock_command(LINUX);
-    assert_eq!(LINUX.ofd(5), Some(36));
-    assert_eq!(LINUX.ofd(6), Some(37));
-    assert_eq!(LINUX.ofd(7), Some(38));
-  }
-
-  #[test]
-  fn darwin_maps_its_three_lock_commands() {
-    maps_each_lock_command(DARWIN);
-    assert_eq!(DARWIN.ofd(7), Some(92));
-    assert_eq!(DARWIN.ofd(8), Some(90));
-    assert_eq!(DARWIN.ofd(9), Some(91));
+  fn each_platform_maps_its_three_lock_commands() {
+    let linux = [(5, 36), (6, 37), (7, 38)];
+    for (table, mapped) in [(LINUX, linux), (DARWIN, [(7, 92), (8, 90), (9, 91)])] {
+      maps_each_lock_command(table);
+      for (classic, ofd) in mapped {
+        assert_eq!(table.ofd(classic), Some(ofd), "{classic}");
+      }
+    }
   }
 
   #[test]

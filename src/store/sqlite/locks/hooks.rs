@@ -681,18 +681,16 @@ mod tests {
   fn two_descriptors() -> (tempfile::TempDir, std::fs::File, std::fs::File) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f");
-    let a = std::fs::OpenOptions::new()
-      .read(true)
-      .write(true)
-      .create_new(true)
-      .open(&path)
-      .unwrap();
-    let b = std::fs::OpenOptions::new()
-      .read(true)
-      .write(true)
-      .open(&path)
-      .unwrap();
-    (dir, a, b)
+    let open = |new| {
+      let mut options = std::fs::OpenOptions::new();
+      options
+        .read(true)
+        .write(true)
+        .create_new(new)
+        .open(&path)
+        .unwrap()
+    };
+    (dir, open(true), open(false))
   }
 
   fn arg(fl: &mut libc::flock) -> *mut c_void {
