@@ -79,6 +79,38 @@ test('a call before the host has a path opens the default file; the next call af
   assert.ok(warnings.some((m) => m.includes('returned undefined') && m.includes(fallbackFile)), warnings.join('\n'))
 })
 
+test('a file the engine made first takes the host\'s migrations whole: the host\'s own schema, indexes and groups', () => {
+  const engineFirst = path.join(hostDir, 'engine-first.sqlite')
+  const hostFirst = path.join(hostDir, 'host-first.sqlite')
+  engine.installHost({ dbPath: engineFirst, logger })
+  try {
+    engine.createPool({ connectionId: 'early', name: 'early', allocations: [{ apiKeyId: 'early-key', weight: 100, policy: 'hard' }] })
+    engine.closeQuotaDb()
+  } finally {
+    engine.installHost({ dbPath: () => (loaded ? hostFile : undefined), logger })
+  }
+  const [early, host] = [engineFirst, hostFirst].map((file) => {
+    const db = openHostDb(file)
+    opened.push(db)
+    return db
+  })
+  const tables = ['quota_consumption', 'quota_pools', 'quota_allocations', 'quota_pool_connections', 'provider_plans', 'quota_allocation_model_caps', 'key_value', 'quota_groups']
+  const columns = (db, table) => db.prepare(`SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info('${table}') ORDER BY cid`).all()
+  const indexed = (db, table) =>
+    db.prepare(`SELECT name FROM pragma_index_list('${table}') WHERE origin = 'c'`).all()
+      .map(({ name }) => db.prepare(`SELECT group_concat(name) AS c FROM pragma_index_info('${name}')`).get().c)
+      .sort()
+  for (const table of tables) {
+    assert.deepEqual(columns(early, table), columns(host, table), table)
+    assert.deepEqual(indexed(early, table).filter((c) => !c.startsWith('dimension_key,updated_at')), indexed(host, table), `${table}: one index per column list`)
+  }
+  assert.deepEqual(early.prepare('SELECT id, name FROM quota_groups').all(), [{ id: 'group-demo', name: 'GroupDemo' }])
+  for (const db of [early, host]) {
+    assert.throws(() => db.prepare("INSERT INTO quota_allocation_model_caps VALUES ('p', 'k', 'm', 1, 'bytes')").run(), /CHECK constraint/)
+    assert.throws(() => db.prepare("INSERT INTO quota_consumption (api_key_id, dimension_key, bucket_index) VALUES ('k', 'd', 1)").run(), /NOT NULL/)
+  }
+})
+
 test('installHost naming another file: the next call is on it', async () => {
   const otherFile = path.join(hostDir, 'other.sqlite')
   const other = openHostDb(otherFile)

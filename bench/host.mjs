@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS provider_plans (connection_id TEXT PRIMARY KEY, provi
   source TEXT NOT NULL CHECK (source IN ('auto','manual')) DEFAULT 'manual', updated_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
 CREATE INDEX IF NOT EXISTS idx_provider_plans_provider ON provider_plans(provider);
 CREATE TABLE IF NOT EXISTS quota_pools (id TEXT PRIMARY KEY, connection_id TEXT NOT NULL, name TEXT NOT NULL,
-  created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP, group_id TEXT);
+  created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
 CREATE INDEX IF NOT EXISTS idx_quota_pools_connection ON quota_pools(connection_id);
 CREATE TABLE IF NOT EXISTS quota_allocations (pool_id TEXT NOT NULL REFERENCES quota_pools(id) ON DELETE CASCADE, api_key_id TEXT NOT NULL,
   weight REAL NOT NULL CHECK (weight >= 0 AND weight <= 100), cap_value REAL, cap_unit TEXT CHECK (cap_unit IN ('percent','requests','tokens','usd')),
@@ -57,6 +57,15 @@ CREATE TABLE IF NOT EXISTS quota_allocation_model_caps (pool_id TEXT NOT NULL, a
   cap_value REAL NOT NULL CHECK (cap_value > 0), cap_unit TEXT NOT NULL CHECK (cap_unit IN ('percent','requests','tokens','usd')),
   PRIMARY KEY (pool_id, api_key_id, model));
 CREATE INDEX IF NOT EXISTS idx_qamc_pool_key ON quota_allocation_model_caps(pool_id, api_key_id);
+`
+// The host's pool groups step, which adds quota_pools.group_id: its runner skips it when the
+// table and the column are there, and takes a "duplicate column name" failure (the step
+// rolled back whole) as applied.
+const QUOTA_GROUPS = `
+CREATE TABLE IF NOT EXISTS quota_groups (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at TEXT NOT NULL DEFAULT (datetime('now')));
+INSERT OR IGNORE INTO quota_groups (id, name) VALUES ('group-demo', 'GroupDemo');
+ALTER TABLE quota_pools ADD COLUMN group_id TEXT;
+UPDATE quota_pools SET group_id = 'group-demo' WHERE group_id IS NULL OR group_id = '';
 `
 const CALL_LOGS = `
 CREATE TABLE IF NOT EXISTS call_logs (id TEXT PRIMARY KEY, timestamp TEXT NOT NULL, method TEXT, path TEXT, status INTEGER, model TEXT,
@@ -82,6 +91,14 @@ const SUMMARY = JSON.stringify({ messages: 3, stream: false, finish: 'stop' })
 export function migrateHost(db) {
   db.exec(`CREATE TABLE IF NOT EXISTS _omniroute_migrations (version TEXT PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT (datetime('now')));`)
   db.transaction(() => db.exec(QUOTA_TABLES + CALL_LOGS + OTHER_TABLES))()
+  const has = (sql, ...args) => db.prepare(sql).get(...args) !== undefined
+  const groups = has("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'quota_groups'")
+  if (groups && has("SELECT 1 FROM pragma_table_info('quota_pools') WHERE name = 'group_id'")) return
+  try {
+    db.transaction(() => db.exec(QUOTA_GROUPS))()
+  } catch (err) {
+    if (!/duplicate column name/.test(err.message)) throw err
+  }
 }
 
 /** Opens the host's connection as its database module does. */

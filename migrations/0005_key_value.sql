@@ -2,6 +2,6 @@
 CREATE TABLE IF NOT EXISTS key_value (
   namespace TEXT NOT NULL,
   key TEXT NOT NULL,
-  value TEXT,
+  value TEXT NOT NULL,
   PRIMARY KEY (namespace, key)
 );

@@ -57,9 +57,9 @@ fn a_fresh_file_gets_the_schema_and_the_pragmas() {
   }
   let indexes = schema_names(conn, "index");
   for i in [
-    "idx_quota_consumption_dimension_bucket",
+    "idx_quota_consumption_dim_bucket",
     "idx_quota_consumption_updated_at",
-    "idx_quota_allocations_api_key",
+    "idx_quota_allocations_apikey",
   ] {
     assert!(indexes.contains(&i.to_string()), "{i} missing");
   }

@@ -42,6 +42,7 @@ pub const MIGRATIONS: &[(&str, &str)] = migrations![
   "0009_quota_data_version.sql",
   "0010_quota_reservations.sql",
   "0011_quota_consumption_pool_listing.sql",
+  "0012_quota_groups.sql",
 ];
 
 /// The triggers that maintain `quota_consumption_totals`.
