@@ -7,7 +7,7 @@ use super::Engine;
 use crate::core::dimensions::{DimensionKey, QuotaUnit, QuotaWindow};
 use crate::core::enforce::{enforce, EnforceOutcome, QuotaRequest};
 use crate::error::{QuotaError, Result};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 /// How many times the open connection's file was checked (an `fstat`, and a path lookup
 /// at most every 100 ms): what a request costs in system calls, counted, not timed.
