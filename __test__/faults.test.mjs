@@ -25,6 +25,7 @@ import {
   resolvePlan,
   incrementBucket,
   flushQuotaWrites,
+  metrics,
 } from '@omniroute/quota-engine'
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -158,10 +159,12 @@ test('locked by another process (BEGIN EXCLUSIVE, 5 s): enforce still decides, r
   assert.equal(enforceWarnings().length, 1)
 })
 
-test('reserve admission meets another process\'s write lock: it waits briefly, then decides unreserved (a full pool still blocks), warns once, and reserves again after', async () => {
+test('reserve admission meets another process\'s write lock: it waits briefly once, then decides unreserved (a full pool still blocks), warns once, and reserves again after', async () => {
   const { dbPath } = freshDb()
   const full = poolWithPlan('reserve-full', 2)
   const open = poolWithPlan('reserve-open', 10)
+  const enforceErrors = () => Number(/quota_engine_store_errors_total\{operation="enforce"\} (\d+)/.exec(metrics())[1])
+  const errorsBefore = enforceErrors()
   process.env.QUOTA_ADMISSION = 'reserve'
   try {
     for (let i = 0; i < 2; i++) await recordConsumption({ ...full.request, cost: {} })
@@ -171,9 +174,14 @@ test('reserve admission meets another process\'s write lock: it waits briefly, t
     const [blocked, blockMs] = await timed(() => enforceQuotaShare(full.request))
     assert.equal(blocked.kind, 'block', JSON.stringify(blocked))
     assert.ok(blockMs < 1000, `enforce took ${blockMs} ms`)
+    // For a second after failing it does not try again: no wait at all.
     const [allowed, allowMs] = await timed(() => enforceQuotaShare(open.request))
     assert.deepEqual(allowed, { kind: 'allow', deprioritize: false }, 'allowed, with no reservation')
-    assert.ok(allowMs < 1000, `enforce took ${allowMs} ms`)
+    assert.ok(allowMs < 50, `enforce took ${allowMs} ms`)
+    // A decision that needs no lock (no pool for the key) is no recovery.
+    await enforceQuotaShare({ apiKeyId: 'nobody', connectionId: 'conn-none', provider: 'none' })
+    assert.deepEqual(infos.filter((i) => i.msg === 'quota reserve recovered'), [])
+    assert.equal(enforceErrors(), errorsBefore + 1, 'the failed reservation is a store error of enforce')
     const reserveWarnings = enforceWarnings().filter((w) => w.msg.startsWith('quota reservation failed'))
     assert.equal(reserveWarnings.length, 1, JSON.stringify(warnings))
     assert.match(reserveWarnings[0].error, /locked|busy/i)
@@ -182,7 +190,7 @@ test('reserve admission meets another process\'s write lock: it waits briefly, t
     assert.equal(typeof reserved.reservation, 'string', JSON.stringify(reserved))
     assert.deepEqual(
       infos.filter((i) => i.msg === 'quota reserve recovered').map((i) => i.failedCalls),
-      [2],
+      [1],
     )
   } finally {
     delete process.env.QUOTA_ADMISSION

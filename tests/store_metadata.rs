@@ -69,6 +69,15 @@ fn create_get_list_update_delete() {
   assert_eq!(pool.connection_id, "c1");
   assert_eq!(pool.connection_ids, ["c1", "c2", "c3"]);
   assert_eq!(pool.group_id, "group-demo");
+  // Stored as the host's module stores it, so its by-group queries find the pool.
+  let stored: String = (db.connection())
+    .query_row(
+      "SELECT group_id FROM quota_pools WHERE id = ?1",
+      [&pool.id],
+      |r| r.get(0),
+    )
+    .unwrap();
+  assert_eq!(stored, "group-demo");
   assert_eq!(pool.allocations, vec![alloc("k1", 60.0), capped]);
   assert_eq!(db.get_pool(&pool.id).unwrap().as_ref(), Some(&pool));
   assert_eq!(db.get_pool("nope").unwrap(), None);

@@ -44,17 +44,22 @@ impl SaturationCache {
   /// at most [`SATURATION_STALE_MS`] past it is the value to serve while it is refreshed,
   /// an older one is none.
   pub fn get(&self, entry: Entry, now_ms: i64) -> Option<(f64, bool)> {
-    let (provider, connection_id, unit, window) = entry;
-    let connection = self.entries.get(provider)?.get(connection_id)?;
-    let (value, expires_at) = *connection.get(&(unit, window))?;
+    let (value, expires_at) = self.stored(entry)?;
     (now_ms < expires_at.saturating_add(SATURATION_STALE_MS))
       .then_some((value, now_ms < expires_at))
+  }
+
+  /// The entry's `(value, expires_at)`, however old.
+  fn stored(&self, (provider, connection_id, unit, window): Entry) -> Option<(f64, i64)> {
+    let connection = self.entries.get(provider)?.get(connection_id)?;
+    connection.get(&(unit, window)).copied()
   }
 
   pub fn put(&mut self, entry: Entry, value: f64, now_ms: i64) -> f64 {
     let (provider, connection_id, unit, window) = entry;
     let value = clamp_saturation(value);
-    if self.len >= 10_000 {
+    // At the bound, room is made for a new entry only: a refresh replaces its own.
+    if self.len >= 10_000 && self.stored(entry).is_none() {
       self.retain(|expires_at| now_ms < expires_at.saturating_add(SATURATION_STALE_MS));
       if self.len >= 10_000 {
         self.retain(|expires_at| now_ms < expires_at);
@@ -311,20 +316,23 @@ mod tests {
     // Expired but still servable stale: kept by the first pass, dropped by the second.
     let mut cache = SaturationCache::default();
     fill(&mut cache);
-    cache.put(("p", "c0", u, w), 0.2, SATURATION_TTL_MS);
+    cache.put(("p", "new", u, w), 0.2, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
     assert_eq!(
-      cache.get(("p", "c0", u, w), SATURATION_TTL_MS),
+      cache.get(("p", "new", u, w), SATURATION_TTL_MS),
       Some((0.2, true))
     );
     // Overwriting an entry does not count it twice.
-    cache.put(("p", "c0", u, w), 0.3, SATURATION_TTL_MS);
+    cache.put(("p", "new", u, w), 0.3, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
     cache.clear();
     assert!(cache.is_empty());
     // Every entry fresh: the cache starts over rather than passing over 10,000 entries
     // at every put from then on.
     fill(&mut cache);
+    // A refresh of an entry it holds replaces that one only.
+    cache.put(("p", "c0", u, w), 0.4, 0);
+    assert_eq!(cache.get(("p", "c5", u, w), 0), Some((0.5, true)));
     cache.put(("q", "c", u, w), 0.1, 0);
     assert_eq!(cache.len(), 1);
     assert_eq!(cache.get(("q", "c", u, w), 0), Some((0.1, true)));

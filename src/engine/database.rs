@@ -30,6 +30,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+/// How long reserve admission decides unreserved, without trying, after failing to reserve.
+const RESERVE_RETRY: Duration = Duration::from_secs(1);
+
 /// How a call uses the connection (docs/sqlite.md#one-connection-per-process).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
@@ -768,17 +771,26 @@ impl QuotaDriver for SqliteDriver {
         state: &saturation,
         now_ms: call.now_ms,
       };
-      if reserve {
+      // Waits only briefly for another connection's write lock (the JS thread waits with
+      // it), and not again for a second after failing; without the lock the decision is
+      // made as in default mode, unreserved.
+      if reserve
+        && !engine
+          .faults
+          .failed_within(Operation::Reserve, RESERVE_RETRY)
+      {
         let estimate = estimated_cost(call.estimated_usd, call.estimated_tokens);
-        // Waits only briefly for another connection's write lock (the JS thread waits with
-        // it); without the lock the decision is made as in default mode, unreserved.
         let reserved = db.briefly(|db| {
           let id = new_reservation_id();
           db.enforce_reserving(&lookup, &request, threshold, &estimate, id, call.now_ms)
         });
         match reserved {
           Ok((outcome, reservation)) => {
-            engine.faults.succeeded(&engine.logs, Operation::Reserve);
+            // Only a reservation shows the write lock was had: the early decisions (no
+            // pool, no limit) never take it.
+            if reservation.is_some() {
+              engine.faults.succeeded(&engine.logs, Operation::Reserve);
+            }
             return Ok((outcome, reservation.map(|r| r.token())));
           }
           Err(err) => engine.faults.failed(
@@ -789,6 +801,7 @@ impl QuotaDriver for SqliteDriver {
             vec![("apiKeyId", LogValue::Text(call.ids.api_key_id.clone()))],
           ),
         }
+        engine.metrics.store_error(Operation::Enforce);
       }
       db.hot_scope(|db| enforce(db, &lookup, &request, threshold, call.now_ms))
         .map(|outcome| (outcome, None))

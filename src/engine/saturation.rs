@@ -200,7 +200,9 @@ impl SaturationState {
     if readings == HeaderReadings::default() {
       return;
     }
-    if self.header_count >= MAX_HEADER_SNAPSHOTS {
+    let known = |c: &HashMap<String, HeaderReadings>| c.contains_key(&connection_id);
+    let new = !self.headers.get(&provider).is_some_and(known);
+    if new && self.header_count >= MAX_HEADER_SNAPSHOTS {
       let fresh = |r: Option<HeaderReading>| r.is_some_and(|r| r.saturation(now_ms).is_some());
       self.headers.retain(|_, connections| {
         connections.retain(|_, known| fresh(known.requests) || fresh(known.tokens));
@@ -510,6 +512,9 @@ mod tests {
     assert_eq!(state.header_count, MAX_HEADER_SNAPSHOTS);
     assert!(state.headers("openai", "old").is_none());
     assert!(state.headers("openai", "c1").is_some());
+    // A connection it holds is updated in place.
+    store(&mut state, "c1".into(), NOW + HEADER_FRESHNESS_MS + 1);
+    assert!(state.headers("openai", "c2").is_some());
     // All fresh: it starts over.
     store(&mut state, "newer".into(), NOW + HEADER_FRESHNESS_MS + 1);
     assert_eq!(state.header_count, 1);

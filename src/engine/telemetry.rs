@@ -169,6 +169,7 @@ named_enum! {
 struct Fault {
   count: u64,
   since: Instant,
+  last: Instant,
 }
 
 /// The open fault of each operation.
@@ -192,11 +193,15 @@ impl Faults {
   ) {
     let mut open = relock(&self.open);
     match &mut open[operation as usize] {
-      Some(fault) => fault.count += 1,
+      Some(fault) => {
+        fault.count += 1;
+        fault.last = Instant::now();
+      }
       slot @ None => {
         *slot = Some(Fault {
           count: 1,
           since: Instant::now(),
+          last: Instant::now(),
         });
         self
           .any_open
@@ -210,6 +215,18 @@ impl Faults {
         );
       }
     }
+  }
+
+  /// Whether `operation` last failed less than `window` ago: an attempt that would wait
+  /// only to fail again may be skipped.
+  pub fn failed_within(&self, operation: Operation, window: std::time::Duration) -> bool {
+    if self.any_open.load(Ordering::Acquire) & (1 << (operation as usize)) == 0 {
+      return false;
+    }
+    let open = relock(&self.open);
+    open[operation as usize]
+      .as_ref()
+      .is_some_and(|fault| fault.last.elapsed() < window)
   }
 
   /// A success of `operation`: closes its fault, logging the recovery.

@@ -223,10 +223,13 @@ fn pool_count(conn: &Connection) -> Result<i64> {
 
 /// Inserts `pool` with its allocations and membership (primary first).
 fn insert_pool(tx: &Connection, pool: &LegacyPool, created_at: &str) -> Result<()> {
+  // No group is the host's default group, written out as the host's module writes it.
+  let group_id = (pool.group_id.as_deref()).filter(|group| !group.is_empty());
+  let group_id = group_id.unwrap_or(DEFAULT_GROUP_ID);
   exec(
     tx,
     "INSERT INTO quota_pools (id, connection_id, name, created_at, group_id) VALUES (?1, ?2, ?3, ?4, ?5)",
-    params![pool.id, pool.connection_id, pool.name, created_at, pool.group_id],
+    params![pool.id, pool.connection_id, pool.name, created_at, group_id],
   )
   .ctx("writing a pool")?;
   replace_allocations(tx, &pool.id, &pool.allocations)?;

@@ -414,15 +414,19 @@ impl SqliteDb {
   /// `f` with the busy timeout of an automatic flush: failing costs the caller nothing (it
   /// tries again later), waiting blocks every thread that needs the connection.
   pub fn briefly<T>(&self, f: impl FnOnce(&Self) -> Result<T>) -> Result<T> {
-    let short_wait = self.busy_timeout > AUTOMATIC_BUSY_TIMEOUT;
-    if short_wait {
-      let _ = self.conn.busy_timeout(AUTOMATIC_BUSY_TIMEOUT);
+    /// Puts the connection's own busy timeout back, even when `f` panics.
+    struct Restore<'a>(&'a SqliteDb);
+    impl Drop for Restore<'_> {
+      fn drop(&mut self) {
+        let _ = self.0.conn.busy_timeout(self.0.busy_timeout);
+      }
     }
-    let result = f(self);
-    if short_wait {
-      let _ = self.conn.busy_timeout(self.busy_timeout);
+    if self.busy_timeout <= AUTOMATIC_BUSY_TIMEOUT {
+      return f(self);
     }
-    result
+    let _ = self.conn.busy_timeout(AUTOMATIC_BUSY_TIMEOUT);
+    let _restore = Restore(self);
+    f(self)
   }
 
   /// `since`: when the oldest of `entries` was buffered, kept if they go back to the
