@@ -112,14 +112,13 @@ export declare function __enforceOnWorkerForBench(apiKeyId: string, connectionId
 export declare function __fileChecksForTests(): number
 
 /**
- * Panics inside the edge. `how`:
- * - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
- * - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
- * - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
- *   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
- *   and the transaction left open, which the next call must roll back and recover from.
+ * Panics inside the edge, which `#[napi(catch_unwind)]` throws as an `Error` with
+ * `code: "GenericFailure"`. `how`: `"store"` panics inside a write transaction on the
+ * engine's connection, after adding 1 to `apiKeyId`'s counter of `poolId:requests:hourly`
+ * — the connection's mutex is poisoned and the transaction left open, which the next call
+ * must roll back and recover from; anything else panics at once.
  */
-export declare function __forcePanicForTests(how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string): void
+export declare function __forcePanicForTests(how?: 'now' | 'store', apiKeyId?: string, poolId?: string): void
 
 /**
  * Bench only: napi-rs's own serde conversion (`Env::from_js_value`) of `value` into a

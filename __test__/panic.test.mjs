@@ -24,13 +24,13 @@ after(() => {
   fs.rmSync(dir, { recursive: true, force: true })
 })
 
-test('a panic in the edge throws an Error with code ERR_QUOTA_INTERNAL, and the engine keeps working', async () => {
+test('a panic in a native function throws an Error with code GenericFailure (#[napi(catch_unwind)]), not an abort, and the engine keeps working', async () => {
   const store = getSqliteQuotaStore()
   assert.equal(await store.consume('panic-key', dim, 1), 1)
   assert.throws(() => native.__forcePanicForTests(), (err) => {
     assert.ok(err instanceof Error)
-    assert.equal(err.code, 'ERR_QUOTA_INTERNAL')
-    assert.match(err.message, /^internal error in __forcePanicForTests: forced panic for tests$/)
+    assert.equal(err.code, 'GenericFailure')
+    assert.match(err.message, /forced panic for tests/)
     return true
   })
   // Same process, same engine: the next calls work.
@@ -38,27 +38,18 @@ test('a panic in the edge throws an Error with code ERR_QUOTA_INTERNAL, and the 
   assert.equal(decideFairShare({ dimensions: [], allocation: { weight: 1, policy: 'hard' }, consumedByThisKey: {}, saturationThreshold: 0.5 }).kind, 'allow')
 })
 
-test('a panic napi-rs catches itself (#[napi(catch_unwind)]) is an Error too, not an abort', () => {
-  assert.throws(() => native.__forcePanicForTests('raw'), (err) => {
-    assert.ok(err instanceof Error)
-    assert.equal(err.code, 'GenericFailure')
-    assert.match(err.message, /forced panic for tests \(raw\)/)
-    return true
-  })
-})
-
 test('a panic inside a write transaction: rolled back, the connection recovered, the next consume succeeds', async () => {
   const store = getSqliteQuotaStore()
   const before = await store.peek('tx-key', dim)
   // The hook adds 1 to tx-key's counter inside a write transaction, then panics while
   // holding the connection's mutex (poisoning it) with the transaction still open.
-  assert.throws(() => native.__forcePanicForTests('store', 'tx-key', dim.poolId), { code: 'ERR_QUOTA_INTERNAL' })
+  assert.throws(() => native.__forcePanicForTests('store', 'tx-key', dim.poolId), { code: 'GenericFailure' })
   // The half-done write is gone, and the connection takes writes again.
   assert.equal(await store.peek('tx-key', dim), before)
   assert.equal(await store.consume('tx-key', dim, 1), before + 1)
   assert.equal(getBucket('tx-key', 'panic-pool:requests:hourly', Math.floor(Date.now() / HOUR)), before + 1)
   // Repeatedly: the recovery is not a one-off.
-  for (let i = 0; i < 3; i++) assert.throws(() => native.__forcePanicForTests('store', 'tx-key', dim.poolId), { code: 'ERR_QUOTA_INTERNAL' })
+  for (let i = 0; i < 3; i++) assert.throws(() => native.__forcePanicForTests('store', 'tx-key', dim.poolId), { code: 'GenericFailure' })
   assert.equal(await store.consume('tx-key', dim, 1), before + 2)
 })
 

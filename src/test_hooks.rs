@@ -9,16 +9,15 @@ use napi::Env;
 use napi_derive::napi;
 use quota_engine_macros::{edge, from_core};
 
-/// Panics inside the edge. `how`:
-/// - `"edge"` (default): converted by the edge's panic guard → `Error`, `code: "ERR_QUOTA_INTERNAL"`;
-/// - `"raw"`: left to `#[napi(catch_unwind)]` → `Error`, `code: "GenericFailure"`;
-/// - `"store"`: inside a write transaction on the engine's connection, after adding 1 to
-///   `apiKeyId`'s counter of `poolId:requests:hourly` — the connection's mutex is poisoned
-///   and the transaction left open, which the next call must roll back and recover from.
+/// Panics inside the edge, which `#[napi(catch_unwind)]` throws as an `Error` with
+/// `code: "GenericFailure"`. `how`: `"store"` panics inside a write transaction on the
+/// engine's connection, after adding 1 to `apiKeyId`'s counter of `poolId:requests:hourly`
+/// — the connection's mutex is poisoned and the transaction left open, which the next call
+/// must roll back and recover from; anything else panics at once.
 #[napi(
   catch_unwind,
   js_name = "__forcePanicForTests",
-  ts_args_type = "how?: 'edge' | 'raw' | 'store', apiKeyId?: string, poolId?: string"
+  ts_args_type = "how?: 'now' | 'store', apiKeyId?: string, poolId?: string"
 )]
 pub fn force_panic_for_tests(
   env: Env,
@@ -26,21 +25,16 @@ pub fn force_panic_for_tests(
   api_key_id: Option<String>,
   pool_id: Option<String>,
 ) -> napi::Result<()> {
-  match how.as_deref().unwrap_or("edge") {
-    "raw" => panic!("forced panic for tests (raw)"),
-    "store" => guard(&env, "__forcePanicForTests", || {
-      let api_key_id = api_key_id.unwrap_or_else(|| "panic-key".into());
-      let pool_id = pool_id.unwrap_or_else(|| "panic-pool".into());
-      prepare_db(&env);
-      or_throw(
-        &env,
-        engine().panic_in_write_for_tests(&api_key_id, pool_id),
-      )
-    }),
-    _ => guard(&env, "__forcePanicForTests", || {
-      panic!("forced panic for tests")
-    }),
+  if how.as_deref() != Some("store") {
+    panic!("forced panic for tests");
   }
+  let api_key_id = api_key_id.unwrap_or_else(|| "panic-key".into());
+  let pool_id = pool_id.unwrap_or_else(|| "panic-pool".into());
+  prepare_db(&env);
+  or_throw(
+    &env,
+    engine().panic_in_write_for_tests(&api_key_id, pool_id),
+  )
 }
 
 /// Opens (`hold = true`) or ends (`false`) a read transaction on the engine's connection,
@@ -121,31 +115,6 @@ pub fn opens_for_tests() -> f64 {
 #[napi(catch_unwind, js_name = "__sweepOnAThreadForTests")]
 pub fn sweep_on_a_thread_for_tests() {
   std::thread::spawn(|| engine().sweep_in_background());
-}
-
-/// The stable `err.code` of a panic turned into a JavaScript error.
-const INTERNAL: &str = "ERR_QUOTA_INTERNAL";
-
-/// Runs `f`, a panic inside it thrown as an `Error` with code `ERR_QUOTA_INTERNAL` and the
-/// message `internal error in <what>: <panic message>`. `#[napi(catch_unwind)]` on every
-/// function is napi-rs's own net, for what this cannot see (argument and result
-/// conversion: `code: "GenericFailure"`); either way no panic unwinds into Node, and state
-/// behind a poisoned mutex is recovered by its next user (see `engine::database`).
-fn guard<T>(env: &Env, what: &str, f: impl FnOnce() -> napi::Result<T>) -> napi::Result<T> {
-  let payload = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-    Ok(result) => return result,
-    Err(payload) => payload,
-  };
-  let detail = (payload.downcast_ref::<&str>().map(|s| (*s).to_string()))
-    .or_else(|| payload.downcast_ref::<String>().cloned())
-    .unwrap_or_else(|| "a panic without a message".to_string());
-  // A payload whose destructor panics again must not unwind from here.
-  std::mem::forget(payload);
-  env.throw_error(
-    &format!("internal error in {what}: {detail}"),
-    Some(INTERNAL),
-  )?;
-  Err(napi::Error::from_status(napi::Status::PendingException))
 }
 
 /// Bench only: napi-rs's own serde conversion (`Env::from_js_value`) of `value` into a
