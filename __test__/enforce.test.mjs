@@ -551,11 +551,12 @@ test('storeRateLimitHeaders keeps a requests reading and a token reading apart: 
   storeRateLimitHeaders('apart-1', 'anthropic', { 'anthropic-ratelimit-tokens-limit': '0', 'content-type': 'text/plain' })
   assert.deepEqual(getTokenHeaderSaturation('anthropic', 'apart-1'), { saturation: 0.9, resetAt: null })
   assert.equal(await getSaturation('apart-1', 'anthropic', { unit: 'requests', window: 'hourly' }), 0.8)
-  // The token groups in order (anthropic's own before openai's), each with its own reset;
+  // The token groups in order (anthropic's own before openai's, names in any case), each
+  // with its own reset;
   // bare x-ratelimit-limit/-remaining are a requests reading.
   storeRateLimitHeaders('apart-2', 'openai', {
     'anthropic-ratelimit-tokens-limit': '1000',
-    'anthropic-ratelimit-tokens-remaining': '100',
+    'Anthropic-RateLimit-Tokens-Remaining': '100',
     'x-ratelimit-limit-tokens': '1000',
     'x-ratelimit-remaining-tokens': '900',
     'x-ratelimit-reset-tokens': '6m0s',

@@ -403,18 +403,11 @@ mod tests {
 
   #[test]
   fn the_token_reading_is_the_first_usable_group_with_its_own_reset() {
-    let anthropic = [
-      ("anthropic-ratelimit-tokens-limit", "1000"),
-      ("Anthropic-RateLimit-Tokens-Remaining", "100"),
-      ("x-ratelimit-limit-tokens", "1000"),
-      ("x-ratelimit-remaining-tokens", "900"),
-      ("x-ratelimit-reset-tokens", "6m0s"),
-    ];
-    assert_eq!(tokens(&anthropic), Some((0.9, None)));
-    // An unusable group (limit 0, no remaining) gives way to the next one.
+    // Anthropic's own group first, in any case, is __test__/enforce.test.mjs's "keeps a
+    // requests reading and a token reading apart". An unusable group gives way to the next.
     let openai = [
       ("anthropic-ratelimit-tokens-limit", "0"),
-      ("anthropic-ratelimit-tokens-remaining", "0"),
+      ("Anthropic-RateLimit-Tokens-Remaining", "0"),
       ("x-ratelimit-limit-tokens", "1000"),
       ("x-ratelimit-remaining-tokens", "900"),
       ("x-ratelimit-reset-tokens", "6m0s"),
