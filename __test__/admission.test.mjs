@@ -276,7 +276,8 @@ for (const driver of drivers) {
       const scheduled = []
       const deps = { calculateCost: async () => 0.1, schedule: (input) => scheduled.push(input) }
       const stream = { ...p.request(), model: 'm', streamUsage: { prompt_tokens: 30, completion_tokens: 70 } }
-      await recordStreamingConsumption({ ...stream, streamStatus: 500, reservation: failed.reservation }, deps)
+      // A failed stream gives its reservation back even with no apiKeyId to record under.
+      await recordStreamingConsumption({ ...stream, apiKeyId: null, streamStatus: 500, reservation: failed.reservation }, deps)
       assert.equal(await tokens(), 1000)
       await recordStreamingConsumption({ ...stream, streamStatus: 200, reservation: ok.reservation }, deps)
       assert.equal(scheduled.length, 1)

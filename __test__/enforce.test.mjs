@@ -259,13 +259,15 @@ test('recordConsumption adds tokens/usd/requests per plan dimension, only when f
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 120, usd: 0.25 } })
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 0, usd: 0, requests: 0 } })
   // Absent counts 1 request; a number counts only when finite and > 0.
-  for (const amount of [NaN, Infinity, -Infinity]) {
+  for (const amount of [NaN, Infinity, -Infinity, '', 'abc', '1e400']) {
     await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: amount, usd: amount, requests: amount } })
   }
+  // A numeric string counts as the host's store counted it (its REAL column reads "100" as 100).
+  await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: '100', usd: ' 0.5 ', requests: '2' } })
   const now = Date.now()
-  assert.equal(getBucket('rec', `${id}:tokens:hourly`, Math.floor(now / HOUR)), 120)
-  assert.equal(getBucket('rec', `${id}:usd:daily`, Math.floor(now / 86_400_000)), 0.25)
-  assert.equal(getBucket('rec', `${id}:requests:hourly`, Math.floor(now / HOUR)), 1)
+  assert.equal(getBucket('rec', `${id}:tokens:hourly`, Math.floor(now / HOUR)), 220)
+  assert.equal(getBucket('rec', `${id}:usd:daily`, Math.floor(now / 86_400_000)), 0.75)
+  assert.equal(getBucket('rec', `${id}:requests:hourly`, Math.floor(now / HOUR)), 3)
   assert.equal(getBucket('rec', `${id}:percent:5h`, Math.floor(now / 18_000_000)), 0)
 })
 
@@ -662,6 +664,9 @@ test('spend recorder: buildConsumptionCost, scheduling on the next turn, streami
   await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, model: 'm', streamUsage: {}, streamStatus: 500 }, deps)
   await recordStreamingConsumption({ connectionId: c, model: 'm', streamUsage: {}, streamStatus: 200 }, deps)
   assert.equal(scheduled.length, 1)
+  // As the host passes them on: an empty model is none, an empty provider stays.
+  await recordStreamingConsumption({ apiKeyId: 'sched', connectionId: c, provider: '', model: '', streamUsage: null, streamStatus: 200 }, deps)
+  assert.deepEqual(scheduled.pop(), { apiKeyId: 'sched', connectionId: c, provider: '', model: undefined, cost: { tokens: 0, usd: 0, requests: 1 } })
   // No usage: no price asked for, the request still counted.
   let priced = 0
   const pricing = { calculateCost: async () => { priced++; return 1 }, schedule: (input) => scheduled.push(input) }

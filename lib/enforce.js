@@ -24,9 +24,12 @@ function isPromise(value) {
 
 const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
-// `cost.requests` absent counts 1; a number counts only when finite and > 0, so NaN and
+// A cost amount as the host's store counted it: a number, or a string as a number (its
+// REAL column reads "100" as 100; "" and "abc" count nothing).
+const amount = (value) => (typeof value === 'string' ? Number(value) : number(value))
+// `cost.requests` absent counts 1; an amount counts only when finite and > 0, so NaN and
 // ±Infinity count nothing (the engine reads a non-finite amount as absent).
-const requests = (value) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : number(value))
+const requests = (value) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : value)
 
 /** The step an answer is about to become: saturation entries the engine served past their
  * 30 s are refreshed in the background; the request does not wait for them. */
@@ -118,7 +121,7 @@ async function recordConsumption(input) {
       return
     }
     const provider = input.provider != null ? String(input.provider) : ''
-    let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), number(cost.tokens), number(cost.usd), requests(cost.requests), reservation)
+    let answer = native.record(input.apiKeyId, input.connectionId, provider, text(input.model), amount(cost.tokens), amount(cost.usd), requests(amount(cost.requests)), reservation)
     if (isPromise(answer)) answer = await answer
     if (answer & BUFFERED) writes.scheduleFlush()
     else if (answer & WRITE_BEHIND) writes.listenForSignals()
@@ -195,13 +198,12 @@ async function recordStreamingConsumption(params, deps) {
     warnVia(log, err, 'streaming quota record failed')
   }
   try {
-    if (!params || !params.apiKeyId || !params.connectionId) return
+    if (!params) return
     const reservation = typeof params.reservation === 'string' ? params.reservation : undefined
-    if (params.streamStatus !== 200) {
-      if (reservation !== undefined) await releaseReservation(reservation)
-      return
-    }
-    const provider = params.provider || 'unknown'
+    // A request that did not happen gives its reservation back, whoever it names.
+    if (params.streamStatus !== 200 && reservation !== undefined) await releaseReservation(reservation)
+    if (!params.apiKeyId || !params.connectionId || params.streamStatus !== 200) return
+    const provider = params.provider ?? 'unknown'
     let usd = 0
     // No usage, no price to ask for: the stream still counts its request.
     if (params.streamUsage && typeof params.streamUsage === 'object') {
@@ -217,7 +219,7 @@ async function recordStreamingConsumption(params, deps) {
         apiKeyId: params.apiKeyId,
         connectionId: params.connectionId,
         provider,
-        model: params.model,
+        model: params.model || undefined,
         cost: buildConsumptionCost(params.streamUsage, usd),
         ...(reservation !== undefined ? { reservation } : {}),
       },
