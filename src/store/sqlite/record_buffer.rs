@@ -537,3 +537,23 @@ impl SqliteDb {
     std::mem::take(&mut *self.buffer.borrow_mut()).len()
   }
 }
+
+#[cfg(test)]
+mod tests {
+  use super::*;
+
+  #[test]
+  fn briefly_puts_the_busy_timeout_back_even_after_a_panic() {
+    let (_dir, db) = crate::store::sqlite::temp_db();
+    let busy = || -> i64 {
+      (db.conn)
+        .pragma_query_value(None, "busy_timeout", |r| r.get(0))
+        .unwrap()
+    };
+    let inside = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+      db.briefly(|_| -> Result<()> { panic!("{}", busy()) })
+    }));
+    assert!(inside.is_err());
+    assert_eq!(busy(), 2000);
+  }
+}
