@@ -131,6 +131,14 @@ impl HeaderReading {
     (now_ms - self.observed_at_ms <= HEADER_FRESHNESS_MS)
       .then(|| clamp_saturation((self.limit - self.remaining) / self.limit))
   }
+
+  /// This token reading as `getTokenHeaderSaturation` answers it; `None` when stale.
+  pub fn token_saturation(&self, now_ms: i64) -> Option<TokenHeaderSaturation> {
+    Some(TokenHeaderSaturation {
+      saturation: self.saturation(now_ms)?,
+      reset_at_ms: self.reset_at_ms,
+    })
+  }
 }
 
 /// What one response's headers say, each reading `None` when it carries no usable one: a
@@ -275,16 +283,6 @@ pub fn parse_rate_limit_headers<'a>(
 pub struct TokenHeaderSaturation {
   pub saturation: f64,
   pub reset_at_ms: Option<i64>,
-}
-
-impl HeaderReading {
-  /// This token reading as `getTokenHeaderSaturation` answers it; `None` when stale.
-  pub fn token_saturation(&self, now_ms: i64) -> Option<TokenHeaderSaturation> {
-    Some(TokenHeaderSaturation {
-      saturation: self.saturation(now_ms)?,
-      reset_at_ms: self.reset_at_ms,
-    })
-  }
 }
 
 #[cfg(test)]

@@ -62,8 +62,6 @@ pub struct SaturationState {
   /// Per provider, per connection: looked up by `&str` on every decision, so no key is
   /// allocated for it.
   headers: HashMap<String, HashMap<String, HeaderReadings>>,
-  /// Connections in `headers`.
-  header_count: usize,
   /// Refreshes in flight, and when each was asked for. Behind its own lock: the decision
   /// reads the state through a shared reference.
   refreshing: Mutex<HashMap<Refresh, i64>>,
@@ -202,24 +200,25 @@ impl SaturationState {
     }
     let known = |c: &HashMap<String, HeaderReadings>| c.contains_key(&connection_id);
     let new = !self.headers.get(&provider).is_some_and(known);
-    if new && self.header_count >= MAX_HEADER_SNAPSHOTS {
+    if new && self.header_connections() >= MAX_HEADER_SNAPSHOTS {
       let fresh = |r: Option<HeaderReading>| r.is_some_and(|r| r.saturation(now_ms).is_some());
       self.headers.retain(|_, connections| {
         connections.retain(|_, known| fresh(known.requests) || fresh(known.tokens));
         !connections.is_empty()
       });
-      self.header_count = self.headers.values().map(HashMap::len).sum();
-      if self.header_count >= MAX_HEADER_SNAPSHOTS {
+      if self.header_connections() >= MAX_HEADER_SNAPSHOTS {
         self.clear_headers();
       }
     }
     let known = self.headers.entry(provider).or_default();
-    let known = known.entry(connection_id).or_insert_with(|| {
-      self.header_count += 1;
-      HeaderReadings::default()
-    });
+    let known = known.entry(connection_id).or_default();
     known.requests = readings.requests.or(known.requests);
     known.tokens = readings.tokens.or(known.tokens);
+  }
+
+  /// How many connections have readings (a pass over the providers, a handful).
+  fn header_connections(&self) -> usize {
+    self.headers.values().map(HashMap::len).sum()
   }
 
   /// The readings kept for a connection.
@@ -237,7 +236,6 @@ impl SaturationState {
   /// `_clearRateLimitHeaders()`.
   pub fn clear_headers(&mut self) {
     self.headers.clear();
-    self.header_count = 0;
   }
 }
 
@@ -509,7 +507,7 @@ mod tests {
       store(&mut state, format!("c{i}"), NOW + HEADER_FRESHNESS_MS);
     }
     store(&mut state, "new".into(), NOW + HEADER_FRESHNESS_MS + 1);
-    assert_eq!(state.header_count, MAX_HEADER_SNAPSHOTS);
+    assert_eq!(state.header_connections(), MAX_HEADER_SNAPSHOTS);
     assert!(state.headers("openai", "old").is_none());
     assert!(state.headers("openai", "c1").is_some());
     // A connection it holds is updated in place.
@@ -517,7 +515,7 @@ mod tests {
     assert!(state.headers("openai", "c2").is_some());
     // All fresh: it starts over.
     store(&mut state, "newer".into(), NOW + HEADER_FRESHNESS_MS + 1);
-    assert_eq!(state.header_count, 1);
+    assert_eq!(state.header_connections(), 1);
   }
 
   #[test]
