@@ -203,18 +203,17 @@ impl QuotaDriver for RedisDriver {
   }
 
   fn peek(&self, engine: &'static Engine, at: CounterAt) -> Step<Result<f64>> {
-    let CounterAt {
-      api_key_id,
-      key,
-      now_ms,
-    } = at;
     let read = self.backend(engine).and_then(|backend| {
-      crate::store::validate::key(&api_key_id, &key)?;
+      crate::store::validate::key(&at.api_key_id, &at.key)?;
       let mut batch = backend.batch([]);
-      batch.key(&api_key_id, &key, bucket_index(now_ms, key.window.ms()));
+      batch.key(
+        &at.api_key_id,
+        &at.key,
+        bucket_index(at.now_ms, at.key.window.ms()),
+      );
       Ok((backend, batch))
     });
-    engine.redis_value(read, key.window.ms(), now_ms)
+    engine.redis_value(read, at.key.window.ms(), at.now_ms)
   }
 
   fn pool_consumed_total(
