@@ -106,7 +106,7 @@ export declare function releaseReservation(reservation: string): Promise<void>
 /**
  * Beyond the contract: commits the records `recordConsumption` buffered (SQLite) now, so
  * other connections see them; the engine's own reads always include them. They are
- * committed on the next turn of the event loop anyway (and at exit, and by
+ * committed within `QUOTA_RECORD_FLUSH_MS` (10 ms by default) anyway (and at exit, and by
  * `closeQuotaDb()`). Returns `null`, or the error message — the records then stay
  * buffered for the next flush. Never throws.
  */

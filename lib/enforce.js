@@ -171,7 +171,7 @@ function scheduleRecordConsumption(input, log) {
   })
 }
 
-/** `{ tokens: prompt + completion (non-numeric → 0), usd: max(estimatedCost, 0), requests: 1 }`. */
+/** `{ tokens: prompt + completion (each as Number() reads it; not finite → 0), usd: max(estimatedCost, 0), requests: 1 }`. */
 function buildConsumptionCost(usage, estimatedCost) {
   const finite = (v) => (typeof v === 'number' && Number.isFinite(v) ? v : 0)
   // As the host reads a usage: numeric strings count ("10" is 10); anything else is 0.
