@@ -374,3 +374,41 @@ test('1,000 closes and reopens beside the host connection: descriptors stay boun
   const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1]
   t.diagnostic(`descriptors ${start} → ${end}; close+reopen median ${median(timings.slice(0, 100)).toFixed(2)} ms (first 100), ${median(timings.slice(-100)).toFixed(2)} ms (last 100)`)
 })
+
+// An operator removes the -wal or -shm while the host runs. The host's connection keeps
+// using the removed ones; a connection of the engine's SQLite copy opened now would make
+// new ones beside it and the host's tables would be written through two WALs (its index
+// corrupt, or the file at rest). The engine refuses to open until the host's connection
+// closes, then follows.
+for (const removed of [['-shm'], ['-wal'], ['-wal', '-shm']]) {
+  test(`${removed.join(' and ')} removed under the host, then the engine reopens: it waits for the host's connection to close, and the file stays whole`, { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
+    const p = pool(1e9)
+    await record(p.request, 5)
+    assert.equal(engine.flushQuotaWrites(), null)
+    for (const suffix of removed) fs.rmSync(host.file + suffix)
+    engine.closeQuotaDb() // the host's resetter, as its tests and its restore run it
+    const logged = host.logs.length
+    for (let i = 0; i < 20; i++) {
+      assert.equal((await enforceQuotaShare(p.request)).kind, 'allow')
+      host.logCall(p.request.apiKeyId)
+      await record(p.request)
+    }
+    const said = host.logs.slice(logged).map((l) => JSON.stringify(l)).join('\n')
+    assert.match(said, /removed or replaced while a connection of this process still uses it/)
+    assert.equal(host.db.pragma('integrity_check', { simple: true }), 'ok')
+    assert.equal(consumedIn(host.db, p), 5, 'what was recorded while the engine refused is not counted')
+    // The host closes and reopens: the engine follows, and counts again.
+    host.close()
+    host.open()
+    await record(p.request, 2)
+    assert.equal(engine.flushQuotaWrites(), null)
+    assert.equal(consumedIn(host.db, p), 7)
+    engine.closeQuotaDb()
+    host.close()
+    const alone = copyAlone(host.file)
+    assert.equal(alone.pragma('integrity_check', { simple: true }), 'ok')
+    assert.equal(consumedIn(alone, p), 7)
+    alone.close()
+    host.open()
+  })
+}

@@ -143,19 +143,29 @@ pub struct Database {
   failed_open: Mutex<Option<FailedOpen>>,
 }
 
-/// Refuses to open `path` while its `-wal` or `-shm` is open in the process (the host's
-/// connection) and the file at the path is not: they are another file's then, one renamed
-/// away while in use, which keeps writing them, and SQLite, which opens them by path,
-/// would make the two files share one WAL. It ends when that connection closes.
+/// Refuses to open `path` while a connection of this process (the host's) uses a `-wal` or
+/// `-shm` that is not the one SQLite would attach: SQLite opens them by path, so the two
+/// would write one file through two WALs. Either the file at the path is not the one the
+/// sidecars there belong to (one renamed over a file in use), or the sidecars the
+/// connection uses were removed or replaced under it. It ends when that connection closes.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
-  if open(path) || !(open(&wal_path(path)) || open(&shm_path(path))) {
+  let why = if !open(path) && (open(&wal_path(path)) || open(&shm_path(path))) {
+    "is not the file whose -wal and -shm a connection of this process still uses (a file \
+     renamed over one in use)"
+  } else if path.canonicalize().is_ok_and(|real| {
+    [wal_path(&real), shm_path(&real)]
+      .iter()
+      .any(|sidecar| locks::open_as_another_file(sidecar) == Some(true))
+  }) {
+    "has a -wal or -shm removed or replaced while a connection of this process still uses it"
+  } else {
     return Ok(());
-  }
+  };
   Err(QuotaError::Store(format!(
-    "{} is not the file whose -wal and -shm a connection of this process still uses (a file \
-     renamed over one in use); the engine opens it once that connection closes (SQLite would \
-     attach it to them): decisions allow, and records made meanwhile are not counted, until then",
+    "{} {why}; the engine opens it once that connection closes (SQLite would attach it to \
+     other sidecars than that connection's): decisions allow, and records made meanwhile are \
+     not counted, until then",
     path.display()
   )))
 }
