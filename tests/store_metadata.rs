@@ -502,6 +502,19 @@ fn import_legacy_pools_runs_once() {
 }
 
 #[test]
+fn a_model_name_of_a_hostile_length_is_looked_up_but_not_cached() {
+  let (_dir, _path, db) = temp_db();
+  let entries = db.cache_entries();
+  assert_eq!(db.cached_model_cap("p", "k", "gpt-4o").unwrap(), None);
+  assert_eq!(db.cache_entries(), entries + 1);
+  for i in 0..100 {
+    let model = format!("{i}{}", "m".repeat(1 << 20));
+    assert_eq!(db.cached_model_cap("p", "k", &model).unwrap(), None);
+  }
+  assert_eq!(db.cache_entries(), entries + 1);
+}
+
+#[test]
 fn the_cache_sees_host_commits_on_the_next_call() {
   let (_dir, path, db) = temp_db();
   let host = host_conn(&path);

@@ -67,7 +67,14 @@ fn fill_cap_key(out: &mut String, pool_id: &str, api_key_id: &str, model: &str) 
   out.push_str(model);
 }
 
+/// A longer key is looked up but not kept: a cap's key holds the request's model name, and
+/// [`MAX_ENTRIES`] names of a hostile length would hold gigabytes.
+const MAX_KEY_BYTES: usize = 1024;
+
 fn bounded_insert<V>(map: &mut HashMap<String, V>, key: &str, value: V) {
+  if key.len() > MAX_KEY_BYTES {
+    return;
+  }
   if map.len() >= MAX_ENTRIES {
     map.clear();
   }
