@@ -295,6 +295,7 @@ mod tests {
   #[test]
   fn a_full_cache_drops_stale_entries_first_then_expired_ones() {
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let (q, new) = (("q", "c", u, w), ("p", "new", u, w));
     let fill = |cache: &mut SaturationCache| {
       for i in 0..10_000 {
         cache.put(("p", &format!("c{i}"), u, w), 0.5, 0);
@@ -304,24 +305,17 @@ mod tests {
     // Past the stale window: every entry goes.
     let mut cache = SaturationCache::default();
     fill(&mut cache);
-    cache.put(
-      ("q", "c", u, w),
-      0.1,
-      SATURATION_TTL_MS + SATURATION_STALE_MS,
-    );
+    cache.put(q, 0.1, SATURATION_TTL_MS + SATURATION_STALE_MS);
     assert_eq!(cache.len(), 1);
     assert_eq!(cache.get(("p", "c0", u, w), 0), None);
     // Expired but still servable stale: kept by the first pass, dropped by the second.
     let mut cache = SaturationCache::default();
     fill(&mut cache);
-    cache.put(("p", "new", u, w), 0.2, SATURATION_TTL_MS);
+    cache.put(new, 0.2, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
-    assert_eq!(
-      cache.get(("p", "new", u, w), SATURATION_TTL_MS),
-      Some((0.2, true))
-    );
+    assert_eq!(cache.get(new, SATURATION_TTL_MS), Some((0.2, true)));
     // Overwriting an entry does not count it twice.
-    cache.put(("p", "new", u, w), 0.3, SATURATION_TTL_MS);
+    cache.put(new, 0.3, SATURATION_TTL_MS);
     assert_eq!(cache.len(), 1);
     cache.clear();
     assert!(cache.is_empty());
@@ -331,18 +325,18 @@ mod tests {
     // A refresh of an entry it holds replaces that one only.
     cache.put(("p", "c0", u, w), 0.4, 0);
     assert_eq!(cache.get(("p", "c5", u, w), 0), Some((0.5, true)));
-    cache.put(("q", "c", u, w), 0.1, 0);
+    cache.put(q, 0.1, 0);
     assert_eq!(cache.len(), 1);
-    assert_eq!(cache.get(("q", "c", u, w), 0), Some((0.1, true)));
+    assert_eq!(cache.get(q, 0), Some((0.1, true)));
   }
 
   #[test]
   fn cached_values_are_clamped_and_nan_is_zero() {
     let mut cache = SaturationCache::default();
-    let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Daily);
-    assert_eq!(cache.put(("p", "c", u, w), 1.7, 0), 1.0);
-    assert_eq!(cache.put(("p", "c", u, w), -0.2, 0), 0.0);
-    assert_eq!(cache.put(("p", "c", u, w), f64::NAN, 0), 0.0);
+    let key = ("p", "c", QuotaUnit::Tokens, QuotaWindow::Daily);
+    assert_eq!(cache.put(key, 1.7, 0), 1.0);
+    assert_eq!(cache.put(key, -0.2, 0), 0.0);
+    assert_eq!(cache.put(key, f64::NAN, 0), 0.0);
   }
 
   #[test]

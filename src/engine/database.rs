@@ -144,28 +144,25 @@ pub struct Database {
 }
 
 /// Refuses to open `path` while a connection of this process (the host's) uses a `-wal` or
-/// `-shm` that is not the one SQLite would attach: SQLite opens them by path, so the two
-/// would write one file through two WALs. Either the file at the path is not the one the
-/// sidecars there belong to (one renamed over a file in use), or the sidecars the
-/// connection uses were removed or replaced under it. It ends when that connection closes.
+/// `-shm` other than the ones SQLite would attach by path: the file was renamed over one in
+/// use, or its sidecars were removed or replaced under it. It ends when that connection closes.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
-  let why = if !open(path) && (open(&wal_path(path)) || open(&shm_path(path))) {
+  let sidecars = |file: &Path| [wal_path(file), shm_path(file)];
+  let moved = |sidecar: PathBuf| locks::open_as_another_file(&sidecar) == Some(true);
+  // Descriptors name files by their resolved paths (an unresolvable one names none).
+  let real = path.canonicalize().unwrap_or_default();
+  let why = if !open(path) && sidecars(path).iter().any(|s| open(s)) {
     "is not the file whose -wal and -shm a connection of this process still uses (a file \
      renamed over one in use)"
-  } else if path.canonicalize().is_ok_and(|real| {
-    [wal_path(&real), shm_path(&real)]
-      .iter()
-      .any(|sidecar| locks::open_as_another_file(sidecar) == Some(true))
-  }) {
+  } else if sidecars(&real).into_iter().any(moved) {
     "has a -wal or -shm removed or replaced while a connection of this process still uses it"
   } else {
     return Ok(());
   };
   Err(QuotaError::Store(format!(
-    "{} {why}; the engine opens it once that connection closes (SQLite would attach it to \
-     other sidecars than that connection's): decisions allow, and records made meanwhile are \
-     not counted, until then",
+    "{} {why}; the engine opens it once that connection closes: decisions allow, and records \
+     made meanwhile are not counted, until then",
     path.display()
   )))
 }
@@ -777,10 +774,7 @@ impl QuotaDriver for SqliteDriver {
     let outcome = engine.with_decision_db(call, |db| {
       let request = call.ids.request();
       let saturation = engine.saturation();
-      let lookup = DecisionLookup {
-        state: &saturation,
-        now_ms: call.now_ms,
-      };
+      let lookup = DecisionLookup::new(&saturation, call.now_ms);
       // Waits only briefly for another connection's write lock (the JS thread waits with
       // it), and not again for a second after failing; without the lock the decision is
       // made as in default mode, unreserved.

@@ -79,10 +79,7 @@ impl QuotaDriver for RedisDriver {
       db.hot_scope(|db| {
         let request = call.ids.request();
         let saturation = engine.saturation();
-        let lookup = DecisionLookup {
-          state: &saturation,
-          now_ms: now,
-        };
+        let lookup = DecisionLookup::new(&saturation, now);
         let start = plan_enforce(db, &lookup, &request, threshold, now)?;
         let writes = match (&start, reserve) {
           (EnforceStart::Read(_), true) => planned_writes(db, &request, &estimate)?,

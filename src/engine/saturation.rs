@@ -354,6 +354,12 @@ pub struct DecisionLookup<'a> {
   pub now_ms: i64,
 }
 
+impl<'a> DecisionLookup<'a> {
+  pub fn new(state: &'a SaturationState, now_ms: i64) -> Self {
+    DecisionLookup { state, now_ms }
+  }
+}
+
 impl SaturationLookup for DecisionLookup<'_> {
   fn saturation(
     &self,
@@ -411,17 +417,15 @@ mod tests {
     use crate::core::saturation::{SATURATION_STALE_MS, SATURATION_TTL_MS};
     let mut state = SaturationState::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::FiveHours);
+    let key = ("codex", "c", u, w);
     state.set_fetchers(FetcherTier::Host, ["codex".to_string()]);
     let _ = take_refreshes();
-    state.store(("codex", "c", u, w), Some(0.4), NOW);
+    state.store(key, Some(0.4), NOW);
     let later = NOW + SATURATION_TTL_MS + 1;
     let served = Lookup::known(0.4, true);
-    assert_eq!(state.lookup(("codex", "c", u, w), later), served);
-    assert_eq!(state.lookup(("codex", "c", u, w), later + 5), served);
-    let view = DecisionLookup {
-      state: &state,
-      now_ms: later + 6,
-    };
+    assert_eq!(state.lookup(key, later), served);
+    assert_eq!(state.lookup(key, later + 5), served);
+    let view = DecisionLookup::new(&state, later + 6);
     assert_eq!(view.saturation("c", "codex", u, w), Some(0.4));
     assert_eq!(
       take_refreshes(),
@@ -432,12 +436,9 @@ mod tests {
       "one refresh for three lookups"
     );
     assert_eq!(take_refreshes(), None);
-    state.store(("codex", "c", u, w), Some(0.6), later + 10);
+    state.store(key, Some(0.6), later + 10);
     let again = later + 10 + SATURATION_TTL_MS;
-    assert_eq!(
-      state.lookup(("codex", "c", u, w), again).clone(),
-      Lookup::known(0.6, true)
-    );
+    assert_eq!(state.lookup(key, again).clone(), Lookup::known(0.6, true));
     assert_eq!(
       take_refreshes().map(|r| r.len()),
       Some(1),
@@ -445,14 +446,14 @@ mod tests {
     );
     let too_old = again + SATURATION_STALE_MS;
     assert_eq!(
-      state.lookup(("codex", "c", u, w), too_old),
+      state.lookup(key, too_old),
       Lookup::Fetch {
         name: "host:codex".into()
       }
     );
     assert!(state.fetch_timed_out("codex", "c"));
     assert!(!state.fetch_timed_out("codex", "c"), "warned once");
-    state.store(("codex", "c", u, w), Some(0.1), too_old);
+    state.store(key, Some(0.1), too_old);
     assert!(
       state.fetch_timed_out("codex", "c"),
       "an answer ends the timeout"
@@ -522,38 +523,27 @@ mod tests {
   fn a_lookup_is_a_hit_a_fetch_or_the_header_fallback() {
     let mut state = SaturationState::default();
     let (u, w) = (QuotaUnit::Tokens, QuotaWindow::Hourly);
-    assert_eq!(
-      state.lookup(("openai", "c", u, w), NOW),
-      Lookup::known(0.0, false)
-    );
+    let key = ("openai", "c", u, w);
+    assert_eq!(state.lookup(key, NOW), Lookup::known(0.0, false));
     let headers = [
       ("x-ratelimit-limit-tokens", "1000"),
       ("x-ratelimit-remaining-tokens", "250"),
     ];
     let readings = parse_rate_limit_headers(headers, NOW);
     state.store_headers("openai".into(), "c".into(), readings, NOW);
-    assert_eq!(
-      state.lookup(("openai", "c", u, w), NOW),
-      Lookup::known(0.75, false)
-    );
+    assert_eq!(state.lookup(key, NOW), Lookup::known(0.75, false));
     state.set_fetchers(FetcherTier::Host, ["openai".to_string()]);
     assert_eq!(
-      state.lookup(("openai", "c", u, w), NOW),
+      state.lookup(key, NOW),
       Lookup::Fetch {
         name: "host:openai".into()
       }
     );
     // No answer takes the fallback; an answer is clamped and cached.
-    assert_eq!(state.store(("openai", "c", u, w), None, NOW), 0.75);
-    assert_eq!(
-      state.lookup(("openai", "c", u, w), NOW + 1),
-      Lookup::known(0.75, true)
-    );
-    assert_eq!(state.store(("openai", "c", u, w), Some(7.0), NOW), 1.0);
-    let view = DecisionLookup {
-      state: &state,
-      now_ms: NOW + 1,
-    };
+    assert_eq!(state.store(key, None, NOW), 0.75);
+    assert_eq!(state.lookup(key, NOW + 1), Lookup::known(0.75, true));
+    assert_eq!(state.store(key, Some(7.0), NOW), 1.0);
+    let view = DecisionLookup::new(&state, NOW + 1);
     assert_eq!(view.saturation("c", "openai", u, w), Some(1.0));
     assert_eq!(view.saturation("other", "openai", u, w), None);
   }

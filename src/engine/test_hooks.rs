@@ -71,10 +71,7 @@ impl Engine {
       .with_open(super::database::Access::Hot, |db| {
         db.hot_scope(|db| {
           let saturation = self.saturation();
-          let lookup = DecisionLookup {
-            state: &saturation,
-            now_ms: now,
-          };
+          let lookup = DecisionLookup::new(&saturation, now);
           enforce(db, &lookup, &request, saturation_threshold, now)
         })
       })

@@ -502,10 +502,6 @@ mod tests {
 
   const H: i64 = 3_600_000;
 
-  fn dim(pool: &str, unit: QuotaUnit, window: QuotaWindow) -> DimensionKey {
-    DimensionKey::new(pool, unit, window)
-  }
-
   /// The words of `text`, for the expected keys and arguments of a call.
   fn words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
@@ -513,7 +509,7 @@ mod tests {
 
   #[test]
   fn batch_ids_are_kept_once_below_and_past_the_scan_limit() {
-    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let key = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     for count in [3, LINEAR_IDS - 1, LINEAR_IDS, LINEAR_IDS + 5, 200] {
       let ids: Vec<String> = (0..count).map(|i| format!("k{i}")).collect();
       let twice = ids.iter().chain(ids.iter()).cloned();
@@ -533,7 +529,7 @@ mod tests {
   fn flush_call_names_a_key_and_its_members_entry_as_write_call_does() {
     // An id with a separator is escaped in the key names; the members set must hold the
     // same escaped id, whichever script wrote the counter.
-    let key = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let key = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     let write = write_call(KeyLayout::Standalone, "a:b%", &[(key.clone(), 1.0)], 10 * H);
     let flush = flush_call(KeyLayout::Standalone, ("w", 1), [("a:b%", &key, 10, 1.0)]);
     assert_eq!(flush.keys[..3], write.keys[..3]);
@@ -551,8 +547,8 @@ mod tests {
 
   #[test]
   fn read_batch_numbers_ids_and_lists_each_key_once() {
-    let tokens = dim("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
-    let model = dim("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let tokens = DimensionKey::new("pool", QuotaUnit::Tokens, QuotaWindow::Hourly);
+    let model = DimensionKey::new("pool:model:m", QuotaUnit::Requests, QuotaWindow::Hourly);
     let ids = ["a", "b", "a"].map(String::from);
     let mut batch = ReadBatch::new(KeyLayout::Cluster, PoolTotals::Exact, ids);
     assert_eq!(batch.key("b", &model, 500), 0);
@@ -597,7 +593,7 @@ mod tests {
 
   #[test]
   fn reserve_call_appends_checks_and_writes_to_the_read() {
-    let requests = dim("p", QuotaUnit::Requests, QuotaWindow::Hourly);
+    let requests = DimensionKey::new("p", QuotaUnit::Requests, QuotaWindow::Hourly);
     let mut batch = ReadBatch::new(KeyLayout::Standalone, PoolTotals::Exact, ["k".to_string()]);
     batch.key("k", &requests, 10);
     batch.pool(&requests, 10);
@@ -636,7 +632,7 @@ mod tests {
 
   #[test]
   fn settle_call_and_reserve_replies() {
-    let tokens = dim("p", QuotaUnit::Tokens, QuotaWindow::Daily);
+    let tokens = DimensionKey::new("p", QuotaUnit::Tokens, QuotaWindow::Daily);
     let reservation = KeyLayout::Cluster.reservation_key("p", "ab");
     let call = settle_call(
       KeyLayout::Cluster,

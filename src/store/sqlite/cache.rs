@@ -72,13 +72,12 @@ fn fill_cap_key(out: &mut String, pool_id: &str, api_key_id: &str, model: &str) 
 const MAX_KEY_BYTES: usize = 1024;
 
 fn bounded_insert<V>(map: &mut HashMap<String, V>, key: &str, value: V) {
-  if key.len() > MAX_KEY_BYTES {
-    return;
+  if key.len() <= MAX_KEY_BYTES {
+    if map.len() >= MAX_ENTRIES {
+      map.clear();
+    }
+    map.insert(key.to_string(), value);
   }
-  if map.len() >= MAX_ENTRIES {
-    map.clear();
-  }
-  map.insert(key.to_string(), value);
 }
 
 /// `(quota_metadata_version.version, schema_version)`; the version is `None` when its row

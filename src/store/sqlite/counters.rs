@@ -546,11 +546,7 @@ mod tests {
         // 40 % (so the walk of the newest rows finds too few and the pool is sorted).
         let older = (share < 5 || share == 40) && in_pool;
         let updated_at = ((seed >> 20) % 400) as i64 - if older { 1_000 } else { 0 };
-        let updated_at = if (seed >> 8).is_multiple_of(97) {
-          None
-        } else {
-          Some(updated_at)
-        };
+        let updated_at = Some(updated_at).filter(|_| !(seed >> 8).is_multiple_of(97));
         tx.execute(
           "INSERT OR IGNORE INTO quota_consumption (api_key_id, dimension_key, bucket_index, consumed, updated_at) VALUES (?1, ?2, ?3, 1, ?4)",
           params![format!("k{}", i % 5_003), dim, ((seed >> 10) % 3) as i64, updated_at],
