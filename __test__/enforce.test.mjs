@@ -259,7 +259,7 @@ test('recordConsumption adds tokens/usd/requests per plan dimension, only when f
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 120, usd: 0.25 } })
   await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: 0, usd: 0, requests: 0 } })
   // Absent counts 1 request; a number counts only when finite and > 0.
-  for (const amount of [NaN, Infinity, -Infinity, '', 'abc', '1e400']) {
+  for (const amount of [NaN, Infinity, -Infinity, '', 'abc', '1e400', '0x10', '0B11', '0o7']) {
     await recordConsumption({ apiKeyId: 'rec', connectionId: c, provider: 'mixed', cost: { tokens: amount, usd: amount, requests: amount } })
   }
   // A numeric string counts as the host's store counted it (its REAL column reads "100" as 100).

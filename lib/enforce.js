@@ -25,8 +25,9 @@ function isPromise(value) {
 const text = (value) => (typeof value === 'string' ? value : undefined)
 const number = (value) => (typeof value === 'number' ? value : undefined)
 // A cost amount as the host's store counted it: a number, or a string as a number (its
-// REAL column reads "100" as 100; "" and "abc" count nothing).
-const amount = (value) => (typeof value === 'string' ? Number(value) : number(value))
+// REAL column reads "100" as 100; "", "abc" and SQLite's 0 for "0x10", "0b1", "0o7" count
+// nothing, though JavaScript's Number() reads those three).
+const amount = (value) => (typeof value !== 'string' ? number(value) : /0[box]/i.test(value) ? 0 : Number(value))
 // `cost.requests` absent counts 1; an amount counts only when finite and > 0, so NaN and
 // ±Infinity count nothing (the engine reads a non-finite amount as absent).
 const requests = (value) => (typeof value === 'number' && !Number.isFinite(value) ? 0 : value)
