@@ -144,21 +144,19 @@ pub struct Database {
 }
 
 /// Refuses to open `path` while a connection of this process (the host's) uses a `-wal` or
-/// `-shm` other than the ones SQLite would attach by path: the file was renamed over one in
-/// use, or its sidecars were removed or replaced under it. It ends when that connection closes.
+/// `-shm` other than those SQLite would attach by path: a file renamed over its file, or its
+/// own sidecars removed or replaced under it. It ends when that connection closes.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
   let sidecars = |file: &Path| [wal_path(file), shm_path(file)];
   let moved = |sidecar: PathBuf| locks::open_as_another_file(&sidecar) == Some(true);
-  // Descriptors name files by their resolved paths (an unresolvable one names none).
-  let real = path.canonicalize().unwrap_or_default();
-  let why = if !open(path) && sidecars(path).iter().any(|s| open(s)) {
-    "is not the file whose -wal and -shm a connection of this process still uses (a file \
-     renamed over one in use)"
-  } else if sidecars(&real).into_iter().any(moved) {
-    "has a -wal or -shm removed or replaced while a connection of this process still uses it"
-  } else {
-    return Ok(());
+  let real = path.canonicalize().unwrap_or_default(); // as descriptors name their files
+  let why = match (open(path), sidecars(path).iter().any(|s| open(s))) {
+    (false, true) => "is not the file whose -wal and -shm a connection of this process still uses",
+    (true, _) if sidecars(&real).into_iter().any(moved) => {
+      "has a -wal or -shm removed under a connection of this process"
+    }
+    _ => return Ok(()),
   };
   Err(QuotaError::Store(format!(
     "{} {why}; the engine opens it once that connection closes: decisions allow, and records \
