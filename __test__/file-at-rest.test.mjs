@@ -17,6 +17,7 @@ import { startHost } from '../bench/host.mjs'
 const require = createRequire(import.meta.url)
 const Database = require('better-sqlite3')
 const exitChild = fileURLToPath(new URL('./support/host-exit.mjs', import.meta.url))
+const linkedChild = fileURLToPath(new URL('./support/linked-file.mjs', import.meta.url))
 const dirs = []
 const tempDir = (tag) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `qe-rest-${tag}-`))
@@ -380,12 +381,16 @@ test('1,000 closes and reopens beside the host connection: descriptors stay boun
 // new ones beside it and the host's tables would be written through two WALs (its index
 // corrupt, or the file at rest). The engine refuses to open until the host's connection
 // closes, then follows.
-for (const removed of [['-shm'], ['-wal'], ['-wal', '-shm']]) {
-  test(`${removed.join(' and ')} removed under the host, then the engine reopens: it waits for the host's connection to close, and the file stays whole`, { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
+const away = {
+  removed: (file) => fs.rmSync(file),
+  moved: (file) => fs.renameSync(file, `${file}.bak`),
+}
+for (const [how, sidecars] of [['removed', ['-shm']], ['removed', ['-wal']], ['removed', ['-wal', '-shm']], ['moved', ['-wal', '-shm']]]) {
+  test(`${sidecars.join(' and ')} ${how} under the host, then the engine reopens: it waits for the host's connection to close, and the file stays whole`, { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
     const p = pool(1e9)
     await record(p.request, 5)
     assert.equal(engine.flushQuotaWrites(), null)
-    for (const suffix of removed) fs.rmSync(host.file + suffix)
+    for (const suffix of sidecars) away[how](host.file + suffix)
     engine.closeQuotaDb() // the host's resetter, as its tests and its restore run it
     const logged = host.logs.length
     for (let i = 0; i < 20; i++) {
@@ -394,7 +399,7 @@ for (const removed of [['-shm'], ['-wal'], ['-wal', '-shm']]) {
       await record(p.request)
     }
     const said = host.logs.slice(logged).map((l) => JSON.stringify(l)).join('\n')
-    assert.match(said, /has a -wal or -shm removed under a connection of this process/)
+    assert.match(said, /is open in this process, but not the -wal and -shm at its path/)
     assert.equal(host.db.pragma('integrity_check', { simple: true }), 'ok')
     assert.equal(consumedIn(host.db, p), 5, 'what was recorded while the engine refused is not counted')
     // The host closes and reopens: the engine follows, and counts again.
@@ -409,6 +414,33 @@ for (const removed of [['-shm'], ['-wal'], ['-wal', '-shm']]) {
     assert.equal(alone.pragma('integrity_check', { simple: true }), 'ok')
     assert.equal(consumedIn(alone, p), 7)
     alone.close()
+    for (const suffix of sidecars) fs.rmSync(`${host.file}${suffix}.bak`, { force: true })
     host.open()
   })
 }
+
+// What is safe is not refused: a reader left on the old file across the host's restore
+// (its removed sidecars are another file's), and a storage.sqlite that is a link (SQLite
+// keeps the sidecars beside the file it leads to).
+test("a reader left on the old file across the host's restore, and a file reached through a link: the engine opens and counts", { skip: process.platform !== 'linux' && 'reads /proc' }, async () => {
+  const p = pool(1e9)
+  await record(p.request, 3)
+  assert.equal(engine.flushQuotaWrites(), null)
+  const backup = path.join(tempDir('stale'), 'backup.sqlite')
+  await host.backup(backup)
+  const reader = new Database(host.file, { readonly: true })
+  assert.equal(consumedIn(reader, p), 3)
+  host.close()
+  for (const suffix of ['', '-wal', '-shm']) fs.rmSync(host.file + suffix, { force: true })
+  fs.copyFileSync(backup, host.file)
+  host.open()
+  const logged = host.logs.length
+  await record(p.request, 2)
+  assert.equal(engine.flushQuotaWrites(), null)
+  assert.equal(consumedIn(host.db, p), 5)
+  reader.close()
+  assert.equal(host.logs.length, logged, JSON.stringify(host.logs.slice(logged)))
+  const run = spawnSync(process.execPath, [linkedChild, tempDir('linked')], { encoding: 'utf8', env: process.env })
+  assert.equal(run.status, 0, run.stderr)
+  assert.deepEqual(JSON.parse(run.stdout), { consumed: 5, logs: [] })
+})

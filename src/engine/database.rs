@@ -144,17 +144,20 @@ pub struct Database {
 }
 
 /// Refuses to open `path` while a connection of this process (the host's) uses a `-wal` or
-/// `-shm` other than those SQLite would attach by path: a file renamed over its file, or its
-/// own sidecars removed or replaced under it. It ends when that connection closes.
+/// `-shm` other than those SQLite would attach by path: another file was renamed over its
+/// file, or it has the file open in WAL mode while its sidecars were removed or moved away
+/// (it keeps using them: every connection in WAL mode holds both open). It ends when that
+/// connection closes. Files are told apart by device and inode, the engine's parked
+/// descriptors aside.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
-  let sidecars = |file: &Path| [wal_path(file), shm_path(file)];
-  let moved = |sidecar: PathBuf| locks::open_as_another_file(&sidecar) == Some(true);
-  let real = path.canonicalize().unwrap_or_default(); // as descriptors name their files
-  let why = match (open(path), sidecars(path).iter().any(|s| open(s))) {
-    (false, true) => "is not the file whose -wal and -shm a connection of this process still uses",
-    (true, _) if sidecars(&real).into_iter().any(moved) => {
-      "has a -wal or -shm removed under a connection of this process"
+  // SQLite puts the sidecars beside the file a link at the path leads to.
+  let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+  let [wal, shm] = [wal_path(&real), shm_path(&real)].map(|sidecar| open(&sidecar));
+  let why = match open(path) {
+    false if wal || shm => "is not the file whose -wal and -shm a connection of this process uses",
+    true if !(wal && shm) && in_wal_mode(&real) => {
+      "is open in this process, but not the -wal and -shm at its path (removed or moved away)"
     }
     _ => return Ok(()),
   };
@@ -163,6 +166,14 @@ fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
      made meanwhile are not counted, until then",
     path.display()
   )))
+}
+
+/// Whether the database header at `path` says WAL (read and write versions 2).
+fn in_wal_mode(path: &Path) -> bool {
+  let mut header = [0; 20];
+  let read =
+    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
+  read.is_ok() && header[18..20] == [2, 2]
 }
 
 /// An open that failed: where, what was there just before it, when, and why.

@@ -143,10 +143,6 @@ mod imp {
     None
   }
 
-  pub fn open_as_another_file(_path: &Path) -> Option<bool> {
-    None
-  }
-
   pub fn self_test(_path: &Path, _calls: u64, _at_path: impl Fn() -> bool) -> LockCheck {
     LockCheck::Unsupported
   }
@@ -161,6 +157,6 @@ mod imp {
 }
 
 pub use imp::{
-  install, installed, lock_calls, open_as_another_file, open_elsewhere, parked_count, probe_shm,
-  self_test, sweep_parked, unmaps,
+  install, installed, lock_calls, open_elsewhere, parked_count, probe_shm, self_test, sweep_parked,
+  unmaps,
 };

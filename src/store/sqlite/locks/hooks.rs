@@ -370,25 +370,6 @@ pub fn open_elsewhere((dev, ino): (u64, u64)) -> Option<bool> {
   other_user(dev, ino, -1, &lock_parked())
 }
 
-/// Whether a descriptor of this process, not a parked one, has `path` open as another file
-/// than the one now there (removed or replaced since), or `None`. `path` is absolute.
-pub fn open_as_another_file(path: &Path) -> Option<bool> {
-  use std::os::unix::{ffi::OsStrExt, fs::MetadataExt};
-  let now = std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()));
-  let named = |fd| {
-    os::fd_path(fd).is_some_and(|target| {
-      let target = target.as_os_str().as_bytes();
-      target.strip_suffix(b" (deleted)").unwrap_or(target) == path.as_os_str().as_bytes()
-    })
-  };
-  let parked = lock_parked();
-  Some(open_fds()?.into_iter().any(|n| {
-    !parked.iter().any(|p| p.fd == n)
-      && named(n)
-      && file_id(n).is_some_and(|(dev, ino, _)| Some((dev, ino)) != now)
-  }))
-}
-
 /// Whether a descriptor other than `except` and the parked ones refers to `(dev, ino)`.
 fn other_user(dev: u64, ino: u64, except: c_int, parked: &[Parked]) -> Option<bool> {
   let fds = open_fds()?;
