@@ -390,6 +390,11 @@ for (const [how, sidecars] of [['removed', ['-shm']], ['removed', ['-wal']], ['r
     const p = pool(1e9)
     await record(p.request, 5)
     assert.equal(engine.flushQuotaWrites(), null)
+    // The host's own locks on the file (its connection in WAL mode holds a shared one).
+    const ino = fs.statSync(host.file).ino
+    const posixLocks = () => fs.readFileSync('/proc/locks', 'utf8').split('\n').filter((l) => / POSIX /.test(l) && l.includes(` ${process.pid} `) && l.includes(`:${ino} `)).map((l) => l.replace(/^\d+:\s*/, ''))
+    const locksBefore = posixLocks()
+    assert.ok(locksBefore.length > 0, 'the host holds a lock on the file')
     for (const suffix of sidecars) away[how](host.file + suffix)
     engine.closeQuotaDb() // the host's resetter, as its tests and its restore run it
     const logged = host.logs.length
@@ -400,6 +405,7 @@ for (const [how, sidecars] of [['removed', ['-shm']], ['removed', ['-wal']], ['r
     }
     const said = host.logs.slice(logged).map((l) => JSON.stringify(l)).join('\n')
     assert.match(said, /is open in this process, but not the -wal and -shm at its path/)
+    assert.deepEqual(posixLocks(), locksBefore, "the refusal left the host's locks alone")
     assert.equal(host.db.pragma('integrity_check', { simple: true }), 'ok')
     assert.equal(consumedIn(host.db, p), 5, 'what was recorded while the engine refused is not counted')
     // The host closes and reopens: the engine follows, and counts again.

@@ -144,14 +144,13 @@ pub struct Database {
 }
 
 /// Refuses to open `path` while a connection of this process (the host's) uses a `-wal` or
-/// `-shm` other than those SQLite would attach by path: another file was renamed over its
-/// file, or it has the file open in WAL mode while its sidecars were removed or moved away
-/// (it keeps using them: every connection in WAL mode holds both open). It ends when that
-/// connection closes. Files are told apart by device and inode, the engine's parked
-/// descriptors aside.
+/// `-shm` other than those SQLite would attach: another file was renamed over its file, or
+/// it has the file open in WAL mode (holding both sidecars) while they were removed or
+/// moved away. It ends when that connection closes. Files are told apart by device and
+/// inode, the engine's parked descriptors aside; sidecars are looked for where SQLite puts
+/// them, beside the file a link leads to.
 fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   let open = |file: &Path| file_id(file).and_then(locks::open_elsewhere) == Some(true);
-  // SQLite puts the sidecars beside the file a link at the path leads to.
   let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
   let [wal, shm] = [wal_path(&real), shm_path(&real)].map(|sidecar| open(&sidecar));
   let why = match open(path) {
@@ -168,12 +167,10 @@ fn refuse_foreign_sidecars(path: &Path) -> Result<()> {
   )))
 }
 
-/// Whether the database header at `path` says WAL (read and write versions 2).
+/// Whether the header of `path`, open in the process, says WAL (read and write versions 2).
 fn in_wal_mode(path: &Path) -> bool {
-  let mut header = [0; 20];
-  let read =
-    std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut header));
-  read.is_ok() && header[18..20] == [2, 2]
+  let head = file_id(path).and_then(locks::read_head::<20>);
+  head.is_some_and(|head| head[18..20] == [2, 2])
 }
 
 /// An open that failed: where, what was there just before it, when, and why.

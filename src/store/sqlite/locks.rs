@@ -143,6 +143,10 @@ mod imp {
     None
   }
 
+  pub fn read_head<const N: usize>(_id: (u64, u64)) -> Option<[u8; N]> {
+    None
+  }
+
   pub fn self_test(_path: &Path, _calls: u64, _at_path: impl Fn() -> bool) -> LockCheck {
     LockCheck::Unsupported
   }
@@ -157,6 +161,6 @@ mod imp {
 }
 
 pub use imp::{
-  install, installed, lock_calls, open_elsewhere, parked_count, probe_shm, self_test, sweep_parked,
-  unmaps,
+  install, installed, lock_calls, open_elsewhere, parked_count, probe_shm, read_head, self_test,
+  sweep_parked, unmaps,
 };

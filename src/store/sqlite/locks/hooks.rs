@@ -370,6 +370,18 @@ pub fn open_elsewhere((dev, ino): (u64, u64)) -> Option<bool> {
   other_user(dev, ino, -1, &lock_parked())
 }
 
+/// The first bytes of the file `(dev, ino)`, read through a descriptor of this process
+/// that has it open: opening and closing one would drop the host's locks on it.
+pub fn read_head<const N: usize>((dev, ino): (u64, u64)) -> Option<[u8; N]> {
+  let same = |fd: &c_int| matches!(file_id(*fd), Some((d, i, _)) if d == dev && i == ino);
+  let fd = open_fds()?.into_iter().find(same)?;
+  let mut head = [0u8; N];
+  // SAFETY: `head` has N writable bytes, and pread moves no descriptor's offset. One closed
+  // and reused since it was found reads another file: a wrong answer, not a fault.
+  let read = unsafe { libc::pread(fd, head.as_mut_ptr().cast(), N, 0) };
+  (read == N as isize).then_some(head)
+}
+
 /// Whether a descriptor other than `except` and the parked ones refers to `(dev, ino)`.
 fn other_user(dev: u64, ino: u64, except: c_int, parked: &[Parked]) -> Option<bool> {
   let fds = open_fds()?;
