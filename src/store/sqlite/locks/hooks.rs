@@ -372,14 +372,19 @@ pub fn open_elsewhere((dev, ino): (u64, u64)) -> Option<bool> {
 
 /// The first bytes of the file `(dev, ino)`, read through a descriptor of this process
 /// that has it open: opening and closing one would drop the host's locks on it.
-pub fn read_head<const N: usize>((dev, ino): (u64, u64)) -> Option<[u8; N]> {
-  let same = |fd: &c_int| matches!(file_id(*fd), Some((d, i, _)) if d == dev && i == ino);
-  let fd = open_fds()?.into_iter().find(same)?;
+pub fn read_head<const N: usize>(id: (u64, u64)) -> Option<[u8; N]> {
+  let fd = descriptor_on(id)?;
   let mut head = [0u8; N];
   // SAFETY: `head` has N writable bytes, and pread moves no descriptor's offset. One closed
   // and reused since it was found reads another file: a wrong answer, not a fault.
   let read = unsafe { libc::pread(fd, head.as_mut_ptr().cast(), N, 0) };
   (read == N as isize).then_some(head)
+}
+
+/// A descriptor of this process on the file `(dev, ino)`, found without opening anything.
+fn descriptor_on((dev, ino): (u64, u64)) -> Option<c_int> {
+  let same = |fd: &c_int| matches!(file_id(*fd), Some((d, i, _)) if d == dev && i == ino);
+  open_fds()?.into_iter().find(same)
 }
 
 /// Whether a descriptor other than `except` and the parked ones refers to `(dev, ino)`.
@@ -593,12 +598,8 @@ pub fn lock_calls() -> u64 {
 /// from the same process sees it only if it is not one of the process's own classic locks.
 /// `None` when it cannot be asked.
 pub fn probe_shm(db_path: &Path) -> Option<bool> {
-  use std::os::unix::fs::MetadataExt;
-  let meta = std::fs::metadata(crate::store::sqlite::shm_path(db_path)).ok()?;
-  let (dev, ino) = (meta.dev(), meta.ino());
-  let fd = open_fds()?
-    .into_iter()
-    .find(|&n| matches!(file_id(n), Some((d, i, _)) if d == dev && i == ino))?;
+  use crate::store::sqlite::{file_id as path_id, shm_path};
+  let fd = descriptor_on(path_id(&shm_path(db_path))?)?;
   let mut fl = flock(libc::F_WRLCK as c_int, 128, 1);
   // SAFETY: a classic F_GETLK on our own descriptor; nothing is locked or closed.
   if unsafe { libc::fcntl(fd, os::COMMANDS.getlk, &mut fl) } != 0 {
